@@ -1,0 +1,82 @@
+"""cunumpy: one NumPy-like namespace for the CPU (NumPy) and NVIDIA GPUs (CuPy).
+
+``import cunumpy as xp``; then ``xp.zeros``, ``xp.linalg.norm``, ... resolve on the active
+backend. Backend control, inspection and explicit transfers live at the top level; every
+other helper lives in its submodule (``xp.kernels``, ``xp.profiling``, ``xp.cuda``, ...).
+See ``LLM_GUIDE.md`` beside this file.
+"""
+
+import os as _os
+
+from . import _backend
+
+if _os.environ.get("CUNUMPY_FAKE_CUPY", "").strip().lower() in ("1", "true", "yes"):
+    from ._fake_cupy import install_fake_cupy as _install_fake_cupy
+
+    _install_fake_cupy()
+
+from ._backend import (
+    MIN_CUPY_VERSION,
+    as_device_array,
+    assert_same_backend,
+    backend_info,
+    cupy_available,
+    cupy_version_supported,
+    default_float_dtype,
+    get_array_backend,
+    get_array_module,
+    get_backend,
+    is_cpu,
+    is_gpu,
+    require_version,
+    same_backend,
+    set_backend,
+    synchronize,
+    to_cunumpy,
+    to_cupy,
+    to_numpy,
+    use_backend,
+)
+from ._host_call import evaluate_on_host, host_call, setup_on_host
+from . import (
+    algorithms,
+    arguments,
+    cuda,
+    integrate,
+    kernels,
+    memory,
+    mpi,
+    optimize,
+    petsc,
+    profiling,
+    rng,
+    scipy,
+)
+
+
+def to_host_async(a):
+    """Start a non-blocking copy of a device scalar or small array to the host.
+
+    Returns a :class:`cunumpy.memory.HostCopy`: ``ready()`` never waits, ``result()``
+    waits and returns a NumPy value.
+    """
+    return memory.HostCopy.start(a)
+
+
+__version__ = _backend.installed_version()
+
+# Rebound by every backend switch; read them as xp.numpy_backend / xp.cupy_backend.
+numpy_backend = True
+cupy_backend = False
+
+
+def __getattr__(name):
+    return _backend.missing_attribute(name)
+
+
+def __dir__():
+    return sorted(globals())
+
+
+_backend.bind_package(globals())
+_backend.initial_backend()

@@ -1,0 +1,62 @@
+/* Shared by every C file of cunumpy._core: Python include, visibility, error and GIL macros. */
+#ifndef CUNUMPY__CORE_COMMON_H
+#define CUNUMPY__CORE_COMMON_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Symbols shared between the files of _core but not exported from the shared object. */
+#if defined(__GNUC__)
+#define CN_INTERNAL __attribute__((visibility("hidden")))
+#else
+#define CN_INTERNAL
+#endif
+
+#define CN_LIKELY(x) __builtin_expect(!!(x), 1)
+#define CN_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* Release the GIL around a pure C loop. Nothing inside may touch a Python object. */
+#define CN_BEGIN_NOGIL Py_BEGIN_ALLOW_THREADS
+#define CN_END_NOGIL Py_END_ALLOW_THREADS
+
+/* Pure C helpers return a status; the boundary turns it into a Python exception once. */
+typedef enum {
+    CN_OK = 0,
+    CN_ERR_NOMEM = -1,
+    CN_ERR_VALUE = -2,
+    CN_ERR_TYPE = -3,
+    CN_ERR_OVERFLOW = -4,
+    CN_ERR_INDEX = -5,
+    CN_ERR_PYTHON = -6 /* a Python exception is already set */
+} cn_status;
+
+/* Set the Python exception for `status` with a printf-style message; returns NULL. */
+CN_INTERNAL PyObject *cn_raise(cn_status status, const char *fmt, ...);
+
+/* The device array type (cupy.ndarray, real or fake), looked up through sys.modules and
+ * cached; never imports CuPy. Borrowed reference or NULL when CuPy is not imported. */
+CN_INTERNAL PyTypeObject *cn_device_type(void);
+
+/* 1 if `obj` is a device array, 0 otherwise. Never raises. */
+static inline int cn_is_device(PyObject *obj)
+{
+    PyTypeObject *t = cn_device_type();
+    if (t == NULL)
+        return 0;
+    return Py_IS_TYPE(obj, t) || PyType_IsSubtype(Py_TYPE(obj), t);
+}
+
+/* Registration of each file's functions into the module (module.c calls them in order). */
+CN_INTERNAL int cn_register_scan(PyObject *module);
+CN_INTERNAL int cn_register_traverse(PyObject *module);
+CN_INTERNAL int cn_register_cudasig(PyObject *module);
+CN_INTERNAL int cn_register_pack(PyObject *module);
+CN_INTERNAL int cn_register_morton(PyObject *module);
+CN_INTERNAL int cn_register_philox(PyObject *module);
+CN_INTERNAL int cn_register_segment(PyObject *module);
+CN_INTERNAL int cn_register_sort(PyObject *module);
+CN_INTERNAL int cn_register_compact(PyObject *module);
+
+#endif /* CUNUMPY__CORE_COMMON_H */

@@ -1,0 +1,15 @@
+"""Pure-Python twins of every function of ``cunumpy._core``.
+
+They are the oracles of the C functions in the tests and the fallback where the extension
+cannot be built. Never on a hot path.
+"""
+
+from .scan import *  # noqa: F401,F403
+from .traverse import *  # noqa: F401,F403
+from .cudasig import *  # noqa: F401,F403
+from .pack import *  # noqa: F401,F403
+from .morton import *  # noqa: F401,F403
+from .philox import *  # noqa: F401,F403
+from .segment import *  # noqa: F401,F403
+from .sort import *  # noqa: F401,F403
+from .compact import *  # noqa: F401,F403

@@ -1,0 +1,38 @@
+"""CUDA debug mode (API.md section 4.3): line info, bounds checks and a sync after each launch."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+__all__ = ["DEBUG_OPTIONS", "cuda_debug", "get_cuda_debug", "set_cuda_debug"]
+
+#: Compile options a CudaKernel adds in debug mode.
+DEBUG_OPTIONS = ("-lineinfo", "-DCUNUMPY_BOUNDS_CHECK")
+
+_TRUE = ("1", "true", "yes", "on")
+_enabled = os.environ.get("CUNUMPY_CUDA_DEBUG", "").strip().lower() in _TRUE
+
+
+def set_cuda_debug(enabled: bool) -> None:
+    """Switch the process-wide CUDA debug mode; enable it before kernels compile."""
+    global _enabled
+    if not isinstance(enabled, (bool, int)):
+        raise TypeError(f"set_cuda_debug(): 'enabled' must be a bool, not {type(enabled).__name__}")
+    _enabled = bool(enabled)
+
+
+def get_cuda_debug() -> bool:
+    """True when the process-wide CUDA debug mode is on."""
+    return _enabled
+
+
+@contextlib.contextmanager
+def cuda_debug(enabled: bool = True):
+    """Turn debug mode on (or off) for a block; the previous setting comes back on exit."""
+    previous = _enabled
+    set_cuda_debug(enabled)
+    try:
+        yield
+    finally:
+        set_cuda_debug(previous)

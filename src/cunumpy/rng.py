@@ -1,0 +1,3 @@
+"""Reproducible random numbers (API.md section 8)."""
+
+__all__: list[str] = []
