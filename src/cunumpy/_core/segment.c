@@ -1,8 +1,298 @@
-/* Placeholder: filled by the issue that owns this concern. */
+/* Segment sums, cell offsets and run boundaries on the host (API.md sections 9.3 to 9.5). */
 #include "common.h"
+
+#include "buffer_args.h"
+#include "segment_kernels.h"
+
+/* Key buffer type: int32, int64 or uint64 (the Python layer converts the others). */
+static int key_type(const Py_buffer *k, const char *name, cn_skey_type *t)
+{
+    cn_kind kind = cn_buffer_kind(k);
+    if (kind == CN_KIND_INT && k->itemsize == 4)
+        *t = CN_SKEY_I32;
+    else if (kind == CN_KIND_INT && k->itemsize == 8)
+        *t = CN_SKEY_I64;
+    else if (kind == CN_KIND_UINT && k->itemsize == 8)
+        *t = CN_SKEY_U64;
+    else {
+        PyErr_Format(PyExc_TypeError, "'%s' must be int32, int64 or uint64 here (format '%s')",
+                     name, k->format ? k->format : "B");
+        return -1;
+    }
+    return 0;
+}
+
+static int read_count(PyObject *obj, const char *name, int64_t *value)
+{
+    long long v = PyLong_AsLongLong(obj);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (v < 0) {
+        PyErr_Format(PyExc_ValueError, "'%s' must be >= 0, got %lld", name, v);
+        return -1;
+    }
+    *value = (int64_t)v;
+    return 0;
+}
+
+PyDoc_STRVAR(segment_check_keys_doc,
+             "segment_check_keys(keys, n_segments)\n--\n\n"
+             "ValueError naming the row if a key (1-D int32/int64/uint64) is >= n_segments.");
+
+static PyObject *segment_check_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2)
+        return cn_raise(CN_ERR_TYPE, "segment_check_keys() takes 2 arguments (%zd given)", nargs);
+    int64_t nseg;
+    cn_skey_type t;
+    if (read_count(args[1], "n_segments", &nseg) < 0)
+        return NULL;
+    Py_buffer k;
+    if (cn_get_buffer(args[0], &k, 0, 1, "keys") < 0)
+        return NULL;
+    if (key_type(&k, "keys", &t) < 0) {
+        PyBuffer_Release(&k);
+        return NULL;
+    }
+    ptrdiff_t bad;
+    CN_BEGIN_NOGIL
+    bad = cn_segment_check(t, k.buf, k.strides[0], (size_t)k.shape[0], nseg);
+    CN_END_NOGIL
+    if (bad >= 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "'keys' must be < n_segments = %lld; keys[%zd] is out of range",
+                     (long long)nseg, bad);
+        PyBuffer_Release(&k);
+        return NULL;
+    }
+    PyBuffer_Release(&k);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(segment_sum_into_doc,
+             "segment_sum_into(values, keys, out, check_first)\n--\n\n"
+             "out[k] = sum of values[i] with keys[i] == k; negative keys dropped. values: float32\n"
+             "or float64 (n, m), any aligned strides; keys: 1-D int32/int64/uint64 (n,); out:\n"
+             "C-contiguous (n_segments, m) of the values' type, overwritten. A key >= n_segments\n"
+             "raises ValueError, before out is touched when check_first is true.");
+
+static PyObject *segment_sum_into(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4)
+        return cn_raise(CN_ERR_TYPE, "segment_sum_into() takes 4 arguments (%zd given)", nargs);
+    int check_first = PyObject_IsTrue(args[3]);
+    if (check_first < 0)
+        return NULL;
+    Py_buffer v, k, o;
+    cn_skey_type kt;
+    if (cn_get_buffer(args[0], &v, 0, 2, "values") < 0)
+        return NULL;
+    if (cn_get_buffer(args[1], &k, 0, 1, "keys") < 0)
+        goto fail_v;
+    if (cn_get_buffer(args[2], &o, 1, 2, "out") < 0)
+        goto fail_k;
+    if (key_type(&k, "keys", &kt) < 0)
+        goto fail;
+    Py_ssize_t n = v.shape[0], m = v.shape[1];
+    int is_double = cn_buffer_kind(&v) == CN_KIND_FLOAT && v.itemsize == 8;
+    int is_float = cn_buffer_kind(&v) == CN_KIND_FLOAT && v.itemsize == 4;
+    if (!is_double && !is_float) {
+        PyErr_SetString(PyExc_TypeError, "'values' must be float32 or float64 here");
+        goto fail;
+    }
+    if (((uintptr_t)v.buf % v.itemsize) != 0 || v.strides[0] % v.itemsize != 0 ||
+        v.strides[1] % v.itemsize != 0) {
+        PyErr_SetString(PyExc_ValueError, "'values' must be aligned");
+        goto fail;
+    }
+    if (k.shape[0] != n) {
+        PyErr_Format(PyExc_ValueError, "'keys' must have %zd entries (one per row of values), got %zd",
+                     n, k.shape[0]);
+        goto fail;
+    }
+    if (cn_require_contig(&o, CN_KIND_FLOAT, v.itemsize, -1, "out") < 0)
+        goto fail;
+    if (o.shape[1] != m) {
+        PyErr_Format(PyExc_ValueError, "'out' must have %zd columns, got %zd", m, o.shape[1]);
+        goto fail;
+    }
+    {
+        int64_t nseg = o.shape[0];
+        ptrdiff_t bad = -1;
+        CN_BEGIN_NOGIL
+        if (check_first)
+            bad = cn_segment_check(kt, k.buf, k.strides[0], (size_t)n, nseg);
+        if (bad < 0) {
+#define CN_SEGMENT_CALL(FN, T)                                                                     \
+    bad = FN(k.buf, k.strides[0], (size_t)n, v.buf, v.strides[0], v.strides[1], (size_t)m,         \
+             (T *)o.buf, nseg)
+            if (is_double) {
+                if (kt == CN_SKEY_I32) CN_SEGMENT_CALL(cn_segment_sum_d_i32, double);
+                else if (kt == CN_SKEY_I64) CN_SEGMENT_CALL(cn_segment_sum_d_i64, double);
+                else CN_SEGMENT_CALL(cn_segment_sum_d_u64, double);
+            } else {
+                if (kt == CN_SKEY_I32) CN_SEGMENT_CALL(cn_segment_sum_f_i32, float);
+                else if (kt == CN_SKEY_I64) CN_SEGMENT_CALL(cn_segment_sum_f_i64, float);
+                else CN_SEGMENT_CALL(cn_segment_sum_f_u64, float);
+            }
+#undef CN_SEGMENT_CALL
+        }
+        CN_END_NOGIL
+        if (bad >= 0) {
+            PyErr_Format(PyExc_ValueError,
+                         "'keys' must be < n_segments = %lld; keys[%zd] is out of range",
+                         (long long)nseg, bad);
+            goto fail;
+        }
+    }
+    PyBuffer_Release(&o);
+    PyBuffer_Release(&k);
+    PyBuffer_Release(&v);
+    Py_RETURN_NONE;
+fail:
+    PyBuffer_Release(&o);
+fail_k:
+    PyBuffer_Release(&k);
+fail_v:
+    PyBuffer_Release(&v);
+    return NULL;
+}
+
+PyDoc_STRVAR(cell_offsets_into_doc,
+             "cell_offsets_into(sorted_cells, n_cells, out)\n--\n\n"
+             "Offsets (C-contiguous int64, n_cells + 1) of sorted cell ids in [0, n_cells).");
+
+static PyObject *cell_offsets_into(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3)
+        return cn_raise(CN_ERR_TYPE, "cell_offsets_into() takes 3 arguments (%zd given)", nargs);
+    int64_t ncells;
+    cn_skey_type t;
+    if (read_count(args[1], "n_cells", &ncells) < 0)
+        return NULL;
+    Py_buffer k, o;
+    if (cn_get_buffer(args[0], &k, 0, 1, "sorted_cells") < 0)
+        return NULL;
+    if (cn_get_buffer(args[2], &o, 1, -1, "out") < 0) {
+        PyBuffer_Release(&k);
+        return NULL;
+    }
+    if (key_type(&k, "sorted_cells", &t) < 0 ||
+        cn_require_contig(&o, CN_KIND_INT, 8, (Py_ssize_t)ncells + 1, "out") < 0)
+        goto fail;
+    {
+        ptrdiff_t bad;
+        CN_BEGIN_NOGIL
+        bad = cn_cell_offsets(t, k.buf, k.strides[0], (size_t)k.shape[0], ncells, o.buf);
+        CN_END_NOGIL
+        if (bad >= 0) {
+            int64_t key = cn_skey(t, (const char *)k.buf + bad * k.strides[0]);
+            if (key < 0 || key >= ncells)
+                PyErr_Format(PyExc_ValueError,
+                             "'sorted_cells' must be in [0, n_cells = %lld); sorted_cells[%zd] "
+                             "is out of range",
+                             (long long)ncells, bad);
+            else
+                PyErr_Format(PyExc_ValueError,
+                             "'sorted_cells' must be sorted (non-decreasing); sorted_cells[%zd] < "
+                             "sorted_cells[%zd]",
+                             bad, bad - 1);
+            goto fail;
+        }
+    }
+    PyBuffer_Release(&o);
+    PyBuffer_Release(&k);
+    Py_RETURN_NONE;
+fail:
+    PyBuffer_Release(&o);
+    PyBuffer_Release(&k);
+    return NULL;
+}
+
+PyDoc_STRVAR(segment_runs_doc,
+             "segment_runs(sorted_keys, unique=None, starts=None, stops=None)\n--\n\n"
+             "Number of runs of 1-D sorted integer keys (32 or 64-bit, signed or unsigned);\n"
+             "with the C-contiguous outputs (unique of the keys' type, int64 starts/stops,\n"
+             "one entry per run) also fill them. ValueError if the keys are not sorted.");
+
+static PyObject *segment_runs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 1 && nargs != 4)
+        return cn_raise(CN_ERR_TYPE, "segment_runs() takes 1 or 4 arguments (%zd given)", nargs);
+    int fill = nargs == 4;
+    Py_buffer k, u, s, e;
+    if (cn_get_buffer(args[0], &k, 0, 1, "sorted_keys") < 0)
+        return NULL;
+    cn_kind kind = cn_buffer_kind(&k);
+    if ((kind != CN_KIND_INT && kind != CN_KIND_UINT) || (k.itemsize != 4 && k.itemsize != 8)) {
+        PyBuffer_Release(&k);
+        return cn_raise(CN_ERR_TYPE, "'sorted_keys' must be 32 or 64-bit integers here");
+    }
+    if (fill) {
+        if (cn_get_buffer(args[1], &u, 1, 1, "unique") < 0)
+            goto fail_k;
+        if (cn_get_buffer(args[2], &s, 1, 1, "starts") < 0)
+            goto fail_u;
+        if (cn_get_buffer(args[3], &e, 1, 1, "stops") < 0)
+            goto fail_s;
+    }
+    ptrdiff_t runs;
+    {
+        int is_unsigned = kind == CN_KIND_UINT, is_32 = k.itemsize == 4;
+        size_t n = (size_t)k.shape[0];
+        CN_BEGIN_NOGIL
+        runs = cn_segment_runs(is_unsigned, is_32, k.buf, k.strides[0], n, NULL, NULL, NULL);
+        CN_END_NOGIL
+        if (runs < 0) {
+            PyErr_Format(PyExc_ValueError,
+                         "'sorted_keys' must be sorted (non-decreasing); sorted_keys[%zd] < "
+                         "sorted_keys[%zd]",
+                         -runs - 1, -runs - 2);
+            goto fail;
+        }
+        if (fill) {
+            if (cn_require_contig(&u, kind, k.itemsize, runs, "unique") < 0 ||
+                cn_require_contig(&s, CN_KIND_INT, 8, runs, "starts") < 0 ||
+                cn_require_contig(&e, CN_KIND_INT, 8, runs, "stops") < 0)
+                goto fail;
+            CN_BEGIN_NOGIL
+            cn_segment_runs(is_unsigned, is_32, k.buf, k.strides[0], n, u.buf, s.buf, e.buf);
+            CN_END_NOGIL
+        }
+    }
+    if (fill) {
+        PyBuffer_Release(&e);
+        PyBuffer_Release(&s);
+        PyBuffer_Release(&u);
+    }
+    PyBuffer_Release(&k);
+    return PyLong_FromSsize_t(runs);
+fail:
+    if (fill)
+        PyBuffer_Release(&e);
+fail_s:
+    if (fill)
+        PyBuffer_Release(&s);
+fail_u:
+    if (fill)
+        PyBuffer_Release(&u);
+fail_k:
+    PyBuffer_Release(&k);
+    return NULL;
+}
+
+static PyMethodDef segment_methods[] = {
+    {"segment_check_keys", (PyCFunction)(void (*)(void))segment_check_keys, METH_FASTCALL,
+     segment_check_keys_doc},
+    {"segment_sum_into", (PyCFunction)(void (*)(void))segment_sum_into, METH_FASTCALL,
+     segment_sum_into_doc},
+    {"cell_offsets_into", (PyCFunction)(void (*)(void))cell_offsets_into, METH_FASTCALL,
+     cell_offsets_into_doc},
+    {"segment_runs", (PyCFunction)(void (*)(void))segment_runs, METH_FASTCALL, segment_runs_doc},
+    {NULL, NULL, 0, NULL},
+};
 
 CN_INTERNAL int cn_register_segment(PyObject *module)
 {
-    (void)module;
-    return 0;
+    return PyModule_AddFunctions(module, segment_methods);
 }

@@ -1,8 +1,70 @@
-/* Placeholder: filled by the issue that owns this concern. */
+/* Stable argsort of integer keys on the host (API.md section 9.2): LSD radix sort. */
 #include "common.h"
+
+#include "buffer_args.h"
+#include "sort_kernels.h"
+
+PyDoc_STRVAR(radix_argsort_doc,
+             "radix_argsort(keys, order, sorted_keys)\n--\n\n"
+             "Stable argsort of 1-D int32/uint32/int64/uint64 keys (any strides): the order\n"
+             "(C-contiguous int64) and the sorted keys (C-contiguous, the keys' type).");
+
+static PyObject *radix_argsort(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3)
+        return cn_raise(CN_ERR_TYPE, "radix_argsort() takes 3 arguments (%zd given)", nargs);
+    Py_buffer k, o, s;
+    if (cn_get_buffer(args[0], &k, 0, 1, "keys") < 0)
+        return NULL;
+    if (cn_get_buffer(args[1], &o, 1, -1, "order") < 0)
+        goto fail_k;
+    if (cn_get_buffer(args[2], &s, 1, -1, "sorted_keys") < 0)
+        goto fail_o;
+    cn_kind kind = cn_buffer_kind(&k);
+    cn_key_type t;
+    if (kind == CN_KIND_INT && k.itemsize == 4)
+        t = CN_KEY_I32;
+    else if (kind == CN_KIND_UINT && k.itemsize == 4)
+        t = CN_KEY_U32;
+    else if (kind == CN_KIND_INT && k.itemsize == 8)
+        t = CN_KEY_I64;
+    else if (kind == CN_KIND_UINT && k.itemsize == 8)
+        t = CN_KEY_U64;
+    else {
+        PyErr_SetString(PyExc_TypeError, "'keys' must be 32 or 64-bit integers here");
+        goto fail;
+    }
+    Py_ssize_t n = k.shape[0];
+    if (cn_require_contig(&o, CN_KIND_INT, 8, n, "order") < 0 ||
+        cn_require_contig(&s, kind, k.itemsize, n, "sorted_keys") < 0)
+        goto fail;
+    int status;
+    CN_BEGIN_NOGIL
+    status = cn_radix_argsort(t, k.buf, k.strides[0], (size_t)n, o.buf, s.buf);
+    CN_END_NOGIL
+    if (status != CN_SORT_OK) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    PyBuffer_Release(&s);
+    PyBuffer_Release(&o);
+    PyBuffer_Release(&k);
+    Py_RETURN_NONE;
+fail:
+    PyBuffer_Release(&s);
+fail_o:
+    PyBuffer_Release(&o);
+fail_k:
+    PyBuffer_Release(&k);
+    return NULL;
+}
+
+static PyMethodDef sort_methods[] = {
+    {"radix_argsort", (PyCFunction)(void (*)(void))radix_argsort, METH_FASTCALL, radix_argsort_doc},
+    {NULL, NULL, 0, NULL},
+};
 
 CN_INTERNAL int cn_register_sort(PyObject *module)
 {
-    (void)module;
-    return 0;
+    return PyModule_AddFunctions(module, sort_methods);
 }

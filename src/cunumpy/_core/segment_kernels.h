@@ -1,0 +1,211 @@
+/* Segment sums, cell offsets and run boundaries, pure C (no Python), shared by segment.c and
+ * tests/c. Keys are read through a byte stride as int32, int64 or uint64. */
+#ifndef CUNUMPY__CORE_SEGMENT_KERNELS_H
+#define CUNUMPY__CORE_SEGMENT_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef enum { CN_SKEY_I32 = 0, CN_SKEY_I64 = 1, CN_SKEY_U64 = 2 } cn_skey_type;
+
+/* A key as int64; uint64 keys above INT64_MAX become INT64_MAX (out of any range). */
+static inline int64_t cn_skey(cn_skey_type t, const char *p)
+{
+    if (t == CN_SKEY_I32) {
+        int32_t v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    if (t == CN_SKEY_I64) {
+        int64_t v;
+        memcpy(&v, p, 8);
+        return v;
+    }
+    uint64_t u;
+    memcpy(&u, p, 8);
+    return u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)u;
+}
+
+/* Index of the first key >= n_segments, or -1. */
+static ptrdiff_t cn_segment_check(cn_skey_type t, const char *keys, ptrdiff_t ks, size_t n,
+                                  int64_t n_segments)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (cn_skey(t, keys + (ptrdiff_t)i * ks) >= n_segments)
+            return (ptrdiff_t)i;
+    }
+    return -1;
+}
+
+/* out[k, :] = sum of rows i with keys[i] == k (out is C-contiguous (n_segments, m), zeroed
+ * here); rows with negative keys are dropped. A run of equal keys is summed in registers and
+ * added to memory once. Keys >= n_segments are skipped and the first one's row is returned
+ * (-1 if none), so the caller can raise. */
+#define CN_DEFINE_SEGMENT_SUM(NAME, T, KT, KSUF)                                                   \
+    static ptrdiff_t NAME(const char *keys, ptrdiff_t ks, size_t n, const char *vals,              \
+                          ptrdiff_t vs0, ptrdiff_t vs1, size_t m, T *out, int64_t n_segments)      \
+    {                                                                                              \
+        ptrdiff_t bad = -1;                                                                        \
+        memset(out, 0, (size_t)n_segments * m * sizeof(T));                                        \
+        if (n == 0 || m == 0)                                                                      \
+            return cn_segment_check(KSUF, keys, ks, n, n_segments);                                \
+        const uint64_t nseg = (uint64_t)n_segments;                                                \
+        if (m == 1) {                                                                              \
+            int64_t cur = -1;                                                                      \
+            T acc = 0;                                                                             \
+            for (size_t i = 0; i < n; i++) {                                                       \
+                KT kr;                                                                             \
+                memcpy(&kr, keys + (ptrdiff_t)i * ks, sizeof kr);                                  \
+                int64_t k = KSUF == CN_SKEY_U64 && (uint64_t)kr > (uint64_t)INT64_MAX              \
+                                ? INT64_MAX                                                        \
+                                : (int64_t)kr;                                                     \
+                T v = *(const T *)(vals + (ptrdiff_t)i * vs0);                                     \
+                if (k == cur) {                                                                    \
+                    acc += v;                                                                      \
+                    continue;                                                                      \
+                }                                                                                  \
+                if (cur >= 0)                                                                      \
+                    out[cur] += acc;                                                               \
+                if ((uint64_t)k < nseg) {                                                          \
+                    cur = k;                                                                       \
+                    acc = v;                                                                       \
+                } else {                                                                           \
+                    if (k >= 0 && bad < 0)                                                         \
+                        bad = (ptrdiff_t)i;                                                        \
+                    cur = -1;                                                                      \
+                }                                                                                  \
+            }                                                                                      \
+            if (cur >= 0)                                                                          \
+                out[cur] += acc;                                                                   \
+        } else if (m <= 4) {                                                                       \
+            int64_t cur = -1;                                                                      \
+            T acc[4] = {0, 0, 0, 0};                                                               \
+            for (size_t i = 0; i < n; i++) {                                                       \
+                KT kr;                                                                             \
+                memcpy(&kr, keys + (ptrdiff_t)i * ks, sizeof kr);                                  \
+                int64_t k = KSUF == CN_SKEY_U64 && (uint64_t)kr > (uint64_t)INT64_MAX              \
+                                ? INT64_MAX                                                        \
+                                : (int64_t)kr;                                                     \
+                const char *row = vals + (ptrdiff_t)i * vs0;                                       \
+                if (k == cur) {                                                                    \
+                    for (size_t j = 0; j < m; j++)                                                 \
+                        acc[j] += *(const T *)(row + (ptrdiff_t)j * vs1);                          \
+                    continue;                                                                      \
+                }                                                                                  \
+                if (cur >= 0) {                                                                    \
+                    T *o = out + (size_t)cur * m;                                                  \
+                    for (size_t j = 0; j < m; j++)                                                 \
+                        o[j] += acc[j];                                                            \
+                }                                                                                  \
+                if ((uint64_t)k < nseg) {                                                          \
+                    cur = k;                                                                       \
+                    for (size_t j = 0; j < m; j++)                                                 \
+                        acc[j] = *(const T *)(row + (ptrdiff_t)j * vs1);                           \
+                } else {                                                                           \
+                    if (k >= 0 && bad < 0)                                                         \
+                        bad = (ptrdiff_t)i;                                                        \
+                    cur = -1;                                                                      \
+                }                                                                                  \
+            }                                                                                      \
+            if (cur >= 0) {                                                                        \
+                T *o = out + (size_t)cur * m;                                                      \
+                for (size_t j = 0; j < m; j++)                                                     \
+                    o[j] += acc[j];                                                                \
+            }                                                                                      \
+        } else {                                                                                   \
+            /* Wide rows: add straight into the output row, which stays in cache. */              \
+            for (size_t i = 0; i < n; i++) {                                                       \
+                KT kr;                                                                             \
+                memcpy(&kr, keys + (ptrdiff_t)i * ks, sizeof kr);                                  \
+                int64_t k = KSUF == CN_SKEY_U64 && (uint64_t)kr > (uint64_t)INT64_MAX              \
+                                ? INT64_MAX                                                        \
+                                : (int64_t)kr;                                                     \
+                if ((uint64_t)k >= nseg) {                                                         \
+                    if (k >= 0 && bad < 0)                                                         \
+                        bad = (ptrdiff_t)i;                                                        \
+                    continue;                                                                      \
+                }                                                                                  \
+                const char *row = vals + (ptrdiff_t)i * vs0;                                       \
+                T *o = out + (size_t)k * m;                                                        \
+                for (size_t j = 0; j < m; j++)                                                     \
+                    o[j] += *(const T *)(row + (ptrdiff_t)j * vs1);                                \
+            }                                                                                      \
+        }                                                                                          \
+        return bad;                                                                                \
+    }
+
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_i32, double, int32_t, CN_SKEY_I32)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_i64, double, int64_t, CN_SKEY_I64)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_u64, double, uint64_t, CN_SKEY_U64)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_i32, float, int32_t, CN_SKEY_I32)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_i64, float, int64_t, CN_SKEY_I64)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_u64, float, uint64_t, CN_SKEY_U64)
+
+/* Offsets of n sorted cell ids in [0, n_cells): off has n_cells + 1 entries. Returns -1, or
+ * the first row that is out of range or smaller than its predecessor (off then unspecified). */
+static ptrdiff_t cn_cell_offsets(cn_skey_type t, const char *keys, ptrdiff_t ks, size_t n,
+                                 int64_t n_cells, int64_t *off)
+{
+    int64_t next = 0; /* the next cell whose start is not written yet */
+    int64_t prev = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t k = cn_skey(t, keys + (ptrdiff_t)i * ks);
+        if (k < prev || k >= n_cells)
+            return (ptrdiff_t)i;
+        while (next <= k)
+            off[next++] = (int64_t)i;
+        prev = k;
+    }
+    while (next <= n_cells)
+        off[next++] = (int64_t)n;
+    return -1;
+}
+
+/* Runs of sorted keys; signed or unsigned 64-bit comparison. With unique == NULL only counts.
+ * Returns the number of runs, or -(1 + i) when row i is smaller than row i - 1. */
+static ptrdiff_t cn_segment_runs(int is_unsigned, int is_32bit, const char *keys, ptrdiff_t ks,
+                                 size_t n, char *unique, int64_t *starts, int64_t *stops)
+{
+    size_t isz = is_32bit ? 4 : 8;
+    ptrdiff_t runs = 0;
+    uint64_t prev_u = 0;
+    int64_t prev_s = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *p = keys + (ptrdiff_t)i * ks;
+        uint64_t u;
+        int64_t s;
+        if (is_32bit) {
+            uint32_t u32;
+            memcpy(&u32, p, 4);
+            u = u32;
+            s = (int32_t)u32;
+        } else {
+            memcpy(&u, p, 8);
+            s = (int64_t)u;
+        }
+        int new_run = i == 0;
+        if (i > 0) {
+            int less = is_unsigned ? u < prev_u : s < prev_s;
+            if (less)
+                return -(ptrdiff_t)(i + 1);
+            new_run = is_unsigned ? u != prev_u : s != prev_s;
+        }
+        if (new_run) {
+            if (unique != NULL) {
+                memcpy(unique + (size_t)runs * isz, p, isz);
+                starts[runs] = (int64_t)i;
+                if (runs > 0)
+                    stops[runs - 1] = (int64_t)i;
+            }
+            runs++;
+        }
+        prev_u = u;
+        prev_s = s;
+    }
+    if (unique != NULL && runs > 0)
+        stops[runs - 1] = (int64_t)n;
+    return runs;
+}
+
+#endif /* CUNUMPY__CORE_SEGMENT_KERNELS_H */

@@ -1,0 +1,362 @@
+/* Stable LSD radix argsort of integer keys, pure C (no Python), shared by sort.c and tests/c.
+ *
+ * Keys are mapped to unsigned "ordered" values (sign bit flipped for signed types). A first
+ * pass finds the bits in which keys differ and whether the input is already sorted; sorted
+ * input costs one more copy pass and nothing else. Only the differing bit range is sorted, in
+ * digits of at most 11 bits; a digit in which every key falls into one bucket is skipped.
+ * When the differing bits fit in 32 bits the passes move 32-bit keys. */
+#ifndef CUNUMPY__CORE_SORT_KERNELS_H
+#define CUNUMPY__CORE_SORT_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef CN_STATUS_DEFINED_FOR_KERNELS
+#define CN_SORT_OK 0
+#define CN_SORT_NOMEM (-1)
+#else
+#define CN_SORT_OK CN_OK
+#define CN_SORT_NOMEM CN_ERR_NOMEM
+#endif
+
+#ifndef CN_RADIX_MAX_BITS
+#define CN_RADIX_MAX_BITS 11
+#endif
+#define CN_RADIX_MAX_DIGITS 8
+
+typedef enum { CN_KEY_I32 = 0, CN_KEY_U32 = 1, CN_KEY_I64 = 2, CN_KEY_U64 = 3 } cn_key_type;
+
+/* ---- per-type helpers: read one ordered value, write one back ---- */
+#define CN_DEFINE_KEY_IO(SUF, T, UT, FLIP)                                                          \
+    static inline uint64_t cn_key_get_##SUF(const char *p)                                         \
+    {                                                                                              \
+        T v;                                                                                       \
+        memcpy(&v, p, sizeof v);                                                                   \
+        return (uint64_t)((UT)v ^ (UT)(FLIP));                                                     \
+    }                                                                                              \
+    static inline void cn_key_put_##SUF(char *p, uint64_t o)                                       \
+    {                                                                                              \
+        UT u = (UT)o ^ (UT)(FLIP);                                                                 \
+        memcpy(p, &u, sizeof u);                                                                   \
+    }                                                                                              \
+    /* diff = OR of (key ^ first key); returns 1 if non-decreasing. */                             \
+    static int cn_key_scan_##SUF(const char *base, ptrdiff_t stride, size_t n, uint64_t *first,    \
+                                 uint64_t *diff)                                                   \
+    {                                                                                              \
+        uint64_t f = cn_key_get_##SUF(base), d = 0, prev = f;                                      \
+        size_t unsorted = 0;                                                                       \
+        for (size_t i = 1; i < n; i++) {                                                           \
+            uint64_t o = cn_key_get_##SUF(base + (ptrdiff_t)i * stride);                           \
+            d |= o ^ f;                                                                            \
+            unsorted += o < prev;                                                                  \
+            prev = o;                                                                              \
+        }                                                                                          \
+        *first = f;                                                                                \
+        *diff = d;                                                                                 \
+        return unsorted == 0;                                                                      \
+    }
+
+CN_DEFINE_KEY_IO(i32, int32_t, uint32_t, 0x80000000u)
+CN_DEFINE_KEY_IO(u32, uint32_t, uint32_t, 0u)
+CN_DEFINE_KEY_IO(i64, int64_t, uint64_t, 0x8000000000000000ull)
+CN_DEFINE_KEY_IO(u64, uint64_t, uint64_t, 0ull)
+
+static inline uint64_t cn_key_get(cn_key_type t, const char *p)
+{
+    switch (t) {
+    case CN_KEY_I32: return cn_key_get_i32(p);
+    case CN_KEY_U32: return cn_key_get_u32(p);
+    case CN_KEY_I64: return cn_key_get_i64(p);
+    default: return cn_key_get_u64(p);
+    }
+}
+
+static inline void cn_key_put(cn_key_type t, char *p, uint64_t o)
+{
+    switch (t) {
+    case CN_KEY_I32: cn_key_put_i32(p, o); break;
+    case CN_KEY_U32: cn_key_put_u32(p, o); break;
+    case CN_KEY_I64: cn_key_put_i64(p, o); break;
+    default: cn_key_put_u64(p, o); break;
+    }
+}
+
+/* ---- conversion into the working width, with all digit histograms in the same pass ---- */
+#define CN_DEFINE_CONVERT(SUF, W)                                                                  \
+    static void cn_radix_convert_##SUF##_##W(const char *base, ptrdiff_t stride, size_t n,         \
+                                             W *out, int ndig, const int *shift, W mask,           \
+                                             size_t *hist, size_t nb)                              \
+    {                                                                                              \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            W k = (W)cn_key_get_##SUF(base + (ptrdiff_t)i * stride);                               \
+            out[i] = k;                                                                            \
+            for (int d = 0; d < ndig; d++)                                                         \
+                hist[(size_t)d * nb + ((k >> shift[d]) & mask)]++;                                 \
+        }                                                                                          \
+    }
+CN_DEFINE_CONVERT(i32, uint32_t)
+CN_DEFINE_CONVERT(u32, uint32_t)
+CN_DEFINE_CONVERT(i64, uint32_t)
+CN_DEFINE_CONVERT(u64, uint32_t)
+CN_DEFINE_CONVERT(i64, uint64_t)
+CN_DEFINE_CONVERT(u64, uint64_t)
+
+/* ---- one scatter pass; IMPLICIT: the input index is the position itself ---- */
+#define CN_DEFINE_PASS(NAME, W, IIN, IOUT, IMPLICIT)                                               \
+    static void NAME(size_t n, const W *kin, const IIN *iin, W *kout, IOUT *iout, int shift,       \
+                     W mask, size_t *pos)                                                          \
+    {                                                                                              \
+        (void)iin;                                                                                 \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            W k = kin[i];                                                                          \
+            size_t p = pos[(k >> shift) & mask]++;                                                 \
+            kout[p] = k;                                                                           \
+            iout[p] = IMPLICIT ? (IOUT)i : (IOUT)iin[i];                                           \
+        }                                                                                          \
+    }
+CN_DEFINE_PASS(cn_pass_w32_first_u32, uint32_t, uint32_t, uint32_t, 1)
+CN_DEFINE_PASS(cn_pass_w32_u32_u32, uint32_t, uint32_t, uint32_t, 0)
+CN_DEFINE_PASS(cn_pass_w32_u32_i64, uint32_t, uint32_t, int64_t, 0)
+CN_DEFINE_PASS(cn_pass_w32_first_i64, uint32_t, int64_t, int64_t, 1)
+CN_DEFINE_PASS(cn_pass_w32_i64_i64, uint32_t, int64_t, int64_t, 0)
+CN_DEFINE_PASS(cn_pass_w64_first_u32, uint64_t, uint32_t, uint32_t, 1)
+CN_DEFINE_PASS(cn_pass_w64_u32_u32, uint64_t, uint32_t, uint32_t, 0)
+CN_DEFINE_PASS(cn_pass_w64_u32_i64, uint64_t, uint32_t, int64_t, 0)
+CN_DEFINE_PASS(cn_pass_w64_first_i64, uint64_t, int64_t, int64_t, 1)
+CN_DEFINE_PASS(cn_pass_w64_i64_i64, uint64_t, int64_t, int64_t, 0)
+
+static inline int cn_bit_width(uint64_t x)
+{
+    return x ? 64 - __builtin_clzll(x) : 0;
+}
+
+/* Passes over the digits that split the keys, ping-ponging between two buffers; the last one
+ * writes the order. Leaves the sorted working keys in *sorted_keys. */
+#define CN_DEFINE_RADIX(W, WS)                                                                     \
+    static int cn_radix_passes_##WS(size_t n, W *k0, W *k1, int ndig, const int *shift, W mask,    \
+                                    size_t *hist, size_t nb, int64_t *order, W **sorted_keys)      \
+    {                                                                                              \
+        int active[CN_RADIX_MAX_DIGITS], m = 0;                                                    \
+        for (int d = 0; d < ndig; d++) {                                                           \
+            size_t *h = hist + (size_t)d * nb, sum = 0;                                            \
+            int one_bucket = 0;                                                                    \
+            for (size_t b = 0; b < nb; b++) {                                                      \
+                size_t c = h[b];                                                                   \
+                one_bucket |= c == n;                                                              \
+                h[b] = sum; /* exclusive prefix sum: the first position of each bucket */          \
+                sum += c;                                                                          \
+            }                                                                                      \
+            if (!one_bucket)                                                                       \
+                active[m++] = d;                                                                   \
+        }                                                                                          \
+        int wide = n > (size_t)UINT32_MAX;                                                         \
+        void *i0 = NULL, *i1 = NULL;                                                               \
+        if (m > 1) {                                                                               \
+            size_t isz = wide ? sizeof(int64_t) : sizeof(uint32_t);                                \
+            i0 = malloc(n * isz);                                                                  \
+            i1 = malloc(n * isz);                                                                  \
+            if (i0 == NULL || i1 == NULL) {                                                        \
+                free(i0);                                                                          \
+                free(i1);                                                                          \
+                return CN_SORT_NOMEM;                                                              \
+            }                                                                                      \
+        }                                                                                          \
+        W *kin = k0, *kout = k1;                                                                   \
+        void *iin = NULL, *iout = i1;                                                              \
+        if (m == 0) { /* callers handle equal keys as sorted input; kept for safety */             \
+            for (size_t i = 0; i < n; i++)                                                         \
+                order[i] = (int64_t)i;                                                             \
+            *sorted_keys = k0;                                                                     \
+            return CN_SORT_OK;                                                                     \
+        }                                                                                          \
+        for (int j = 0; j < m; j++) {                                                              \
+            int d = active[j], first = j == 0, last = j == m - 1;                                  \
+            size_t *pos = hist + (size_t)d * nb;                                                   \
+            if (last) {                                                                            \
+                if (first)                                                                         \
+                    cn_pass_##WS##_first_i64(n, kin, NULL, kout, order, shift[d], mask, pos);      \
+                else if (wide)                                                                     \
+                    cn_pass_##WS##_i64_i64(n, kin, iin, kout, order, shift[d], mask, pos);         \
+                else                                                                               \
+                    cn_pass_##WS##_u32_i64(n, kin, iin, kout, order, shift[d], mask, pos);         \
+            } else if (wide) {                                                                     \
+                if (first)                                                                         \
+                    cn_pass_##WS##_first_i64(n, kin, NULL, kout, iout, shift[d], mask, pos);       \
+                else                                                                               \
+                    cn_pass_##WS##_i64_i64(n, kin, iin, kout, iout, shift[d], mask, pos);          \
+            } else {                                                                               \
+                if (first)                                                                         \
+                    cn_pass_##WS##_first_u32(n, kin, NULL, kout, iout, shift[d], mask, pos);       \
+                else                                                                               \
+                    cn_pass_##WS##_u32_u32(n, kin, iin, kout, iout, shift[d], mask, pos);          \
+            }                                                                                      \
+            W *kt = kin;                                                                           \
+            kin = kout;                                                                            \
+            kout = kt;                                                                             \
+            iin = iout;                                                                            \
+            iout = (iout == i1) ? i0 : i1;                                                         \
+        }                                                                                          \
+        *sorted_keys = kin;                                                                        \
+        free(i0);                                                                                  \
+        free(i1);                                                                                  \
+        return CN_SORT_OK;                                                                         \
+    }
+CN_DEFINE_RADIX(uint32_t, w32)
+CN_DEFINE_RADIX(uint64_t, w64)
+
+/* ---- keys that differ only in their low 32 bits, n < 2**32: (key << 32 | index) pairs ----
+ * One 8-byte store per element and pass instead of two, and half the write streams. */
+#define CN_DEFINE_PACK(SUF)                                                                        \
+    static void cn_radix_pack_##SUF(const char *base, ptrdiff_t stride, size_t n, uint64_t *out,   \
+                                    int ndig, const int *shift, uint64_t mask, size_t *hist,       \
+                                    size_t nb)                                                     \
+    {                                                                                              \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            uint64_t k = (uint32_t)cn_key_get_##SUF(base + (ptrdiff_t)i * stride);                 \
+            out[i] = (k << 32) | i;                                                                \
+            for (int d = 0; d < ndig; d++)                                                         \
+                hist[(size_t)d * nb + ((k >> shift[d]) & mask)]++;                                 \
+        }                                                                                          \
+    }
+CN_DEFINE_PACK(i32)
+CN_DEFINE_PACK(u32)
+CN_DEFINE_PACK(i64)
+CN_DEFINE_PACK(u64)
+
+static int cn_radix_packed(cn_key_type t, const char *keys, ptrdiff_t stride, size_t n,
+                           uint64_t high, int ndig, const int *shift, size_t nb, size_t *hist,
+                           int64_t *order, char *sorted_out, size_t isz)
+{
+    /* The outputs double as the two buffers (the order always has 8 bytes per entry, 64-bit
+     * sorted keys too): no fresh pages to fault in. */
+    uint64_t *a = (uint64_t *)(void *)order, *b = NULL, *spare = NULL;
+    if (isz == 8) {
+        b = (uint64_t *)(void *)sorted_out;
+    } else {
+        spare = b = malloc(n * sizeof(uint64_t));
+        if (b == NULL)
+            return CN_SORT_NOMEM;
+    }
+    uint64_t mask = nb - 1;
+    switch (t) {
+    case CN_KEY_I32: cn_radix_pack_i32(keys, stride, n, a, ndig, shift, mask, hist, nb); break;
+    case CN_KEY_U32: cn_radix_pack_u32(keys, stride, n, a, ndig, shift, mask, hist, nb); break;
+    case CN_KEY_I64: cn_radix_pack_i64(keys, stride, n, a, ndig, shift, mask, hist, nb); break;
+    default: cn_radix_pack_u64(keys, stride, n, a, ndig, shift, mask, hist, nb); break;
+    }
+    for (int d = 0; d < ndig; d++) {
+        size_t *pos = hist + (size_t)d * nb, sum = 0;
+        int one_bucket = 0;
+        for (size_t q = 0; q < nb; q++) {
+            size_t c = pos[q];
+            one_bucket |= c == n;
+            pos[q] = sum;
+            sum += c;
+        }
+        if (one_bucket)
+            continue;
+        int sh = shift[d] + 32;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t v = a[i];
+            b[pos[(v >> sh) & mask]++] = v;
+        }
+        uint64_t *tmp = a;
+        a = b;
+        b = tmp;
+    }
+    /* Unpack in place: a is one of the outputs or the spare buffer. */
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = a[i];
+        order[i] = (int64_t)(v & 0xffffffffu);
+        cn_key_put(t, sorted_out + i * isz, high | (v >> 32));
+    }
+    free(spare);
+    return CN_SORT_OK;
+}
+
+/* Stable argsort of n keys of type `t` at `keys` (byte stride `stride`). Writes the order
+ * (int64, contiguous) and the sorted keys (type `t`, contiguous). Returns 0 or CN_SORT_NOMEM. */
+static int cn_radix_argsort(cn_key_type t, const char *keys, ptrdiff_t stride, size_t n,
+                            int64_t *order, char *sorted_out)
+{
+    size_t isz = (t == CN_KEY_I32 || t == CN_KEY_U32) ? 4 : 8;
+    if (n == 0)
+        return CN_SORT_OK;
+    uint64_t first, diff;
+    int sorted;
+    switch (t) {
+    case CN_KEY_I32: sorted = cn_key_scan_i32(keys, stride, n, &first, &diff); break;
+    case CN_KEY_U32: sorted = cn_key_scan_u32(keys, stride, n, &first, &diff); break;
+    case CN_KEY_I64: sorted = cn_key_scan_i64(keys, stride, n, &first, &diff); break;
+    default: sorted = cn_key_scan_u64(keys, stride, n, &first, &diff); break;
+    }
+    if (sorted) {
+        for (size_t i = 0; i < n; i++) {
+            order[i] = (int64_t)i;
+            memcpy(sorted_out + i * isz, keys + (ptrdiff_t)i * stride, isz);
+        }
+        return CN_SORT_OK;
+    }
+    int lo = __builtin_ctzll(diff), hi = cn_bit_width(diff);
+    int nbits = hi - lo;
+    int ndig = (nbits + CN_RADIX_MAX_BITS - 1) / CN_RADIX_MAX_BITS;
+    int width = (nbits + ndig - 1) / ndig;
+    if (ndig < 1 || ndig > CN_RADIX_MAX_DIGITS || width < 1 || width > CN_RADIX_MAX_BITS)
+        return CN_SORT_NOMEM; /* unreachable: 1 <= nbits <= 64 */
+    size_t nb = (size_t)1 << width;
+    int shift[CN_RADIX_MAX_DIGITS];
+    for (int d = 0; d < ndig; d++)
+        shift[d] = lo + d * width;
+    size_t *hist = calloc((size_t)ndig * nb, sizeof(size_t));
+    if (hist == NULL)
+        return CN_SORT_NOMEM;
+    int status = CN_SORT_OK;
+    if (hi <= 32 && n <= (size_t)UINT32_MAX) {
+        status = cn_radix_packed(t, keys, stride, n, first & ~(uint64_t)0xffffffffu, ndig, shift,
+                                 nb, hist, order, sorted_out, isz);
+    } else if (hi <= 32) {
+        /* Keys differ only in the low 32 bits: sort those and restore the shared high bits. */
+        uint32_t *k0 = malloc(n * sizeof(uint32_t)), *k1 = malloc(n * sizeof(uint32_t)), *ks;
+        if (k0 == NULL || k1 == NULL) {
+            status = CN_SORT_NOMEM;
+        } else {
+            switch (t) {
+            case CN_KEY_I32: cn_radix_convert_i32_uint32_t(keys, stride, n, k0, ndig, shift, (uint32_t)(nb - 1), hist, nb); break;
+            case CN_KEY_U32: cn_radix_convert_u32_uint32_t(keys, stride, n, k0, ndig, shift, (uint32_t)(nb - 1), hist, nb); break;
+            case CN_KEY_I64: cn_radix_convert_i64_uint32_t(keys, stride, n, k0, ndig, shift, (uint32_t)(nb - 1), hist, nb); break;
+            default: cn_radix_convert_u64_uint32_t(keys, stride, n, k0, ndig, shift, (uint32_t)(nb - 1), hist, nb); break;
+            }
+            status = cn_radix_passes_w32(n, k0, k1, ndig, shift, (uint32_t)(nb - 1), hist, nb, order, &ks);
+            if (status == CN_SORT_OK) {
+                uint64_t high = first & ~(uint64_t)0xffffffffu;
+                for (size_t i = 0; i < n; i++)
+                    cn_key_put(t, sorted_out + i * isz, high | ks[i]);
+            }
+        }
+        free(k0);
+        free(k1);
+    } else {
+        uint64_t *k0 = malloc(n * sizeof(uint64_t)), *k1 = malloc(n * sizeof(uint64_t)), *ks;
+        if (k0 == NULL || k1 == NULL) {
+            status = CN_SORT_NOMEM;
+        } else {
+            if (t == CN_KEY_I64)
+                cn_radix_convert_i64_uint64_t(keys, stride, n, k0, ndig, shift, nb - 1, hist, nb);
+            else
+                cn_radix_convert_u64_uint64_t(keys, stride, n, k0, ndig, shift, nb - 1, hist, nb);
+            status = cn_radix_passes_w64(n, k0, k1, ndig, shift, nb - 1, hist, nb, order, &ks);
+            if (status == CN_SORT_OK) {
+                for (size_t i = 0; i < n; i++)
+                    cn_key_put(t, sorted_out + i * isz, ks[i]);
+            }
+        }
+        free(k0);
+        free(k1);
+    }
+    free(hist);
+    return status;
+}
+
+#endif /* CUNUMPY__CORE_SORT_KERNELS_H */
