@@ -1,3 +1,738 @@
-"""Particle-code algorithms on either backend (API.md section 9): Morton keys, sort by key, segment sums, compaction."""
+"""Particle-code algorithms on either backend (API.md section 9): Morton keys, sort by key,
+segment sums, cell offsets, run boundaries and compaction.
 
-__all__: list[str] = []
+Host arrays are handled by the C core (``cunumpy._core``) with the GIL released; outputs are
+allocated here with NumPy and filled there. Arrays of a real CuPy are handled with CuPy;
+arrays of the fake CuPy (a host stand-in) run the same C code on their host buffers. Every
+argument is checked before anything is written.
+"""
+
+from __future__ import annotations
+
+import operator
+import sys
+
+import numpy as np
+
+from . import _backend
+from ._native import core
+from ._reference import morton as _morton_ref
+from ._reference import philox as _philox_ref  # noqa: F401  (re-used by cunumpy.rng)
+
+__all__ = [
+    "MAX_MORTON_LEVELS",
+    "SegmentPlan",
+    "cell_offsets",
+    "compact_by_mask",
+    "morton_decode",
+    "morton_encode",
+    "morton_keys",
+    "morton_scales",
+    "segment_boundaries",
+    "segment_sum",
+    "sort_by_key",
+]
+
+MAX_MORTON_LEVELS = {2: 32, 3: 21}
+
+# --------------------------------------------------------------------------- backends
+
+
+def _cupy():
+    return sys.modules["cupy"]
+
+
+def _fake_active() -> bool:
+    return _backend.fake_cupy_active()
+
+
+_host_buffer_fn = []
+
+
+def _host(a) -> np.ndarray:
+    """The NumPy array behind a fake CuPy array (not a copy)."""
+    if not _host_buffer_fn:
+        try:
+            from .kernel_testing import host_buffer
+        except Exception:  # kernel_testing not available: read the fake's buffer directly
+            host_buffer = None
+        _host_buffer_fn.append(host_buffer)
+    fn = _host_buffer_fn[0]
+    if fn is not None:
+        return fn(a)
+    for name in ("_a", "_host", "_array", "_data"):
+        buf = getattr(a, name, None)
+        if isinstance(buf, np.ndarray):
+            return buf
+    raise TypeError(f"cannot reach the host buffer of {type(a).__name__}")
+
+
+def _side(*arrays) -> str:
+    """'numpy', 'fake' or 'cupy' for arguments that all live on one backend (else TypeError)."""
+    present = [a for a in arrays if a is not None]
+    _backend.assert_same_backend(*present)
+    if not any(_backend.is_cupy_array(a) for a in present):
+        return "numpy"
+    return "fake" if _fake_active() else "cupy"
+
+
+def _as_host(a, side: str, name: str) -> np.ndarray:
+    """The NumPy array to compute on: the array itself, the fake's buffer, or array-likes."""
+    if side == "fake":
+        return _host(a)
+    if isinstance(a, np.ndarray):
+        return a
+    try:
+        return np.asarray(a)
+    except TypeError as exc:
+        raise TypeError(f"'{name}' must be an array, not {type(a).__name__}") from exc
+
+
+def _device_empty(shape, dtype):
+    """A new fake device array and its host buffer."""
+    out = _cupy().empty(shape, dtype=dtype)
+    return out, _host(out)
+
+
+def _index(value, name: str) -> int:
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"'{name}' must be an integer, not bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"'{name}' must be an integer, not {type(value).__name__}") from None
+
+
+def _require_integer_keys(keys, name: str):
+    if keys.dtype.kind not in "iu":
+        raise TypeError(f"'{name}' must be an integer array, got dtype {keys.dtype}")
+
+
+def _require_1d(a, name: str):
+    if a.ndim != 1:
+        raise ValueError(f"'{name}' must be 1-D, got shape {tuple(a.shape)}")
+
+
+def _native(a: np.ndarray) -> np.ndarray:
+    return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
+
+
+def _c_keys(keys: np.ndarray) -> np.ndarray:
+    """Keys in a type the C segment functions read (int32, int64, uint64), copied only if needed."""
+    keys = _native(keys)
+    if keys.dtype in (np.int32, np.int64, np.uint64):
+        return keys
+    return keys.astype(np.int64)
+
+
+def _aligned(a: np.ndarray) -> np.ndarray:
+    return a if a.flags.aligned else a.copy()
+
+
+# --------------------------------------------------------------------------- Morton keys
+
+
+def _host_floats(values, name: str) -> np.ndarray:
+    if _backend.is_cupy_array(values):
+        values = _backend.to_numpy(values)
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "iuf":
+        raise ValueError(f"'{name}' must hold real numbers, got dtype {arr.dtype}")
+    return arr.astype(np.float64)
+
+
+def morton_scales(lower, upper, levels) -> np.ndarray:
+    """``2**levels / (upper - lower)`` per axis, as a float64 NumPy array.
+
+    ValueError when lower/upper are not 1-D of equal length 2 or 3, an axis has
+    ``upper == lower`` (or a bound is not finite), or ``levels`` is outside
+    ``[1, MAX_MORTON_LEVELS[ndim]]``.
+    """
+    lo = _host_floats(lower, "lower")
+    up = _host_floats(upper, "upper")
+    if lo.ndim != 1 or up.ndim != 1 or lo.shape != up.shape:
+        raise ValueError(
+            f"'lower' and 'upper' must be 1-D of equal length, got shapes {lo.shape} and {up.shape}"
+        )
+    ndim = lo.shape[0]
+    if ndim not in MAX_MORTON_LEVELS:
+        raise ValueError(f"Morton keys need 2 or 3 dimensions, got {ndim}")
+    if isinstance(levels, (bool, np.bool_)):
+        raise ValueError("'levels' must be an integer, not bool")
+    try:
+        levels = operator.index(levels)
+    except TypeError:
+        raise ValueError(f"'levels' must be an integer, got {levels!r}") from None
+    top = MAX_MORTON_LEVELS[ndim]
+    if not 1 <= levels <= top:
+        raise ValueError(f"'levels' must be in [1, {top}] for {ndim}-D keys, got {levels}")
+    if not (np.isfinite(lo).all() and np.isfinite(up).all()):
+        raise ValueError("'lower' and 'upper' must be finite")
+    width = up - lo
+    if np.any(width == 0):
+        raise ValueError(f"'upper' equals 'lower' on axis {int(np.flatnonzero(width == 0)[0])}")
+    return float(2**levels) / width
+
+
+def morton_keys(positions, lower, upper, levels):
+    """uint64 Morton keys of points ``(n, 2)`` or ``(n, 3)`` in the box [lower, upper].
+
+    Per axis the cell is ``floor((x - lower) * scale)`` clipped to ``[0, 2**levels - 1]``
+    (``scale`` from :func:`morton_scales`); ``lower > upper`` reverses the axis. Positions
+    must be finite (ValueError naming the row).
+    """
+    scale = morton_scales(lower, upper, levels)
+    levels = operator.index(levels)
+    lower = _host_floats(lower, "lower")
+    ndim = scale.shape[0]
+    side = _side(positions)
+    if side == "cupy":
+        return _morton_keys_cupy(positions, lower, scale, levels, ndim)
+    pos = _as_host(positions, side, "positions")
+    if pos.ndim != 2 or pos.shape[1] not in (2, 3):
+        raise ValueError(f"'positions' must have shape (n, 2) or (n, 3), got {tuple(pos.shape)}")
+    if pos.shape[1] != ndim:
+        raise ValueError(f"'positions' has {pos.shape[1]} columns but the box has {ndim} axes")
+    if pos.dtype.kind not in "iuf":
+        raise TypeError(f"'positions' must hold real numbers, got dtype {pos.dtype}")
+    if pos.dtype != np.float64 or not pos.flags.aligned:
+        pos = pos.astype(np.float64)
+    n = pos.shape[0]
+    if side == "fake":
+        result, out = _device_empty((n,), np.uint64)
+    else:
+        result = out = np.empty(n, dtype=np.uint64)
+    core.morton_keys_into(pos, tuple(lower.tolist()), tuple(scale.tolist()), levels, out)
+    return result
+
+
+def _morton_keys_cupy(positions, lower, scale, levels, ndim):
+    cp = _cupy()
+    if positions.ndim != 2 or positions.shape[1] not in (2, 3):
+        raise ValueError(f"'positions' must have shape (n, 2) or (n, 3), got {tuple(positions.shape)}")
+    if positions.shape[1] != ndim:
+        raise ValueError(f"'positions' has {positions.shape[1]} columns but the box has {ndim} axes")
+    if positions.dtype.kind not in "iuf":
+        raise TypeError(f"'positions' must hold real numbers, got dtype {positions.dtype}")
+    pos = positions.astype(cp.float64, copy=False)
+    if not bool(cp.isfinite(pos).all()):
+        row = int(cp.argmin(cp.isfinite(pos).all(axis=1)))
+        raise ValueError(f"'positions' must be finite; row {row} is not")
+    return _morton_ref.keys_from_positions(pos, cp.asarray(lower), cp.asarray(scale), levels, xp=cp)
+
+
+def morton_encode(*cells):
+    """uint64 keys interleaving 2 or 3 broadcastable integer cell arrays (axis 0 lowest bit)."""
+    if len(cells) not in (2, 3):
+        raise ValueError(f"morton_encode() takes 2 or 3 cell arrays, got {len(cells)}")
+    ndim = len(cells)
+    bits = MAX_MORTON_LEVELS[ndim]
+    side = _side(*cells)
+    if side == "cupy":
+        cp = _cupy()
+        arrays = [cp.asarray(c) for c in cells]
+        for a, c in enumerate(arrays):
+            _check_cells(c, a, bits, lambda x: bool(x))
+        shape = cp.broadcast_shapes(*(c.shape for c in arrays)) if hasattr(cp, "broadcast_shapes") else np.broadcast_shapes(*(c.shape for c in arrays))
+        key = cp.zeros(shape, dtype=cp.uint64)
+        for a, c in enumerate(arrays):
+            key |= _morton_ref.spread(c.astype(cp.uint64), ndim, xp=cp) << cp.uint64(a)
+        return key
+    arrays = [_as_host(c, side, f"cells[{a}]") for a, c in enumerate(cells)]
+    for a, c in enumerate(arrays):
+        _check_cells(c, a, bits, bool)
+    try:
+        shape = np.broadcast_shapes(*(c.shape for c in arrays))
+    except ValueError as exc:
+        raise ValueError(f"the cell arrays do not broadcast: {exc}") from None
+    n = int(np.prod(shape, dtype=np.int64))
+    flat = []
+    for c in arrays:
+        if c.size == 1:
+            flat.append(np.ascontiguousarray(c.reshape(1), dtype=np.uint64))
+        else:
+            flat.append(np.ascontiguousarray(np.broadcast_to(c, shape), dtype=np.uint64).reshape(n))
+    if side == "fake":
+        result, out = _device_empty(shape, np.uint64)
+    else:
+        result = out = np.empty(shape, dtype=np.uint64)
+    if n:
+        core.morton_encode_into(tuple(flat), out.reshape(n))
+    return result
+
+
+def _check_cells(c, axis, bits, to_bool):
+    if c.dtype.kind not in "iu":
+        raise TypeError(f"cell array {axis} must be integer, got dtype {c.dtype}")
+    if c.size == 0:
+        return
+    if c.dtype.kind == "i" and to_bool((c < 0).any()):
+        raise ValueError(f"cell array {axis} has negative cells")
+    if c.dtype.itemsize * 8 > bits and to_bool((c >= 2**bits).any()):
+        raise ValueError(f"cell array {axis} has cells >= 2**{bits}")
+
+
+def morton_decode(keys, ndim):
+    """Inverse of :func:`morton_encode`: a tuple of ``ndim`` uint64 cell arrays."""
+    if isinstance(ndim, (bool, np.bool_)) or ndim not in (2, 3):
+        raise ValueError(f"'ndim' must be 2 or 3, got {ndim!r}")
+    side = _side(keys)
+    if side == "cupy":
+        cp = _cupy()
+        k = cp.asarray(keys)
+        _check_decode_keys(k, ndim, bool)
+        k = k.astype(cp.uint64)
+        return tuple(_morton_ref.compact(k >> cp.uint64(a), ndim, xp=cp) for a in range(ndim))
+    k = _as_host(keys, side, "keys")
+    _check_decode_keys(k, ndim, bool)
+    flat = np.ascontiguousarray(k, dtype=np.uint64).reshape(-1)
+    results, outs = [], []
+    for _ in range(ndim):
+        if side == "fake":
+            r, o = _device_empty(k.shape, np.uint64)
+        else:
+            r = o = np.empty(k.shape, dtype=np.uint64)
+        results.append(r)
+        outs.append(o.reshape(-1))
+    core.morton_decode_into(flat, tuple(outs))
+    return tuple(results)
+
+
+def _check_decode_keys(k, ndim, to_bool):
+    if k.dtype.kind not in "iu":
+        raise TypeError(f"'keys' must be an integer array, got dtype {k.dtype}")
+    if k.size == 0:
+        return
+    if k.dtype.kind == "i" and to_bool((k < 0).any()):
+        raise ValueError("'keys' must be non-negative")
+    if ndim == 3 and k.dtype.itemsize == 8 and k.dtype.kind == "u" and to_bool((k >= 2**63).any()):
+        raise ValueError("3-D keys have 63 bits; 'keys' has larger values")
+
+
+# --------------------------------------------------------------------------- sort by key
+
+
+def _axis_of(a, axis: int, index: int, n: int) -> int:
+    ndim = a.ndim
+    ax = axis + ndim if axis < 0 else axis
+    if not 0 <= ax < ndim:
+        raise ValueError(f"array {index} (shape {tuple(a.shape)}) has no axis {axis}")
+    if a.shape[ax] != n:
+        raise ValueError(
+            f"array {index} has {a.shape[ax]} entries along axis {axis}, expected {n} (one per key)"
+        )
+    return ax
+
+
+def sort_by_key(keys, *arrays, axis=0):
+    """Stable sort by 1-D ``keys``: ``(keys[order], order, *(a sorted along axis))``.
+
+    ``order`` is int64. ``axis=-1`` takes each array's last axis (component-major
+    ``(ncomp, n)`` arrays next to ``(n,)`` ones). New arrays are returned.
+    """
+    axis = _index(axis, "axis")
+    side = _side(keys, *arrays)
+    if side == "cupy":
+        return _sort_by_key_cupy(keys, arrays, axis)
+    k = _as_host(keys, side, "keys")
+    _require_1d(k, "keys")
+    n = k.shape[0]
+    hosts = [_as_host(a, side, f"arrays[{i}]") for i, a in enumerate(arrays)]
+    axes = [_axis_of(h, axis, i, n) for i, h in enumerate(hosts)]
+    if side == "fake":
+        out_keys, ok = _device_empty((n,), k.dtype)
+        out_order, oo = _device_empty((n,), np.int64)
+    else:
+        out_keys = ok = np.empty(n, dtype=k.dtype)
+        out_order = oo = np.empty(n, dtype=np.int64)
+    _argsort_into(k, oo, ok)
+    sorted_arrays = []
+    for h, ax in zip(hosts, axes):
+        if side == "fake":
+            r, o = _device_empty(h.shape, h.dtype)
+            np.take(h, oo, axis=ax, out=o)
+            sorted_arrays.append(r)
+        else:
+            sorted_arrays.append(np.take(h, oo, axis=ax))
+    return (out_keys, out_order, *sorted_arrays)
+
+
+def _argsort_into(k: np.ndarray, order: np.ndarray, sorted_keys: np.ndarray) -> None:
+    kind, size = k.dtype.kind, k.dtype.itemsize
+    if kind in "iu" and size in (4, 8) and k.dtype.isnative and k.flags.aligned:
+        core.radix_argsort(k, order, sorted_keys)
+    elif kind in "iub":
+        wide = k.astype(np.int64 if kind in "ib" else np.uint64 if size == 8 else np.int64)
+        tmp = np.empty(k.shape[0], dtype=wide.dtype)
+        core.radix_argsort(wide, order, tmp)
+        sorted_keys[...] = tmp
+    else:
+        order[...] = np.argsort(k, kind="stable")
+        np.take(k, order, out=sorted_keys)
+
+
+def _sort_by_key_cupy(keys, arrays, axis):
+    cp = _cupy()
+    _require_1d(keys, "keys")
+    n = keys.shape[0]
+    axes = [_axis_of(a, axis, i, n) for i, a in enumerate(arrays)]
+    order = cp.argsort(keys).astype(cp.int64, copy=False)  # CuPy's argsort is a stable sort
+    return (keys[order], order, *(cp.take(a, order, axis=ax) for a, ax in zip(arrays, axes)))
+
+
+# --------------------------------------------------------------------------- segment sums
+
+_HOST_SUM_DTYPES = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64, np.complex64, np.complex128))
+
+
+def _result_dtype(values) -> np.dtype:
+    dt = np.dtype(values.dtype)
+    if dt.kind in "fc":
+        return dt
+    if dt.kind in "iub":
+        return np.dtype(np.float64)
+    raise TypeError(f"'values' must have a numeric dtype, got {dt}")
+
+
+def _check_n_segments(n_segments) -> int:
+    n_segments = _index(n_segments, "n_segments")
+    if n_segments < 0:
+        raise ValueError(f"'n_segments' must be >= 0, got {n_segments}")
+    return n_segments
+
+
+def _check_out(out, values, keys, shape, dtype, side):
+    if out is None:
+        return
+    if tuple(out.shape) != tuple(shape):
+        raise ValueError(f"'out' must have shape {tuple(shape)}, got {tuple(out.shape)}")
+    if np.dtype(out.dtype) != dtype:
+        raise ValueError(f"'out' must have dtype {dtype}, got {out.dtype}")
+    if not out.flags.c_contiguous:
+        raise ValueError("'out' must be C-contiguous")
+    if side == "cupy":
+        cp = _cupy()
+        if out.device.id != values.device.id:
+            raise ValueError(f"'out' is on device {out.device.id}, 'values' on device {values.device.id}")
+        alias = cp.shares_memory(out, values) if hasattr(cp, "shares_memory") else _ptr_overlap(out, values)
+        alias = alias or (keys is not None and _ptr_overlap(out, keys))
+    else:
+        ho = _host(out) if side == "fake" else out
+        if not ho.flags.writeable:
+            raise ValueError("'out' must be writable")
+        hv = _host(values) if side == "fake" else values
+        alias = np.shares_memory(ho, hv)
+        if keys is not None:
+            hk = _host(keys) if side == "fake" else keys
+            alias = alias or (isinstance(hk, np.ndarray) and np.shares_memory(ho, hk))
+    if alias:
+        raise ValueError("'out' must not share memory with 'values' or the keys")
+
+
+def _ptr_overlap(a, b) -> bool:
+    a0, b0 = a.data.ptr, b.data.ptr
+    return a0 < b0 + max(b.nbytes, 1) and b0 < a0 + max(a.nbytes, 1)
+
+
+def _sum_host(values: np.ndarray, keys: np.ndarray, out: np.ndarray, n_segments: int, check_first: bool):
+    """Sum rows of host ``values`` into host ``out`` (C-contiguous, result dtype, overwritten)."""
+    n = values.shape[0]
+    m = int(np.prod(values.shape[1:], dtype=np.int64))
+    rdt = out.dtype
+    if rdt == np.float16:
+        acc = np.empty((n_segments, m), dtype=np.float32)
+        _sum_host(values.reshape(n, m).astype(np.float32), keys, acc, n_segments, check_first)
+        out.reshape(n_segments, m)[...] = acc
+        return
+    if rdt.kind not in "fc" or rdt.itemsize not in (4, 8, 16) or rdt == np.longdouble and rdt.itemsize > 8:
+        # long double and friends: the twin (np.add.at)
+        from ._reference.segment import segment_sum_into as twin
+
+        twin(values.reshape(n, m).astype(rdt), _c_keys(keys), out.reshape(n_segments, m), check_first)
+        return
+    v = values.reshape(n, m)
+    if v.dtype != rdt or not v.dtype.isnative or not v.flags.aligned:
+        v = v.astype(rdt)
+    o = out.reshape(n_segments, m)
+    if rdt.kind == "c":
+        if m and v.strides[1] != v.itemsize:
+            v = np.ascontiguousarray(v)
+        ft = np.float64 if rdt == np.complex128 else np.float32
+        v = v.view(ft) if m else np.empty((n, 0), dtype=ft)
+        o = o.view(ft) if m else np.empty((n_segments, 0), dtype=ft)
+    core.segment_sum_into(v, _c_keys(keys), o, check_first)
+
+
+class SegmentPlan:
+    """Validated, copied segment keys for repeated :meth:`sum` calls.
+
+    Keys must be 1-D (ValueError), integer (TypeError) and ``< n_segments`` (ValueError);
+    negative keys are dropped. A plan on a GPU is bound to the device current at creation.
+    """
+
+    __slots__ = ("_keys", "_n_segments", "_side", "_device", "_scatter")
+
+    def __init__(self, keys, n_segments):
+        n_segments = _check_n_segments(n_segments)
+        side = _side(keys)
+        self._side = side
+        self._device = None
+        self._scatter = None
+        if side == "cupy":
+            cp = _cupy()
+            _require_1d(keys, "keys")
+            _require_integer_keys(keys, "keys")
+            if keys.size and bool((keys >= n_segments).any()):
+                bad = int(cp.argmax(keys >= n_segments))
+                raise ValueError(f"'keys' must be < n_segments = {n_segments}; keys[{bad}] is out of range")
+            self._device = cp.cuda.runtime.getDevice()
+            self._keys = keys.copy()
+            # Negative keys go to a spare row that is never read: no scalar reads in sum().
+            k64 = keys.astype(cp.int64)
+            self._scatter = cp.where(k64 < 0, n_segments, k64)
+        else:
+            k = _as_host(keys, side, "keys")
+            _require_1d(k, "keys")
+            _require_integer_keys(k, "keys")
+            ck = _c_keys(k)
+            core.segment_check_keys(ck, n_segments)
+            if side == "fake":
+                self._device = _cupy().cuda.runtime.getDevice()
+                self._keys = keys.copy()
+            else:
+                self._keys = np.array(ck, copy=True)
+        self._n_segments = n_segments
+
+    @property
+    def n_segments(self) -> int:
+        return self._n_segments
+
+    @property
+    def keys(self):
+        """The plan's own copy of the keys (do not modify)."""
+        return self._keys
+
+    def __repr__(self) -> str:
+        return f"SegmentPlan(n_keys={self._keys.shape[0]}, n_segments={self._n_segments}, backend={'cupy' if self._side != 'numpy' else 'numpy'})"
+
+    def sum(self, values, *, out=None):
+        """``out[k] = sum(values[keys == k])`` over the first axis; ``out`` is overwritten."""
+        return _segment_sum(values, self._keys, self._n_segments, out, plan=self)
+
+
+def _segment_sum(values, keys, n_segments, out, plan=None):
+    side = _side(values, keys, out)
+    if plan is not None:
+        plan_side = "numpy" if plan._side == "numpy" else "device"
+        if (side == "numpy") != (plan_side == "numpy"):
+            raise TypeError(
+                f"arrays live on different backends: the plan is on {'numpy' if plan_side == 'numpy' else 'cupy'}"
+            )
+        if plan._device is not None:
+            current = _cupy().cuda.runtime.getDevice()
+            if current != plan._device:
+                raise ValueError(f"the SegmentPlan belongs to device {plan._device}, but device {current} is current")
+    if side == "cupy":
+        return _segment_sum_cupy(values, keys, n_segments, out, plan)
+    v = _as_host(values, side, "values")
+    if v.ndim < 1:
+        raise ValueError("'values' must have at least 1 dimension (one row per key)")
+    rdt = _result_dtype(v)
+    if plan is None:
+        k = _as_host(keys, side, "keys")
+        _require_1d(k, "keys")
+        _require_integer_keys(k, "keys")
+    else:
+        k = _host(keys) if side == "fake" else keys
+    if v.shape[0] != k.shape[0]:
+        raise ValueError(f"'values' must have one row per key: {k.shape[0]} rows expected along axis 0, got {v.shape[0]}")
+    if plan is not None and side == "fake" and rdt not in _HOST_SUM_DTYPES:
+        raise TypeError(f"'values' dtype {v.dtype} is not supported on the device (float16/32/64, complex64/128)")
+    shape = (n_segments, *v.shape[1:])
+    _check_out(out, values, None if plan is not None else keys, shape, rdt, side)
+    if out is None:
+        if side == "fake":
+            result, o = _device_empty(shape, rdt)
+        else:
+            result = o = np.empty(shape, dtype=rdt)
+        check_first = False
+    else:
+        result = out
+        o = _host(out) if side == "fake" else out
+        check_first = plan is None
+    _sum_host(v, k, o, n_segments, check_first)
+    return result
+
+
+def _segment_sum_cupy(values, keys, n_segments, out, plan):
+    cp = _cupy()
+    import cupyx
+
+    if values.ndim < 1:
+        raise ValueError("'values' must have at least 1 dimension (one row per key)")
+    rdt = _result_dtype(values)
+    if plan is not None and rdt not in _HOST_SUM_DTYPES:
+        raise TypeError(f"'values' dtype {values.dtype} is not supported on CUDA (float16/32/64, complex64/128)")
+    if plan is None:
+        _require_1d(keys, "keys")
+        _require_integer_keys(keys, "keys")
+    if values.shape[0] != keys.shape[0]:
+        raise ValueError(f"'values' must have one row per key: {keys.shape[0]} rows expected along axis 0, got {values.shape[0]}")
+    shape = (n_segments, *values.shape[1:])
+    _check_out(out, values, None if plan is not None else keys, shape, rdt, "cupy")
+    if plan is None:
+        if keys.size and bool((keys >= n_segments).any()):
+            bad = int(cp.argmax(keys >= n_segments))
+            raise ValueError(f"'keys' must be < n_segments = {n_segments}; keys[{bad}] is out of range")
+        k64 = keys.astype(cp.int64)
+        scatter = cp.where(k64 < 0, n_segments, k64)
+    else:
+        scatter = plan._scatter
+    n = values.shape[0]
+    m = int(np.prod(values.shape[1:], dtype=np.int64))
+    acc_dt = cp.float32 if rdt == np.float16 else rdt
+    v = cp.ascontiguousarray(values.reshape(n, m).astype(acc_dt, copy=False))
+    if np.dtype(acc_dt).kind == "c":
+        ft = cp.float64 if acc_dt == np.complex128 else cp.float32
+        v = v.view(ft)
+        acc = cp.zeros((n_segments + 1, 2 * m), dtype=ft)
+    else:
+        acc = cp.zeros((n_segments + 1, m), dtype=acc_dt)
+    if n and m:
+        cupyx.scatter_add(acc, scatter, v)
+    summed = acc[:n_segments]
+    if np.dtype(acc_dt).kind == "c":
+        summed = cp.ascontiguousarray(summed).view(acc_dt)
+    summed = summed.reshape(shape)
+    if out is None:
+        return summed.astype(rdt, copy=False) if rdt != acc_dt else cp.ascontiguousarray(summed)
+    out[...] = summed
+    return out
+
+
+def segment_sum(values, keys, n_segments, *, out=None):
+    """``out[k] = sum(values[keys == k])`` over the first axis; negative keys are dropped.
+
+    The result has shape ``(n_segments, *values.shape[1:])``; floating and complex dtypes
+    are kept (float16 is accumulated in float32), integer and bool values give float64.
+    ``out`` (exact shape and dtype, C-contiguous, writable, not sharing memory with the
+    inputs) is overwritten and returned.
+    """
+    n_segments = _check_n_segments(n_segments)
+    return _segment_sum(values, keys, n_segments, out)
+
+
+# --------------------------------------------------------------------------- offsets and runs
+
+
+def cell_offsets(sorted_cells, n_cells):
+    """``n_cells + 1`` int64 offsets: cell ``k`` holds ``[off[k], off[k+1])`` of the sorted ids."""
+    n_cells = _index(n_cells, "n_cells")
+    if n_cells < 0:
+        raise ValueError(f"'n_cells' must be >= 0, got {n_cells}")
+    side = _side(sorted_cells)
+    if side == "cupy":
+        cp = _cupy()
+        k = sorted_cells
+        _require_1d(k, "sorted_cells")
+        _require_integer_keys(k, "sorted_cells")
+        if k.size:
+            if bool(k[0] < 0) or bool(k[-1] >= n_cells):
+                raise ValueError(f"'sorted_cells' must be in [0, n_cells = {n_cells})")
+            if k.size > 1 and bool((k[1:] < k[:-1]).any()):
+                raise ValueError("'sorted_cells' must be sorted (non-decreasing)")
+        return cp.searchsorted(k, cp.arange(n_cells + 1, dtype=k.dtype), side="left").astype(cp.int64)
+    k = _as_host(sorted_cells, side, "sorted_cells")
+    _require_1d(k, "sorted_cells")
+    _require_integer_keys(k, "sorted_cells")
+    if side == "fake":
+        result, out = _device_empty((n_cells + 1,), np.int64)
+    else:
+        result = out = np.empty(n_cells + 1, dtype=np.int64)
+    core.cell_offsets_into(_c_keys(k), n_cells, out)
+    return result
+
+
+def segment_boundaries(sorted_keys):
+    """``(unique_keys, starts, stops)`` of the runs of sorted integer keys (half-open, int64).
+
+    Sparse, negative and uint64 keys are accepted. TypeError for non-integer keys,
+    ValueError for keys that are not 1-D or not sorted.
+    """
+    side = _side(sorted_keys)
+    if side == "cupy":
+        cp = _cupy()
+        k = sorted_keys
+        _require_1d(k, "sorted_keys")
+        _require_integer_keys(k, "sorted_keys")
+        n = k.shape[0]
+        if n == 0:
+            return k[:0].copy(), cp.zeros(0, cp.int64), cp.zeros(0, cp.int64)
+        if n > 1 and bool((k[1:] < k[:-1]).any()):
+            raise ValueError("'sorted_keys' must be sorted (non-decreasing)")
+        starts = cp.concatenate((cp.zeros(1, cp.int64), cp.flatnonzero(k[1:] != k[:-1]).astype(cp.int64) + 1))
+        stops = cp.concatenate((starts[1:], cp.full(1, n, cp.int64)))
+        return k[starts], starts, stops
+    k = _as_host(sorted_keys, side, "sorted_keys")
+    _require_1d(k, "sorted_keys")
+    _require_integer_keys(k, "sorted_keys")
+    ck = _native(k)
+    if ck.dtype.itemsize not in (4, 8):
+        ck = ck.astype(np.int64 if ck.dtype.kind == "i" else np.uint64)
+    runs = core.segment_runs(ck)
+    alloc = _device_empty if side == "fake" else (lambda shape, dt: (lambda a: (a, a))(np.empty(shape, dt)))
+    unique, u = alloc((runs,), k.dtype)
+    starts, s = alloc((runs,), np.int64)
+    stops, e = alloc((runs,), np.int64)
+    if ck.dtype == u.dtype:
+        core.segment_runs(ck, u, s, e)
+    else:
+        tmp = np.empty(runs, dtype=ck.dtype)
+        core.segment_runs(ck, tmp, s, e)
+        u[...] = tmp
+    return unique, starts, stops
+
+
+# --------------------------------------------------------------------------- compaction
+
+
+def compact_by_mask(mask, *arrays, axis=0) -> int:
+    """Move the entries where ``mask`` is true to the front of every array along ``axis``.
+
+    In place and in the original order; returns their count ``n`` (what follows is
+    unspecified). ``axis=-1`` takes each array's last axis (component-major ``(ncomp, N)``
+    next to ``(N,)``). ``mask`` must be a 1-D boolean array (TypeError).
+    """
+    axis = _index(axis, "axis")
+    side = _side(mask, *arrays)
+    if side == "cupy":
+        return _compact_cupy(mask, arrays, axis)
+    m = _as_host(mask, side, "mask")
+    if m.dtype != np.bool_ or m.ndim != 1:
+        raise TypeError(f"'mask' must be a 1-D boolean array, got dtype {m.dtype} and shape {tuple(m.shape)}")
+    n = m.shape[0]
+    views = []
+    for i, a in enumerate(arrays):
+        if side == "numpy" and not isinstance(a, np.ndarray):
+            raise TypeError(f"array {i} must be an array (compacted in place), not {type(a).__name__}")
+        h = _as_host(a, side, f"arrays[{i}]")
+        ax = _axis_of(h, axis, i, n)
+        if not h.flags.writeable:
+            raise ValueError(f"array {i} is read-only")
+        views.append(np.moveaxis(h, ax, 0))
+    return core.compact_in_place(m, tuple(views))
+
+
+def _compact_cupy(mask, arrays, axis):
+    cp = _cupy()
+    if mask.dtype != np.bool_ or mask.ndim != 1:
+        raise TypeError(f"'mask' must be a 1-D boolean array, got dtype {mask.dtype} and shape {tuple(mask.shape)}")
+    n = mask.shape[0]
+    axes = [_axis_of(a, axis, i, n) for i, a in enumerate(arrays)]
+    live = cp.flatnonzero(mask)
+    count = int(live.size)  # the one synchronisation
+    for a, ax in zip(arrays, axes):
+        index = [slice(None)] * a.ndim
+        index[ax] = slice(0, count)
+        a[tuple(index)] = cp.take(a, live, axis=ax)
+    return count

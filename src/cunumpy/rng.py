@@ -1,3 +1,360 @@
-"""Reproducible random numbers (API.md section 8)."""
+"""Reproducible random numbers (API.md section 8).
 
-__all__: list[str] = []
+* :func:`get_rng` — a fresh generator of the active backend.
+* :data:`random_streams` / :class:`RandomStreams` — process generators derived from one
+  ``SeedSequence(entropy=seed, spawn_key=(rank,))``: the same seed and rank count give
+  identical runs, ranks are independent.
+* ``philox_*`` — stateless Philox4x32-10 numbers, pure functions of (seed, stream, counter),
+  computed in C on the host and bit-identical to ``cunumpy/random.cuh`` on the device.
+"""
+
+from __future__ import annotations
+
+import operator
+import sys
+
+import numpy as np
+
+from . import _backend
+from ._native import core
+from ._reference import philox as _philox_ref
+
+__all__ = [
+    "BIT_GENERATORS",
+    "RandomStreams",
+    "get_rng",
+    "philox4x32_10",
+    "philox_normal",
+    "philox_normal2",
+    "philox_uniform",
+    "philox_uniform2",
+    "random_streams",
+]
+
+BIT_GENERATORS = ("MT19937", "PCG64", "PCG64DXSM", "Philox", "SFC64")
+
+# Children of the stream: one per purpose, fixed so runs are reproducible.
+_CHILD_NUMPY, _CHILD_CUPY, _CHILD_NUMPY_GLOBAL, _CHILD_CUPY_GLOBAL = 0, 1, 2, 3
+
+
+def get_rng(seed=None):
+    """A fresh ``numpy.random.default_rng(seed)`` on NumPy, ``cupy.random.default_rng(seed)`` on CuPy.
+
+    The same seed gives different sequences on the two backends.
+    """
+    if _backend.get_backend() == "cupy":
+        return sys.modules["cupy"].random.default_rng(seed)
+    return np.random.default_rng(seed)
+
+
+def _check_backend(backend):
+    if backend is None:
+        return _backend.get_backend()
+    if backend not in _backend.BACKEND_NAMES:
+        raise ValueError(f"backend must be 'numpy' or 'cupy', got {backend!r}")
+    return backend
+
+
+def _cupy_module():
+    if not _backend.cupy_available():
+        raise ImportError(f"a CuPy generator needs a functional CuPy: {_backend.cupy_unavailable_reason()}")
+    return sys.modules["cupy"]
+
+
+class RandomStreams:
+    """Process random generators derived from one seed sequence per rank.
+
+    ``seed(value, rank=0, bit_generator=None)`` starts the stream
+    ``SeedSequence(entropy=value, spawn_key=(rank,))`` (``value=None``: OS entropy), drops
+    cached generators and seeds NumPy's global ``np.random`` state (and CuPy's on the CuPy
+    backend) from it. ``generator(backend)`` is the per-backend process generator.
+    """
+
+    def __init__(self):
+        self._sequence: np.random.SeedSequence | None = None
+        self._bit_generator = "PCG64"
+        self._generators: dict[str, object] = {}
+
+    # ------------------------------------------------------------------ seeding
+
+    def seed(self, value=None, rank=0, bit_generator=None):
+        name = "PCG64" if bit_generator is None else bit_generator
+        if name not in BIT_GENERATORS:
+            raise ValueError(f"unknown bit generator {name!r}; choose one of {BIT_GENERATORS}")
+        rank = operator.index(rank)
+        if rank < 0:
+            raise ValueError(f"'rank' must be >= 0, got {rank}")
+        sequence = np.random.SeedSequence(entropy=value, spawn_key=(rank,))
+        self._sequence = sequence
+        self._bit_generator = name
+        self._generators.clear()
+        np.random.seed(self._child(_CHILD_NUMPY_GLOBAL).generate_state(4, np.uint32))
+        if _backend.get_backend() == "cupy":
+            cupy = sys.modules.get("cupy")
+            seed_fn = getattr(getattr(cupy, "random", None), "seed", None)
+            if seed_fn is not None:
+                seed_fn(int(self._child(_CHILD_CUPY_GLOBAL).generate_state(1, np.uint64)[0]))
+        return self
+
+    def _child(self, index: int) -> np.random.SeedSequence:
+        seq = self._sequence
+        return np.random.SeedSequence(entropy=seq.entropy, spawn_key=(*seq.spawn_key, index))
+
+    def _ensure_seeded(self):
+        if self._sequence is None:
+            self.seed(None)
+
+    @property
+    def seeded(self) -> bool:
+        return self._sequence is not None
+
+    # ------------------------------------------------------------------ generators
+
+    def generator(self, backend=None):
+        """The process generator of ``backend`` (default: the active one), made on first use."""
+        backend = _check_backend(backend)
+        gen = self._generators.get(backend)
+        if gen is None:
+            self._ensure_seeded()
+            if backend == "numpy":
+                bit_generator = getattr(np.random, self._bit_generator)
+                gen = np.random.Generator(bit_generator(self._child(_CHILD_NUMPY)))
+            else:
+                seed = int(self._child(_CHILD_CUPY).generate_state(1, np.uint64)[0])
+                gen = _cupy_module().random.default_rng(seed)
+            self._generators[backend] = gen
+        return gen
+
+    def make_generator(self, seed=None, backend=None):
+        """A component's own generator when ``seed`` is given, else the process generator."""
+        backend = _check_backend(backend)
+        if seed is None:
+            return self.generator(backend)
+        if backend == "numpy":
+            return np.random.default_rng(seed)
+        return _cupy_module().random.default_rng(seed)
+
+    # ------------------------------------------------------------------ draws
+
+    def _gen(self, rng):
+        return self.generator() if rng is None else rng
+
+    def normal(self, loc=0.0, scale=1.0, size=None, rng=None):
+        gen = self._gen(rng)
+        if hasattr(gen, "normal"):
+            return gen.normal(loc, scale, size)
+        return loc + scale * gen.standard_normal(size)
+
+    def standard_normal(self, size=None, rng=None):
+        return self._gen(rng).standard_normal(size)
+
+    def random(self, size=None, rng=None):
+        return self._gen(rng).random(size)
+
+    def uniform(self, low=0.0, high=1.0, size=None, rng=None):
+        gen = self._gen(rng)
+        if hasattr(gen, "uniform"):
+            return gen.uniform(low, high, size)
+        return low + (high - low) * gen.random(size)
+
+    def __repr__(self) -> str:
+        if self._sequence is None:
+            return "RandomStreams(not seeded)"
+        seq = self._sequence
+        return (
+            f"RandomStreams(entropy={seq.entropy}, spawn_key={tuple(seq.spawn_key)}, "
+            f"bit_generator={self._bit_generator!r})"
+        )
+
+
+random_streams = RandomStreams()
+
+# --------------------------------------------------------------------------- Philox
+
+_UNIFORM, _UNIFORM2, _NORMAL, _NORMAL2 = 0, 1, 2, 3
+
+
+def _words_in(value, name: str, side: str):
+    """An integer array (or Python int) as uint64 modulo 2**64, on the host or device."""
+    if side == "numpy":
+        if isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"'{name}' must be an integer, not bool")
+        if isinstance(value, int):
+            if not -(2**63) <= value < 2**64:
+                raise OverflowError(f"'{name}' = {value} does not fit in 64 bits")
+            return np.asarray(value % 2**64, dtype=np.uint64)
+        arr = np.asarray(value)
+    else:
+        arr = value
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"'{name}' must be an integer array, got dtype {arr.dtype}")
+    return arr
+
+
+def _philox(kind: int, seed, stream, counter):
+    inputs = (seed, stream, counter)
+    names = ("seed", "stream", "counter")
+    devices = [a for a in inputs if _backend.is_cupy_array(a)]
+    if devices:
+        _backend.assert_same_backend(*devices)
+        # Python ints and NumPy scalars act as scalars next to device arrays; host arrays do not.
+        for a, name in zip(inputs, names):
+            if isinstance(a, np.ndarray) and a.ndim > 0:
+                raise TypeError(f"'{name}' is a host array while another argument is a device array")
+        cp = sys.modules["cupy"]
+        fake = _backend.fake_cupy_active()
+        arrays = []
+        for a, name in zip(inputs, names):
+            if _backend.is_cupy_array(a):
+                arrays.append(_words_in(a, name, "cupy"))
+            else:
+                arrays.append(_words_in(a, name, "numpy"))
+        if fake:
+            from .algorithms import _host
+
+            hosts = [_host(a) if _backend.is_cupy_array(a) else a for a in arrays]
+            shape, flat = _flatten(hosts)
+            outs = [cp.empty(shape, dtype=cp.float64) for _ in range(2 if kind in (_UNIFORM2, _NORMAL2) else 1)]
+            _fill(kind, flat, [_host(o).reshape(-1) for o in outs])
+            return outs[0] if len(outs) == 1 else tuple(outs)
+        return _philox_cupy(kind, cp, arrays)
+    arrays = [_words_in(a, n, "numpy") for a, n in zip(inputs, names)]
+    shape, flat = _flatten(arrays)
+    outs = [np.empty(shape, dtype=np.float64) for _ in range(2 if kind in (_UNIFORM2, _NORMAL2) else 1)]
+    _fill(kind, flat, [o.reshape(-1) for o in outs])
+    if shape == ():
+        outs = [o[()] for o in outs]
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _flatten(arrays):
+    try:
+        shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
+    except ValueError as exc:
+        raise ValueError(f"seed, stream and counter do not broadcast: {exc}") from None
+    n = int(np.prod(shape, dtype=np.int64))
+    flat = []
+    for a in arrays:
+        a = np.asarray(a)
+        if a.size == 1:
+            flat.append(np.ascontiguousarray(a.reshape(1).astype(np.uint64, copy=False)))
+        else:
+            flat.append(np.ascontiguousarray(np.broadcast_to(a, shape)).astype(np.uint64, copy=False).reshape(n))
+    return shape, flat
+
+
+def _fill(kind, flat, outs):
+    core.philox_fill(kind, flat[0], flat[1], flat[2], outs[0], outs[1] if len(outs) > 1 else None)
+
+
+def _philox_cupy(kind, cp, arrays):
+    arrays = [cp.asarray(a).astype(cp.uint64) for a in arrays]
+    shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    arrays = [cp.broadcast_to(a, shape) for a in arrays]
+    x0, x1, x2, x3 = _philox_ref._words(*arrays, xp=cp)
+    u0, u1 = _philox_ref._u53(x0, x1, xp=cp), _philox_ref._u53(x2, x3, xp=cp)
+    if kind == _UNIFORM:
+        return u0
+    if kind == _UNIFORM2:
+        return u0, u1
+    r = cp.sqrt(-2.0 * cp.log(1.0 - u0))
+    angle = 6.283185307179586476925286766559 * u1
+    if kind == _NORMAL:
+        return r * cp.cos(angle)
+    return r * cp.cos(angle), r * cp.sin(angle)
+
+
+def philox_uniform(seed, stream, counter):
+    """53-bit uniform doubles in [0, 1) from Philox4x32-10 of (seed, stream, counter).
+
+    Key ``(seed_lo, seed_hi)``, counter words ``(counter_lo, counter_hi, stream_lo,
+    stream_hi)``; the top 53 bits of ``word0 | word1 << 32`` times 2**-53. Arguments are
+    integers (taken modulo 2**64) that broadcast; the result is on their backend (NumPy for
+    Python ints). Bit-identical to ``cunumpy_uniform`` in ``cunumpy/random.cuh``.
+    """
+    return _philox(_UNIFORM, seed, stream, counter)
+
+
+def philox_uniform2(seed, stream, counter):
+    """Two independent uniforms ``(u0, u1)`` from one Philox block (u1 from words 2 and 3)."""
+    return _philox(_UNIFORM2, seed, stream, counter)
+
+
+def philox_normal(seed, stream, counter):
+    """A standard normal by Box-Muller: ``sqrt(-2 log(1 - u0)) * cos(2 pi u1)``."""
+    return _philox(_NORMAL, seed, stream, counter)
+
+
+def philox_normal2(seed, stream, counter):
+    """Two independent standard normals ``(z0, z1)`` (cos and sin of the same Box-Muller pair)."""
+    return _philox(_NORMAL2, seed, stream, counter)
+
+
+def philox4x32_10(counter_words, key0, key1):
+    """The Philox4x32-10 block function: ``(..., 4)`` uint32 counters to ``(..., 4)`` uint32.
+
+    ``key0`` and ``key1`` (32-bit words) broadcast against ``counter_words[..., 0]``.
+    """
+    inputs = (counter_words, key0, key1)
+    devices = [a for a in inputs if _backend.is_cupy_array(a)]
+    side = "numpy"
+    if devices:
+        _backend.assert_same_backend(*devices)
+        side = "fake" if _backend.fake_cupy_active() else "cupy"
+    if side == "cupy":
+        cp = sys.modules["cupy"]
+        c = cp.asarray(counter_words)
+        _check_counter_words(c)
+        k0, k1 = cp.asarray(key0), cp.asarray(key1)
+        for k, name in ((k0, "key0"), (k1, "key1")):
+            if k.dtype.kind not in "iu":
+                raise TypeError(f"'{name}' must be integer, got dtype {k.dtype}")
+        ys = _philox_ref.philox_blocks(c[..., 0], c[..., 1], c[..., 2], c[..., 3], k0, k1, xp=cp)
+        return cp.stack([y.astype(cp.uint32) for y in ys], axis=-1)
+    if side == "fake":
+        from .algorithms import _host
+
+        hosts = [_host(a) if _backend.is_cupy_array(a) else a for a in inputs]
+    else:
+        hosts = list(inputs)
+    c = np.asarray(hosts[0])
+    _check_counter_words(c)
+    keys = []
+    for k, name in ((hosts[1], "key0"), (hosts[2], "key1")):
+        if isinstance(k, (bool, np.bool_)):
+            raise TypeError(f"'{name}' must be an integer, not bool")
+        if isinstance(k, int):
+            if not 0 <= k < 2**32:
+                raise OverflowError(f"'{name}' = {k} does not fit in 32 bits")
+            k = np.asarray(k, dtype=np.uint32)
+        k = np.asarray(k)
+        if k.dtype.kind not in "iu":
+            raise TypeError(f"'{name}' must be integer, got dtype {k.dtype}")
+        keys.append(k)
+    try:
+        shape = np.broadcast_shapes(c.shape[:-1], keys[0].shape, keys[1].shape)
+    except ValueError as exc:
+        raise ValueError(f"counter_words[..., 0] and the keys do not broadcast: {exc}") from None
+    n = int(np.prod(shape, dtype=np.int64))
+    words = np.ascontiguousarray(np.broadcast_to(c, (*shape, 4))).astype(np.uint32, copy=False).reshape(n * 4)
+    flat_keys = []
+    for k in keys:
+        if k.size == 1:
+            flat_keys.append(np.ascontiguousarray(k.reshape(1)).astype(np.uint32, copy=False))
+        else:
+            flat_keys.append(np.ascontiguousarray(np.broadcast_to(k, shape)).astype(np.uint32, copy=False).reshape(n))
+    if side == "fake":
+        result = sys.modules["cupy"].empty((*shape, 4), dtype=np.uint32)
+        out = _host(result)
+    else:
+        result = out = np.empty((*shape, 4), dtype=np.uint32)
+    if n:
+        core.philox4x32_10_into(words, flat_keys[0], flat_keys[1], out.reshape(n * 4))
+    return result
+
+
+def _check_counter_words(c):
+    if c.dtype.kind not in "iu":
+        raise TypeError(f"'counter_words' must be integer (uint32 words), got dtype {c.dtype}")
+    if c.ndim < 1 or c.shape[-1] != 4:
+        raise ValueError(f"'counter_words' must have shape (..., 4), got {tuple(c.shape)}")

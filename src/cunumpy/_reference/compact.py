@@ -1,3 +1,20 @@
-"""Twin of _core/compact.c (filled by the issue that owns it)."""
+"""Twin of _core/compact.c: in-place compaction along the first axis."""
 
-__all__: list[str] = []
+import numpy as np
+
+__all__ = ["compact_in_place"]
+
+
+def compact_in_place(mask, arrays):
+    if mask.ndim != 1:
+        raise ValueError(f"'mask' must have 1 dimension(s), got {mask.ndim}")
+    if mask.dtype != np.bool_:
+        raise TypeError("'mask' must be a boolean array")
+    n = mask.shape[0]
+    for i, a in enumerate(arrays):
+        if a.ndim < 1 or a.shape[0] != n:
+            raise ValueError(f"array {i} must have {n} entries along the compaction axis")
+    live = np.flatnonzero(mask)
+    for a in arrays:
+        a[: live.size] = a[live]
+    return int(live.size)
