@@ -345,6 +345,7 @@ def _rss_pages():
         return int(f.read().split()[1])
 
 
+@pytest.mark.nosan  # AddressSanitizer's quarantine keeps freed memory on purpose
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc")
 def test_c_functions_do_not_leak():
     rng = np.random.default_rng(0)

@@ -39,54 +39,42 @@ static ptrdiff_t cn_segment_check(cn_skey_type t, const char *keys, ptrdiff_t ks
 }
 
 /* out[k, :] = sum of rows i with keys[i] == k (out is C-contiguous (n_segments, m), zeroed
- * here); rows with negative keys are dropped. A run of equal keys is summed in registers and
- * added to memory once. Keys >= n_segments are skipped and the first one's row is returned
- * (-1 if none), so the caller can raise. */
+ * here); rows with negative keys are dropped. Keys >= n_segments are skipped and the first
+ * one's row is returned (-1 if none), so the caller can raise.
+ *
+ * Two loops: where neighbouring keys repeat (sorted or clustered keys), a run of equal keys
+ * is summed in registers and added to memory once; where they do not (scattered keys), each
+ * row is added directly and the output row of a later key is prefetched, which keeps the
+ * random accesses overlapped. A sample of the keys picks the loop. */
+#define CN_SEGMENT_PREFETCH 16
+
+#define CN_SEG_READ_KEY(KT, KSUF, i)                                                               \
+    ({                                                                                             \
+        KT kr_;                                                                                    \
+        memcpy(&kr_, keys + (ptrdiff_t)(i) * ks, sizeof kr_);                                      \
+        (KSUF == CN_SKEY_U64 && (uint64_t)kr_ > (uint64_t)INT64_MAX) ? INT64_MAX : (int64_t)kr_;   \
+    })
+
 #define CN_DEFINE_SEGMENT_SUM(NAME, T, KT, KSUF)                                                   \
-    static ptrdiff_t NAME(const char *keys, ptrdiff_t ks, size_t n, const char *vals,              \
-                          ptrdiff_t vs0, ptrdiff_t vs1, size_t m, T *out, int64_t n_segments)      \
+    static int NAME##_runs_likely(const char *keys, ptrdiff_t ks, size_t n)                        \
+    {                                                                                              \
+        size_t sample = n < 1024 ? n : 1024, equal = 0;                                            \
+        for (size_t i = 1; i < sample; i++)                                                        \
+            equal += CN_SEG_READ_KEY(KT, KSUF, i) == CN_SEG_READ_KEY(KT, KSUF, i - 1);             \
+        return equal * 4 >= sample;                                                                \
+    }                                                                                              \
+    /* Rows of M values (M fixed at compile time, or m when M == 0). */                            \
+    static inline __attribute__((always_inline)) ptrdiff_t NAME##_m(const char *keys, ptrdiff_t ks, size_t n, const char *vals,   \
+                                     ptrdiff_t vs0, ptrdiff_t vs1, size_t m, T *out,               \
+                                     int64_t n_segments, int runs)                                 \
     {                                                                                              \
         ptrdiff_t bad = -1;                                                                        \
-        memset(out, 0, (size_t)n_segments * m * sizeof(T));                                        \
-        if (n == 0 || m == 0)                                                                      \
-            return cn_segment_check(KSUF, keys, ks, n, n_segments);                                \
         const uint64_t nseg = (uint64_t)n_segments;                                                \
-        if (m == 1) {                                                                              \
-            int64_t cur = -1;                                                                      \
-            T acc = 0;                                                                             \
-            for (size_t i = 0; i < n; i++) {                                                       \
-                KT kr;                                                                             \
-                memcpy(&kr, keys + (ptrdiff_t)i * ks, sizeof kr);                                  \
-                int64_t k = KSUF == CN_SKEY_U64 && (uint64_t)kr > (uint64_t)INT64_MAX              \
-                                ? INT64_MAX                                                        \
-                                : (int64_t)kr;                                                     \
-                T v = *(const T *)(vals + (ptrdiff_t)i * vs0);                                     \
-                if (k == cur) {                                                                    \
-                    acc += v;                                                                      \
-                    continue;                                                                      \
-                }                                                                                  \
-                if (cur >= 0)                                                                      \
-                    out[cur] += acc;                                                               \
-                if ((uint64_t)k < nseg) {                                                          \
-                    cur = k;                                                                       \
-                    acc = v;                                                                       \
-                } else {                                                                           \
-                    if (k >= 0 && bad < 0)                                                         \
-                        bad = (ptrdiff_t)i;                                                        \
-                    cur = -1;                                                                      \
-                }                                                                                  \
-            }                                                                                      \
-            if (cur >= 0)                                                                          \
-                out[cur] += acc;                                                                   \
-        } else if (m <= 4) {                                                                       \
+        if (runs && m <= 4) {                                                                      \
             int64_t cur = -1;                                                                      \
             T acc[4] = {0, 0, 0, 0};                                                               \
             for (size_t i = 0; i < n; i++) {                                                       \
-                KT kr;                                                                             \
-                memcpy(&kr, keys + (ptrdiff_t)i * ks, sizeof kr);                                  \
-                int64_t k = KSUF == CN_SKEY_U64 && (uint64_t)kr > (uint64_t)INT64_MAX              \
-                                ? INT64_MAX                                                        \
-                                : (int64_t)kr;                                                     \
+                int64_t k = CN_SEG_READ_KEY(KT, KSUF, i);                                          \
                 const char *row = vals + (ptrdiff_t)i * vs0;                                       \
                 if (k == cur) {                                                                    \
                     for (size_t j = 0; j < m; j++)                                                 \
@@ -113,26 +101,44 @@ static ptrdiff_t cn_segment_check(cn_skey_type t, const char *keys, ptrdiff_t ks
                 for (size_t j = 0; j < m; j++)                                                     \
                     o[j] += acc[j];                                                                \
             }                                                                                      \
-        } else {                                                                                   \
-            /* Wide rows: add straight into the output row, which stays in cache. */              \
-            for (size_t i = 0; i < n; i++) {                                                       \
-                KT kr;                                                                             \
-                memcpy(&kr, keys + (ptrdiff_t)i * ks, sizeof kr);                                  \
-                int64_t k = KSUF == CN_SKEY_U64 && (uint64_t)kr > (uint64_t)INT64_MAX              \
-                                ? INT64_MAX                                                        \
-                                : (int64_t)kr;                                                     \
-                if ((uint64_t)k >= nseg) {                                                         \
-                    if (k >= 0 && bad < 0)                                                         \
-                        bad = (ptrdiff_t)i;                                                        \
-                    continue;                                                                      \
-                }                                                                                  \
-                const char *row = vals + (ptrdiff_t)i * vs0;                                       \
-                T *o = out + (size_t)k * m;                                                        \
-                for (size_t j = 0; j < m; j++)                                                     \
-                    o[j] += *(const T *)(row + (ptrdiff_t)j * vs1);                                \
+            return bad;                                                                            \
+        }                                                                                          \
+        /* Prefetch only when the output does not sit in L2 anyway. */                              \
+        const size_t pf_end = nseg * m * sizeof(T) > 262144 ? n : 0;                                 \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            if (i + CN_SEGMENT_PREFETCH < pf_end) {                                                \
+                int64_t kp = CN_SEG_READ_KEY(KT, KSUF, i + CN_SEGMENT_PREFETCH);                   \
+                if ((uint64_t)kp < nseg)                                                           \
+                    __builtin_prefetch(out + (size_t)kp * m, 1, 3);                                \
             }                                                                                      \
+            int64_t k = CN_SEG_READ_KEY(KT, KSUF, i);                                              \
+            if ((uint64_t)k >= nseg) {                                                             \
+                if (k >= 0 && bad < 0)                                                             \
+                    bad = (ptrdiff_t)i;                                                            \
+                continue;                                                                          \
+            }                                                                                      \
+            const char *row = vals + (ptrdiff_t)i * vs0;                                           \
+            T *o = out + (size_t)k * m;                                                            \
+            for (size_t j = 0; j < m; j++)                                                         \
+                o[j] += *(const T *)(row + (ptrdiff_t)j * vs1);                                    \
         }                                                                                          \
         return bad;                                                                                \
+    }                                                                                              \
+    static ptrdiff_t NAME(const char *keys, ptrdiff_t ks, size_t n, const char *vals,              \
+                          ptrdiff_t vs0, ptrdiff_t vs1, size_t m, T *out, int64_t n_segments)      \
+    {                                                                                              \
+        memset(out, 0, (size_t)n_segments * m * sizeof(T));                                        \
+        if (n == 0 || m == 0)                                                                      \
+            return cn_segment_check(KSUF, keys, ks, n, n_segments);                                \
+        int runs = NAME##_runs_likely(keys, ks, n);                                                \
+        /* Constant m lets the compiler unroll the row loops and keep sums in registers. */        \
+        switch (m) {                                                                               \
+        case 1: return NAME##_m(keys, ks, n, vals, vs0, vs1, 1, out, n_segments, runs);            \
+        case 2: return NAME##_m(keys, ks, n, vals, vs0, vs1, 2, out, n_segments, runs);            \
+        case 3: return NAME##_m(keys, ks, n, vals, vs0, vs1, 3, out, n_segments, runs);            \
+        case 4: return NAME##_m(keys, ks, n, vals, vs0, vs1, 4, out, n_segments, runs);            \
+        default: return NAME##_m(keys, ks, n, vals, vs0, vs1, m, out, n_segments, runs);           \
+        }                                                                                          \
     }
 
 CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_i32, double, int32_t, CN_SKEY_I32)
