@@ -618,3 +618,78 @@ def test_scipy_is_imported_lazily_in_subprocess():
         "assert cupyx.scipy.special.erf(cupy.zeros(1)).get()[0] == 0.0\n"
     )
     run_in_fake_cupy_subprocess(code)
+
+
+def test_every_generated_function_takes_fake_arrays_where_numpy_takes_host_ones(cp):
+    import types
+    import warnings
+
+    failures = []
+    inputs = (np.linspace(0.5, 2.0, 6).reshape(2, 3), np.arange(6).reshape(2, 3))
+    for name in sorted(n for n in dir(cp) if not n.startswith("_")):
+        fake, real = getattr(cp, name), getattr(np, name, None)
+        if real is None or isinstance(fake, (type, types.ModuleType)) or not callable(fake):
+            continue
+        for host in inputs:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    real(host)
+                except Exception:
+                    continue
+                try:
+                    fake(cp.asarray(host))
+                except Exception as exc:
+                    failures.append(f"{name}: {type(exc).__name__}: {exc}")
+            break
+    assert failures == []
+
+
+def test_callables_see_device_data(cp):
+    rows = []
+
+    def first(row):
+        rows.append(type(row))
+        return row[0]
+
+    r = cp.apply_along_axis(first, 1, cp.arange(6).reshape(2, 3))
+    assert type(r) is cp.ndarray and r.get().tolist() == [0, 3]
+    assert rows and all(t is cp.ndarray for t in rows)
+    with pytest.raises(NotImplementedError):
+        cp.piecewise(cp.arange(3), [cp.arange(3) > 0], [lambda v: v])
+    assert cp.piecewise(cp.arange(3), [cp.arange(3) > 0], [1]).get().tolist() == [0, 1, 1]
+
+
+def test_cupy_testing_takes_device_arrays(cp):
+    cp.testing.assert_allclose(cp.ones(2), np.ones(2))
+    cp.testing.assert_array_equal(cp.arange(2), cp.arange(2))
+    with pytest.raises(AssertionError):
+        cp.testing.assert_array_equal(cp.arange(2), cp.ones(2))
+
+
+def test_cupyx_scipy_proxies(cp):
+    pytest.importorskip("scipy")
+    import cupyx.scipy.interpolate as interpolate
+    import cupyx.scipy.sparse as sparse
+    import cupyx.scipy.sparse.linalg as sparse_linalg
+    import cupyx.scipy.spatial as spatial
+    import cupyx.scipy.special as special
+
+    A = sparse.csr_matrix(cp.eye(3) * 2)
+    assert type(A @ cp.ones(3)) is cp.ndarray and type(A.data) is cp.ndarray
+    assert sparse.issparse(A) and type(A.toarray()) is cp.ndarray
+    x, info = sparse_linalg.cg(A, cp.ones(3))
+    assert type(x) is cp.ndarray and info == 0
+    assert sparse.diags([cp.ones(3)], [0]).toarray().get().tolist() == np.eye(3).tolist()
+    with pytest.raises(TypeError):
+        sparse.diags([np.ones(3)], [0])
+    grid = interpolate.RegularGridInterpolator((cp.arange(3.0), cp.arange(3.0)), cp.ones((3, 3)))
+    assert float(grid(cp.asarray([[0.5, 0.5]]))[0]) == pytest.approx(1.0)
+    distances, indices = spatial.KDTree(cp.eye(3)).query(cp.zeros((1, 3)))
+    assert type(distances) is cp.ndarray and type(indices) is cp.ndarray
+    with pytest.raises(TypeError, match=r"cupyx\.scipy\.special\.erf\(\)"):
+        special.erf([1.0])
+    with pytest.raises(TypeError, match=r"cupyx\.scipy\.signal"):
+        import cupyx.scipy.signal as signal
+
+        signal.convolve([1.0, 2.0], cp.ones(2))

@@ -71,6 +71,17 @@ class Call:
             return type(value)(items) if isinstance(value, tuple) else items
         return self.array(value, name)
 
+    def array_or_sequence(self, value, name):
+        """An array, or a sequence holding device arrays (``diags([d], [0])``, grids …)."""
+        from ._ndarray import ndarray
+
+        if isinstance(value, (list, tuple)) and any(
+            type(v) is ndarray or (isinstance(v, (list, tuple)) and any(type(w) is ndarray for w in v))
+            for v in value
+        ):
+            return self.sequence(value, name)
+        return self.array(value, name)
+
     def other(self, value, name):
         """Any other argument: fake arrays inside containers are unwrapped."""
         from ._ndarray import ndarray

@@ -156,7 +156,7 @@ def _call(func, where, args, kwargs, first_is_self=False):
         elif isinstance(v, HostObjectProxy):
             new_args.append(v._obj)
         elif i == (1 if first_is_self else 0):
-            new_args.append(call.array(v, "#0"))
+            new_args.append(call.array_or_sequence(v, "#0"))
         else:
             new_args.append(call.other(v, f"#{i}"))
     new_kwargs = {k: v._obj if isinstance(v, HostObjectProxy) else call.other(v, k) for k, v in kwargs.items()}
@@ -167,7 +167,8 @@ def _call(func, where, args, kwargs, first_is_self=False):
 
 def _scipy_callable(obj, where):
     if isinstance(obj, np.ufunc):
-        return ufunc(obj, where.rsplit(".", 1)[-1])
+        module, _, name = where.rpartition(".")
+        return ufunc(obj, name, module=module)
     if isinstance(obj, type):
         def construct(*args, **kwargs):
             return _call(obj, f"{where}()", args, kwargs)

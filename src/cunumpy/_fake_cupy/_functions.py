@@ -67,8 +67,9 @@ def strict(func, name: str, *, module: str = "cupy", host_ok: bool = False, perm
 class ufunc:
     """``cupy.ufunc``: a NumPy ufunc whose inputs must be device arrays or scalars."""
 
-    def __init__(self, numpy_ufunc, name=None):
+    def __init__(self, numpy_ufunc, name=None, module="cupy"):
         self._ufunc = numpy_ufunc
+        self._module = module
         self.__name__ = name or numpy_ufunc.__name__
         self.__doc__ = numpy_ufunc.__doc__
 
@@ -84,7 +85,7 @@ class ufunc:
     signature = property(lambda self: self._ufunc.signature)
 
     def _run(self, method, args, kwargs, n_arrays):
-        call = Call(f"cupy.{self.__name__}{'' if method is None else '.' + method}()")
+        call = Call(f"{self._module}.{self.__name__}{'' if method is None else '.' + method}()")
         new_args = [call.array(v, f"x{i + 1}") if i < n_arrays else call.other(v, f"#{i}") for i, v in enumerate(args)]
         new_kwargs = {}
         for k, v in kwargs.items():
@@ -198,6 +199,27 @@ def asfortranarray(a, dtype=None):
 def fromfunction(function, shape, *, dtype=float, **kwargs):
     """Calls ``function`` with device index arrays, as CuPy does."""
     return function(*creation_functions()["indices"](shape, dtype=dtype), **kwargs)
+
+
+def apply_along_axis(func1d, axis, arr, *args, **kwargs):
+    """``cupy.apply_along_axis``: ``func1d`` sees device slices and may return device data."""
+    call = Call("cupy.apply_along_axis()")
+    host = call.array(arr, "arr")
+
+    def on_host_slice(row, *a, **k):
+        result = func1d(ndarray._wrap(row), *a, **k)
+        return result._a if type(result) is ndarray else result
+
+    extra = [call.other(v, "args") for v in args]
+    return call.wrap(np.apply_along_axis(on_host_slice, axis, host, *extra, **kwargs))
+
+
+def piecewise(x, condlist, funclist):
+    """``cupy.piecewise``: constants only (CuPy does not take callables here)."""
+    if any(callable(f) for f in funclist):
+        raise NotImplementedError("Callable functions are not supported currently")
+    call = Call("cupy.piecewise()")
+    return call.wrap(np.piecewise(call.array(x, "x"), call.sequence(condlist, "condlist"), list(funclist)))
 
 
 def asnumpy(a, stream=None, order="C", out=None, blocking=True):

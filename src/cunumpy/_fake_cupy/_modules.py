@@ -62,6 +62,8 @@ def _main_namespace() -> dict:
         else:
             names[name] = obj
     names.update(
+        apply_along_axis=_functions.apply_along_axis,
+        piecewise=_functions.piecewise,
         asnumpy=_functions.asnumpy,
         get_array_module=_functions.get_array_module,
         from_dlpack=_functions.from_dlpack,
