@@ -46,25 +46,11 @@ def _fake_active() -> bool:
     return _backend.fake_cupy_active()
 
 
-_host_buffer_fn = []
-
-
 def _host(a) -> np.ndarray:
-    """The NumPy array behind a fake CuPy array (not a copy)."""
-    if not _host_buffer_fn:
-        try:
-            from .kernel_testing import host_buffer
-        except Exception:  # kernel_testing not available: read the fake's buffer directly
-            host_buffer = None
-        _host_buffer_fn.append(host_buffer)
-    fn = _host_buffer_fn[0]
-    if fn is not None:
-        return fn(a)
-    for name in ("_a", "_host", "_array", "_data"):
-        buf = getattr(a, name, None)
-        if isinstance(buf, np.ndarray):
-            return buf
-    raise TypeError(f"cannot reach the host buffer of {type(a).__name__}")
+    """The NumPy array behind a fake CuPy array (not a copy: writes change the device array)."""
+    from ._fake_cupy import host_buffer  # the same function as kernel_testing.host_buffer
+
+    return host_buffer(a)
 
 
 def _side(*arrays) -> str:
@@ -382,7 +368,7 @@ def _sort_by_key_cupy(keys, arrays, axis):
 
 # --------------------------------------------------------------------------- segment sums
 
-_HOST_SUM_DTYPES = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64, np.complex64, np.complex128))
+_DEVICE_SUM_DTYPES = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64, np.complex64, np.complex128))
 
 
 def _result_dtype(values) -> np.dtype:
@@ -546,7 +532,7 @@ def _segment_sum(values, keys, n_segments, out, plan=None):
         k = _host(keys) if side == "fake" else keys
     if v.shape[0] != k.shape[0]:
         raise ValueError(f"'values' must have one row per key: {k.shape[0]} rows expected along axis 0, got {v.shape[0]}")
-    if plan is not None and side == "fake" and rdt not in _HOST_SUM_DTYPES:
+    if plan is not None and side == "fake" and np.dtype(v.dtype) not in _DEVICE_SUM_DTYPES:
         raise TypeError(f"'values' dtype {v.dtype} is not supported on the device (float16/32/64, complex64/128)")
     shape = (n_segments, *v.shape[1:])
     _check_out(out, values, None if plan is not None else keys, shape, rdt, side)
@@ -571,7 +557,7 @@ def _segment_sum_cupy(values, keys, n_segments, out, plan):
     if values.ndim < 1:
         raise ValueError("'values' must have at least 1 dimension (one row per key)")
     rdt = _result_dtype(values)
-    if plan is not None and rdt not in _HOST_SUM_DTYPES:
+    if plan is not None and np.dtype(values.dtype) not in _DEVICE_SUM_DTYPES:
         raise TypeError(f"'values' dtype {values.dtype} is not supported on CUDA (float16/32/64, complex64/128)")
     if plan is None:
         _require_1d(keys, "keys")

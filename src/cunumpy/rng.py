@@ -93,7 +93,7 @@ class RandomStreams:
             cupy = sys.modules.get("cupy")
             seed_fn = getattr(getattr(cupy, "random", None), "seed", None)
             if seed_fn is not None:
-                seed_fn(int(self._child(_CHILD_CUPY_GLOBAL).generate_state(1, np.uint64)[0]))
+                seed_fn(int(self._child(_CHILD_CUPY_GLOBAL).generate_state(1, np.uint32)[0]))
         return self
 
     def _child(self, index: int) -> np.random.SeedSequence:

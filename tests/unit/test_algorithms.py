@@ -471,7 +471,7 @@ def test_segment_sum(on_backend, vdtype, trailing):
     out = dev(np.full((nseg, *trailing), 99, dtype=expect_dtype))
     assert A.segment_sum(dev(vals), dev(keys), nseg, out=out) is out
     np.testing.assert_array_equal(host(out), expect.astype(expect_dtype))  # overwritten, not accumulated
-    if expect_dtype.kind in "fc" or on_backend == "numpy":
+    if np.dtype(vdtype).kind in "fc" or on_backend == "numpy":  # CUDA plans sum floats only
         plan = A.SegmentPlan(dev(keys), nseg)
         np.testing.assert_array_equal(host(plan.sum(dev(vals))), expect.astype(expect_dtype))
 
@@ -510,8 +510,9 @@ def test_segment_sum_errors_write_nothing(on_backend):
         A.segment_sum(vals, keys, -1)
     with pytest.raises(TypeError, match="n_segments"):
         A.segment_sum(vals, keys, 2.5)
-    with pytest.raises(TypeError, match="values"):
-        A.segment_sum(dev(np.array(["a", "b", "c", "d"])), keys, 4)
+    if on_backend == "numpy":  # CuPy has no string arrays
+        with pytest.raises(TypeError, match="values"):
+            A.segment_sum(np.array(["a", "b", "c", "d"]), keys, 4)
     good_keys = dev(np.array([0, 1, 2, 2]))
     for bad_out, what in [
         (np.zeros((3, 3)), "shape"),
