@@ -180,8 +180,52 @@ static void check_sort(cn_key_type t, size_t n, int pattern)
     free(want);
 }
 
+/* A stable argsort is a permutation under which keys never decrease and equal keys keep
+ * their original order; checked directly for sizes too large for the quadratic reference. */
+static void check_sort_large(cn_key_type t, size_t n, int pattern)
+{
+    size_t isz = (t == CN_KEY_I32 || t == CN_KEY_U32) ? 4 : 8;
+    char *keys = malloc(n * isz), *sorted = malloc(n * isz);
+    int64_t *order = malloc(n * sizeof(int64_t));
+    char *seen = calloc(n, 1);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = next_u64();
+        if (pattern == 1)
+            v &= 0x3fffffff;
+        else if (pattern == 2)
+            v %= 3;
+        else if (pattern == 3)
+            v = (uint64_t)(-(int64_t)(v % 100000));
+        else if (pattern == 4)
+            v = (v & 0xff00000000000000ull) | (v & 0xf); /* two separated bit groups */
+        memcpy(keys + i * isz, &v, isz);
+    }
+    CHECK(cn_radix_argsort(t, keys, (ptrdiff_t)isz, n, order, sorted) == CN_SORT_OK);
+    int ok = 1;
+    for (size_t i = 0; i < n && ok; i++) {
+        int64_t o = order[i];
+        ok &= o >= 0 && (size_t)o < n && !seen[o];
+        if (!ok)
+            break;
+        seen[o] = 1;
+        ok &= memcmp(sorted + i * isz, keys + (size_t)o * isz, isz) == 0;
+        if (i > 0) {
+            uint64_t a = cn_key_get(t, keys + (size_t)order[i - 1] * isz), b = cn_key_get(t, keys + (size_t)o * isz);
+            ok &= a < b || (a == b && order[i - 1] < o);
+        }
+    }
+    CHECK(ok);
+    free(keys);
+    free(sorted);
+    free(order);
+    free(seen);
+}
+
 static void test_sort(void)
 {
+    for (int t = 0; t < 4; t++)
+        for (int p = 0; p < 5; p++)
+            check_sort_large((cn_key_type)t, 70001 + (size_t)p, p);
     static const size_t sizes[] = {0, 1, 2, 3, 17, 1000, 3001};
     for (int t = 0; t < 4; t++)
         for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)

@@ -420,6 +420,19 @@ def test_sort_by_key_is_a_stable_argsort(on_backend, dtype, dist):
     np.testing.assert_array_equal(host(dp), payload)
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.uint32, np.int64, np.uint64])
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+def test_radix_argsort_large_inputs_match_twin(dtype, dist):
+    """Sizes above the cut-over to the MSD-then-LSD path (64 Ki keys)."""
+    rng = np.random.default_rng(11)
+    for bits in (20, 30, 40, 62):
+        keys = make_keys(rng, 70_001, dtype, dist, min(2**bits, np.iinfo(dtype).max))
+        order, sk = np.empty(keys.size, np.int64), np.empty(keys.size, keys.dtype)
+        core.radix_argsort(keys, order, sk)
+        np.testing.assert_array_equal(order, np.argsort(keys, kind="stable"))
+        np.testing.assert_array_equal(sk, np.sort(keys, kind="stable"))
+
+
 def test_sort_by_key_large_wide_keys(on_backend):
     rng = np.random.default_rng(9)
     keys = rng.integers(-(2**62), 2**62, 200_003)

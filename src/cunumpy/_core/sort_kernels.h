@@ -276,6 +276,123 @@ static int cn_radix_packed(cn_key_type t, const char *keys, ptrdiff_t stride, si
     return CN_SORT_OK;
 }
 
+/* ---- hybrid: one MSD pass on the top digit, then LSD inside each bucket while it is in cache.
+ * For large inputs this replaces most passes over memory by passes over L2-sized ranges. */
+typedef struct {
+    uint64_t k, i;
+} cn_rec128;
+
+#ifndef CN_HYBRID_MIN
+#define CN_HYBRID_MIN 65536 /* below this the plain LSD passes already run in cache */
+#endif
+#define CN_INSERTION_MAX 48    /* buckets up to this size: stable insertion sort */
+
+#define CN_REC64_KEY(r) ((r) >> 32)
+#define CN_REC64_MAKE(k, i) (((uint64_t)(uint32_t)(k) << 32) | (uint64_t)(i))
+#define CN_REC128_KEY(r) ((r).k)
+static inline cn_rec128 cn_rec128_make(uint64_t k, uint64_t i)
+{
+    cn_rec128 r = {k, i};
+    return r;
+}
+#define CN_REC128_MAKE(k, i) cn_rec128_make((k), (i))
+
+#define CN_DEFINE_HYBRID(SUF, REC, KEY, MAKE)                                                     \
+    /* Stable LSD sort of a[0..m) on the bits where its keys differ below `top`, using tmp. */     \
+    static void cn_bucket_sort_##SUF(REC *a, REC *tmp, size_t m, int top)                          \
+    {                                                                                              \
+        if (m <= CN_INSERTION_MAX) {                                                               \
+            for (size_t x = 1; x < m; x++) {                                                       \
+                REC r = a[x];                                                                      \
+                uint64_t kr = KEY(r);                                                              \
+                size_t y = x;                                                                      \
+                while (y > 0 && KEY(a[y - 1]) > kr) {                                              \
+                    a[y] = a[y - 1];                                                               \
+                    y--;                                                                           \
+                }                                                                                  \
+                a[y] = r;                                                                          \
+            }                                                                                      \
+            return;                                                                                \
+        }                                                                                          \
+        uint64_t first = KEY(a[0]), diff = 0;                                                      \
+        for (size_t x = 1; x < m; x++)                                                             \
+            diff |= KEY(a[x]) ^ first;                                                             \
+        if (top < 64)                                                                              \
+            diff &= ((uint64_t)1 << top) - 1;                                                      \
+        if (diff == 0)                                                                             \
+            return;                                                                                \
+        int lo = __builtin_ctzll(diff), hi = cn_bit_width(diff);                                   \
+        int ndig = (hi - lo + 7) / 8;                                                              \
+        size_t hist[8][256];                                                                       \
+        memset(hist, 0, (size_t)ndig * sizeof hist[0]);                                            \
+        for (size_t x = 0; x < m; x++) {                                                           \
+            uint64_t k = KEY(a[x]) >> lo;                                                          \
+            for (int d = 0; d < ndig; d++)                                                         \
+                hist[d][(k >> (8 * d)) & 255]++;                                                   \
+        }                                                                                          \
+        REC *src = a, *dst = tmp;                                                                  \
+        for (int d = 0; d < ndig; d++) {                                                           \
+            size_t sum = 0, *h = hist[d];                                                          \
+            int one_bucket = 0;                                                                    \
+            for (int b = 0; b < 256; b++) {                                                        \
+                size_t c = h[b];                                                                   \
+                one_bucket |= c == m;                                                              \
+                h[b] = sum;                                                                        \
+                sum += c;                                                                          \
+            }                                                                                      \
+            if (one_bucket)                                                                        \
+                continue;                                                                          \
+            int sh = lo + 8 * d;                                                                   \
+            for (size_t x = 0; x < m; x++) {                                                       \
+                REC r = src[x];                                                                    \
+                dst[h[(KEY(r) >> sh) & 255]++] = r;                                                \
+            }                                                                                      \
+            REC *t = src;                                                                          \
+            src = dst;                                                                             \
+            dst = t;                                                                               \
+        }                                                                                          \
+        if (src != a)                                                                              \
+            memcpy(a, src, m * sizeof(REC));                                                       \
+    }                                                                                              \
+    /* Sort n keys (ordered values, working key = ordered & wmask) into a; top digit first. */     \
+    static int cn_hybrid_##SUF(cn_key_type t, const char *keys, ptrdiff_t stride, size_t n,       \
+                                uint64_t wmask, int hi, int top_bits, REC *a, REC *tmp)            \
+    {                                                                                              \
+        size_t nb = (size_t)1 << top_bits;                                                         \
+        int tsh = hi - top_bits;                                                                   \
+        size_t *pos = calloc(nb + 1, sizeof(size_t));                                              \
+        size_t *start = malloc((nb + 1) * sizeof(size_t));                                         \
+        if (pos == NULL || start == NULL) {                                                        \
+            free(pos);                                                                             \
+            free(start);                                                                           \
+            return CN_SORT_NOMEM;                                                                  \
+        }                                                                                          \
+        for (size_t x = 0; x < n; x++)                                                             \
+            pos[((cn_key_get(t, keys + (ptrdiff_t)x * stride) & wmask) >> tsh) & (nb - 1)]++;     \
+        size_t sum = 0;                                                                            \
+        for (size_t b = 0; b < nb; b++) {                                                          \
+            size_t c = pos[b];                                                                     \
+            start[b] = pos[b] = sum;                                                               \
+            sum += c;                                                                              \
+        }                                                                                          \
+        start[nb] = n;                                                                             \
+        for (size_t x = 0; x < n; x++) {                                                           \
+            uint64_t k = cn_key_get(t, keys + (ptrdiff_t)x * stride) & wmask;                      \
+            a[pos[(k >> tsh) & (nb - 1)]++] = MAKE(k, x);                                          \
+        }                                                                                          \
+        for (size_t b = 0; b < nb; b++) {                                                          \
+            size_t m = start[b + 1] - start[b];                                                    \
+            if (m > 1)                                                                             \
+                cn_bucket_sort_##SUF(a + start[b], tmp + start[b], m, tsh);                        \
+        }                                                                                          \
+        free(pos);                                                                                 \
+        free(start);                                                                               \
+        return CN_SORT_OK;                                                                         \
+    }
+
+CN_DEFINE_HYBRID(r64, uint64_t, CN_REC64_KEY, CN_REC64_MAKE)
+CN_DEFINE_HYBRID(r128, cn_rec128, CN_REC128_KEY, CN_REC128_MAKE)
+
 /* Stable argsort of n keys of type `t` at `keys` (byte stride `stride`). Writes the order
  * (int64, contiguous) and the sorted keys (type `t`, contiguous). Returns 0 or CN_SORT_NOMEM. */
 static int cn_radix_argsort(cn_key_type t, const char *keys, ptrdiff_t stride, size_t n,
@@ -313,6 +430,48 @@ static int cn_radix_argsort(cn_key_type t, const char *keys, ptrdiff_t stride, s
     if (hist == NULL)
         return CN_SORT_NOMEM;
     int status = CN_SORT_OK;
+    if (n >= CN_HYBRID_MIN) {
+        free(hist);
+        int top_bits = n > ((size_t)1 << 21) ? 11 : 8;
+        if (top_bits > nbits)
+            top_bits = nbits;
+        if (hi <= 32 && n <= (size_t)UINT32_MAX) {
+            /* (key << 32 | index) records; the outputs double as the two buffers. */
+            uint64_t *a = (uint64_t *)(void *)order, *tmp, *spare = NULL;
+            if (isz == 8) {
+                tmp = (uint64_t *)(void *)sorted_out;
+            } else {
+                spare = tmp = malloc(n * sizeof(uint64_t));
+                if (tmp == NULL)
+                    return CN_SORT_NOMEM;
+            }
+            status = cn_hybrid_r64(t, keys, stride, n, 0xffffffffu, hi, top_bits, a, tmp);
+            if (status == CN_SORT_OK) {
+                uint64_t high = first & ~(uint64_t)0xffffffffu;
+                for (size_t i = 0; i < n; i++) {
+                    uint64_t v = a[i];
+                    order[i] = (int64_t)(v & 0xffffffffu);
+                    cn_key_put(t, sorted_out + i * isz, high | (v >> 32));
+                }
+            }
+            free(spare);
+        } else {
+            cn_rec128 *a = malloc(n * sizeof(cn_rec128)), *tmp = malloc(n * sizeof(cn_rec128));
+            if (a == NULL || tmp == NULL)
+                status = CN_SORT_NOMEM;
+            else
+                status = cn_hybrid_r128(t, keys, stride, n, ~(uint64_t)0, hi, top_bits, a, tmp);
+            if (status == CN_SORT_OK) {
+                for (size_t i = 0; i < n; i++) {
+                    order[i] = (int64_t)a[i].i;
+                    cn_key_put(t, sorted_out + i * isz, a[i].k);
+                }
+            }
+            free(a);
+            free(tmp);
+        }
+        return status;
+    }
     if (hi <= 32 && n <= (size_t)UINT32_MAX) {
         status = cn_radix_packed(t, keys, stride, n, first & ~(uint64_t)0xffffffffu, ndig, shift,
                                  nb, hist, order, sorted_out, isz);
