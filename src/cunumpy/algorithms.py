@@ -362,7 +362,11 @@ def _sort_by_key_cupy(keys, arrays, axis):
     _require_1d(keys, "keys")
     n = keys.shape[0]
     axes = [_axis_of(a, axis, i, n) for i, a in enumerate(arrays)]
-    order = cp.argsort(keys).astype(cp.int64, copy=False)  # CuPy's argsort is a stable sort
+    try:
+        order = cp.argsort(keys, kind="stable")
+    except TypeError:  # a CuPy without `kind`: its argsort is a stable sort anyway
+        order = cp.argsort(keys)
+    order = order.astype(cp.int64, copy=False)
     return (keys[order], order, *(cp.take(a, order, axis=ax) for a, ax in zip(arrays, axes)))
 
 

@@ -718,6 +718,48 @@ def test_compact_by_mask_errors(on_backend):
     np.testing.assert_array_equal(host(b), np.arange(4.0))
 
 
+def test_cupy_code_paths_on_the_fake(device_only, monkeypatch):
+    """The real-GPU code paths (CuPy calls, no host buffers) run on the strict fake CuPy too."""
+    from cunumpy import algorithms
+    from cunumpy._backend import fake_cupy_active
+
+    if not fake_cupy_active():
+        pytest.skip("on a real GPU these paths run in every other test")
+    real_side = algorithms._side
+    monkeypatch.setattr(algorithms, "_side", lambda *a: "cupy" if real_side(*a) != "numpy" else "numpy")
+    rng = np.random.default_rng(12)
+    keys = rng.integers(-2, 10, 200)
+    vals = rng.random((200, 3))
+    expect = np.zeros((10, 3))
+    np.add.at(expect, keys[keys >= 0], vals[keys >= 0])
+    dk, dv = xp.asarray(keys), xp.asarray(vals)
+    np.testing.assert_allclose(host(A.segment_sum(dv, dk, 10)), expect)
+    np.testing.assert_allclose(host(A.segment_sum(xp.asarray(vals * 1j), dk, 10)), expect * 1j)
+    assert A.segment_sum(xp.asarray(vals.astype(np.float16)), dk, 10).dtype == np.float16
+    plan = A.SegmentPlan(dk, 10)
+    out = xp.zeros((10, 3))
+    assert plan.sum(dv, out=out) is out
+    np.testing.assert_allclose(host(out), expect)
+    with pytest.raises(ValueError, match="keys"):
+        A.segment_sum(dv, dk, 5)
+    sk, order, moved = A.sort_by_key(dk, dv)
+    np.testing.assert_array_equal(host(order), np.argsort(keys, kind="stable"))
+    np.testing.assert_array_equal(host(moved), vals[np.argsort(keys, kind="stable")])
+    cells = np.sort(rng.integers(0, 5, 50))
+    np.testing.assert_array_equal(host(A.cell_offsets(xp.asarray(cells), 6)), np.searchsorted(cells, np.arange(7)))
+    u, st_, sp = A.segment_boundaries(xp.asarray(cells))
+    np.testing.assert_array_equal(host(u), np.unique(cells))
+    np.testing.assert_array_equal(host(sp) - host(st_), np.unique(cells, return_counts=True)[1])
+    mask = rng.random(200) < 0.5
+    comp = xp.asarray(vals.T.copy())
+    assert A.compact_by_mask(xp.asarray(mask), comp, axis=-1) == mask.sum()
+    np.testing.assert_array_equal(host(comp)[:, : mask.sum()], vals.T[:, mask])
+    pos = rng.random((50, 3))
+    k = A.morton_keys(xp.asarray(pos), [0, 0, 0], [1, 1, 1], 21)
+    np.testing.assert_array_equal(host(k), _reference.keys_from_positions(pos, np.zeros(3), A.morton_scales([0] * 3, [1] * 3, 21), 21))
+    np.testing.assert_array_equal(host(A.morton_encode(*A.morton_decode(k, 3))), host(k))
+
+
 # --------------------------------------------------------------------------- CUDA headers
 
 HEADERS = os.path.join(os.path.dirname(xp.__file__), "cuda", "include")

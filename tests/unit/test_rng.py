@@ -209,3 +209,22 @@ def test_random_streams_on_device(device_only):
     np.testing.assert_array_equal(host(s.normal(size=10)), host(x))
     u = s.uniform(1.0, 2.0, size=5)
     assert ((host(u) >= 1) & (host(u) < 2)).all()
+
+
+def test_philox_cupy_code_path_on_the_fake(device_only, monkeypatch):
+    """The real-GPU path (vectorised CuPy arithmetic) gives the host's numbers on the fake."""
+    from cunumpy import _backend
+
+    if not _backend.fake_cupy_active():
+        pytest.skip("on a real GPU this path runs in every other test")
+    s = np.arange(64, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    d = xp.asarray(s)
+    monkeypatch.setattr(_backend, "fake_cupy_active", lambda: False)
+    np.testing.assert_array_equal(host(R.philox_uniform(d, 5, 6)), R.philox_uniform(s, 5, 6))
+    u0, u1 = R.philox_uniform2(d, 5, 6)
+    np.testing.assert_array_equal(host(u1), R.philox_uniform2(s, 5, 6)[1])
+    np.testing.assert_allclose(host(R.philox_normal(d, 5, 6)), R.philox_normal(s, 5, 6), rtol=1e-14, atol=1e-14)
+    ctr = np.array([c for c, _, _ in KAT], np.uint32)
+    out = R.philox4x32_10(xp.asarray(ctr), xp.asarray(np.array([k[0] for _, k, _ in KAT], np.uint32)),
+                          xp.asarray(np.array([k[1] for _, k, _ in KAT], np.uint32)))
+    assert host(out).tolist() == [list(e) for _, _, e in KAT]
