@@ -298,14 +298,14 @@ def _check_decode_keys(k, ndim, to_bool):
 # --------------------------------------------------------------------------- sort by key
 
 
-def _axis_of(a, axis: int, index: int, n: int) -> int:
+def _axis_of(a, axis: int, index: int, n: int, per: str = "key") -> int:
     ndim = a.ndim
     ax = axis + ndim if axis < 0 else axis
     if not 0 <= ax < ndim:
         raise ValueError(f"array {index} (shape {tuple(a.shape)}) has no axis {axis}")
     if a.shape[ax] != n:
         raise ValueError(
-            f"array {index} has {a.shape[ax]} entries along axis {axis}, expected {n} (one per key)"
+            f"array {index} has {a.shape[ax]} entries along axis {axis}, expected {n} (one per {per})"
         )
     return ax
 
@@ -706,7 +706,7 @@ def compact_by_mask(mask, *arrays, axis=0) -> int:
         if side == "numpy" and not isinstance(a, np.ndarray):
             raise TypeError(f"array {i} must be an array (compacted in place), not {type(a).__name__}")
         h = _as_host(a, side, f"arrays[{i}]")
-        ax = _axis_of(h, axis, i, n)
+        ax = _axis_of(h, axis, i, n, "mask entry")
         if not h.flags.writeable:
             raise ValueError(f"array {i} is read-only")
         views.append(np.moveaxis(h, ax, 0))
@@ -718,7 +718,7 @@ def _compact_cupy(mask, arrays, axis):
     if mask.dtype != np.bool_ or mask.ndim != 1:
         raise TypeError(f"'mask' must be a 1-D boolean array, got dtype {mask.dtype} and shape {tuple(mask.shape)}")
     n = mask.shape[0]
-    axes = [_axis_of(a, axis, i, n) for i, a in enumerate(arrays)]
+    axes = [_axis_of(a, axis, i, n, "mask entry") for i, a in enumerate(arrays)]
     live = cp.flatnonzero(mask)
     count = int(live.size)  # the one synchronisation
     for a, ax in zip(arrays, axes):
