@@ -286,6 +286,7 @@ typedef struct {
 #define CN_HYBRID_MIN 65536 /* below this the plain LSD passes already run in cache */
 #endif
 #define CN_INSERTION_MAX 48    /* buckets up to this size: stable insertion sort */
+#define CN_BUCKET_HIST (6 * 2048) /* counters for up to 6 digits of 11 bits (or 8 of 8) */
 
 #define CN_REC64_KEY(r) ((r) >> 32)
 #define CN_REC64_MAKE(k, i) (((uint64_t)(uint32_t)(k) << 32) | (uint64_t)(i))
@@ -299,7 +300,7 @@ static inline cn_rec128 cn_rec128_make(uint64_t k, uint64_t i)
 
 #define CN_DEFINE_HYBRID(SUF, REC, KEY, MAKE)                                                     \
     /* Stable LSD sort of a[0..m) on the bits where its keys differ below `top`, using tmp. */     \
-    static void cn_bucket_sort_##SUF(REC *a, REC *tmp, size_t m, int top)                          \
+    static void cn_bucket_sort_##SUF(REC *a, REC *tmp, size_t m, int top, size_t *hist)            \
     {                                                                                              \
         if (m <= CN_INSERTION_MAX) {                                                               \
             for (size_t x = 1; x < m; x++) {                                                       \
@@ -322,19 +323,24 @@ static inline cn_rec128 cn_rec128_make(uint64_t k, uint64_t i)
         if (diff == 0)                                                                             \
             return;                                                                                \
         int lo = __builtin_ctzll(diff), hi = cn_bit_width(diff);                                   \
-        int ndig = (hi - lo + 7) / 8;                                                              \
-        size_t hist[8][256];                                                                       \
-        memset(hist, 0, (size_t)ndig * sizeof hist[0]);                                            \
+        /* Large buckets: digits up to 11 bits (fewer passes); small ones: 8 bits (fewer       \
+         * counters to clear). Widths are balanced over the digits. */                          \
+        int maxw = m >= 2048 ? 11 : 8;                                                             \
+        int ndig = (hi - lo + maxw - 1) / maxw;                                                    \
+        int width = (hi - lo + ndig - 1) / ndig;                                                   \
+        size_t nb = (size_t)1 << width;                                                            \
+        uint64_t dmask = nb - 1;                                                                   \
+        memset(hist, 0, (size_t)ndig * nb * sizeof(size_t));                                       \
         for (size_t x = 0; x < m; x++) {                                                           \
             uint64_t k = KEY(a[x]) >> lo;                                                          \
             for (int d = 0; d < ndig; d++)                                                         \
-                hist[d][(k >> (8 * d)) & 255]++;                                                   \
+                hist[(size_t)d * nb + ((k >> (width * d)) & dmask)]++;                             \
         }                                                                                          \
         REC *src = a, *dst = tmp;                                                                  \
         for (int d = 0; d < ndig; d++) {                                                           \
-            size_t sum = 0, *h = hist[d];                                                          \
+            size_t sum = 0, *h = hist + (size_t)d * nb;                                            \
             int one_bucket = 0;                                                                    \
-            for (int b = 0; b < 256; b++) {                                                        \
+            for (size_t b = 0; b < nb; b++) {                                                      \
                 size_t c = h[b];                                                                   \
                 one_bucket |= c == m;                                                              \
                 h[b] = sum;                                                                        \
@@ -342,10 +348,10 @@ static inline cn_rec128 cn_rec128_make(uint64_t k, uint64_t i)
             }                                                                                      \
             if (one_bucket)                                                                        \
                 continue;                                                                          \
-            int sh = lo + 8 * d;                                                                   \
+            int sh = lo + width * d;                                                               \
             for (size_t x = 0; x < m; x++) {                                                       \
                 REC r = src[x];                                                                    \
-                dst[h[(KEY(r) >> sh) & 255]++] = r;                                                \
+                dst[h[(KEY(r) >> sh) & dmask]++] = r;                                              \
             }                                                                                      \
             REC *t = src;                                                                          \
             src = dst;                                                                             \
@@ -362,9 +368,11 @@ static inline cn_rec128 cn_rec128_make(uint64_t k, uint64_t i)
         int tsh = hi - top_bits;                                                                   \
         size_t *pos = calloc(nb + 1, sizeof(size_t));                                              \
         size_t *start = malloc((nb + 1) * sizeof(size_t));                                         \
-        if (pos == NULL || start == NULL) {                                                        \
+        size_t *hist = malloc(CN_BUCKET_HIST * sizeof(size_t));                                    \
+        if (pos == NULL || start == NULL || hist == NULL) {                                        \
             free(pos);                                                                             \
             free(start);                                                                           \
+            free(hist);                                                                            \
             return CN_SORT_NOMEM;                                                                  \
         }                                                                                          \
         for (size_t x = 0; x < n; x++)                                                             \
@@ -383,10 +391,11 @@ static inline cn_rec128 cn_rec128_make(uint64_t k, uint64_t i)
         for (size_t b = 0; b < nb; b++) {                                                          \
             size_t m = start[b + 1] - start[b];                                                    \
             if (m > 1)                                                                             \
-                cn_bucket_sort_##SUF(a + start[b], tmp + start[b], m, tsh);                        \
+                cn_bucket_sort_##SUF(a + start[b], tmp + start[b], m, tsh, hist);                  \
         }                                                                                          \
         free(pos);                                                                                 \
         free(start);                                                                               \
+        free(hist);                                                                                \
         return CN_SORT_OK;                                                                         \
     }
 
