@@ -710,7 +710,14 @@ def compact_by_mask(mask, *arrays, axis=0) -> int:
         if not h.flags.writeable:
             raise ValueError(f"array {i} is read-only")
         views.append(np.moveaxis(h, ax, 0))
-    return core.compact_in_place(m, tuple(views))
+    # The same array passed twice is compacted once (a second pass would move moved data).
+    unique, seen = [], set()
+    for v in views:
+        key = (v.__array_interface__["data"][0], v.shape, v.strides, v.dtype.str)
+        if key not in seen:
+            seen.add(key)
+            unique.append(v)
+    return core.compact_in_place(m, tuple(unique))
 
 
 def _compact_cupy(mask, arrays, axis):
@@ -721,7 +728,11 @@ def _compact_cupy(mask, arrays, axis):
     axes = [_axis_of(a, axis, i, n, "mask entry") for i, a in enumerate(arrays)]
     live = cp.flatnonzero(mask)
     count = int(live.size)  # the one synchronisation
+    done = set()
     for a, ax in zip(arrays, axes):
+        if id(a) in done:
+            continue
+        done.add(id(a))
         index = [slice(None)] * a.ndim
         index[ax] = slice(0, count)
         a[tuple(index)] = cp.take(a, live, axis=ax)

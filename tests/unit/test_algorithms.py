@@ -701,6 +701,12 @@ def test_compact_by_mask_views_stay_inside(on_backend):
     np.testing.assert_array_equal(got[untouched], base[untouched])
 
 
+def test_compact_by_mask_same_array_twice(on_backend):
+    a = dev(np.arange(6.0))
+    assert A.compact_by_mask(dev(np.array([False, True, True, False, True, True])), a, a) == 4
+    np.testing.assert_array_equal(host(a)[:4], [1.0, 2.0, 4.0, 5.0])
+
+
 def test_compact_by_mask_errors(on_backend):
     a = dev(np.arange(4.0))
     with pytest.raises(TypeError, match="mask"):
