@@ -485,7 +485,9 @@ class TransferBudget:
 
     def _receive(self, event: TransferEvent) -> None:
         if self._running and self._stack:
-            self._phases[self._stack[-1]].counter._receive(event)
+            counter = self._phases[self._stack[-1]].counter
+            if not any(sink is counter for sink in _transfers.sinks):  # else it receives the event itself
+                counter._receive(event)
 
     def start(self) -> None:
         """Count events and phase entries from now on."""

@@ -537,3 +537,11 @@ def test_budget_and_counter_both_see_events():
         with budget.phase("p"):
             emit("to_host")
     assert c.to_host == 1 and budget["p"].to_host == 1
+
+
+def test_a_phase_counter_also_active_directly_counts_each_event_once():
+    budget = TransferBudget()
+    with budget.phase("p") as phase_counter:
+        with count_transfers(phase_counter):
+            emit("to_host")
+    assert budget["p"].to_host == 1
