@@ -69,7 +69,7 @@ def _check_device(function: str, argument: str, device) -> int:
     device = _check_index(function, argument, device)
     count = device_count()
     if device >= count:
-        raise ValueError(f"{function}: {argument}={device} is not a visible device ({count} visible)")
+        raise ValueError(f"{function}: {argument!r} must be a visible device id below {count}, got {device}")
     return device
 
 
