@@ -228,6 +228,7 @@ def test_mirror_round_trip_on_the_device(device_only):
         device = mirror.device
     assert xp.is_gpu(device) and device.shape == (2, 3)
     assert (c.to_device, c.bytes_to_device) == (1, 48)
+    assert c.events[0].where.startswith(__file__ + ":")  # the user's line, not cunumpy's
     assert mirror.device is device  # allocated once
     device *= 10
     with count_transfers() as c:
