@@ -693,3 +693,45 @@ def test_cupyx_scipy_proxies(cp):
         import cupyx.scipy.signal as signal
 
         signal.convolve([1.0, 2.0], cp.ones(2))
+
+
+def test_membership_is_an_implicit_sync(cp, sink):
+    a = cp.arange(3)
+    assert 2 in a and 5 not in a
+    assert [e.description.split(" of ")[0] for e in sink.events] == ["in", "in"]
+    with pytest.raises(TypeError):
+        np.ones(2) in a
+
+
+def test_memory_pointer_copies(cp):
+    a = cp.zeros(4)
+    host = np.arange(4.0)
+    a.data.copy_from_host(host.ctypes.data, host.nbytes)
+    assert a.get().tolist() == host.tolist()
+    out = np.empty(4)
+    a.data.copy_to_host(out.ctypes.data, out.nbytes)
+    assert out.tolist() == host.tolist()
+    b = cp.empty(4)
+    b.data.copy_from_device(a.data, a.nbytes)
+    assert b.get().tolist() == host.tolist()
+    b.data.memset(0, b.nbytes)
+    assert b.get().tolist() == [0.0] * 4
+
+
+def test_stride_tricks_view_shares_memory(cp):
+    a = cp.arange(6.0)
+    w = cp.lib.stride_tricks.as_strided(a, shape=(2, 2), strides=(16, 8))
+    assert type(w) is cp.ndarray and w.get().tolist() == [[0.0, 1.0], [2.0, 3.0]]
+    assert w.base is a
+    with pytest.raises(TypeError):
+        cp.lib.stride_tricks.as_strided(np.arange(6.0), shape=(2,), strides=(8,))
+
+
+def test_forwarded_namespace_uses_the_fake(cp):
+    assert xp.random is cp.random and xp.linalg.norm is not None
+    assert type(xp.random.default_rng(0).random(2)) is cp.ndarray
+    with xp.use_backend("numpy"):
+        assert type(xp.zeros(2)) is np.ndarray
+    assert type(xp.zeros(2)) is cp.ndarray
+    with pytest.raises(TypeError):
+        xp.sum(np.ones(3))
