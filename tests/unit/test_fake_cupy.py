@@ -427,6 +427,9 @@ def test_runtime(cp):
     assert isinstance(props["name"], bytes) and (props["major"], props["minor"]) == (9, 0)
     assert props["sharedMemPerBlock"] == 49152
     assert rt.driverGetVersion() > 0 and rt.runtimeGetVersion() > 0
+    assert rt.deviceGetAttribute(rt.cudaDevAttrMaxSharedMemoryPerBlockOptin, 0) == \
+        cp.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
+    assert rt.deviceGetAttribute(rt.cudaDevAttrWarpSize, 0) == 32
     rt.setDevice(0)
     rt.deviceSynchronize()
     with pytest.raises(rt.CUDARuntimeError):

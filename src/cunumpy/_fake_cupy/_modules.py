@@ -94,6 +94,7 @@ def _cuda_modules() -> dict[str, types.ModuleType]:
             driverGetVersion=c.driverGetVersion, runtimeGetVersion=c.runtimeGetVersion,
             streamSynchronize=c.streamSynchronize, eventSynchronize=c.eventSynchronize,
             CUDARuntimeError=c.CUDARuntimeError, is_hip=False,
+            **{f"cudaDevAttr{name}": code for name, code in c.DEVICE_ATTRIBUTE_CODES.items()},
         ),
     )
     driver = _module(
