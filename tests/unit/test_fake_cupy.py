@@ -738,3 +738,11 @@ def test_forwarded_namespace_uses_the_fake(cp):
     assert type(xp.zeros(2)) is cp.ndarray
     with pytest.raises(TypeError):
         xp.sum(np.ones(3))
+
+
+def test_broadcast(cp):
+    b = cp.broadcast(cp.ones((2, 1)), cp.arange(3))
+    assert b.shape == (2, 3) and b.nd == 2 and b.size == 6
+    assert all(type(v) is cp.ndarray and v.shape == (2, 3) for v in b.values)
+    with pytest.raises(TypeError):
+        cp.broadcast(cp.ones(3), np.ones(3))

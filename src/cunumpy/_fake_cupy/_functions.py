@@ -133,6 +133,18 @@ class vectorize:
         return call.wrap(self._vectorized(*args, **kwargs))
 
 
+class broadcast:
+    """``cupy.broadcast(*arrays)``: the broadcast shape and device views of the arrays."""
+
+    def __init__(self, *arrays):
+        call = Call("cupy.broadcast()")
+        hosts = [call.array(a, f"#{i}") for i, a in enumerate(arrays)]
+        self.values = tuple(call.wrap(v) for v in np.broadcast_arrays(*hosts))
+        self.shape = np.broadcast_shapes(*(np.shape(h) for h in hosts))
+        self.nd = len(self.shape)
+        self.size = int(np.prod(self.shape))
+
+
 class _IndexHelper:
     """``cupy.mgrid``/``ogrid``/``r_``/``c_``: NumPy's index tricks returning device arrays."""
 

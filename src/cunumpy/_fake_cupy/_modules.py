@@ -47,7 +47,8 @@ def _main_namespace() -> dict:
         elif isinstance(obj, np.ufunc):
             names[name] = ufunc(obj, name)
         elif isinstance(obj, type):
-            special = {"ndarray": ndarray, "ufunc": ufunc, "vectorize": _functions.vectorize}
+            special = {"ndarray": ndarray, "ufunc": ufunc, "vectorize": _functions.vectorize,
+                       "broadcast": _functions.broadcast}
             names[name] = special.get(name, obj)
         elif name in ("mgrid", "ogrid", "r_", "c_"):
             names[name] = _functions._IndexHelper(obj, name)

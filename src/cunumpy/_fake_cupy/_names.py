@@ -21,7 +21,7 @@ ABSENT_FROM_CUPY = frozenset(
     get_include info iterable mask_indices nested_iters nditer ndenumerate ndindex
     flatiter real_if_close show_runtime test row_stack
     str_ bytes_ void object_ character flexible clongdouble complex256 float128 longdouble
-    poly1d broadcast
+    poly1d
     char core ctypeslib dtypes emath f2py ma polynomial rec strings typing
     """.split()
 )
