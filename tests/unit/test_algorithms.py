@@ -129,6 +129,27 @@ def test_segment_sum_into_matches_twin(n, m, nseg, vdtype, kdtype, dist, order, 
     np.testing.assert_array_equal(outs[0], outs[1])
 
 
+@pytest.mark.parametrize("vdtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kdtype", [np.int32, np.int64, np.uint64])
+def test_segment_sum_into_large_inputs_match_twin(vdtype, kdtype):
+    """Sizes where the sum is split over two threads (2**18 rows and more, small output)."""
+    rng = np.random.default_rng(13)
+    n = 300_001
+    for nseg, m in ((1000, 1), (50, 3), (7, 5)):
+        keys = rng.integers(0, nseg, n).astype(kdtype)
+        if np.dtype(kdtype).kind == "i":
+            keys[rng.random(n) < 0.1] = -1
+        vals = rng.integers(-9, 9, (n, m)).astype(vdtype)
+        got, ref = np.empty((nseg, m), vdtype), np.empty((nseg, m), vdtype)
+        core.segment_sum_into(vals, keys, got, False)
+        _reference.segment_sum_into(vals, keys, ref, False)
+        np.testing.assert_array_equal(got, ref)
+        bad = keys.copy()
+        bad[n - 5] = nseg  # in the second half: the reported row is the absolute one
+        with pytest.raises(ValueError, match=rf"keys\[{n - 5}\]"):
+            core.segment_sum_into(vals, bad, got, False)
+
+
 def test_segment_sum_into_out_of_range_writes_nothing_when_checked():
     keys = np.array([0, 1, 5])
     vals = np.ones((3, 1))

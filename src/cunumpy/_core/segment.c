@@ -1,8 +1,96 @@
 /* Segment sums, cell offsets and run boundaries on the host (API.md sections 9.3 to 9.5). */
 #include "common.h"
 
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
 #include "buffer_args.h"
 #include "segment_kernels.h"
+
+/* One segment sum: rows [0, n) into out (zeroed by the kernel); -1 or the first bad row. */
+typedef struct {
+    int is_double;
+    cn_skey_type kt;
+    const char *keys;
+    ptrdiff_t ks;
+    size_t n;
+    const char *vals;
+    ptrdiff_t vs0, vs1;
+    size_t m;
+    void *out;
+    int64_t nseg;
+    ptrdiff_t bad;
+} segment_job;
+
+static void run_job(segment_job *j)
+{
+#define CN_SEGMENT_CALL(FN, T)                                                                     \
+    j->bad = FN(j->keys, j->ks, j->n, j->vals, j->vs0, j->vs1, j->m, (T *)j->out, j->nseg)
+    if (j->is_double) {
+        if (j->kt == CN_SKEY_I32) CN_SEGMENT_CALL(cn_segment_sum_d_i32, double);
+        else if (j->kt == CN_SKEY_I64) CN_SEGMENT_CALL(cn_segment_sum_d_i64, double);
+        else CN_SEGMENT_CALL(cn_segment_sum_d_u64, double);
+    } else {
+        if (j->kt == CN_SKEY_I32) CN_SEGMENT_CALL(cn_segment_sum_f_i32, float);
+        else if (j->kt == CN_SKEY_I64) CN_SEGMENT_CALL(cn_segment_sum_f_i64, float);
+        else CN_SEGMENT_CALL(cn_segment_sum_f_u64, float);
+    }
+#undef CN_SEGMENT_CALL
+}
+
+static void *job_thread(void *arg)
+{
+    run_job(arg);
+    return NULL;
+}
+
+/* Large sums with a small output run as two halves on two cores: the second half goes to a
+ * private output that is added at the end (a fixed split, so results are reproducible). */
+#define CN_SEGMENT_SPLIT_MIN ((size_t)1 << 18)
+
+static void run_segment_sum(segment_job *job)
+{
+    static long cpus = 0;
+    if (cpus == 0)
+        cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t elems = (size_t)job->nseg * job->m;
+    size_t isz = job->is_double ? sizeof(double) : sizeof(float);
+    if (cpus < 2 || job->n < CN_SEGMENT_SPLIT_MIN || elems * 4 > job->n) {
+        run_job(job);
+        return;
+    }
+    size_t half = job->n / 2;
+    segment_job second = *job;
+    second.keys += (ptrdiff_t)half * job->ks;
+    second.vals += (ptrdiff_t)half * job->vs0;
+    second.n = job->n - half;
+    second.out = malloc(elems * isz);
+    pthread_t thread;
+    if (second.out == NULL || pthread_create(&thread, NULL, job_thread, &second) != 0) {
+        free(second.out);
+        run_job(job);
+        return;
+    }
+    job->n = half;
+    run_job(job);
+    pthread_join(thread, NULL);
+    if (job->is_double) {
+        double *o = job->out;
+        const double *p = second.out;
+        for (size_t e = 0; e < elems; e++)
+            o[e] += p[e];
+    } else {
+        float *o = job->out;
+        const float *p = second.out;
+        for (size_t e = 0; e < elems; e++)
+            o[e] += p[e];
+    }
+    free(second.out);
+    job->n += second.n;
+    if (job->bad < 0 && second.bad >= 0)
+        job->bad = second.bad + (ptrdiff_t)half;
+}
 
 /* Key buffer type: int32, int64 or uint64 (the Python layer converts the others). */
 static int key_type(const Py_buffer *k, const char *name, cn_skey_type *t)
@@ -123,19 +211,10 @@ static PyObject *segment_sum_into(PyObject *self, PyObject *const *args, Py_ssiz
         if (check_first)
             bad = cn_segment_check(kt, k.buf, k.strides[0], (size_t)n, nseg);
         if (bad < 0) {
-#define CN_SEGMENT_CALL(FN, T)                                                                     \
-    bad = FN(k.buf, k.strides[0], (size_t)n, v.buf, v.strides[0], v.strides[1], (size_t)m,         \
-             (T *)o.buf, nseg)
-            if (is_double) {
-                if (kt == CN_SKEY_I32) CN_SEGMENT_CALL(cn_segment_sum_d_i32, double);
-                else if (kt == CN_SKEY_I64) CN_SEGMENT_CALL(cn_segment_sum_d_i64, double);
-                else CN_SEGMENT_CALL(cn_segment_sum_d_u64, double);
-            } else {
-                if (kt == CN_SKEY_I32) CN_SEGMENT_CALL(cn_segment_sum_f_i32, float);
-                else if (kt == CN_SKEY_I64) CN_SEGMENT_CALL(cn_segment_sum_f_i64, float);
-                else CN_SEGMENT_CALL(cn_segment_sum_f_u64, float);
-            }
-#undef CN_SEGMENT_CALL
+            segment_job job = {is_double, kt, k.buf, k.strides[0], (size_t)n, v.buf,
+                               v.strides[0], v.strides[1], (size_t)m, o.buf, nseg, -1};
+            run_segment_sum(&job);
+            bad = job.bad;
         }
         CN_END_NOGIL
         if (bad >= 0) {
