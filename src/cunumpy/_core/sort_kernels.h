@@ -26,6 +26,12 @@
 #endif
 #define CN_RADIX_MAX_DIGITS 8
 
+/* Scratch memory of the large-key path; an includer may route it to a reusable buffer. */
+#ifndef CN_SORT_SCRATCH_ALLOC
+#define CN_SORT_SCRATCH_ALLOC(size) malloc(size)
+#define CN_SORT_SCRATCH_FREE(ptr) free(ptr)
+#endif
+
 typedef enum { CN_KEY_I32 = 0, CN_KEY_U32 = 1, CN_KEY_I64 = 2, CN_KEY_U64 = 3 } cn_key_type;
 
 /* ---- per-type helpers: read one ordered value, write one back ---- */
@@ -465,8 +471,8 @@ static int cn_radix_argsort(cn_key_type t, const char *keys, ptrdiff_t stride, s
             }
             free(spare);
         } else {
-            cn_rec128 *a = malloc(n * sizeof(cn_rec128)), *tmp = malloc(n * sizeof(cn_rec128));
-            if (a == NULL || tmp == NULL)
+            cn_rec128 *a = CN_SORT_SCRATCH_ALLOC(2 * n * sizeof(cn_rec128)), *tmp = a + n;
+            if (a == NULL)
                 status = CN_SORT_NOMEM;
             else
                 status = cn_hybrid_r128(t, keys, stride, n, ~(uint64_t)0, hi, top_bits, a, tmp);
@@ -476,8 +482,8 @@ static int cn_radix_argsort(cn_key_type t, const char *keys, ptrdiff_t stride, s
                     cn_key_put(t, sorted_out + i * isz, a[i].k);
                 }
             }
-            free(a);
-            free(tmp);
+            if (a != NULL)
+                CN_SORT_SCRATCH_FREE(a);
         }
         return status;
     }
