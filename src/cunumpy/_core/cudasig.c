@@ -291,7 +291,10 @@ static void text_of(const tok_t *t, size_t n, sbuf_t *b)
 {
     int prev = -1;
     for (size_t i = 0; i < n; i++) {
-        if ((prev == TK_IDENT || prev == TK_NUMBER) && (t[i].kind == TK_IDENT || t[i].kind == TK_NUMBER))
+        int word = t[i].kind == TK_IDENT || t[i].kind == TK_NUMBER;
+        if (((prev == TK_IDENT || prev == TK_NUMBER) && word) ||
+            (i > 0 && t[i].kind == TK_IDENT &&
+             (is_punct(&t[i - 1], ">") || is_punct(&t[i - 1], "*") || is_punct(&t[i - 1], "&"))))
             sb_put(b, " ", 1);
         sb_put(b, t[i].p, t[i].len);
         if (is_punct(&t[i], ","))

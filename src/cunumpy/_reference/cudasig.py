@@ -238,13 +238,18 @@ def _split_top(toks, start, stop):
 def _text(toks) -> str:
     out = ""
     prev = None
+    prev_text = None
     for k, t in toks:
-        if prev is not None and (prev in (IDENT, NUMBER) and k in (IDENT, NUMBER)):
+        if prev is not None and (
+            (prev in (IDENT, NUMBER) and k in (IDENT, NUMBER))
+            or (k == IDENT and prev == PUNCT and prev_text in (">", "*", "&"))
+        ):
             out += " "
         out += t
         if k == PUNCT and t == ",":
             out += " "
         prev = k
+        prev_text = t
     return out
 
 

@@ -653,6 +653,8 @@ class CudaKernel:
             return hook.launch(self, args, g, blk, shared_mem)
         cupy = sys.modules.get("cupy")
         if cupy is None:
+            if 0 in g:
+                return None  # nothing to launch, and no device to check the shape against
             raise RuntimeError(f"launching kernel '{self._name}' needs CuPy (no device arrays were given)")
         dev = _device_getter(cupy)()
         lim = _limits_cache.get(dev) or _device_limits(cupy, dev)
