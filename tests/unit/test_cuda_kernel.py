@@ -666,6 +666,9 @@ def test_device_nonzero_launch_cannot_run_without_a_gpu(dev):
     with pytest.raises(NotImplementedError):
         k(x, x, 4, v, c, 1.0, 1, x)
     assert not k.is_compiled  # a failed compilation is not cached
+    with pytest.raises(NotImplementedError):
+        k.compile()
+    assert not k.is_compiled
 
 
 def test_device_packer_matches_the_twin(dev):

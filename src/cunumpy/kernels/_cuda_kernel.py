@@ -732,7 +732,13 @@ class CudaKernel:
         flat = _flatten_unchecked(args)
         if self._signature is not None:
             flat = [_cupy_arg(p, a) for p, a in zip(self._signature, flat)]
-        state.kernel(grid3, block3, tuple(flat), shared_mem=shared_mem, stream=stream)
+        # CuPy's raw kernels launch on the current stream.
+        enter = getattr(stream, "__enter__", None)
+        if enter is None:
+            state.kernel(grid3, block3, tuple(flat), shared_mem=shared_mem)
+            return
+        with stream:
+            state.kernel(grid3, block3, tuple(flat), shared_mem=shared_mem)
 
     def _after_launch(self, cupy, stream, args, g, blk):
         capturing = False
