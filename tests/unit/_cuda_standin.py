@@ -28,7 +28,14 @@ class ndarray:
         self._a = a
 
     dtype = property(lambda self: self._a.dtype)
-    shape = property(lambda self: self._a.shape)
+    @property
+    def shape(self):
+        return self._a.shape
+
+    @shape.setter
+    def shape(self, value):  # in place, as CuPy allows
+        self._a = self._a.reshape(value)
+
     strides = property(lambda self: self._a.strides)
     size = property(lambda self: self._a.size)
     itemsize = property(lambda self: self._a.itemsize)

@@ -475,7 +475,7 @@ def _outcome(plan, args):
     except (TypeError, OverflowError, ValueError) as exc:
         return type(exc).__name__
     table = 8 * plan.n_params
-    return packed[table:], first is None, flag
+    return packed[table:], first, flag
 
 
 scalar_values = st.one_of(
@@ -549,7 +549,7 @@ def test_device_view_checks_and_layout(dev):
     base = dev(np.zeros((4, 6), np.float32))
     strided = base[:, ::2]
     packed, first, hidden = k._plan.pack(x, x, 4, strided, c, 1.0, 1, x)
-    assert first is x and hidden is False
+    assert first == (4,) and hidden is False
     off, size = k._plan.layout[3]
     words = np.frombuffer(packed[off:off + size], dtype="<i8")
     assert int(np.uint64(words[0])) == strided.data.ptr
@@ -618,7 +618,7 @@ def test_device_struct_values(dev):
     value["n"] = 7
     packed, first, _ = k._plan.pack(value[()], y)
     off, size = k._plan.layout[0]
-    assert size == 16 and packed[off:off + size] == value.tobytes() and first is y
+    assert size == 16 and packed[off:off + size] == value.tobytes() and first == (3,)
     with pytest.raises(TypeError, match="packed value"):
         k(np.zeros((), [("x", "<u8")])[()], y, n_threads=0)
     with pytest.raises(TypeError, match="packed value"):
@@ -630,7 +630,7 @@ def test_device_struct_values(dev):
 
     # A struct value hides its arrays: inference falls back to searching the argument objects.
     _, first, hidden = k._plan.pack(Packed(), y)
-    assert first is y and hidden is True
+    assert first == (3,) and hidden is True
 
 
 def test_device_zero_size_launch_checks_everything_and_does_not_compile(dev):
@@ -702,3 +702,45 @@ def test_standin_runs_the_device_checks():
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and "skipped" not in result.stdout.splitlines()[-1], result.stdout[-2000:]
+
+
+def test_device_repeated_calls_recheck_what_can_change(dev):
+    """After the first call the common case runs in C; it must still see shape changes."""
+    src = 'extern "C" __global__ void k(Array2D<double> v, double* x) {}'
+    k = CudaKernel(src, "k")
+    v = dev(np.zeros((0, 6)))
+    x = dev(np.zeros(0))
+    for _ in range(3):
+        assert k(v, x) is None
+        assert k(v, x, stream=None, shared_mem=0, n_threads=None, grid=None, block=None) is None
+    try:
+        v.shape = (0, 2, 3)
+    except (AttributeError, TypeError, ValueError):
+        pytest.skip("this device array type has no shape setter")
+    with pytest.raises(TypeError, match="2-dimensional"):
+        k(v, x)
+    w = dev(np.zeros((3, 0)))
+    with pytest.raises(NotImplementedError):
+        k(w, x)  # 3 threads: a real launch, which the fake refuses
+    k.n_threads_from = "last_axis"
+    assert k(w, x) is None  # the setting change reaches the fast path
+    with pytest.raises(TypeError, match="shared_mem"):
+        k(w, x, shared_mem="0")
+    assert k(w, x, n_threads=0) is None
+
+
+def test_kernel_call_method_bad_input():
+    for impl in (core, _reference):
+        with pytest.raises(TypeError):
+            impl.kernel_call_method("CudaKernel")
+    _, py = _plans(ALL, "k")
+    with pytest.raises(TypeError):
+        py.configure_fast(1, 2)
+    c, _ = _plans(ALL, "k")
+    with pytest.raises(TypeError):
+        c.configure_fast(1, 2)
+    with pytest.raises(ValueError):
+        c.configure_fast(0, 0, 10, lambda: 0)
+    with pytest.raises(TypeError):
+        c.configure_fast(1, 0, 10, "not callable")
+    assert c.configure_fast(None) is None

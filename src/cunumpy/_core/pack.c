@@ -53,9 +53,17 @@ typedef struct {
     PyObject *void_type;    /* numpy.void */
     PyObject *generic_type; /* numpy.generic */
     slot_t *slots;
+    /* Fast path of CudaKernel calls (configure_fast): a 1-D block, the size from the first
+     * array, and the block already validated on device `fast_dev`. */
+    int fast_ok;
+    long long fast_block;
+    long long fast_max_grid;
+    PyObject *fast_dev;    /* device id the checks were made on */
+    PyObject *fast_getter; /* callable returning the current device id */
 } plan_t;
 
 static PyObject *s_dtype, *s_shape, *s_strides, *s_data, *s_ptr, *s_cai, *s_cuda_args, *s_typestr;
+static PyObject *s_plan, *s_call_slow, *s_launch_1d, *s_n_threads, *s_grid, *s_block, *s_shared_mem, *s_stream;
 
 /* ---------------------------------------------------------------- small helpers */
 
@@ -309,7 +317,19 @@ static int dtype_matches(const slot_t *s, const array_info_t *a, int is_device)
 
 /* ---------------------------------------------------------------- per-kind packing */
 
-static int pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned char *out)
+typedef struct {
+    PyObject **items;  /* borrowed (kept alive by args or by `keep`) */
+    Py_ssize_t n, cap; /* cap = number of parameters: more are counted, not stored */
+    PyObject *keep;    /* list of __cuda_args__ results */
+    PyObject *first;   /* first device array with ndim >= 1 (borrowed) */
+    PyObject *first_shape; /* its shape (owned) */
+    int composite_first; /* a packed struct value (whose arrays are hidden) came before it */
+    int struct_seen;
+    PyTypeObject *void_type;
+} flat_t;
+
+
+static int pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned char *out, const flat_t *f)
 {
     slot_t *s = &p->slots[i];
     int is_device = cn_is_device(obj);
@@ -319,7 +339,7 @@ static int pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned char *out
             return 0;
         }
         /* A view also depends on the shape, which CuPy lets code assign in place. */
-        PyObject *shape = PyObject_GetAttr(obj, s_shape);
+        PyObject *shape = obj == f->first ? Py_NewRef(f->first_shape) : PyObject_GetAttr(obj, s_shape);
         if (shape == NULL)
             return -1;
         int same = shape == s->seen_shape || PyObject_RichCompareBool(shape, s->seen_shape, Py_EQ) == 1;
@@ -667,15 +687,6 @@ static int pack_struct(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned char *ou
 
 /* ---------------------------------------------------------------- flattening */
 
-typedef struct {
-    PyObject **items;  /* borrowed (kept alive by args or by `keep`) */
-    Py_ssize_t n, cap; /* cap = number of parameters: more are counted, not stored */
-    PyObject *keep;    /* list of __cuda_args__ results */
-    PyObject *first;   /* first device array with ndim >= 1 (borrowed) */
-    int composite_first; /* a packed struct value (whose arrays are hidden) came before it */
-    int struct_seen;
-    PyTypeObject *void_type;
-} flat_t;
 
 static int needs_expansion(PyObject *obj)
 {
@@ -722,10 +733,13 @@ static int flatten(PyObject *const *args, Py_ssize_t nargs, flat_t *f, int depth
             if (shape == NULL)
                 return -1;
             int nd = PyTuple_Check(shape) ? (int)PyTuple_GET_SIZE(shape) : 1;
-            Py_DECREF(shape);
             if (nd >= 1) {
                 f->first = obj;
+                f->first_shape = shape; /* owned */
                 f->composite_first = f->struct_seen;
+            }
+            else {
+                Py_DECREF(shape);
             }
         }
         else if (f->first == NULL && Py_TYPE(obj) == f->void_type) {
@@ -753,6 +767,8 @@ static void plan_dealloc(plan_t *p)
         }
         PyMem_Free(p->slots);
     }
+    Py_XDECREF(p->fast_dev);
+    Py_XDECREF(p->fast_getter);
     Py_XDECREF(p->name);
     Py_XDECREF(p->void_type);
     Py_XDECREF(p->generic_type);
@@ -760,16 +776,17 @@ static void plan_dealloc(plan_t *p)
 }
 
 PyDoc_STRVAR(pack_doc,
-             "pack(*args) -> (packed, first_array, first_in_expanded)\n--\n\n"
+             "pack(*args) -> (packed, first_shape, struct_first)\n--\n\n"
              "Check the arguments of one launch and pack them: `packed` holds one pointer per\n"
-             "parameter followed by the values (cuLaunchKernel's kernelParams); `first_array` is\n"
-             "the first device array with at least one dimension (None if none), and\n"
-             "`first_in_expanded` tells whether an expanded __cuda_args__ object came first.");
+             "parameter followed by the values (cuLaunchKernel's kernelParams); `first_shape` is\n"
+             "the shape of the first device array with at least one dimension (None if none),\n"
+             "and `struct_first` tells whether a packed struct value (whose arrays are hidden)\n"
+             "came before it.");
 
 static PyObject *plan_pack(plan_t *p, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *small[32];
-    flat_t f = {small, 0, p->n, NULL, NULL, 0, 0, (PyTypeObject *)p->void_type};
+    flat_t f = {small, 0, p->n, NULL, NULL, NULL, 0, 0, (PyTypeObject *)p->void_type};
     if (p->n > 32) {
         f.items = (PyObject **)PyMem_Malloc((size_t)p->n * sizeof(PyObject *));
         if (f.items == NULL)
@@ -803,7 +820,7 @@ static PyObject *plan_pack(plan_t *p, PyObject *const *args, Py_ssize_t nargs)
             r = pack_struct(p, i, obj, out);
             break;
         default:
-            r = pack_array(p, i, obj, out);
+            r = pack_array(p, i, obj, out, &f);
             break;
         }
         if (r < 0)
@@ -814,14 +831,49 @@ static PyObject *plan_pack(plan_t *p, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     PyTuple_SET_ITEM(result, 0, packed);
     packed = NULL;
-    PyTuple_SET_ITEM(result, 1, Py_NewRef(f.first ? f.first : Py_None));
+    PyTuple_SET_ITEM(result, 1, Py_NewRef(f.first_shape ? f.first_shape : Py_None));
     PyTuple_SET_ITEM(result, 2, PyBool_FromLong(f.first ? f.composite_first : f.struct_seen));
 done:
     Py_XDECREF(packed);
+    Py_XDECREF(f.first_shape);
     Py_XDECREF(f.keep);
     if (f.items != small)
         PyMem_Free(f.items);
     return result;
+}
+
+PyDoc_STRVAR(configure_fast_doc,
+             "configure_fast(block, device, max_grid, device_getter) or configure_fast(None)\n--\n\n"
+             "Enable (or disable) the fast path of kernel calls: 1-D block `block` validated on\n"
+             "`device`, whose largest grid x dimension is `max_grid`; `device_getter()` returns\n"
+             "the current device.");
+
+static PyObject *plan_configure_fast(plan_t *p, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs == 1 && args[0] == Py_None) {
+        p->fast_ok = 0;
+        Py_CLEAR(p->fast_dev);
+        Py_CLEAR(p->fast_getter);
+        Py_RETURN_NONE;
+    }
+    if (nargs != 4)
+        return cn_raise(CN_ERR_TYPE, "configure_fast() takes 4 arguments or None");
+    long long block = PyLong_AsLongLong(args[0]);
+    if (block == -1 && PyErr_Occurred())
+        return NULL;
+    long long max_grid = PyLong_AsLongLong(args[2]);
+    if (max_grid == -1 && PyErr_Occurred())
+        return NULL;
+    if (block < 1 || max_grid < 0)
+        return cn_raise(CN_ERR_VALUE, "configure_fast(): block must be >= 1 and max_grid >= 0");
+    if (!PyCallable_Check(args[3]))
+        return cn_raise(CN_ERR_TYPE, "configure_fast(): device_getter must be callable");
+    p->fast_block = block;
+    p->fast_max_grid = max_grid;
+    Py_XSETREF(p->fast_dev, Py_NewRef(args[1]));
+    Py_XSETREF(p->fast_getter, Py_NewRef(args[3]));
+    p->fast_ok = 1;
+    Py_RETURN_NONE;
 }
 
 static PyObject *plan_forget(plan_t *p, PyObject *unused)
@@ -852,6 +904,7 @@ static PyObject *plan_get_offsets(plan_t *p, void *c)
 static PyMethodDef plan_methods[] = {
     {"pack", (PyCFunction)(void (*)(void))plan_pack, METH_FASTCALL, pack_doc},
     {"forget", (PyCFunction)plan_forget, METH_NOARGS, "Drop the cached device arrays of every slot."},
+    {"configure_fast", (PyCFunction)(void (*)(void))plan_configure_fast, METH_FASTCALL, configure_fast_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -903,6 +956,8 @@ static PyObject *launch_plan(PyObject *self, PyObject *const *args, Py_ssize_t n
     p->n = 0;
     p->slots = NULL;
     p->void_type = p->generic_type = NULL;
+    p->fast_ok = 0;
+    p->fast_dev = p->fast_getter = NULL;
     p->name = Py_NewRef(name);
     p->void_type = Py_NewRef(void_type);
     p->generic_type = Py_NewRef(generic_type);
@@ -980,6 +1035,130 @@ static PyObject *launch_plan(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     p->total = off;
     return (PyObject *)p;
+}
+
+/* ---------------------------------------------------------------- CudaKernel.__call__ */
+
+/* kernel(*args, n_threads=None, grid=None, block=None, shared_mem=0, stream=None).
+ *
+ * The common call (no size given, a 1-D block, the size from the first array) is decided
+ * here: check and pack, infer the grid, compare it with the device limit; a zero-size launch
+ * returns at once, any other goes to kernel._launch_1d(packed, grid_x, stream, args).
+ * Everything else is handled by kernel._call_slow(*args, **kwargs). */
+static PyObject *slow_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *small[40];
+    PyObject **stack = small;
+    if (nargs + nkw + 1 > 40) {
+        stack = (PyObject **)PyMem_Malloc((size_t)(nargs + nkw + 1) * sizeof(PyObject *));
+        if (stack == NULL)
+            return PyErr_NoMemory();
+    }
+    stack[0] = self;
+    for (Py_ssize_t k = 0; k < nargs + nkw; k++)
+        stack[1 + k] = args[k];
+    PyObject *r = PyObject_VectorcallMethod(s_call_slow, stack, (size_t)(nargs + 1), kwnames);
+    if (stack != small)
+        PyMem_Free(stack);
+    return r;
+}
+
+static int kw_is(PyObject *name, PyObject *interned)
+{
+    return name == interned || (PyUnicode_Check(name) && PyUnicode_Compare(name, interned) == 0);
+}
+
+static PyObject *kernel_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *stream = Py_None;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k), *value = args[nargs + k];
+        if (kw_is(name, s_stream))
+            stream = value;
+        else if ((kw_is(name, s_n_threads) || kw_is(name, s_grid) || kw_is(name, s_block)) && value == Py_None)
+            continue;
+        else if (kw_is(name, s_shared_mem) && PyLong_CheckExact(value) && PyLong_AsLong(value) == 0)
+            continue;
+        else
+            return slow_call(self, args, nargs, kwnames);
+    }
+    PyObject *plan_obj = PyObject_GetAttr(self, s_plan);
+    if (plan_obj == NULL)
+        return NULL;
+    if (!Py_IS_TYPE(plan_obj, &plan_type) || !((plan_t *)plan_obj)->fast_ok) {
+        Py_DECREF(plan_obj);
+        return slow_call(self, args, nargs, kwnames);
+    }
+    plan_t *p = (plan_t *)plan_obj;
+    PyObject *res = plan_pack(p, args, nargs);
+    if (res == NULL) {
+        Py_DECREF(plan_obj);
+        return NULL;
+    }
+    PyObject *shape = PyTuple_GET_ITEM(res, 1);
+    PyObject *out = NULL;
+    if (PyTuple_GET_ITEM(res, 2) == Py_False && PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) >= 1) {
+        long long n0 = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, 0));
+        if (n0 == -1 && PyErr_Occurred())
+            PyErr_Clear();
+        else if (n0 >= 0) {
+            long long g0 = n0 / p->fast_block + (n0 % p->fast_block != 0);
+            PyObject *dev = PyObject_CallNoArgs(p->fast_getter);
+            if (dev == NULL)
+                goto done;
+            int same = dev == p->fast_dev || PyObject_RichCompareBool(dev, p->fast_dev, Py_EQ) == 1;
+            Py_DECREF(dev);
+            if (PyErr_Occurred())
+                goto done;
+            if (same && g0 <= p->fast_max_grid) {
+                if (g0 == 0) {
+                    out = Py_NewRef(Py_None);
+                    goto done;
+                }
+                PyObject *tuple = PyTuple_New(nargs);
+                if (tuple == NULL)
+                    goto done;
+                for (Py_ssize_t k = 0; k < nargs; k++)
+                    PyTuple_SET_ITEM(tuple, k, Py_NewRef(args[k]));
+                PyObject *grid = PyLong_FromLongLong(g0);
+                if (grid == NULL) {
+                    Py_DECREF(tuple);
+                    goto done;
+                }
+                PyObject *call_args[5] = {self, PyTuple_GET_ITEM(res, 0), grid, stream, tuple};
+                out = PyObject_VectorcallMethod(s_launch_1d, call_args, 5, NULL);
+                Py_DECREF(grid);
+                Py_DECREF(tuple);
+                goto done;
+            }
+        }
+    }
+    Py_DECREF(res);
+    Py_DECREF(plan_obj);
+    return slow_call(self, args, nargs, kwnames);
+done:
+    Py_DECREF(res);
+    Py_DECREF(plan_obj);
+    return out;
+}
+
+static PyMethodDef kernel_call_def = {
+    "__call__", (PyCFunction)(void (*)(void))kernel_call, METH_FASTCALL | METH_KEYWORDS,
+    "kernel(*args, n_threads=None, grid=None, block=None, shared_mem=0, stream=None)\n\n"
+    "Check the arguments and launch the kernel (see CudaKernel)."};
+
+PyDoc_STRVAR(kernel_call_method_doc,
+             "kernel_call_method(cls)\n--\n\n"
+             "The __call__ method for class `cls` (CudaKernel): the fast path in C, the rest through\n"
+             "cls._call_slow. Instances need `_plan` (a LaunchPlan or None) and `_launch_1d`.");
+
+static PyObject *kernel_call_method(PyObject *self, PyObject *cls)
+{
+    if (!PyType_Check(cls))
+        return cn_raise(CN_ERR_TYPE, "kernel_call_method(): expected a class, got %.100s", Py_TYPE(cls)->tp_name);
+    return PyDescr_NewMethod((PyTypeObject *)cls, &kernel_call_def);
 }
 
 /* ---------------------------------------------------------------- the driver launch */
@@ -1067,6 +1246,7 @@ static PyMethodDef pack_methods[] = {
     {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL, launch_doc},
     {"driver_available", driver_available, METH_NOARGS, driver_available_doc},
     {"packed_address", packed_address, METH_O, packed_address_doc},
+    {"kernel_call_method", kernel_call_method, METH_O, kernel_call_method_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1077,7 +1257,10 @@ CN_INTERNAL int cn_register_pack(PyObject *module)
         const char *text;
     } names[] = {{&s_dtype, "dtype"},     {&s_shape, "shape"},         {&s_strides, "strides"},
                  {&s_data, "data"},       {&s_ptr, "ptr"},             {&s_cai, "__cuda_array_interface__"},
-                 {&s_cuda_args, "__cuda_args__"}, {&s_typestr, "typestr"}};
+                 {&s_cuda_args, "__cuda_args__"}, {&s_typestr, "typestr"},
+                 {&s_plan, "_plan"},      {&s_call_slow, "_call_slow"}, {&s_launch_1d, "_launch_1d"},
+                 {&s_n_threads, "n_threads"}, {&s_grid, "grid"},     {&s_block, "block"},
+                 {&s_shared_mem, "shared_mem"}, {&s_stream, "stream"}};
     for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
         *names[k].slot = PyUnicode_InternFromString(names[k].text);
         if (*names[k].slot == NULL)

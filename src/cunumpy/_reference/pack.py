@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 import sys
 
-__all__ = ["LaunchPlan", "driver_available", "launch", "launch_plan", "packed_address"]
+__all__ = ["LaunchPlan", "driver_available", "kernel_call_method", "launch", "launch_plan", "packed_address"]
 
 K_POINTER, K_VOID_POINTER, K_VIEW, K_CVIEW, K_SCALAR, K_STRUCT = range(6)
 S_BOOL, S_INT, S_UINT, S_FLOAT, S_COMPLEX = range(5)
@@ -64,6 +64,11 @@ class LaunchPlan:
     def forget(self):
         return None
 
+    def configure_fast(self, *config):
+        """Accepted for parity with the C plan; the twin always takes the general path."""
+        if config != (None,) and len(config) != 4:
+            raise TypeError("configure_fast() takes 4 arguments or None")
+
     def _error(self, exc, i, detail):
         return exc(f"kernel '{self._name}': argument {i} ({self._slots[i].label}): {detail}")
 
@@ -111,7 +116,7 @@ class LaunchPlan:
             buf[slot.offset:slot.offset + slot.size] = value
         first = state["first"]
         flag = state["composite"] if first is not None else state["struct_seen"]
-        return bytes(buf), first, flag
+        return bytes(buf), (first.shape if first is not None else None), flag
 
     # -------------------------------------------------------------- arrays
 
@@ -352,6 +357,17 @@ def launch_plan(name, specs, void_type, generic_type):
         off += size
         slots.append(slot)
     return LaunchPlan(name, tuple(slots), off, table_bytes, void_type, generic_type)
+
+
+def kernel_call_method(cls):
+    """The twin of the C ``__call__``: always the general path, ``cls._call_slow``."""
+    if not isinstance(cls, type):
+        raise TypeError(f"kernel_call_method(): expected a class, got {type(cls).__name__}")
+
+    def __call__(self, *args, **kwargs):
+        return self._call_slow(*args, **kwargs)
+
+    return __call__
 
 
 def driver_available():

@@ -206,10 +206,12 @@ def _arrays_of(obj, path, dev, depth):
             yield from _arrays_of(value, f"{path}.{k}", dev, depth + 1)
 
 
-def _first_array(args):
+def _first_shape(args):
+    """Shape of the first device array with at least one dimension, searching argument objects."""
     for _, a in iter_arrays(args):
-        if len(a.shape) >= 1:
-            return a
+        shape = a.shape
+        if len(shape) >= 1:
+            return shape
     return None
 
 
@@ -388,7 +390,6 @@ class CudaKernel:
             self._signature = None
             self._plan = None
         self._n_threads_from = "auto"
-        self._valid_on = None  # device on which the default block passed the checks
         self.n_threads_from = n_threads_from
         self._check_finite = bool(check_finite)
         self._compiled: dict[int, _Compiled] = {}
@@ -458,6 +459,8 @@ class CudaKernel:
             )
         self._n_threads_from = value
         self._fast_1d = value == "auto" and len(self._block) == 1
+        if getattr(self, "_plan", None) is not None:
+            self._plan.configure_fast(None)
 
     @property
     def check_finite(self):
@@ -509,7 +512,7 @@ class CudaKernel:
 
     def launch_shape(self, n_threads=None, *, grid=None, block=None, args=None):
         """(grid, block) of a launch; infers the size from ``args`` if given. Never compiles."""
-        first = _first_array(args) if args is not None else None
+        first = _first_shape(args) if args is not None else None
         return self._shape(n_threads, grid, block, args, first)
 
     def _shape(self, n_threads, grid, block, args, first):
@@ -537,7 +540,7 @@ class CudaKernel:
                 f"kernel '{self._name}': no device array among the arguments to infer the launch size "
                 "from; pass n_threads= or grid="
             )
-        shape = tuple(int(v) for v in first.shape)
+        shape = tuple(int(v) for v in first)
         if mode == "last_axis":
             return shape[-1]
         if mode == "first_array":
@@ -611,36 +614,16 @@ class CudaKernel:
 
     # -------------------------------------------------------------- call
 
-    def __call__(self, *args, n_threads=None, grid=None, block=None, shared_mem=0, stream=None):
+    def _call_slow(self, *args, n_threads=None, grid=None, block=None, shared_mem=0, stream=None):
+        """The general call; ``__call__`` (in C) handles the common 1-D case itself."""
         plan = self._plan
         if plan is not None:
-            packed, first, hidden = plan.pack(*args)
+            packed, first, hidden = plan.pack(*args)  # first: the first array's shape
             if hidden:
-                first = _first_array(args)
+                first = _first_shape(args)
         else:
             packed = None
-            first = _first_array(args) if n_threads is None and grid is None else None
-        if (
-            n_threads is None
-            and grid is None
-            and block is None
-            and shared_mem == 0
-            and first is not None
-            and self._fast_1d
-            and emulation_hook is None
-        ):
-            # The common case, kept short: 1-D block, size from the first array, the block
-            # already validated on this device; only the grid is left to check.
-            b0 = self._block[0]
-            g0 = -(-first.shape[0] // b0)
-            cupy = sys.modules.get("cupy")
-            if cupy is not None:
-                dev = _device_getter(cupy)()
-                lim = _limits_cache.get(dev)
-                if lim is not None and self._valid_on == dev and g0 <= lim.grid[0] and shared_mem.__class__ is int:
-                    if g0 == 0:
-                        return None
-                    return self._launch(cupy, dev, lim, args, packed, (g0,), self._block, 0, stream)
+            first = _first_shape(args) if n_threads is None and grid is None else None
         g, blk = self._shape(n_threads, grid, block, args, first)
         if shared_mem.__class__ is not int:
             if isinstance(shared_mem, bool) or not isinstance(shared_mem, (int, np.integer)):
@@ -659,11 +642,22 @@ class CudaKernel:
         dev = _device_getter(cupy)()
         lim = _limits_cache.get(dev) or _device_limits(cupy, dev)
         self._validate(lim, g, blk, shared_mem)
-        if blk is self._block or blk == self._block:
-            self._valid_on = dev
+        if plan is not None and self._fast_1d and block is None:
+            # The default 1-D block passed on this device: later calls take the C fast path.
+            plan.configure_fast(self._block[0], dev, lim.grid[0], _device_getter(cupy))
         if 0 in g:
             return None
         return self._launch(cupy, dev, lim, args, packed, g, blk, shared_mem, stream)
+
+    def _launch_1d(self, packed, g0, stream, args):
+        """Continuation of the C fast path for a non-empty 1-D launch."""
+        hook = emulation_hook
+        if hook is not None:
+            return hook.launch(self, args, (g0,), self._block, 0)
+        cupy = sys.modules["cupy"]
+        dev = _device_getter(cupy)()
+        lim = _limits_cache.get(dev) or _device_limits(cupy, dev)
+        return self._launch(cupy, dev, lim, args, packed, (g0,), self._block, 0, stream)
 
     def _fail(self, lim, what):
         raise ValueError(f"kernel '{self._name}' on device {lim.id} ({lim.name}): {what}")
@@ -764,6 +758,9 @@ class CudaKernel:
                         f"kernel '{self._name}' left NaN or inf in argument {path} "
                         f"(dtype {a.dtype}, shape {tuple(a.shape)})"
                     )
+
+
+CudaKernel.__call__ = core.kernel_call_method(CudaKernel)
 
 
 def _cupy_arg(param: CudaParameter, value):
