@@ -422,7 +422,13 @@ class CudaKernel:
         if not names:
             raise ValueError(f"CudaKernel.all_from_file(): no __global__ function in {str(path)!r}")
         kw = _file_kwargs(path, kwargs)
-        kernels = {n: cls(source, n, **kw) for n in names}
+        kernels = {}
+        for n in names:
+            kn = kw
+            if kw.get("check_signature", True) and kw.get("template_args") is None and _is_template(source, n):
+                # A template is listed too; without template_args it can only be unchecked.
+                kn = dict(kw, check_signature=False)
+            kernels[n] = cls(source, n, **kn)
         # One compilation for the file: the kernels share their per-device modules.
         shared: dict = {}
         for k in kernels.values():
@@ -795,6 +801,14 @@ def _raise_driver_error(cupy, status, name, grid, block):
     if err is not None:
         raise RuntimeError(f"{msg}: {err}") from err
     raise RuntimeError(msg)
+
+
+def _is_template(source: str, name: str) -> bool:
+    try:
+        core.cuda_parse_signature(source, name, (), None)
+    except ValueError as exc:
+        return "is a template" in str(exc)
+    return False
 
 
 def _file_kwargs(path: Path, kwargs: dict) -> dict:

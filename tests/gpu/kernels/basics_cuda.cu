@@ -118,3 +118,9 @@ extern "C" __global__ void empty29(double* p0, double* p1, double* p2, double* p
                                    bool f, size_t g)
 {
 }
+
+extern "C" __global__ void __launch_bounds__(64) bounded(double* x, long long n)
+{
+    CUNUMPY_THREAD_1D(i, n);
+    x[i] = 1.0;
+}
