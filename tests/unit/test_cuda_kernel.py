@@ -744,3 +744,44 @@ def test_kernel_call_method_bad_input():
     with pytest.raises(TypeError):
         c.configure_fast(1, 0, 10, "not callable")
     assert c.configure_fast(None) is None
+
+
+def test_without_the_c_extension_the_twins_do_the_work():
+    """Where _core cannot be built (Pyodide) the pure-Python twins parse, check and pack."""
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.modules["cunumpy._core"] = None  # as if the extension were missing
+        import numpy as np
+        import cunumpy as xp
+        from cunumpy._native import HAVE_C_CORE
+        from cunumpy.kernels import CudaKernel
+        assert not HAVE_C_CORE
+        src = 'extern "C" __global__ void k(const double* x, int n, Array2D<float> v, float f) {}'
+        k = CudaKernel(src, "k")
+        assert [p.name for p in k.signature] == ["x", "n", "v", "f"]
+        assert k.launch_shape(300) == ((3,), (128,))
+        try:
+            k(np.zeros(3), 1, None, 1.0, n_threads=0)
+        except TypeError as exc:
+            assert "never copies" in str(exc), exc
+        else:
+            raise AssertionError("a host array was accepted")
+        try:
+            k.launch_shape(-1)
+        except ValueError:
+            pass
+        s = CudaKernel('extern "C" __global__ void s(int n, double d) {}', "s")
+        assert s(np.int64(5), np.float32(1), n_threads=0) is None
+        try:
+            s(2**31, 1.0, n_threads=0)
+        except OverflowError:
+            pass
+        else:
+            raise AssertionError("no OverflowError")
+        print("OK")
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("CUNUMPY_FAKE_CUPY", "CUNUMPY_BACKEND")}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert result.returncode == 0 and "OK" in result.stdout, result.stdout + result.stderr

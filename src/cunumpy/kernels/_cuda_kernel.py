@@ -278,8 +278,22 @@ def _device_limits(cupy, dev_id: int) -> _DeviceLimits:
         attrs.get("MaxGridDimZ", 65535),
     )
     lim.threads = attrs.get("MaxThreadsPerBlock", 1024)
-    lim.shared = attrs.get("MaxSharedMemoryPerBlock", _DEFAULT_SHARED)
-    lim.shared_optin = max(lim.shared, attrs.get("MaxSharedMemoryPerBlockOptin", 0))
+    shared = optin = None
+    try:
+        # cunumpy.cuda's own query where it exists (it knows HIP and the properties API).
+        from .. import cuda as _cuda
+
+        query = getattr(_cuda, "max_shared_memory_per_block", None)
+        if query is not None:
+            shared = int(query(dev_id))
+            optin = int(query(dev_id, opt_in=True))
+    except Exception:
+        shared = optin = None
+    if shared is None:
+        shared = attrs.get("MaxSharedMemoryPerBlock", _DEFAULT_SHARED)
+        optin = attrs.get("MaxSharedMemoryPerBlockOptin", 0)
+    lim.shared = shared
+    lim.shared_optin = max(shared, optin or 0)
     _limits_cache[dev_id] = lim
     return lim
 
@@ -816,7 +830,7 @@ def _file_kwargs(path: Path, kwargs: dict) -> dict:
     directory = str(path.resolve().parent)
     dirs = tuple(kw.pop("include_dirs", ()))
     kw["include_dirs"] = (directory,) + tuple(d for d in dirs if str(d) != directory)
-    kw.setdefault("source_dir", directory)
+    kw["source_dir"] = directory
     return kw
 
 
