@@ -32,6 +32,7 @@ from ..cuda._source import (
 __all__ = ["CudaKernel", "CudaKernelVariants"]
 
 _N_THREADS_FROM = ("auto", "first_array", "last_axis")
+_CUDA_ERROR_INVALID_CONTEXT = 201
 _DEFAULT_SHARED = 49152
 
 #: Set by the CPU emulation (kernel_testing.emulated_launches) to take over launches and
@@ -727,6 +728,12 @@ class CudaKernel:
             stream_ptr = int(getattr(stream, "ptr", 0) or 0)
             if core.driver_available():
                 status = core.launch(state.handle, *grid3, *block3, shared_mem, stream_ptr, packed)
+                if status == _CUDA_ERROR_INVALID_CONTEXT:
+                    # A thread that has not touched CUDA yet: make the device's context
+                    # current through the runtime, as CuPy would, and try once more.
+                    cupy.cuda.runtime.setDevice(dev)
+                    cupy.cuda.runtime.free(0)
+                    status = core.launch(state.handle, *grid3, *block3, shared_mem, stream_ptr, packed)
                 if status != 0:
                     _raise_driver_error(cupy, status, self._name, grid3, block3)
             else:
