@@ -193,6 +193,8 @@ def test_from_file_and_all_from_file(tmp_path):
         CudaKernel.from_file(other)
     with pytest.raises(FileNotFoundError):
         CudaKernel.from_file(tmp_path / "absent_cuda.cu")
+    with pytest.raises(TypeError):
+        CudaKernel.from_file(path, include_dirs="/tmp")
     kernels = CudaKernel.all_from_file(path, check_signature=False)
     assert list(kernels) == ["second", "push", "third"]
     empty = tmp_path / "empty.cu"

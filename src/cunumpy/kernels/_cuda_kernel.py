@@ -835,7 +835,10 @@ def _is_template(source: str, name: str) -> bool:
 def _file_kwargs(path: Path, kwargs: dict) -> dict:
     kw = dict(kwargs)
     directory = str(path.resolve().parent)
-    dirs = tuple(kw.pop("include_dirs", ()))
+    dirs = kw.pop("include_dirs", ())
+    if isinstance(dirs, (str, os.PathLike)) or not hasattr(dirs, "__iter__"):
+        raise TypeError("CudaKernel: 'include_dirs' must be a sequence of paths")
+    dirs = tuple(dirs)
     kw["include_dirs"] = (directory,) + tuple(d for d in dirs if str(d) != directory)
     kw["source_dir"] = directory
     return kw
