@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import _transfers
 from .._native import core
 from ..cuda import _debug
 from ..cuda._source import (
@@ -769,6 +770,8 @@ class CudaKernel:
             pass
         if capturing:
             return
+        why = "debug mode" if self.debug_active() else "check_finite"
+        _transfers.record("sync", f"wait for kernel '{self._name}' ({why})")
         try:
             stream.synchronize()
         except Exception as exc:
