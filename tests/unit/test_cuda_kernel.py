@@ -787,3 +787,57 @@ def test_without_the_c_extension_the_twins_do_the_work():
     env = {k: v for k, v in os.environ.items() if k not in ("CUNUMPY_FAKE_CUPY", "CUNUMPY_BACKEND")}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert result.returncode == 0 and "OK" in result.stdout, result.stdout + result.stderr
+
+
+def _growth(fn, n=20000):
+    import tracemalloc
+
+    for _ in range(2000):
+        fn()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(n):
+            fn()
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+def _raises(fn, exc):
+    def call():
+        try:
+            fn()
+        except exc:
+            return
+        raise AssertionError("no error")
+
+    return call
+
+
+def test_packing_many_times_does_not_grow_memory():
+    k = CudaKernel(SCALARS, "s")
+    args = _scalar_args(f32=np.float32(1), i64=np.int64(3))
+    assert _growth(lambda: k(*args, n_threads=0)) < 20_000
+    bad = _scalar_args(i32=2**40)
+    assert _growth(_raises(lambda: k(*bad, n_threads=0), OverflowError)) < 20_000
+    value = args[9]
+    count = sys.getrefcount(value)
+    for _ in range(1000):
+        k(*args, n_threads=0)
+    after = sys.getrefcount(value)  # outside the assert: pytest's rewriting holds references
+    assert after == count
+
+
+def test_device_launch_checks_do_not_leak(dev):
+    k = CudaKernel(ALL, "k")
+    x = dev(np.zeros(0))
+    v = dev(np.zeros((0, 6), np.float32))
+    c = dev(np.zeros(0, np.int32))
+    args = (x, x, 0, v, c, 1.0, 1, x)
+    counts = [sys.getrefcount(a) for a in (x, v, c)]
+    assert _growth(lambda: k(*args)) < 20_000
+    assert _growth(_raises(lambda: k(x, x, 0, v, c, 1.0, 1, np.zeros(1)), TypeError)) < 20_000
+    after = [sys.getrefcount(a) for a in (x, v, c)]
+    assert after == counts
