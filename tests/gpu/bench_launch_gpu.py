@@ -47,19 +47,32 @@ def main() -> int:
     raw_args = (*ptrs, record(v), record(w), np.int32(1), np.int64(2), np.float32(1.5), np.float64(2.5),
                 np.uint32(3), np.bool_(True), np.uint64(4))
     zero = (*[cp.zeros(0) for _ in range(20)], cp.zeros((0, 3)), cp.zeros((0, 2, 2), cp.float32), *scalars)
+    try:
+        raw((1,), (128,), raw_args)
+    except Exception as exc:  # CuPy versions without structured scalars as arguments
+        print(f"CuPy's RawKernel does not take the view records ({type(exc).__name__}: {exc}); "
+              "comparing against an empty Python function instead")
+        raw_call = None
+    else:
+        raw_call = lambda: raw((1,), (128,), raw_args)  # noqa: E731
+
+    def empty(*a):
+        return None
+
     cp.cuda.runtime.deviceSynchronize()
     number = 20_000
-    (ours, ours_med), (cupy_raw, cupy_med), (zero_t, _) = interleaved(
-        [lambda: k(*args), lambda: raw((1,), (128,), raw_args), lambda: k(*zero)], number
+    baseline = raw_call if raw_call is not None else (lambda: empty(*args))
+    (ours, ours_med), (base, base_med), (zero_t, _) = interleaved(
+        [lambda: k(*args), baseline, lambda: k(*zero)], number
     )
     cp.cuda.runtime.deviceSynchronize()
     us = 1e6
+    name = "CuPy RawKernel launch, same arguments (unchecked)" if raw_call else "empty Python function"
     print(f"driver launch path available: {core.driver_available()}")
     print(f"CudaKernel launch, 29 arguments (checked + packed + cuLaunchKernel): {ours * us:.2f} us "
           f"(median {ours_med * us:.2f})")
-    print(f"CuPy RawKernel launch, same arguments (unchecked):                   {cupy_raw * us:.2f} us "
-          f"(median {cupy_med * us:.2f})")
-    print(f"ratio CudaKernel / RawKernel: {ours / cupy_raw:.2f}")
+    print(f"{name}: {base * us:.2f} us (median {base_med * us:.2f})")
+    print(f"ratio CudaKernel / baseline: {ours / base:.2f}")
     print(f"CudaKernel zero-size call (all checks, no launch): {zero_t * us:.2f} us")
     return 0
 

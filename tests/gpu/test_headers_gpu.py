@@ -62,7 +62,7 @@ def test_atomic_add(cp, dtype):
 def test_atomic_add_2d_3d(cp):
     a2 = cp.zeros((3, 4))
     a3 = cp.zeros((1, 5, 6))
-    CudaKernel.from_file(HEADERS, "grid_2d_3d")(a2, 3, 4, a3, 5, 6, n_threads=600)
+    CudaKernel.from_file(HEADERS, "grid_2d_3d")(a2, 3, 4, a3, 5, 6, 600, n_threads=600)
     i = np.arange(600)
     e2 = np.zeros((3, 4))
     np.add.at(e2, (i % 3, i % 4), 1)

@@ -72,9 +72,9 @@ template __global__ void histogram<float>(const long long*, long long, float*, f
 template __global__ void histogram<double>(const long long*, long long, double*, double);
 
 extern "C" __global__ void grid_2d_3d(double* a2, long long n0, long long n1, double* a3, long long m1,
-                                      long long m2)
+                                      long long m2, long long n)
 {
-    const long long i = CUNUMPY_GLOBAL_INDEX_X();
+    CUNUMPY_THREAD_1D(i, n);
     cunumpy_atomic_add_2d(a2, n1, i % n0, i % n1, 1.0);
     cunumpy_atomic_add_3d(a3, m1, m2, 0, i % m1, i % m2, 1.0);
 }
