@@ -783,16 +783,22 @@ PyDoc_STRVAR(pack_doc,
              "and `struct_first` tells whether a packed struct value (whose arrays are hidden)\n"
              "came before it.");
 
-static PyObject *plan_pack(plan_t *p, PyObject *const *args, Py_ssize_t nargs)
+/* Check and pack one call. On success returns 0 with `*packed` and `*first_shape` (new
+ * references; the shape may be NULL) and `*struct_first` set; -1 with an exception. */
+static int pack_call(plan_t *p, PyObject *const *args, Py_ssize_t nargs, PyObject **packed_out,
+                     PyObject **first_shape, int *struct_first)
 {
     PyObject *small[32];
     flat_t f = {small, 0, p->n, NULL, NULL, NULL, 0, 0, (PyTypeObject *)p->void_type};
     if (p->n > 32) {
         f.items = (PyObject **)PyMem_Malloc((size_t)p->n * sizeof(PyObject *));
-        if (f.items == NULL)
-            return PyErr_NoMemory();
+        if (f.items == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
     }
-    PyObject *packed = NULL, *result = NULL;
+    PyObject *packed = NULL;
+    int rc = -1;
     if (flatten(args, nargs, &f, 0) < 0)
         goto done;
     if (f.n != p->n) {
@@ -826,20 +832,28 @@ static PyObject *plan_pack(plan_t *p, PyObject *const *args, Py_ssize_t nargs)
         if (r < 0)
             goto done;
     }
-    result = PyTuple_New(3);
-    if (result == NULL)
-        goto done;
-    PyTuple_SET_ITEM(result, 0, packed);
+    *packed_out = packed;
     packed = NULL;
-    PyTuple_SET_ITEM(result, 1, Py_NewRef(f.first_shape ? f.first_shape : Py_None));
-    PyTuple_SET_ITEM(result, 2, PyBool_FromLong(f.first ? f.composite_first : f.struct_seen));
+    *first_shape = f.first_shape;
+    f.first_shape = NULL;
+    *struct_first = f.first ? f.composite_first : f.struct_seen;
+    rc = 0;
 done:
     Py_XDECREF(packed);
     Py_XDECREF(f.first_shape);
     Py_XDECREF(f.keep);
     if (f.items != small)
         PyMem_Free(f.items);
-    return result;
+    return rc;
+}
+
+static PyObject *plan_pack(plan_t *p, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *packed, *shape;
+    int struct_first;
+    if (pack_call(p, args, nargs, &packed, &shape, &struct_first) < 0)
+        return NULL;
+    return Py_BuildValue("(NNN)", packed, shape ? shape : Py_NewRef(Py_None), PyBool_FromLong(struct_first));
 }
 
 PyDoc_STRVAR(configure_fast_doc,
@@ -1092,14 +1106,13 @@ static PyObject *kernel_call(PyObject *self, PyObject *const *args, Py_ssize_t n
         return slow_call(self, args, nargs, kwnames);
     }
     plan_t *p = (plan_t *)plan_obj;
-    PyObject *res = plan_pack(p, args, nargs);
-    if (res == NULL) {
+    PyObject *packed = NULL, *shape = NULL, *out = NULL;
+    int struct_first = 0;
+    if (pack_call(p, args, nargs, &packed, &shape, &struct_first) < 0) {
         Py_DECREF(plan_obj);
         return NULL;
     }
-    PyObject *shape = PyTuple_GET_ITEM(res, 1);
-    PyObject *out = NULL;
-    if (PyTuple_GET_ITEM(res, 2) == Py_False && PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) >= 1) {
+    if (!struct_first && shape != NULL && PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) >= 1) {
         long long n0 = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, 0));
         if (n0 == -1 && PyErr_Occurred())
             PyErr_Clear();
@@ -1127,7 +1140,7 @@ static PyObject *kernel_call(PyObject *self, PyObject *const *args, Py_ssize_t n
                     Py_DECREF(tuple);
                     goto done;
                 }
-                PyObject *call_args[5] = {self, PyTuple_GET_ITEM(res, 0), grid, stream, tuple};
+                PyObject *call_args[5] = {self, packed, grid, stream, tuple};
                 out = PyObject_VectorcallMethod(s_launch_1d, call_args, 5, NULL);
                 Py_DECREF(grid);
                 Py_DECREF(tuple);
@@ -1135,11 +1148,13 @@ static PyObject *kernel_call(PyObject *self, PyObject *const *args, Py_ssize_t n
             }
         }
     }
-    Py_DECREF(res);
+    Py_XDECREF(packed);
+    Py_XDECREF(shape);
     Py_DECREF(plan_obj);
     return slow_call(self, args, nargs, kwnames);
 done:
-    Py_DECREF(res);
+    Py_XDECREF(packed);
+    Py_XDECREF(shape);
     Py_DECREF(plan_obj);
     return out;
 }
