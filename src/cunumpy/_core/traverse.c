@@ -194,46 +194,79 @@ static int scan_fast(PyObject *obj, PyObject *modules, Py_ssize_t *budget)
     return r;
 }
 
-/* Exact scan with a memo of visited containers: 1, 0 or -1. */
-static int scan_memo(PyObject *obj, PyObject *modules, memo_table *seen)
+/* Exact scan with a memo of visited containers and an explicit stack (any depth): 1, 0 or
+ * -1. The stack holds strong references: an object's __dict__ may be created on demand. */
+typedef struct {
+    PyObject **items;
+    Py_ssize_t n, cap;
+} object_stack;
+
+static int stack_push(object_stack *s, PyObject *obj)
 {
-    if (cn_is_device(obj))
-        return 1;
-    PyTypeObject *tp = Py_TYPE(obj);
-    int is_object = 0;
-    if (tp != &PyList_Type && tp != &PyTuple_Type && tp != &PyDict_Type) {
-        is_object = traversed_object(obj, modules);
-        if (is_object <= 0)
-            return is_object;
-    }
-    if (memo_find(seen, obj) != NULL)
-        return 0;
-    if (memo_add(seen, obj) == NULL)
-        return -1;
-    if (Py_EnterRecursiveCall(" while looking for device arrays in kernel arguments"))
-        return -1;
-    int r = 0;
-    if (tp == &PyList_Type || tp == &PyTuple_Type) {
-        for (Py_ssize_t i = 0; r == 0 && i < Py_SIZE(obj); i++) {
-            PyObject *item = tp == &PyList_Type ? PyList_GET_ITEM(obj, i) : PyTuple_GET_ITEM(obj, i);
-            r = scan_memo(item, modules, seen);
+    if (s->n == s->cap) {
+        Py_ssize_t cap = s->cap ? 2 * s->cap : 64;
+        PyObject **grown = PyMem_Realloc(s->items, (size_t)cap * sizeof(PyObject *));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
         }
+        s->items = grown;
+        s->cap = cap;
     }
-    else {
-        PyObject *d = is_object ? instance_dict(obj) : Py_NewRef(obj);
-        if (d == NULL) {
-            r = -1;
+    s->items[s->n++] = Py_NewRef(obj);
+    return 0;
+}
+
+static int scan_memo(object_stack *stack, PyObject *modules, memo_table *seen)
+{
+    while (stack->n > 0) {
+        PyObject *obj = stack->items[--stack->n]; /* owned */
+        int r = 0;
+        if (cn_is_device(obj)) {
+            Py_DECREF(obj);
+            return 1;
+        }
+        PyTypeObject *tp = Py_TYPE(obj);
+        int is_object = 0;
+        if (tp != &PyList_Type && tp != &PyTuple_Type && tp != &PyDict_Type) {
+            is_object = traversed_object(obj, modules);
+            if (is_object <= 0) {
+                Py_DECREF(obj);
+                if (is_object < 0)
+                    return -1;
+                continue;
+            }
+        }
+        if (memo_find(seen, obj) != NULL) {
+            Py_DECREF(obj);
+            continue;
+        }
+        if (memo_add(seen, obj) == NULL) {
+            Py_DECREF(obj);
+            return -1;
+        }
+        if (tp == &PyList_Type || tp == &PyTuple_Type) {
+            for (Py_ssize_t i = Py_SIZE(obj) - 1; r == 0 && i >= 0; i--)
+                r = stack_push(stack, tp == &PyList_Type ? PyList_GET_ITEM(obj, i) : PyTuple_GET_ITEM(obj, i));
         }
         else {
-            Py_ssize_t pos = 0;
-            PyObject *key, *value;
-            while (r == 0 && PyDict_Next(d, &pos, &key, &value))
-                r = scan_memo(value, modules, seen);
-            Py_DECREF(d);
+            PyObject *d = is_object ? instance_dict(obj) : Py_NewRef(obj);
+            if (d == NULL) {
+                r = -1;
+            }
+            else {
+                Py_ssize_t pos = 0;
+                PyObject *key, *value;
+                while (r == 0 && PyDict_Next(d, &pos, &key, &value))
+                    r = stack_push(stack, value);
+                Py_DECREF(d);
+            }
         }
+        Py_DECREF(obj);
+        if (r < 0)
+            return -1;
     }
-    Py_LeaveRecursiveCall();
-    return r;
+    return 0;
 }
 
 /* Nodes the memo-free scan may visit before switching to the exact scan. */
@@ -254,11 +287,17 @@ static int reaches_device_impl(PyObject *const *args, Py_ssize_t nargs, PyObject
         return r;
     memo_table seen;
     memo_init(&seen);
+    object_stack stack = {NULL, 0, 0};
     r = 0;
-    for (Py_ssize_t i = 0; r == 0 && i < nargs; i++)
-        r = scan_memo(args[i], modules, &seen);
-    for (Py_ssize_t i = 0; r == 0 && i < nkw; i++)
-        r = scan_memo(kwvalues[i], modules, &seen);
+    for (Py_ssize_t i = nkw - 1; r == 0 && i >= 0; i--)
+        r = stack_push(&stack, kwvalues[i]);
+    for (Py_ssize_t i = nargs - 1; r == 0 && i >= 0; i--)
+        r = stack_push(&stack, args[i]);
+    if (r == 0)
+        r = scan_memo(&stack, modules, &seen);
+    for (Py_ssize_t i = 0; i < stack.n; i++)
+        Py_DECREF(stack.items[i]);
+    PyMem_Free(stack.items);
     memo_free(&seen);
     return r;
 }
