@@ -956,7 +956,6 @@ static PyObject *hk_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 static int hk_traverse(PyObject *op, visitproc visit, void *arg)
 {
     HostKernelObject *self = (HostKernelObject *)op;
-    Py_VISIT(Py_TYPE(op));
     Py_VISIT(self->kernel);
     Py_VISIT(self->modules);
     Py_VISIT(self->state);
@@ -982,9 +981,8 @@ static void hk_dealloc(PyObject *op)
     if (self->weakrefs != NULL)
         PyObject_ClearWeakRefs(op);
     hk_clear(op);
+    /* The type is static; a Python subclass's reference is dropped by subtype_dealloc. */
     tp->tp_free(op);
-    if (tp->tp_flags & Py_TPFLAGS_HEAPTYPE)
-        Py_DECREF(tp);
 }
 
 static PyMethodDef hk_methods[] = {
