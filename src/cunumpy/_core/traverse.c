@@ -6,6 +6,7 @@
 
 static PyObject *str_backend;     /* "backend" */
 static PyObject *str_cupy;        /* "cupy" */
+static PyObject *str_numpy;       /* "numpy" */
 static PyObject *str_module;      /* "__module__" */
 static PyObject *str_copy_dunder; /* "__copy__" */
 static PyObject *empty_tuple;
@@ -272,10 +273,32 @@ static int scan_memo(object_stack *stack, PyObject *modules, memo_table *seen)
 /* Nodes the memo-free scan may visit before switching to the exact scan. */
 #define SCAN_BUDGET 4096
 
+/* cn_device_type() for the per-call decision: while CuPy is not imported, the negative
+ * answer is reused as long as sys.modules has not changed (its dict version tag), which
+ * saves a lookup in a dict of a thousand modules on every call. */
+static PyTypeObject *device_type_now(void)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    static PyObject *absent_in = NULL; /* borrowed: compared by address only */
+    static uint64_t absent_tag = 0;
+    PyObject *modules = PyImport_GetModuleDict();
+    if (modules == absent_in && ((PyDictObject *)modules)->ma_version_tag == absent_tag)
+        return NULL;
+    PyTypeObject *t = cn_device_type();
+    if (t == NULL && modules != NULL && PyDict_Check(modules)) {
+        absent_in = modules;
+        absent_tag = ((PyDictObject *)modules)->ma_version_tag;
+    }
+    return t;
+#else
+    return cn_device_type();
+#endif
+}
+
 static int reaches_device_impl(PyObject *const *args, Py_ssize_t nargs, PyObject *const *kwvalues,
                                Py_ssize_t nkw, PyObject *modules)
 {
-    if (cn_device_type() == NULL)
+    if (device_type_now() == NULL)
         return 0;
     Py_ssize_t budget = SCAN_BUDGET;
     int r = 0;
@@ -813,14 +836,25 @@ typedef struct {
     PyObject *kernel;
     int use_cupy; /* -1: decide per call, 0: never, 1: always */
     PyObject *modules;
-    PyObject *state;   /* object whose `backend` attribute names the active backend */
+    PyObject *state;   /* object whose `backend` attribute (or dict whose "backend" key)
+                          names the active backend */
     PyObject *convert; /* convert(self, args: tuple, kwargs: dict | None) */
     PyObject *weakrefs;
 } HostKernelObject;
 
 static int backend_is_cupy(PyObject *state)
 {
-    PyObject *b = PyObject_GetAttr(state, str_backend);
+    PyObject *b;
+    if (PyDict_CheckExact(state)) {
+        /* The backend state's __dict__: one lookup of an interned key. */
+        b = PyDict_GetItemWithError(state, str_backend); /* borrowed */
+        if (b == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        if (b == str_numpy)
+            return 0;
+        return b == str_cupy || (PyUnicode_Check(b) && PyUnicode_Compare(b, str_cupy) == 0);
+    }
+    b = PyObject_GetAttr(state, str_backend);
     if (b == NULL)
         return -1;
     int r = b == str_cupy ? 1 : (PyUnicode_Check(b) && PyUnicode_Compare(b, str_cupy) == 0);
@@ -1051,6 +1085,7 @@ CN_INTERNAL int cn_register_traverse(PyObject *module)
 {
     str_backend = PyUnicode_InternFromString("backend");
     str_cupy = PyUnicode_InternFromString("cupy");
+    str_numpy = PyUnicode_InternFromString("numpy");
     str_module = PyUnicode_InternFromString("__module__");
     str_copy_dunder = PyUnicode_InternFromString("__copy__");
     empty_tuple = PyTuple_New(0);
@@ -1059,7 +1094,7 @@ CN_INTERNAL int cn_register_traverse(PyObject *module)
     copy_protocol[2] = PyUnicode_InternFromString("__getstate__");
     if (!copy_protocol[0] || !copy_protocol[1] || !copy_protocol[2])
         return -1;
-    if (!str_backend || !str_cupy || !str_module || !str_copy_dunder || !empty_tuple)
+    if (!str_backend || !str_cupy || !str_numpy || !str_module || !str_copy_dunder || !empty_tuple)
         return -1;
     PyObject *copy_module = PyImport_ImportModule("copy");
     if (copy_module == NULL)

@@ -237,7 +237,9 @@ class HostKernel:
             raise TypeError(f"{type(self).__name__} object is not initialised") from None
         convert = self._hk_use_cupy
         if convert is None:
-            convert = self._hk_state.backend == "cupy" or reaches_device(args, kwargs, self._hk_modules)
+            state = self._hk_state
+            backend = state.get("backend") if isinstance(state, dict) else state.backend
+            convert = backend == "cupy" or reaches_device(args, kwargs, self._hk_modules)
         if not convert:
             return kernel(*args, **kwargs)
         return self._hk_convert(self, args, kwargs if kwargs else None)

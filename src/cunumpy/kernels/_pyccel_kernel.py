@@ -184,7 +184,8 @@ class PyccelKernel(core.HostKernel):
         self._is_array = np.ndarray if is_array is None else is_array
         self._outputs = _check_outputs(outputs)
         self._parameters = _Parameters.of(kernel, parameters)
-        self._configure(kernel, self._use_cupy, modules, _backend._state, _convert_call)
+        # The state's __dict__ is read directly: the backend switch rebinds its "backend" key.
+        self._configure(kernel, self._use_cupy, modules, vars(_backend._state), _convert_call)
 
     # ------------------------------------------------------------------ outputs
 
