@@ -456,24 +456,28 @@ def test_use_cupy_true_converts_on_the_numpy_backend(device_only):
 def test_conversion_path_does_not_leak(device_only):
     if not sys.platform.startswith("linux"):
         pytest.skip("reads /proc/self/statm")
+    from test_traverse import assert_memory_flat
+
     a, b = device(np.ones(500)), device(np.ones(500))
     p = Particles(a, b)
-    k = PyccelKernel(lambda p, xs, out: (out.__iadd__(p.positions), xs[0] * 2)[1],
-                     object_modules=("my_simulation.",), outputs=("out",))  # fmt: skip
+
+    def kernel(p, xs, out):
+        out += p.positions
+        return xs[0] * 2, [out]
+
+    k = PyccelKernel(kernel, object_modules=("my_simulation.",), outputs=("out",))
+    bad = PyccelKernel(kernel, outputs=("missing",))
 
     def run(n):
         for _ in range(n):
             k(p, [a, {"b": b}], out=b)
+            try:
+                bad(p, [a], b)
+            except KeyError:
+                pass
         gc.collect()
 
-    def rss():
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * 4096
-
-    run(300)
-    start = rss()
-    run(3000)
-    assert rss() - start < 8 * 1024 * 1024
+    assert_memory_flat(run, a, b, p, k)
 
 
 # --------------------------------------------------------------------------- outputs_from_annotations

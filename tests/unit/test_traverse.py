@@ -2,6 +2,8 @@
 pure-Python twin, over nested lists, tuples, dicts and objects with aliasing and cycles."""
 
 import gc
+import os
+import subprocess
 import sys
 
 import numpy as np
@@ -369,6 +371,31 @@ def _rss_bytes():
         return int(f.read().split()[1]) * 4096
 
 
+def assert_memory_flat(run, *watched):
+    """Run ``run(n)`` long enough that a per-call leak would show: the process RSS stays
+    flat, or, under AddressSanitizer (whose quarantine keeps freed memory resident), the
+    Python allocations traced by tracemalloc; watched objects keep their reference counts."""
+    import tracemalloc
+
+    run(300)
+    refs = [sys.getrefcount(w) for w in watched]
+    if "libasan" in os.environ.get("LD_PRELOAD", ""):
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            run(2000)
+            grown = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        assert grown < 256 * 1024, f"{grown} bytes of Python allocations kept"
+    else:
+        start = _rss_bytes()
+        run(5000)
+        grown = _rss_bytes() - start
+        assert grown < 4 * 1024 * 1024, f"RSS grew by {grown} bytes"
+    assert [sys.getrefcount(w) for w in watched] == refs
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
 def test_traversal_does_not_leak(cupy):
     d = cupy.asarray(np.zeros(1000))
@@ -377,15 +404,41 @@ def test_traversal_does_not_leak(cupy):
     cyclic = [d, obj]
     cyclic.append(cyclic)
     args = (d, [d, {"k": (d, obj)}], cyclic)
+    h = np.zeros(3)
 
     def run(n):
         for _ in range(n):
             core.host_arguments(args, {"x": d}, to_host, MODULES, (0, "x"))
             core.reaches_device(args, {"x": d}, MODULES)
-            core.device_result((np.zeros(3), [np.zeros(2)]), lambda a: a, np.ndarray)
+            core.device_result((h, [h]), lambda a: a, np.ndarray)
+            try:
+                core.host_arguments(([d],), None, _failing, MODULES)
+            except RuntimeError:
+                pass
         gc.collect()
 
-    run(500)
-    start = _rss_bytes()
-    run(5000)
-    assert _rss_bytes() - start < 4 * 1024 * 1024
+    assert_memory_flat(run, d, obj, h)
+
+
+def _failing(a):
+    raise RuntimeError("no copy")
+
+
+def test_device_paths_under_the_fake_cupy_in_a_subprocess():
+    """The plain run (and so the sanitizer run) also exercises the device paths of the
+    traversal and of PyccelKernel, in a child process on the fake CuPy."""
+    if "cupy" in sys.modules:
+        pytest.skip("this process already runs on a CuPy")
+    try:
+        from cunumpy._fake_cupy import install_fake_cupy  # noqa: F401
+    except ImportError:
+        pytest.skip("the fake CuPy is not available")
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, CUNUMPY_FAKE_CUPY="1", CUNUMPY_BACKEND="cupy")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not nosan", "-x",
+         "-k", "not under_the_fake", os.path.join(here, "test_traverse.py"), os.path.join(here, "test_pyccel_kernel.py")],
+        env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert " passed" in done.stdout and "skipped" not in done.stdout.splitlines()[-1]
