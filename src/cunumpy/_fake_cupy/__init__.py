@@ -1,3 +1,60 @@
-"""A strict host stand-in for CuPy (API.md section 14)."""
+"""A strict host stand-in for CuPy (API.md section 14).
 
-__all__: list[str] = []
+``install_fake_cupy()`` registers fake ``cupy``, ``cupy.*`` and ``cupyx`` modules in
+``sys.modules``; from then on ``import cupy`` gets the fake, whose arrays keep NumPy
+buffers but follow CuPy's rules (no implicit host conversion, host arrays refused, scalar
+reads reported as implicit syncs). Kernel objects construct but refuse to run.
+
+Only this file is imported by ``import cunumpy``; the rest loads on installation.
+"""
+
+from __future__ import annotations
+
+import sys
+
+__all__ = ["install_fake_cupy", "fake_cupy_active", "host_buffer"]
+
+
+def fake_cupy_active() -> bool:
+    """True when the imported ``cupy`` is this stand-in."""
+    cupy = sys.modules.get("cupy")
+    return cupy is not None and getattr(cupy, "__cunumpy_fake__", False) is True
+
+
+def install_fake_cupy():
+    """Install the fake ``cupy`` (idempotent) and return it.
+
+    RuntimeError if the real CuPy is already imported, or if cunumpy has already cached
+    an answer to "is CuPy available?" (install before any backend use).
+    """
+    if fake_cupy_active():
+        return sys.modules["cupy"]
+    for name in ("cupy", "cupyx"):
+        if sys.modules.get(name) is not None:
+            raise RuntimeError(
+                f"cannot install the fake CuPy: the real {name!r} is already imported "
+                "(set CUNUMPY_FAKE_CUPY=1 before importing cunumpy, in a fresh process)"
+            )
+    from .. import _backend
+
+    if _backend._state.cupy_ok is not None:
+        raise RuntimeError(
+            "cannot install the fake CuPy: cunumpy already checked for CuPy "
+            f"(cupy_available() answered {_backend._state.cupy_ok}); install it before any "
+            "backend use, or set CUNUMPY_FAKE_CUPY=1 before importing cunumpy"
+        )
+    from . import _modules
+
+    modules = _modules.build()
+    sys.modules.update(modules)
+    return modules["cupy"]
+
+
+def host_buffer(a):
+    """The NumPy array behind a fake CuPy array (shared: writes change the device array)."""
+    from ._ndarray import ndarray
+
+    if not fake_cupy_active() or type(a) is not ndarray:
+        what = "the fake CuPy is not active" if not fake_cupy_active() else f"got {type(a).__module__}.{type(a).__name__}"
+        raise TypeError(f"host_buffer() takes an array of the fake CuPy ({what})")
+    return a._a

@@ -1,0 +1,250 @@
+"""Fake ``cupyx``: pinned-memory helpers and ``cupyx.scipy`` built on SciPy.
+
+SciPy is imported only when a ``cupyx.scipy`` subpackage is imported (through a
+meta-path finder) or accessed as an attribute, never when the fake is installed.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+import types
+
+import numpy as np
+
+from . import _scipy_names
+from ._convert import Call
+from ._functions import strict, ufunc
+from ._ndarray import ndarray
+
+# --------------------------------------------------------------------------- cupyx top level
+
+
+def empty_pinned(shape, dtype=float, order="C"):
+    """A plain NumPy array (the fake has no pinned memory)."""
+    return np.empty(shape, dtype=dtype, order=order)
+
+
+def zeros_pinned(shape, dtype=float, order="C"):
+    return np.zeros(shape, dtype=dtype, order=order)
+
+
+def empty_like_pinned(a, dtype=None, order="K", subok=None, shape=None):
+    return np.empty(a.shape if shape is None else shape, dtype=a.dtype if dtype is None else dtype)
+
+
+def zeros_like_pinned(a, dtype=None, order="K", subok=None, shape=None):
+    return np.zeros(a.shape if shape is None else shape, dtype=a.dtype if dtype is None else dtype)
+
+
+def _scatter(numpy_ufunc, name):
+    def scatter(a, slices, value):
+        call = Call(f"cupyx.{name}()")
+        numpy_ufunc.at(call.array(a, "a"), call.other(slices, "slices"), call.array(value, "value"))
+
+    scatter.__name__ = scatter.__qualname__ = name
+    scatter.__doc__ = f"``cupyx.{name}``: unbuffered in-place update of ``a[slices]``."
+    return scatter
+
+
+class errstate:
+    """``cupyx.errstate``: accepted and ignored (NumPy's error state does not apply)."""
+
+    def __init__(self, *, linalg=None):
+        self.linalg = linalg
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+def seterr(*, linalg=None):
+    return {"linalg": "ignore"}
+
+
+def geterr():
+    return {"linalg": "ignore"}
+
+
+# --------------------------------------------------------------------------- proxies
+
+
+class HostObjectProxy:
+    """A SciPy object behind CuPy's rules: its arrays are device arrays (sharing memory),
+    its methods take device arrays; ``copy``/``deepcopy`` copy the wrapped object."""
+
+    __slots__ = ("_obj", "_where")
+
+    def __init__(self, obj, where):
+        object.__setattr__(self, "_obj", obj)
+        object.__setattr__(self, "_where", where)
+
+    def __getattr__(self, name):
+        return _device_value(getattr(self._obj, name), f"{self._where}.{name}")
+
+    def __setattr__(self, name, value):
+        setattr(self._obj, name, Call(f"{self._where}.{name}").other(value, name))
+
+    def __call__(self, *args, **kwargs):
+        return _call(self._obj, f"{self._where}()", args, kwargs)
+
+    def __repr__(self):
+        return f"<fake cupyx proxy of {self._obj!r}>"
+
+    def __copy__(self):
+        return HostObjectProxy(copy.copy(self._obj), self._where)
+
+    def __deepcopy__(self, memo):
+        return HostObjectProxy(copy.deepcopy(self._obj, memo), self._where)
+
+    def __len__(self):
+        return len(self._obj)
+
+    def __getitem__(self, key):
+        return _call(type(self._obj).__getitem__, f"{self._where}[]", (self._obj, key), {}, first_is_self=True)
+
+
+def _proxy_operator(name):
+    def method(self, *args):
+        return _call(getattr(type(self._obj), name), f"{self._where} {name}", (self._obj, *args), {},
+                     first_is_self=True)
+
+    method.__name__ = name
+    return method
+
+
+for _op in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__matmul__",
+            "__rmatmul__", "__truediv__", "__neg__", "__pow__"):
+    setattr(HostObjectProxy, _op, _proxy_operator(_op))
+
+
+def _is_scipy_object(value) -> bool:
+    module = type(value).__module__ or ""
+    return module.startswith("scipy.") and not isinstance(value, (np.ndarray, np.generic, type))
+
+
+def _device_value(value, where):
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "OSUV":
+            return value
+        return ndarray._wrap(value)
+    if isinstance(value, np.generic):
+        return ndarray._wrap(np.asarray(value))
+    if isinstance(value, tuple):
+        items = [_device_value(v, where) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+    if isinstance(value, list):
+        return [_device_value(v, where) for v in value]
+    if callable(value) and not isinstance(value, type) and hasattr(value, "__self__"):
+        return lambda *a, **k: _call(value, f"{where}()", a, k)
+    if _is_scipy_object(value):
+        return HostObjectProxy(value, where)
+    return value
+
+
+def _call(func, where, args, kwargs, first_is_self=False):
+    call = Call(where)
+    new_args = []
+    for i, v in enumerate(args):
+        if first_is_self and i == 0:
+            new_args.append(v)
+        elif isinstance(v, HostObjectProxy):
+            new_args.append(v._obj)
+        elif i == (1 if first_is_self else 0):
+            new_args.append(call.array_or_sequence(v, "#0"))
+        else:
+            new_args.append(call.other(v, f"#{i}"))
+    new_kwargs = {k: v._obj if isinstance(v, HostObjectProxy) else call.other(v, k) for k, v in kwargs.items()}
+    result = func(*new_args, **new_kwargs)
+    wrapped = call.wrap(result)
+    return _device_value(wrapped, where) if wrapped is result else wrapped
+
+
+def _scipy_callable(obj, where):
+    if isinstance(obj, np.ufunc):
+        module, _, name = where.rpartition(".")
+        return ufunc(obj, name, module=module)
+    if isinstance(obj, type):
+        def construct(*args, **kwargs):
+            return _call(obj, f"{where}()", args, kwargs)
+
+        construct.__name__ = construct.__qualname__ = obj.__name__
+        construct.__doc__ = f"Fake ``{where}``: builds SciPy's object on the host buffers."
+        return construct
+
+    def function(*args, **kwargs):
+        return _call(obj, f"{where}()", args, kwargs)
+
+    function.__name__ = function.__qualname__ = getattr(obj, "__name__", where)
+    function.__module__ = where.rpartition(".")[0]
+    function.__doc__ = f"Fake ``{where}``: SciPy's function with CuPy's argument rules."
+    return function
+
+
+def build_scipy_subpackage(sub: str) -> types.ModuleType:
+    """``cupyx.scipy.<sub>`` from ``scipy.<sub>``, restricted to CuPy's names."""
+    scipy_module = importlib.import_module(f"scipy.{sub}")
+    name = f"cupyx.scipy.{sub}"
+    module = types.ModuleType(name, f"Fake {name}: SciPy behind CuPy's rules (only CuPy's names).")
+    module.__cunumpy_fake__ = True
+    for attr in sorted(_scipy_names.CUPYX_SCIPY[sub]):
+        obj = getattr(scipy_module, attr, None)
+        if obj is None:
+            continue
+        module.__dict__[attr] = _scipy_callable(obj, f"{name}.{attr}") if callable(obj) else obj
+    return module
+
+
+class _ScipyFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports ``cupyx.scipy.<sub>`` on demand (this is when SciPy gets imported)."""
+
+    PREFIX = "cupyx.scipy."
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.startswith(self.PREFIX) and fullname[len(self.PREFIX):] in _scipy_names.CUPYX_SCIPY:
+            cupyx = sys.modules.get("cupyx")
+            if cupyx is not None and getattr(cupyx, "__cunumpy_fake__", False):
+                return importlib.util.spec_from_loader(fullname, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        return build_scipy_subpackage(spec.name[len(self.PREFIX):])
+
+    def exec_module(self, module):
+        parent, _, child = module.__name__.rpartition(".")
+        setattr(sys.modules[parent], child, module)
+
+
+_finder = _ScipyFinder()
+
+
+def _scipy_getattr(name):
+    if name in _scipy_names.CUPYX_SCIPY:
+        return importlib.import_module(f"cupyx.scipy.{name}")
+    raise AttributeError(f"module 'cupyx.scipy' has no attribute {name!r}")
+
+
+def build() -> dict[str, types.ModuleType]:
+    scipy = types.ModuleType("cupyx.scipy", "Fake cupyx.scipy: subpackages are built from SciPy on import.")
+    scipy.__path__ = []  # a package, so that submodule imports reach the finder
+    scipy.__getattr__ = _scipy_getattr
+    scipy.__cunumpy_fake__ = True
+    scipy.get_array_module = lambda *args: sys.modules["cupyx.scipy"] if any(type(a) is ndarray for a in args) else __import__("scipy")
+    cupyx = types.ModuleType("cupyx", "Fake cupyx: pinned-memory helpers return NumPy arrays.")
+    cupyx.__path__ = []
+    cupyx.__cunumpy_fake__ = True
+    cupyx.__dict__.update(
+        empty_pinned=empty_pinned, zeros_pinned=zeros_pinned, empty_like_pinned=empty_like_pinned,
+        zeros_like_pinned=zeros_like_pinned, scatter_add=_scatter(np.add, "scatter_add"),
+        scatter_max=_scatter(np.maximum, "scatter_max"), scatter_min=_scatter(np.minimum, "scatter_min"),
+        rsqrt=strict(lambda x: 1.0 / np.sqrt(x), "rsqrt", module="cupyx"), errstate=errstate,
+        seterr=seterr, geterr=geterr, scipy=scipy,
+    )
+    if _finder not in sys.meta_path:
+        sys.meta_path.append(_finder)
+    return {"cupyx": cupyx, "cupyx.scipy": scipy}

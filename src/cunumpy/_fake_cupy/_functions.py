@@ -1,0 +1,269 @@
+"""Module functions of the fake CuPy, generated from NumPy by rule.
+
+:func:`strict` turns a NumPy function into a CuPy-like one: fake arrays are unwrapped,
+host arrays (``ndim > 0``) and lists passed as array arguments raise TypeError naming the
+function and the argument, and NumPy results come back as fake arrays. Creation functions
+and the array-like routines of :data:`_names.ARRAY_LIKE_ROUTINES` accept host data.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from . import _names
+from ._convert import Call, host_data, kind_of, parameter_kinds
+from ._ndarray import ndarray
+
+__all__ = ["strict", "ufunc", "creation_functions", "vectorize", "asnumpy", "get_array_module"]
+
+
+def strict(func, name: str, *, module: str = "cupy", host_ok: bool = False, permissive: bool = False,
+           device_bool: bool = False):
+    """A CuPy-rules wrapper of the NumPy function ``func``."""
+    where = f"{module}.{name}()"
+    kinds = parameter_kinds(name, func)
+
+    def converter(call, index=None, keyword=None):
+        if kinds is None:
+            param = "a" if index == 0 else keyword
+            return kind_of(param, name), param or f"#{index}"
+        positional, variadic = kinds
+        if keyword is not None:
+            return kind_of(keyword, name), keyword
+        if index < len(positional):
+            return kind_of(positional[index], name), positional[index]
+        return kind_of(variadic, name, variadic=True), variadic or f"#{index}"
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        call = Call(where, host_ok=host_ok)
+        if permissive:
+            new_args = [call.other(v, "") if type(v) is ndarray else v for v in args]
+            new_kwargs = {k: call.other(v, k) if type(v) is ndarray else v for k, v in kwargs.items()}
+        else:
+            new_args = []
+            for i, v in enumerate(args):
+                kind, param = converter(call, index=i)
+                new_args.append(getattr(call, kind)(v, param))
+            new_kwargs = {}
+            for k, v in kwargs.items():
+                kind, param = converter(call, keyword=k)
+                new_kwargs[k] = getattr(call, kind)(v, param)
+        result = func(*new_args, **new_kwargs)
+        if device_bool and isinstance(result, bool):
+            result = np.bool_(result)
+        return call.wrap(result)
+
+    wrapper.__module__ = module
+    wrapper.__qualname__ = name
+    wrapper.__name__ = name
+    wrapper.__doc__ = f"Fake CuPy ``{module}.{name}``: NumPy's ``{name}`` with CuPy's argument rules."
+    wrapper.__wrapped__ = func
+    return wrapper
+
+
+class ufunc:
+    """``cupy.ufunc``: a NumPy ufunc whose inputs must be device arrays or scalars."""
+
+    def __init__(self, numpy_ufunc, name=None, module="cupy"):
+        self._ufunc = numpy_ufunc
+        self._module = module
+        self.__name__ = name or numpy_ufunc.__name__
+        self.__doc__ = numpy_ufunc.__doc__
+
+    def __repr__(self):
+        return f"<ufunc '{self.__name__}'>"
+
+    nin = property(lambda self: self._ufunc.nin)
+    nout = property(lambda self: self._ufunc.nout)
+    nargs = property(lambda self: self._ufunc.nargs)
+    ntypes = property(lambda self: self._ufunc.ntypes)
+    types = property(lambda self: self._ufunc.types)
+    identity = property(lambda self: self._ufunc.identity)
+    signature = property(lambda self: self._ufunc.signature)
+
+    def _run(self, method, args, kwargs, n_arrays):
+        call = Call(f"{self._module}.{self.__name__}{'' if method is None else '.' + method}()")
+        new_args = [call.array(v, f"x{i + 1}") if i < n_arrays else call.other(v, f"#{i}") for i, v in enumerate(args)]
+        new_kwargs = {}
+        for k, v in kwargs.items():
+            if k == "out" and isinstance(v, tuple):
+                new_kwargs[k] = tuple(call.array(o, "out") for o in v)
+            elif k in ("out", "where"):
+                new_kwargs[k] = call.array(v, k)
+            else:
+                new_kwargs[k] = call.other(v, k)
+        target = self._ufunc if method is None else getattr(self._ufunc, method)
+        return call.wrap(target(*new_args, **new_kwargs))
+
+    def __call__(self, *args, **kwargs):
+        return self._run(None, args, kwargs, self._ufunc.nin)
+
+    def reduce(self, array, *args, **kwargs):
+        return self._run("reduce", (array, *args), kwargs, 1)
+
+    def accumulate(self, array, *args, **kwargs):
+        return self._run("accumulate", (array, *args), kwargs, 1)
+
+    def reduceat(self, array, indices, *args, **kwargs):
+        return self._run("reduceat", (array, indices, *args), kwargs, 2)
+
+    def outer(self, A, B, **kwargs):
+        return self._run("outer", (A, B), kwargs, 2)
+
+    def at(self, a, indices, b=None):
+        return self._run("at", (a, indices) if b is None else (a, indices, b), {}, 3)
+
+
+class vectorize:
+    """``cupy.vectorize``: NumPy's vectorize applied to the host buffers."""
+
+    def __init__(self, pyfunc, otypes=None, doc=None, excluded=None, cache=False, signature=None):
+        self._vectorized = np.vectorize(pyfunc, otypes=otypes, doc=doc, excluded=excluded,
+                                        cache=cache, signature=signature)
+        self.pyfunc = pyfunc
+        self.__doc__ = self._vectorized.__doc__
+
+    def __call__(self, *args, **kwargs):
+        call = Call("cupy.vectorize()")
+        args = [call.array(v, f"#{i}") for i, v in enumerate(args)]
+        kwargs = {k: call.array(v, k) for k, v in kwargs.items()}
+        return call.wrap(self._vectorized(*args, **kwargs))
+
+
+class _IndexHelper:
+    """``cupy.mgrid``/``ogrid``/``r_``/``c_``: NumPy's index tricks returning device arrays."""
+
+    def __init__(self, numpy_helper, name):
+        self._helper = numpy_helper
+        self._name = name
+
+    def __getitem__(self, key):
+        call = Call(f"cupy.{self._name}[]")
+        key = call.other(key, "index") if not isinstance(key, tuple) else tuple(call.other(k, "index") for k in key)
+        return call.wrap(self._helper[key])
+
+    def __repr__(self):
+        return f"<fake cupy.{self._name}>"
+
+
+# --------------------------------------------------------------------------- creation
+
+
+def _from_host(host, dtype, order, ndmin=0, copy=True):
+    result = np.array(host, dtype=dtype, order=order, copy=copy, ndmin=ndmin)
+    return ndarray._wrap(result)
+
+
+def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *, blocking=False):
+    """``cupy.array``: copies host data to the device; device input is copied unless ``copy=False``."""
+    if type(obj) is ndarray:
+        call = Call("cupy.array()")
+        return call.wrap(np.array(call.array(obj, "obj"), dtype=dtype, copy=copy if copy else None,
+                                  order=order, ndmin=ndmin))
+    return _from_host(host_data(obj), dtype, order, ndmin)
+
+
+def asarray(a, dtype=None, order=None, *, blocking=False):
+    """``cupy.asarray``: a device array of ``a``; the same object when nothing changes."""
+    if type(a) is ndarray:
+        call = Call("cupy.asarray()")
+        return call.wrap(np.asarray(call.array(a, "a"), dtype=dtype, order=order))
+    host = host_data(a)
+    if isinstance(host, np.ndarray) and not isinstance(a, np.ndarray):
+        # memory described by __cuda_array_interface__: taken in place, no copy
+        return ndarray._wrap(np.asarray(host, dtype=dtype, order=order))
+    return _from_host(host, dtype, order or "K")
+
+
+def asanyarray(a, dtype=None, order=None, *, blocking=False):
+    return asarray(a, dtype=dtype, order=order, blocking=blocking)
+
+
+def ascontiguousarray(a, dtype=None):
+    if type(a) is ndarray:
+        call = Call("cupy.ascontiguousarray()")
+        return call.wrap(np.ascontiguousarray(call.array(a, "a"), dtype=dtype))
+    return ndarray._wrap(np.ascontiguousarray(np.array(host_data(a), dtype=dtype, copy=True)))
+
+
+def asfortranarray(a, dtype=None):
+    if type(a) is ndarray:
+        call = Call("cupy.asfortranarray()")
+        return call.wrap(np.asfortranarray(call.array(a, "a"), dtype=dtype))
+    return ndarray._wrap(np.asfortranarray(np.array(host_data(a), dtype=dtype, copy=True)))
+
+
+def fromfunction(function, shape, *, dtype=float, **kwargs):
+    """Calls ``function`` with device index arrays, as CuPy does."""
+    return function(*creation_functions()["indices"](shape, dtype=dtype), **kwargs)
+
+
+def apply_along_axis(func1d, axis, arr, *args, **kwargs):
+    """``cupy.apply_along_axis``: ``func1d`` sees device slices and may return device data."""
+    call = Call("cupy.apply_along_axis()")
+    host = call.array(arr, "arr")
+
+    def on_host_slice(row, *a, **k):
+        result = func1d(ndarray._wrap(row), *a, **k)
+        return result._a if type(result) is ndarray else result
+
+    extra = [call.other(v, "args") for v in args]
+    return call.wrap(np.apply_along_axis(on_host_slice, axis, host, *extra, **kwargs))
+
+
+def piecewise(x, condlist, funclist):
+    """``cupy.piecewise``: constants only (CuPy does not take callables here)."""
+    if any(callable(f) for f in funclist):
+        raise NotImplementedError("Callable functions are not supported currently")
+    call = Call("cupy.piecewise()")
+    return call.wrap(np.piecewise(call.array(x, "x"), call.sequence(condlist, "condlist"), list(funclist)))
+
+
+def asnumpy(a, stream=None, order="C", out=None, blocking=True):
+    """A NumPy array of ``a`` (a copy for device arrays)."""
+    if type(a) is ndarray:
+        return a.get(stream=stream, order=order, out=out, blocking=blocking)
+    host = np.asarray(a, order=order)
+    if out is not None:
+        out[...] = host
+        return out
+    return host
+
+
+def get_array_module(*args):
+    """The fake ``cupy`` module if any argument is a fake array, else ``numpy``."""
+    import sys
+
+    if any(type(a) is ndarray for a in args):
+        return sys.modules["cupy"]
+    return np
+
+
+def from_dlpack(x, *, device=None, copy=None):
+    if type(x) is ndarray:
+        return x if not copy else x.copy()
+    raise TypeError("the fake CuPy imports DLPack capsules only from its own device arrays")
+
+
+def show_config(*, _full=False):
+    print("cunumpy fake CuPy (host stand-in, no CUDA)")
+
+
+@functools.cache
+def creation_functions() -> dict:
+    """Creation functions that accept host data (hand-written or generated)."""
+    made = {
+        "array": array,
+        "asarray": asarray,
+        "asanyarray": asanyarray,
+        "ascontiguousarray": ascontiguousarray,
+        "asfortranarray": asfortranarray,
+        "fromfunction": fromfunction,
+    }
+    for name in _names.CREATION:
+        if name not in made and hasattr(np, name):
+            made[name] = strict(getattr(np, name), name, host_ok=True)
+    return made

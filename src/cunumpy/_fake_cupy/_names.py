@@ -1,0 +1,108 @@
+"""Which NumPy names the fake ``cupy`` namespace exposes, and how each is wrapped.
+
+The fake is built from NumPy by rule rather than by hand: every public NumPy function,
+ufunc and scalar type becomes a strict wrapper unless it is listed here as absent from
+CuPy. The lists are data so that they can be checked against a CuPy release in one place.
+"""
+
+from __future__ import annotations
+
+#: NumPy names CuPy does not provide (datetime, text I/O, printing state, masked and
+#: record arrays, object/string dtypes, NumPy-only helpers).
+ABSENT_FROM_CUPY = frozenset(
+    """
+    False_ True_ ScalarType sctypeDict typecodes little_endian
+    apply_over_axes asmatrix bmat matrix memmap recarray record format_parser
+    busday_count busday_offset busdaycalendar is_busday datetime_as_string datetime_data
+    datetime64 timedelta64 isnat
+    einsum_path frompyfunc fromiter fromregex genfromtxt loadtxt savetxt
+    format_float_positional format_float_scientific get_printoptions set_printoptions
+    printoptions getbufsize setbufsize geterr seterr geterrcall seterrcall errstate
+    get_include info iterable mask_indices nested_iters nditer ndenumerate ndindex
+    flatiter real_if_close show_runtime test row_stack
+    str_ bytes_ void object_ character flexible clongdouble complex256 float128 longdouble
+    poly1d broadcast
+    char core ctypeslib dtypes emath f2py ma polynomial rec strings typing
+    """.split()
+)
+
+#: Creation functions: host data (lists, NumPy arrays, scalars) is accepted and copied.
+CREATION = frozenset(
+    """
+    array asarray asanyarray ascontiguousarray asfortranarray
+    zeros ones empty full zeros_like ones_like empty_like full_like
+    arange linspace logspace geomspace eye identity tri indices diag_indices
+    tril_indices triu_indices bartlett blackman hamming hanning kaiser
+    frombuffer fromfile fromstring load fromfunction
+    """.split()
+)
+
+#: Routines CuPy documents as taking array-likes (besides the creation functions).
+ARRAY_LIKE_ROUTINES = frozenset("diff unique roll cumsum".split())
+
+#: Functions that take any object (dtypes, shapes, scalars) and only see through fake
+#: arrays; no strictness applies.
+PERMISSIVE = frozenset(
+    """
+    result_type can_cast promote_types min_scalar_type common_type issubdtype isdtype
+    mintypecode typename binary_repr base_repr broadcast_shapes isscalar ndim shape size
+    iscomplexobj isrealobj may_share_memory shares_memory
+    """.split()
+)
+
+#: Parameter names that hold one array: fake arrays are unwrapped, host arrays with
+#: ``ndim > 0`` and lists are refused.
+ARRAY_PARAMETERS = frozenset(
+    """
+    a a1 a2 ar ar1 ar2 arr array ary b condition element test_elements x x1 x2 y xp fp v
+    m p values vals val ind indices mask weights aweights fweights bins src dst sample
+    filt f z a_min a_max to_begin to_end out where
+    """.split()
+)
+
+#: Parameter names that hold a sequence of arrays (each item follows the array rule).
+SEQUENCE_PARAMETERS = frozenset("arrays tup choices condlist choicelist keys multi_index".split())
+
+#: ``*args`` names whose items are arrays.
+VARIADIC_ARRAY_PARAMETERS = frozenset("arys xi operands".split())
+
+#: Functions whose ``*args`` items are arrays.
+VARIADIC_ARRAY_FUNCTIONS = frozenset("broadcast_arrays ix_".split())
+
+#: NumPy returns a Python bool where CuPy returns a 0-d device array.
+DEVICE_BOOL_RESULT = frozenset("allclose array_equiv".split())
+
+#: ``cupy.linalg`` (CuPy 14).
+LINALG = (
+    "cholesky qr svd eigh eigvalsh eig eigvals norm cond det matrix_rank slogdet solve "
+    "tensorsolve lstsq inv pinv tensorinv matrix_power"
+).split()
+
+#: ``cupy.fft`` (CuPy 14).
+FFT = (
+    "fft ifft fft2 ifft2 fftn ifftn rfft irfft rfft2 irfft2 rfftn irfftn hfft ihfft "
+    "fftfreq rfftfreq fftshift ifftshift"
+).split()
+
+#: ``cupy.random`` legacy functions forwarded to one global RandomState.
+RANDOM_FUNCTIONS = (
+    "beta binomial chisquare choice dirichlet exponential f gamma geometric gumbel "
+    "hypergeometric laplace logistic lognormal logseries multinomial multivariate_normal "
+    "negative_binomial noncentral_chisquare noncentral_f normal pareto permutation poisson "
+    "power rand randint randn random random_integers random_sample ranf rayleigh sample "
+    "shuffle standard_cauchy standard_exponential standard_gamma standard_normal standard_t "
+    "triangular uniform vonmises wald weibull zipf"
+).split()
+
+#: ``cupy.random.Generator`` methods.
+GENERATOR_METHODS = (
+    "beta binomial chisquare dirichlet exponential f gamma geometric hypergeometric "
+    "integers logseries poisson power random standard_exponential standard_gamma "
+    "standard_normal uniform normal permutation shuffle choice"
+).split()
+
+#: ``cupy.testing`` assertion helpers (NumPy's, taking device or host arrays).
+TESTING = (
+    "assert_allclose assert_array_almost_equal assert_array_almost_equal_nulp "
+    "assert_array_max_ulp assert_array_equal assert_array_less"
+).split()

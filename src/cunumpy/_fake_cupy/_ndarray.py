@@ -1,0 +1,519 @@
+"""The fake ``cupy.ndarray``: a NumPy array behind CuPy's rules.
+
+The host buffer (``_a``) plays the part of device memory. Nothing converts the array to
+NumPy implicitly: ``numpy.asarray`` raises, operators refuse host arrays, and every scalar
+read is reported as an implicit ``sync`` event, like the device wait it stands for.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from .. import _transfers
+from ._convert import Call, _host_array_error, _list_error, host_data
+
+__all__ = ["ndarray", "record_implicit_sync"]
+
+_UNSUPPORTED_KINDS = "OSUVMm"
+
+
+def record_implicit_sync(what: str, a) -> None:
+    """A scalar read from device memory: one implicit ``sync`` event."""
+    if _transfers.sinks:
+        _transfers.record("sync", f"{what} of {tuple(a.shape)} {a.dtype}", implicit=True)
+
+
+def _operand(other, op: str):
+    """The host value an operator may combine with a fake array, or NotImplemented."""
+    if type(other) is ndarray:
+        return other._a
+    if isinstance(other, (bool, int, float, complex, np.generic)):
+        return other
+    if isinstance(other, np.ndarray):
+        if other.ndim == 0:
+            return other
+        raise _host_array_error(f"cupy.ndarray {op}", other)
+    if isinstance(other, (list, tuple)):
+        raise _list_error(f"cupy.ndarray {op}", other)
+    return NotImplemented
+
+
+def _scalar_result(value):
+    return ndarray._wrap(np.asarray(value)) if not isinstance(value, np.ndarray) else ndarray._wrap(value)
+
+
+def _binary(op, symbol):
+    def forward(self, other):
+        o = _operand(other, symbol)
+        if o is NotImplemented:
+            return NotImplemented
+        return _scalar_result(op(self._a, o))
+
+    def reflected(self, other):
+        o = _operand(other, symbol)
+        if o is NotImplemented:
+            return NotImplemented
+        return _scalar_result(op(o, self._a))
+
+    return forward, reflected
+
+
+def _inplace(op, symbol):
+    def method(self, other):
+        o = _operand(other, symbol)
+        if o is NotImplemented:
+            return NotImplemented
+        op(self._a, o)
+        return self
+
+    return method
+
+
+def _index(key):
+    """An index for the host buffer: fake arrays inside it are unwrapped."""
+    if type(key) is ndarray:
+        return key._a
+    if isinstance(key, tuple):
+        return tuple(_index(k) for k in key)
+    if isinstance(key, list):
+        return [_index(k) for k in key]
+    return key
+
+
+class _Flags:
+    """``ndarray.flags``: the three flags CuPy reports."""
+
+    __slots__ = ("c_contiguous", "f_contiguous", "owndata")
+
+    def __init__(self, c_contiguous, f_contiguous, owndata):
+        self.c_contiguous = c_contiguous
+        self.f_contiguous = f_contiguous
+        self.owndata = owndata
+
+    _KEYS = {"C_CONTIGUOUS": "c_contiguous", "F_CONTIGUOUS": "f_contiguous", "OWNDATA": "owndata"}
+
+    def __getitem__(self, key):
+        try:
+            return getattr(self, self._KEYS[key])
+        except KeyError:
+            raise KeyError(key) from None
+
+    def __repr__(self):
+        return "\n".join(f"  {k} : {getattr(self, v)}" for k, v in self._KEYS.items())
+
+
+class ndarray:
+    """A device array of the fake CuPy (host memory standing in for device memory)."""
+
+    __slots__ = ("_a", "_base", "__weakref__")
+    __array_priority__ = 1000.0
+    __array_ufunc__ = None  # NumPy ufuncs refuse fake arrays instead of converting them
+
+    # ------------------------------------------------------------------ construction
+
+    def __init__(self, shape, dtype=float, memptr=None, strides=None, order="C"):
+        dtype = np.dtype(dtype)
+        _check_dtype(dtype)
+        if memptr is None:
+            host = np.empty(shape, dtype=dtype, order=order)
+            if strides is not None:
+                host = np.lib.stride_tricks.as_strided(host, strides=strides)
+            self._a = host
+            self._base = None
+            return
+        from ._cuda import host_array_at
+
+        self._a = host_array_at(memptr, shape, dtype, strides, order)
+        self._base = None
+
+    @classmethod
+    def _wrap(cls, host: np.ndarray, base=None):
+        _check_dtype(host.dtype)
+        self = object.__new__(cls)
+        self._a = host
+        self._base = base
+        return self
+
+    @classmethod
+    def _derived(cls, host: np.ndarray, candidates=()):
+        """Wrap ``host``; when it views one of ``candidates``, that array becomes the base."""
+        if host.base is not None:
+            for fake in candidates:
+                if np.may_share_memory(host, fake._a):
+                    return cls._wrap(host, fake._base if fake._base is not None else fake)
+        return cls._wrap(host)
+
+    def _view(self, host: np.ndarray):
+        if np.may_share_memory(host, self._a):
+            return ndarray._wrap(host, self._base if self._base is not None else self)
+        return ndarray._wrap(host)
+
+    # ------------------------------------------------------------------ strictness
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError(
+            "Implicit conversion to a NumPy array is not allowed (fake CuPy, as CuPy). "
+            "Please use `.get()` to construct a NumPy array explicitly."
+        )
+
+    def __array_function__(self, func, types, args, kwargs):
+        from . import _modules
+
+        target = _modules.numpy_counterpart(func)
+        if target is None:
+            return NotImplemented
+        return target(*args, **kwargs)
+
+    # ------------------------------------------------------------------ attributes
+
+    @property
+    def shape(self):
+        return self._a.shape
+
+    @shape.setter
+    def shape(self, value):
+        self._a = np.reshape(self._a, value, copy=False)
+
+    @property
+    def dtype(self):
+        return self._a.dtype
+
+    @property
+    def ndim(self):
+        return self._a.ndim
+
+    @property
+    def size(self):
+        return self._a.size
+
+    @property
+    def nbytes(self):
+        return self._a.nbytes
+
+    @property
+    def itemsize(self):
+        return self._a.itemsize
+
+    @property
+    def strides(self):
+        return self._a.strides
+
+    @property
+    def flags(self):
+        f = self._a.flags
+        return _Flags(f.c_contiguous, f.f_contiguous, self._base is None)
+
+    @property
+    def base(self):
+        return self._base
+
+    @property
+    def T(self):
+        return self._view(self._a.T)
+
+    @property
+    def mT(self):
+        if self.ndim < 2:
+            raise ValueError("matrix transpose with ndim < 2 is undefined")
+        return self._view(np.swapaxes(self._a, -1, -2))
+
+    @property
+    def real(self):
+        return self._view(self._a.real)
+
+    @real.setter
+    def real(self, value):
+        self._a.real = _value(value, "real")
+
+    @property
+    def imag(self):
+        return self._view(self._a.imag)
+
+    @imag.setter
+    def imag(self, value):
+        self._a.imag = _value(value, "imag")
+
+    @property
+    def device(self):
+        from ._cuda import Device
+
+        return Device(0)
+
+    @property
+    def data(self):
+        from ._cuda import MemoryPointer
+
+        return MemoryPointer.for_array(self)
+
+    @property
+    def __cuda_array_interface__(self):
+        a = self._a
+        ptr = a.ctypes.data if a.size else 0
+        return {
+            "shape": a.shape,
+            "typestr": a.dtype.str,
+            "descr": [("", a.dtype.str)],
+            "data": (ptr, False),
+            "strides": None if a.flags.c_contiguous else a.strides,
+            "version": 3,
+            "stream": None,
+        }
+
+    # ------------------------------------------------------------------ transfers
+
+    def get(self, stream=None, order="C", out=None, blocking=True):
+        """A NumPy copy of the array (``order`` "C", "F" or "A")."""
+        if order not in ("C", "F", "A", "c", "f", "a"):
+            raise ValueError(f"unsupported order {order!r}")
+        order = order.upper()
+        if order == "A":
+            order = "F" if self._a.flags.f_contiguous and not self._a.flags.c_contiguous else "C"
+        if out is not None:
+            if not isinstance(out, np.ndarray):
+                raise TypeError("Only numpy.ndarray can be obtained from cupy.ndarray")
+            if out.dtype != self.dtype:
+                raise TypeError(f"{out.dtype} array cannot be obtained from {self.dtype} array")
+            if out.shape != self.shape:
+                raise ValueError("Shape mismatch")
+            out[...] = self._a
+            return out
+        return np.array(self._a, order=order, copy=True)
+
+    def set(self, arr, stream=None):
+        """Copy a NumPy array of the same shape and dtype into this array."""
+        if not isinstance(arr, np.ndarray):
+            raise TypeError("Only numpy.ndarray can be set to cupy.ndarray")
+        if arr.dtype != self.dtype:
+            raise TypeError(f"{arr.dtype} array cannot be set to {self.dtype} array")
+        if arr.shape != self.shape:
+            raise ValueError("Shape mismatch")
+        self._a[...] = arr
+
+    # ------------------------------------------------------------------ scalar reads
+
+    def item(self, *args):
+        record_implicit_sync("item()", self)
+        return self._a.item(*args)
+
+    def tolist(self):
+        record_implicit_sync("tolist()", self)
+        return self._a.tolist()
+
+    def tobytes(self, order="C"):
+        record_implicit_sync("tobytes()", self)
+        return self._a.tobytes(order)
+
+    def __bool__(self):
+        record_implicit_sync("bool()", self)
+        return bool(self._a)
+
+    def __float__(self):
+        record_implicit_sync("float()", self)
+        return float(self._a)
+
+    def __int__(self):
+        record_implicit_sync("int()", self)
+        return int(self._a)
+
+    def __complex__(self):
+        record_implicit_sync("complex()", self)
+        return complex(self._a)
+
+    def __index__(self):
+        record_implicit_sync("index()", self)
+        return operator.index(self._a)
+
+    def __format__(self, spec):
+        if self.ndim == 0:
+            return format(self.item(), spec)
+        return format(str(self), spec)
+
+    # ------------------------------------------------------------------ container protocol
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of unsized object")
+        return self._a.shape[0]
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self._a.shape[0]))
+
+    def __getitem__(self, key):
+        key = _index(key)
+        result = self._a[key]
+        if not isinstance(result, np.ndarray):
+            # Scalar indexing gives a 0-d view in CuPy; ask NumPy for one.
+            try:
+                result = self._a[(key if isinstance(key, tuple) else (key,)) + (Ellipsis,)]
+            except IndexError:
+                result = np.asarray(result)
+        return self._view(result)
+
+    def __setitem__(self, key, value):
+        self._a[_index(key)] = _value(value, "__setitem__")
+
+    def __contains__(self, value):
+        o = _operand(value, "in")
+        return False if o is NotImplemented else o in self._a
+
+    def __repr__(self):
+        return repr(self._a)
+
+    def __str__(self):
+        return str(self._a)
+
+    # ------------------------------------------------------------------ copies and pickling
+
+    def copy(self, order="C"):
+        return ndarray._wrap(self._a.copy(order=order))
+
+    def __copy__(self):
+        return ndarray._wrap(self._a.copy(order="K"))
+
+    def __deepcopy__(self, memo):
+        return ndarray._wrap(self._a.copy(order="K"))
+
+    def __reduce__(self):
+        return _rebuild, (np.array(self._a, order="K", copy=True),)
+
+    def astype(self, dtype, order="K", casting=None, subok=None, copy=True):
+        dtype = np.dtype(dtype)
+        if not copy and dtype == self.dtype and (order in ("K", "A") or self._a.flags[f"{order}_CONTIGUOUS"]):
+            return self
+        kwargs = {} if casting is None else {"casting": casting}
+        return ndarray._wrap(self._a.astype(dtype, order=order, copy=True, **kwargs))
+
+    def view(self, dtype=None, type=None):
+        if type is not None:
+            raise TypeError("cupy.ndarray.view() does not support the 'type' argument")
+        return self._view(self._a.view() if dtype is None else self._a.view(dtype))
+
+    def reshape(self, *shape, order="C"):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return self._view(self._a.reshape(shape, order=order))
+
+    def transpose(self, *axes):
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)) or axes == (None,):
+            axes = axes[0]
+        return self._view(self._a.transpose(axes) if axes else self._a.transpose())
+
+    def ravel(self, order="C"):
+        return self._view(self._a.ravel(order))
+
+    def fill(self, value):
+        self._a.fill(_value(value, "fill"))
+
+    def __dlpack_device__(self):
+        return (2, 0)  # kDLCUDA, device 0: the fake claims to be a device array
+
+
+def _value(value, what):
+    """A value stored into a fake array: scalars, 0-d host arrays or fake arrays."""
+    if type(value) is ndarray:
+        return value._a
+    if isinstance(value, (bool, int, float, complex, np.generic)):
+        return value
+    if isinstance(value, np.ndarray):
+        if value.ndim == 0:
+            return value
+        raise _host_array_error(f"cupy.ndarray.{what}", value)
+    if isinstance(value, (list, tuple)):
+        raise _list_error(f"cupy.ndarray.{what}", value)
+    raise TypeError(f"cupy.ndarray.{what}: unsupported value of type {type(value).__name__}")
+
+
+def _check_dtype(dtype):
+    if dtype.kind in _UNSUPPORTED_KINDS:
+        raise ValueError(f"Unsupported dtype {dtype}")
+
+
+def _rebuild(host):
+    return ndarray._wrap(host)
+
+
+_OPERATORS = {
+    "add": (operator.add, operator.iadd, "+"),
+    "sub": (operator.sub, operator.isub, "-"),
+    "mul": (operator.mul, operator.imul, "*"),
+    "truediv": (operator.truediv, operator.itruediv, "/"),
+    "floordiv": (operator.floordiv, operator.ifloordiv, "//"),
+    "mod": (operator.mod, operator.imod, "%"),
+    "pow": (operator.pow, operator.ipow, "**"),
+    "matmul": (operator.matmul, operator.imatmul, "@"),
+    "and": (operator.and_, operator.iand, "&"),
+    "or": (operator.or_, operator.ior, "|"),
+    "xor": (operator.xor, operator.ixor, "^"),
+    "lshift": (operator.lshift, operator.ilshift, "<<"),
+    "rshift": (operator.rshift, operator.irshift, ">>"),
+}
+
+for _name, (_op, _iop, _symbol) in _OPERATORS.items():
+    _fwd, _rev = _binary(_op, _symbol)
+    setattr(ndarray, f"__{_name}__", _fwd)
+    setattr(ndarray, f"__r{_name}__", _rev)
+    setattr(ndarray, f"__i{_name}__", _inplace(_iop, _symbol))
+
+for _name, _op in {"lt": operator.lt, "le": operator.le, "eq": operator.eq, "ne": operator.ne,
+                   "gt": operator.gt, "ge": operator.ge}.items():
+    setattr(ndarray, f"__{_name}__", _binary(_op, _name)[0])
+
+def _divmod(self, other):
+    o = _operand(other, "divmod")
+    if o is NotImplemented:
+        return NotImplemented
+    q, m = divmod(self._a, o)
+    return _scalar_result(q), _scalar_result(m)
+
+
+def _rdivmod(self, other):
+    o = _operand(other, "divmod")
+    if o is NotImplemented:
+        return NotImplemented
+    q, m = divmod(o, self._a)
+    return _scalar_result(q), _scalar_result(m)
+
+
+ndarray.__divmod__ = _divmod
+ndarray.__rdivmod__ = _rdivmod
+ndarray.__hash__ = None
+
+for _name, _op in {"neg": operator.neg, "pos": operator.pos, "abs": operator.abs,
+                   "invert": operator.invert}.items():
+    setattr(ndarray, f"__{_name}__", (lambda op: lambda self: _scalar_result(op(self._a)))(_op))
+
+
+def _method(name):
+    numpy_method = getattr(np.ndarray, name)
+
+    def method(self, *args, **kwargs):
+        call = Call(f"cupy.ndarray.{name}()")
+        call.inputs[id(self._a)] = self
+        args = [call.other(v, f"#{i}") for i, v in enumerate(args)]
+        kwargs = {k: call.other(v, k) for k, v in kwargs.items()}
+        return call.wrap(numpy_method(self._a, *args, **kwargs))
+
+    method.__name__ = name
+    method.__qualname__ = f"ndarray.{name}"
+    method.__doc__ = f"NumPy's ``ndarray.{name}`` on the host buffer, with CuPy's argument rules."
+    return method
+
+
+_FORWARDED_METHODS = (
+    "all any argmax argmin argpartition argsort choose clip compress conj conjugate cumprod "
+    "cumsum diagonal dot flatten max mean min nonzero partition prod put repeat round sort "
+    "squeeze std sum swapaxes take trace var"
+).split()
+
+for _name in _FORWARDED_METHODS:
+    setattr(ndarray, _name, _method(_name))
+
+del _name, _op, _iop, _symbol, _fwd, _rev
+
+
+# ``host_data`` is re-exported for the creation functions.
+__all__ += ["host_data"]

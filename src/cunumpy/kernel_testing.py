@@ -1,0 +1,258 @@
+"""Test helpers: fake-CuPy control (API.md section 13.5) and pytest markers (section 13.1).
+
+Not imported by ``import cunumpy``. Importing this module imports neither pytest nor
+CuPy and leaves ``xp.testing`` alone; the pytest objects (``BACKENDS``, ``backend``,
+``requires_cupy``, ``requires_device_backend``) are created on first access.
+
+TODO(emulation, API.md section 15): ``assert_kernels_agree``, ``parity_cases``,
+``check_parity``, ``device_function_kernel``, ``emulate_cuda_kernel`` and
+``emulated_launches`` belong here and come with the CPU-emulation issue.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+
+from ._fake_cupy import fake_cupy_active, host_buffer, install_fake_cupy
+
+__all__ = [
+    "BACKENDS",
+    "MPI_LAUNCHER_PREFIXES",
+    "backend",
+    "cuda_required",
+    "device_backend_available",
+    "fake_cupy_active",
+    "fake_cupy_session",
+    "host_buffer",
+    "install_fake_cupy",
+    "requires_cupy",
+    "requires_device_backend",
+    "run_in_fake_cupy_subprocess",
+]
+
+#: Environment-variable prefixes (and names) set by MPI launchers; removed from the
+#: environment of :func:`run_in_fake_cupy_subprocess` children so they run serially.
+MPI_LAUNCHER_PREFIXES = (
+    "OMPI_",
+    "PMIX_",
+    "PMI_",
+    "HYDRA_",
+    "MPIR_",
+    "I_MPI_",
+    "SLURM_",
+    "MV2_",
+    "MPI_LOCALRANKID",
+    "ALPS_APP_PE",
+    "PALS_",
+)
+
+# World-rank variables of common launchers (read without importing mpi4py).
+_WORLD_RANK_VARIABLES = (
+    "OMPI_COMM_WORLD_RANK",
+    "PMI_RANK",
+    "PMIX_RANK",
+    "MV2_COMM_WORLD_RANK",
+    "SLURM_PROCID",
+    "PALS_RANKID",
+    "ALPS_APP_PE",
+)
+
+_REQUIRE_VARIABLE = "CUNUMPY_REQUIRE_CUDA"
+
+
+def _pytest():
+    try:
+        import pytest
+    except ImportError as exc:  # pragma: no cover - pytest is a test dependency
+        raise ImportError("this cunumpy.kernel_testing helper needs pytest (pip install pytest)") from exc
+    return pytest
+
+
+# --------------------------------------------------------------------------- availability
+
+
+def cuda_required() -> bool:
+    """True when ``CUNUMPY_REQUIRE_CUDA`` is 1/true/yes: GPU requirements error instead of skipping."""
+    return os.environ.get(_REQUIRE_VARIABLE, "").strip().lower() in ("1", "true", "yes")
+
+
+def device_backend_available() -> bool:
+    """A GPU or the fake CuPy can run the CuPy code paths."""
+    from . import _backend
+
+    return fake_cupy_active() or _backend.cupy_available()
+
+
+def _real_cupy_missing_reason() -> str | None:
+    """None when CUDA kernels can really launch, else why not."""
+    from . import _backend
+
+    if fake_cupy_active():
+        return "the fake CuPy is active (CUNUMPY_FAKE_CUPY=1): CUDA kernels cannot launch"
+    if not _backend.cupy_available():
+        return f"needs CuPy with a GPU ({_backend.cupy_unavailable_reason()})"
+    return None
+
+
+def _requirement_failed(what: str, reason: str) -> bool:
+    """Raised from a skip condition at test setup when CUNUMPY_REQUIRE_CUDA is set."""
+    raise RuntimeError(f"{_REQUIRE_VARIABLE} is set, but {what} is unavailable: {reason}")
+
+
+def _requirement_mark(what: str, reason: str | None):
+    pytest = _pytest()
+    if reason is None:
+        return pytest.mark.skipif(False, reason=f"{what} is available")
+    if cuda_required():
+        # A string condition is evaluated at test setup; raising there makes the test error.
+        condition = (
+            "__import__('cunumpy.kernel_testing', fromlist=['_'])"
+            f"._requirement_failed({what!r}, {reason!r})"
+        )
+        return pytest.mark.skipif(condition, reason=reason)
+    return pytest.mark.skipif(True, reason=reason)
+
+
+def _make_requires_cupy():
+    return _requirement_mark("a functional CuPy", _real_cupy_missing_reason())
+
+
+def _make_requires_device_backend():
+    reason = None
+    if not device_backend_available():
+        reason = "needs a GPU or the fake CuPy (set CUNUMPY_FAKE_CUPY=1)"
+    return _requirement_mark("a device backend", reason)
+
+
+def _make_backends():
+    pytest = _pytest()
+    return ["numpy", pytest.param("cupy", marks=_lazy("requires_cupy"))]
+
+
+def _make_backend_fixture():
+    pytest = _pytest()
+
+    @pytest.fixture(name="backend", params=_lazy("BACKENDS"))
+    def backend(request):
+        """Activate each backend of BACKENDS for the test and yield its name."""
+        from ._backend import use_backend
+
+        with use_backend(request.param, strict=cuda_required()):
+            yield request.param
+
+    return backend
+
+
+_LAZY_FACTORIES = {
+    "requires_cupy": _make_requires_cupy,
+    "requires_device_backend": _make_requires_device_backend,
+    "BACKENDS": _make_backends,
+    "backend": _make_backend_fixture,
+}
+
+
+def _lazy(name):
+    value = globals().get(name)
+    if value is None:
+        value = _LAZY_FACTORIES[name]()
+        globals()[name] = value
+    return value
+
+
+def __getattr__(name):
+    if name in _LAZY_FACTORIES:
+        return _lazy(name)
+    raise AttributeError(f"module 'cunumpy.kernel_testing' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
+
+
+# --------------------------------------------------------------------------- fake CuPy control
+
+
+@contextlib.contextmanager
+def fake_cupy_session(*, compiler=None, options=()):
+    """Strictly activate the CuPy backend on the fake CuPy for the block; restore after.
+
+    RuntimeError without the fake (set ``CUNUMPY_FAKE_CUPY=1``).
+    """
+    if not fake_cupy_active():
+        raise RuntimeError(
+            "fake_cupy_session() needs the fake CuPy: set CUNUMPY_FAKE_CUPY=1 before importing "
+            "cunumpy (or call install_fake_cupy() before any backend use)"
+        )
+    from ._backend import use_backend
+
+    # TODO(emulation, API.md section 15): also emulate every CUDA launch and compilation
+    # in the block (``emulated_launches(compiler=compiler, options=options)``); that is a
+    # later issue. Until then kernel launches on the fake raise NotImplementedError.
+    with use_backend("cupy", strict=True):
+        yield
+
+
+def _world_rank() -> int:
+    for variable in _WORLD_RANK_VARIABLES:
+        value = os.environ.get(variable, "").strip()
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
+def _child_environment(env) -> dict:
+    child = {
+        k: v
+        for k, v in os.environ.items()
+        if not any(k.startswith(prefix) for prefix in MPI_LAUNCHER_PREFIXES)
+    }
+    child.update(CUNUMPY_FAKE_CUPY="1", OMP_NUM_THREADS="1", MAYBEMPI="0")
+    if env:
+        child.update({str(k): str(v) for k, v in env.items()})
+    return child
+
+
+def _exit_description(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"was killed by signal {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"was killed by signal {-returncode}"
+    return f"exited with code {returncode}"
+
+
+def run_in_fake_cupy_subprocess(code: str, *, env=None, timeout=None) -> subprocess.CompletedProcess:
+    """Run ``python -X faulthandler -c code`` serially with the fake CuPy.
+
+    The child gets ``CUNUMPY_FAKE_CUPY=1``, ``OMP_NUM_THREADS=1``, ``MAYBEMPI=0``, no MPI
+    launcher variables, then ``env``. Under MPI only rank 0 runs it (other ranks skip).
+    A non-zero exit or a timeout fails the test with the last 50 lines of output.
+    """
+    pytest = _pytest()
+    if _world_rank() != 0:
+        pytest.skip("run_in_fake_cupy_subprocess() runs on MPI rank 0 only")
+    command = [sys.executable, "-X", "faulthandler", "-c", code]
+    try:
+        result = subprocess.run(
+            command,
+            env=_child_environment(env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired as exc:
+        output = exc.output.decode(errors="replace") if isinstance(exc.output, bytes) else (exc.output or "")
+        tail = "\n".join(output.splitlines()[-50:])
+        pytest.fail(f"fake-CuPy subprocess timed out after {timeout} s; last output:\n{tail}", pytrace=False)
+    if result.returncode != 0:
+        tail = "\n".join(result.stdout.splitlines()[-50:])
+        pytest.fail(
+            f"fake-CuPy subprocess {_exit_description(result.returncode)}; last 50 lines of output:\n{tail}",
+            pytrace=False,
+        )
+    return result
