@@ -152,15 +152,47 @@ static PyObject *instance_dict(PyObject *obj)
 
 /* --------------------------------------------------------------------------- reachability */
 
+/* Types seen to be leaves: not a device array type, not a container, and without an
+ * instance __dict__ (so never a traversed object). The device type never changes once
+ * found, so the answer stays true; strong references keep the addresses from reuse. */
+#define N_LEAF_TYPES 8
+static PyTypeObject *leaf_types[N_LEAF_TYPES];
+
+static inline int known_leaf(PyTypeObject *tp)
+{
+    for (int i = 0; i < N_LEAF_TYPES && leaf_types[i] != NULL; i++) {
+        if (leaf_types[i] == tp)
+            return 1;
+    }
+    return 0;
+}
+
+static void remember_leaf(PyTypeObject *tp)
+{
+    if (tp->tp_dictoffset != 0 && (tp->tp_flags & Py_TPFLAGS_HEAPTYPE))
+        return;
+    for (int i = 0; i < N_LEAF_TYPES; i++) {
+        if (leaf_types[i] == tp)
+            return;
+        if (leaf_types[i] == NULL) {
+            Py_INCREF(tp);
+            leaf_types[i] = tp;
+            return;
+        }
+    }
+}
+
 /* Fast scan without a memo: 1 found, 0 not found, 2 gave up (budget spent: deep, wide or
  * cyclic structure), -1 error. */
 static int scan_fast(PyObject *obj, PyObject *modules, Py_ssize_t *budget)
 {
+    PyTypeObject *tp = Py_TYPE(obj);
+    if (known_leaf(tp))
+        return 0;
     if (cn_is_device(obj))
         return 1;
     if (--*budget < 0)
         return 2;
-    PyTypeObject *tp = Py_TYPE(obj);
     if (tp == &PyList_Type || tp == &PyTuple_Type) {
         for (Py_ssize_t i = 0; i < Py_SIZE(obj); i++) {
             PyObject *item = tp == &PyList_Type ? PyList_GET_ITEM(obj, i) : PyTuple_GET_ITEM(obj, i);
@@ -181,8 +213,11 @@ static int scan_fast(PyObject *obj, PyObject *modules, Py_ssize_t *budget)
         return 0;
     }
     int t = traversed_object(obj, modules);
-    if (t <= 0)
+    if (t <= 0) {
+        if (t == 0)
+            remember_leaf(tp);
         return t;
+    }
     PyObject *d = instance_dict(obj);
     if (d == NULL)
         return -1;
