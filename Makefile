@@ -48,14 +48,15 @@ test-mpi: install
 	else echo "no MPI tests yet"; fi
 
 # The C core under AddressSanitizer and UndefinedBehaviorSanitizer: the C unit tests, then
-# the Python tests that reach C code, against an extension built with the sanitizers.
+# the unit tests against an extension built with the sanitizers. The fake CuPy is installed
+# so the device-side C paths (traversal, launch packing) run too; `on_backend` tests cover both.
 check-c: $(DEPS)
 	rm -rf $(SAN_SITE)
 	$(PY) -m pip install -q --no-build-isolation --no-deps --target $(SAN_SITE) \
 	  -Cbuild-dir=build/asan -Csetup-args=-Dbuildtype=debugoptimized \
 	  -Csetup-args=-Db_sanitize=address,undefined -Csetup-args=-Db_lundef=false .
 	$(MAKE) test-c
-	PYTHONPATH=$(SAN_SITE) ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+	CUNUMPY_FAKE_CUPY=1 PYTHONPATH=$(SAN_SITE) ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 	  $(PYTEST) -m "not nosan" tests/unit

@@ -1,3 +1,238 @@
-"""Part of cunumpy.cuda (filled by the issue that owns it)."""
+"""Streams and events (API.md section 4.2).
 
-__all__: list[str] = []
+On the CuPy backend these are CuPy streams and events. On NumPy, :class:`HostStream` and
+:class:`HostEvent` stand in for them: work runs in order and every event is complete, so
+code written with explicit dependencies runs unchanged on the CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+
+from .. import _backend
+
+__all__ = [
+    "HostEvent",
+    "HostStream",
+    "create_event",
+    "create_stream",
+    "record_event",
+    "stream",
+    "wait_event",
+]
+
+# HostStreams entered with ``with``, innermost last.
+_host_streams: list = []
+
+
+class HostEvent:
+    """A CPU stand-in for a CUDA event: always complete."""
+
+    @property
+    def done(self) -> bool:
+        return True
+
+    def record(self, stream=None) -> None:
+        """Record on a :class:`HostStream` (or None); a CUDA stream is a TypeError."""
+        if stream is not None and not isinstance(stream, HostStream):
+            raise TypeError(
+                f"HostEvent.record(): 'stream' must be a HostStream or None, not {type(stream).__name__}; "
+                "record CUDA streams with CUDA events (cunumpy.cuda.create_event on the CuPy backend)"
+            )
+
+    def synchronize(self) -> None:
+        """Nothing to wait for."""
+
+    def __repr__(self) -> str:
+        return "HostEvent(done=True)"
+
+
+class HostStream:
+    """A CPU stand-in for a CUDA stream: work runs in order, so it is always done.
+
+    A reusable, nestable context manager (``with stream(host_stream):`` makes it current).
+    """
+
+    @property
+    def done(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        """Nothing to wait for."""
+
+    def record(self, event: HostEvent | None = None) -> HostEvent:
+        """Record ``event`` (a new :class:`HostEvent` if None) on this stream and return it."""
+        if event is None:
+            event = HostEvent()
+        elif not isinstance(event, HostEvent):
+            raise TypeError(f"HostStream.record(): 'event' must be a HostEvent or None, not {type(event).__name__}")
+        return event
+
+    def wait_event(self, event: HostEvent) -> None:
+        """Later work waits for ``event``; a HostEvent is complete, so nothing waits."""
+        if not isinstance(event, HostEvent):
+            raise TypeError(
+                f"HostStream.wait_event(): 'event' must be a HostEvent, not {type(event).__name__}; "
+                "a host stream cannot wait for CUDA work"
+            )
+
+    def __enter__(self) -> HostStream:
+        _host_streams.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for i in range(len(_host_streams) - 1, -1, -1):
+            if _host_streams[i] is self:
+                del _host_streams[i]
+                break
+
+    def __repr__(self) -> str:
+        return "HostStream()"
+
+
+def current_host_stream() -> HostStream | None:
+    """The innermost HostStream entered with ``with``, or None."""
+    return _host_streams[-1] if _host_streams else None
+
+
+def is_cuda_stream(obj) -> bool:
+    """True for a CuPy stream (``cupy.cuda.Stream`` or ``ExternalStream``); never imports CuPy."""
+    cupy = sys.modules.get("cupy")
+    if cupy is None:
+        return False
+    cuda = getattr(cupy, "cuda", None)
+    types = tuple(
+        t
+        for t in (
+            getattr(getattr(cuda, "stream", None), "BaseStream", None),
+            getattr(cuda, "Stream", None),
+            getattr(cuda, "ExternalStream", None),
+        )
+        if isinstance(t, type)
+    )
+    return bool(types) and isinstance(obj, types)
+
+
+def is_cuda_event(obj) -> bool:
+    """True for a CuPy event; never imports CuPy."""
+    cupy = sys.modules.get("cupy")
+    if cupy is None:
+        return False
+    event_type = getattr(getattr(cupy, "cuda", None), "Event", None)
+    return isinstance(event_type, type) and isinstance(obj, event_type)
+
+
+def _on_cupy():
+    """CuPy when the CuPy backend is active, else None."""
+    if _backend.get_backend() != "cupy":
+        return None
+    return sys.modules.get("cupy")
+
+
+@contextlib.contextmanager
+def stream(existing=None):
+    """Make a stream current for a block and yield it.
+
+    With ``existing`` (a CuPy stream or a :class:`HostStream`) that stream; otherwise a new
+    non-blocking CuPy stream on the CuPy backend, and ``None`` on NumPy.
+    """
+    if existing is None:
+        cupy = _on_cupy()
+        if cupy is None:
+            yield None
+            return
+        existing = cupy.cuda.Stream(non_blocking=True)
+    elif not isinstance(existing, HostStream) and not is_cuda_stream(existing):
+        raise TypeError(
+            f"stream(): 'existing' must be a CuPy stream, a HostStream or None, not {type(existing).__name__}"
+        )
+    with existing:
+        yield existing
+
+
+def create_stream(*, non_blocking: bool = True):
+    """A new CuPy stream on the current device (CuPy backend) or a :class:`HostStream`.
+
+    A CUDA stream belongs to the device current at creation; make that device current
+    whenever the stream is used.
+    """
+    if not isinstance(non_blocking, bool):
+        raise TypeError(f"create_stream(): 'non_blocking' must be a bool, not {type(non_blocking).__name__}")
+    cupy = _on_cupy()
+    if cupy is None:
+        return HostStream()
+    return cupy.cuda.Stream(non_blocking=non_blocking)
+
+
+def create_event(*, timing: bool = False):
+    """A new CuPy event (timing disabled unless ``timing``) or an always-complete :class:`HostEvent`."""
+    if not isinstance(timing, bool):
+        raise TypeError(f"create_event(): 'timing' must be a bool, not {type(timing).__name__}")
+    cupy = _on_cupy()
+    if cupy is None:
+        return HostEvent()
+    return cupy.cuda.Event(disable_timing=not timing)
+
+
+def _check_event(function: str, event, allow_none: bool) -> None:
+    if event is None and allow_none:
+        return
+    if not isinstance(event, HostEvent) and not is_cuda_event(event):
+        raise TypeError(
+            f"{function}: 'event' must be a CuPy event or a HostEvent"
+            + (" or None" if allow_none else "")
+            + f", not {type(event).__name__}"
+        )
+
+
+def _check_stream(function: str, stream_) -> None:
+    if stream_ is not None and not isinstance(stream_, HostStream) and not is_cuda_stream(stream_):
+        raise TypeError(
+            f"{function}: 'stream' must be a CuPy stream, a HostStream or None, not {type(stream_).__name__}"
+        )
+
+
+def record_event(event=None, *, stream=None):
+    """Record ``event`` on ``stream`` (the current stream if None) and return it.
+
+    A new event is created when ``event`` is None: a :class:`HostEvent` for a HostStream or
+    on NumPy, else a CuPy event. Re-recording moves the completion point, so every consumer
+    must have enqueued its wait first.
+    """
+    _check_event("record_event()", event, allow_none=True)
+    _check_stream("record_event()", stream)
+    if isinstance(stream, HostStream) or (stream is None and isinstance(event, HostEvent)):
+        if event is not None and not isinstance(event, HostEvent):
+            raise TypeError("record_event(): a HostStream records HostEvents only, not a CUDA event")
+        return (stream or HostStream()).record(event)
+    if stream is None:
+        cupy = _on_cupy() if event is None else sys.modules["cupy"]
+        if cupy is None:
+            return HostEvent()
+        stream = cupy.cuda.get_current_stream()
+    if isinstance(event, HostEvent):
+        raise TypeError("record_event(): a CUDA stream records CUDA events only, not a HostEvent")
+    if event is None:
+        event = sys.modules["cupy"].cuda.Event(disable_timing=True)
+    event.record(stream)
+    return event
+
+
+def wait_event(event, *, stream=None) -> None:
+    """Make future work on ``stream`` (the current one if None) wait for ``event``.
+
+    The CPU does not block. A HostEvent is always complete: waiting for it without a stream
+    or on a HostStream does nothing.
+    """
+    _check_event("wait_event()", event, allow_none=False)
+    _check_stream("wait_event()", stream)
+    if isinstance(event, HostEvent):
+        if stream is not None and not isinstance(stream, HostStream):
+            raise TypeError("wait_event(): a CUDA stream cannot wait for a HostEvent (a CUDA event is needed)")
+        return
+    if isinstance(stream, HostStream):
+        raise TypeError("wait_event(): a HostStream cannot wait for a CUDA event")
+    if stream is None:
+        stream = sys.modules["cupy"].cuda.get_current_stream()
+    stream.wait_event(event)
