@@ -581,3 +581,19 @@ def test_numba_kernel(on_backend):
     out2 = backend_array(np.zeros(64), on_backend)
     k(field, out=out2)
     np.testing.assert_allclose(host(out2), expected, rtol=1e-14)
+
+
+def test_count_transfers_reports_one_marker_per_converting_call(device_only):
+    d, out = device([1.0, 2.0]), device([0.0, 0.0])
+    k = PyccelKernel(add_into, outputs=("out",))
+    with xp.profiling.count_transfers() as counter:
+        k(d, d, out)
+        k(d, d, out=out)
+    assert counter.kernel_conversions == 2
+    assert all(e.description == "add_into: 2 arrays" for e in counter.kernel_conversion_calls)
+    assert counter.count("to_host") == 4 and counter.count("to_device") == 2
+    assert counter.bytes_to_host == 4 * 16
+    np.testing.assert_array_equal(host(out), [2.0, 4.0])
+    with xp.use_backend("numpy"), xp.profiling.count_transfers() as counter:
+        PyccelKernel(add_into)(np.ones(2), np.ones(2), np.zeros(2))
+    assert counter.total == 0
