@@ -597,3 +597,50 @@ def test_count_transfers_reports_one_marker_per_converting_call(device_only):
     with xp.use_backend("numpy"), xp.profiling.count_transfers() as counter:
         PyccelKernel(add_into)(np.ones(2), np.ones(2), np.zeros(2))
     assert counter.total == 0
+
+
+def test_non_contiguous_device_outputs_are_written_in_place(device_only):
+    base = device(np.zeros(6))
+    view = base[::2]
+    PyccelKernel(lambda v: v.__setitem__(slice(None), [1.0, 2.0, 3.0]), outputs=(0,))(view)
+    np.testing.assert_array_equal(host(base), [1.0, 0.0, 2.0, 0.0, 3.0, 0.0])
+
+
+@pytest.mark.parametrize("twin", [False, True])
+def test_the_python_twin_base_decides_like_the_c_base(twin, on_backend):
+    """Where the extension is missing (Pyodide) PyccelKernel rests on the twin's HostKernel."""
+    from cunumpy import _backend, _reference
+    from cunumpy.kernels import _pyccel_kernel
+
+    from cunumpy._native import core
+
+    base = _reference.HostKernel if twin else core.HostKernel
+    calls = []
+
+    class Kernel(base):
+        pass
+
+    def convert(self, args, kwargs):
+        calls.append((args, kwargs))
+        return "converted"
+
+    def fn(*args, **kwargs):
+        return "direct"
+
+    k = Kernel()
+    k._configure(fn, None, ("my_simulation.",), vars(_backend._state), convert)
+    a = backend_array([1.0], on_backend)
+    expected = "converted" if on_backend == "cupy" else "direct"
+    assert k(a, key=[a]) == expected
+    assert k(1, 2) == expected
+    never = Kernel()
+    never._configure(fn, False, (), vars(_backend._state), convert)
+    assert never(a) == "direct"
+    always = Kernel()
+    always._configure(fn, True, (), vars(_backend._state), convert)
+    assert always(1, x=2) == "converted" and calls[-1] == ((1,), {"x": 2})
+    with pytest.raises(TypeError, match="not initialised"):
+        Kernel()(1)
+    with pytest.raises(TypeError, match="use_cupy"):
+        Kernel()._configure(fn, 1, (), {}, convert)
+    assert _pyccel_kernel.PyccelKernel.__mro__[1].__name__ == "HostKernel"
