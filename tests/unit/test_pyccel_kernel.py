@@ -644,3 +644,13 @@ def test_the_python_twin_base_decides_like_the_c_base(twin, on_backend):
     with pytest.raises(TypeError, match="use_cupy"):
         Kernel()._configure(fn, 1, (), {}, convert)
     assert _pyccel_kernel.PyccelKernel.__mro__[1].__name__ == "HostKernel"
+
+
+def test_subclasses_keep_both_paths(on_backend):
+    class Mine(PyccelKernel):
+        pass
+
+    a, out = backend_array([1.0, 2.0], on_backend), backend_array([0.0, 0.0], on_backend)
+    Mine(add_into, outputs=("out",))(a, y=a, out=out)
+    np.testing.assert_array_equal(host(out), [2.0, 4.0])
+    assert Mine(lambda **kw: kw)(x=1) == ({"x": 1} if on_backend == "numpy" else {"x": 1})

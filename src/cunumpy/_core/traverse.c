@@ -497,15 +497,30 @@ static PyObject *shallow_instance(PyObject *obj)
     return copy;
 }
 
+/* target[key] = converted value, for every item of `source`. Keys and values are held
+ * while a callback runs; a callback that changes `source` cannot crash the iteration. */
+static int fill_dict(traversal *t, PyObject *source, PyObject *target, int output)
+{
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(source, &pos, &key, &value)) {
+        Py_INCREF(key);
+        Py_INCREF(value);
+        PyObject *converted = visit_value(t, value, output);
+        int rc = converted == NULL ? -1 : PyDict_SetItem(target, key, converted);
+        Py_XDECREF(converted);
+        Py_DECREF(value);
+        Py_DECREF(key);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
 static PyObject *visit_object(traversal *t, PyObject *obj, int output)
 {
     PyObject *source = instance_dict(obj);
     if (source == NULL)
-        return NULL;
-    /* A snapshot: the callbacks run Python code that could change the attributes. */
-    PyObject *items = PyDict_Items(source);
-    Py_DECREF(source);
-    if (items == NULL)
         return NULL;
     PyObject *copy = shallow_instance(obj);
     PyObject *target = copy ? instance_dict(copy) : NULL;
@@ -513,24 +528,17 @@ static PyObject *visit_object(traversal *t, PyObject *obj, int output)
     if (e == NULL) {
         Py_XDECREF(target);
         Py_XDECREF(copy);
-        Py_DECREF(items);
+        Py_DECREF(source);
         return NULL;
     }
     e->value = Py_NewRef(copy);
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
-        PyObject *pair = PyList_GET_ITEM(items, i);
-        PyObject *value = visit_value(t, PyTuple_GET_ITEM(pair, 1), output);
-        if (value == NULL || PyDict_SetItem(target, PyTuple_GET_ITEM(pair, 0), value) < 0) {
-            Py_XDECREF(value);
-            Py_DECREF(target);
-            Py_DECREF(copy);
-            Py_DECREF(items);
-            return NULL;
-        }
-        Py_DECREF(value);
-    }
+    int rc = fill_dict(t, source, target, output);
     Py_DECREF(target);
-    Py_DECREF(items);
+    Py_DECREF(source);
+    if (rc < 0) {
+        Py_DECREF(copy);
+        return NULL;
+    }
     return copy;
 }
 
@@ -541,25 +549,14 @@ static PyObject *visit_container(traversal *t, PyObject *obj, int output)
     if (e == NULL)
         return NULL;
     if (tp == &PyDict_Type) {
-        PyObject *items = PyDict_Items(obj);
-        PyObject *copy = items ? PyDict_New() : NULL;
-        if (copy == NULL) {
-            Py_XDECREF(items);
+        PyObject *copy = PyDict_New();
+        if (copy == NULL)
+            return NULL;
+        e->value = Py_NewRef(copy);
+        if (fill_dict(t, obj, copy, output) < 0) {
+            Py_DECREF(copy);
             return NULL;
         }
-        e->value = Py_NewRef(copy);
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
-            PyObject *pair = PyList_GET_ITEM(items, i);
-            PyObject *value = visit_value(t, PyTuple_GET_ITEM(pair, 1), output);
-            if (value == NULL || PyDict_SetItem(copy, PyTuple_GET_ITEM(pair, 0), value) < 0) {
-                Py_XDECREF(value);
-                Py_DECREF(copy);
-                Py_DECREF(items);
-                return NULL;
-            }
-            Py_DECREF(value);
-        }
-        Py_DECREF(items);
         return copy;
     }
     if (tp == &PyList_Type) {
