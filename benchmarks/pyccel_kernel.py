@@ -97,9 +97,8 @@ def run(code, fake):
     env.pop("CUNUMPY_BACKEND", None)
     if fake:
         env["CUNUMPY_FAKE_CUPY"] = "1"
-        code = "import cupy\n" + code if "import cunumpy" not in code else code.replace(
-            "import cunumpy as xp", "import cunumpy as xp\nimport cupy", 1
-        )
+        # The fake registers itself as `cupy` when cunumpy is imported; import it like a user would.
+        code = code.replace("import cunumpy as xp", "import cunumpy as xp\nimport cupy", 1)
     else:
         env.pop("CUNUMPY_FAKE_CUPY", None)
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
