@@ -313,21 +313,24 @@ static int scan_memo(object_stack *stack, PyObject *modules, memo_table *seen)
  * saves a lookup in a dict of a thousand modules on every call. */
 static PyTypeObject *device_type_now(void)
 {
+    static PyTypeObject *found = NULL; /* cn_device_type() caches it for good once found */
+    if (CN_LIKELY(found != NULL))
+        return found;
 #if PY_VERSION_HEX < 0x030C0000
     static PyObject *absent_in = NULL; /* borrowed: compared by address only */
     static uint64_t absent_tag = 0;
     PyObject *modules = PyImport_GetModuleDict();
     if (modules == absent_in && ((PyDictObject *)modules)->ma_version_tag == absent_tag)
         return NULL;
-    PyTypeObject *t = cn_device_type();
-    if (t == NULL && modules != NULL && PyDict_Check(modules)) {
+    found = cn_device_type();
+    if (found == NULL && modules != NULL && PyDict_Check(modules)) {
         absent_in = modules;
         absent_tag = ((PyDictObject *)modules)->ma_version_tag;
     }
-    return t;
 #else
-    return cn_device_type();
+    found = cn_device_type();
 #endif
+    return found;
 }
 
 static int reaches_device_impl(PyObject *const *args, Py_ssize_t nargs, PyObject *const *kwvalues,
@@ -337,10 +340,15 @@ static int reaches_device_impl(PyObject *const *args, Py_ssize_t nargs, PyObject
         return 0;
     Py_ssize_t budget = SCAN_BUDGET;
     int r = 0;
-    for (Py_ssize_t i = 0; r == 0 && i < nargs; i++)
-        r = scan_fast(args[i], modules, &budget);
-    for (Py_ssize_t i = 0; r == 0 && i < nkw; i++)
-        r = scan_fast(kwvalues[i], modules, &budget);
+    /* args and kwvalues are adjacent in a vectorcall, not in general: two loops. */
+    for (Py_ssize_t i = 0; r == 0 && i < nargs; i++) {
+        if (!known_leaf(Py_TYPE(args[i])))
+            r = scan_fast(args[i], modules, &budget);
+    }
+    for (Py_ssize_t i = 0; r == 0 && i < nkw; i++) {
+        if (!known_leaf(Py_TYPE(kwvalues[i])))
+            r = scan_fast(kwvalues[i], modules, &budget);
+    }
     if (r != 2)
         return r;
     memo_table seen;
