@@ -442,3 +442,29 @@ def test_device_paths_under_the_fake_cupy_in_a_subprocess():
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert " passed" in done.stdout and "skipped" not in done.stdout.splitlines()[-1]
+
+
+def test_cupy_imported_after_the_first_calls_is_noticed():
+    """The per-call decision may reuse "CuPy is not imported" only while sys.modules is
+    unchanged: a CuPy imported later must be seen by the very next call."""
+    if "cupy" in sys.modules:
+        pytest.skip("this process already runs on a CuPy")
+    try:
+        from cunumpy._fake_cupy import install_fake_cupy  # noqa: F401
+    except ImportError:
+        pytest.skip("the fake CuPy is not available")
+    code = (
+        "import numpy as np, sys, cunumpy as xp\n"
+        "k = xp.kernels.PyccelKernel(lambda a: isinstance(a, np.ndarray), outputs=())\n"
+        "for _ in range(3): assert k(np.zeros(2)) is True and 'cupy' not in sys.modules\n"
+        "from cunumpy._fake_cupy import install_fake_cupy\n"
+        "install_fake_cupy()\n"
+        "import cupy\n"
+        "d = cupy.asarray(np.zeros(2))\n"
+        "assert k.kernel(d) is False and k(d) is True\n"
+        "assert type(xp.kernels.PyccelKernel(lambda a: a, outputs=())(d)) is cupy.ndarray\n"
+        "print('ok')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("CUNUMPY_FAKE_CUPY", "CUNUMPY_BACKEND")}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
