@@ -60,8 +60,6 @@ class Call:
             if self.host_ok:
                 return host_data(value)
             raise _list_error(f"{self.where}: argument {name!r}", value)
-        if hasattr(value, "__cuda_array_interface__") and not isinstance(value, _SCALARS):
-            return host_view_of_interface(value)
         return value
 
     def sequence(self, value, name):
@@ -170,8 +168,8 @@ def _c_strides(shape, itemsize):
     return tuple(reversed(strides))
 
 
-def parameter_kinds(name: str, func):
-    """(positional parameter names, variadic name, keyword kind map) for ``func``."""
+def parameter_kinds(func):
+    """(positional parameter names, ``*args`` name or None) of ``func``; None without a signature."""
     import inspect
 
     try:
@@ -189,6 +187,7 @@ def parameter_kinds(name: str, func):
 
 
 def kind_of(param: str | None, function_name: str, variadic: bool = False) -> str:
+    """How an argument is converted: "array", "sequence" or "other" (see _names)."""
     if variadic:
         if param in _names.VARIADIC_ARRAY_PARAMETERS or function_name in _names.VARIADIC_ARRAY_FUNCTIONS:
             return "array"

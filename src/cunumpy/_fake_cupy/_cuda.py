@@ -44,6 +44,36 @@ DEVICE_ATTRIBUTES = {
 }
 
 
+#: ``cudaDeviceAttr`` enum values of the attributes above (``runtime.cudaDevAttr<Name>``).
+DEVICE_ATTRIBUTE_CODES = {
+    "MaxThreadsPerBlock": 1,
+    "MaxBlockDimX": 2,
+    "MaxBlockDimY": 3,
+    "MaxBlockDimZ": 4,
+    "MaxGridDimX": 5,
+    "MaxGridDimY": 6,
+    "MaxGridDimZ": 7,
+    "MaxSharedMemoryPerBlock": 8,
+    "TotalConstantMemory": 9,
+    "WarpSize": 10,
+    "MaxRegistersPerBlock": 12,
+    "ClockRate": 13,
+    "MultiProcessorCount": 16,
+    "ConcurrentKernels": 31,
+    "MemoryClockRate": 36,
+    "GlobalMemoryBusWidth": 37,
+    "L2CacheSize": 38,
+    "MaxThreadsPerMultiProcessor": 39,
+    "UnifiedAddressing": 41,
+    "ComputeCapabilityMajor": 75,
+    "ComputeCapabilityMinor": 76,
+    "MaxSharedMemoryPerMultiprocessor": 81,
+    "ManagedMemory": 83,
+    "CooperativeLaunch": 95,
+    "MaxSharedMemoryPerBlockOptin": 97,
+}
+
+
 class CUDARuntimeError(RuntimeError):
     """Raised for CUDA runtime errors (e.g. an invalid device id)."""
 
@@ -512,10 +542,14 @@ def getDeviceProperties(device) -> dict:
 
 
 def deviceGetAttribute(attrib, device) -> int:
+    """An attribute by ``cudaDevAttr`` code (or by name)."""
     _check_device(device)
     if isinstance(attrib, str):
         return DEVICE_ATTRIBUTES[attrib]
-    raise ValueError("the fake CuPy knows device attributes by name only")
+    for name, code in DEVICE_ATTRIBUTE_CODES.items():
+        if code == int(attrib):
+            return DEVICE_ATTRIBUTES[name]
+    raise CUDARuntimeError(1, "cudaErrorInvalidValue", f"device attribute {attrib} is not known to the fake CuPy")
 
 
 def streamSynchronize(stream) -> None:

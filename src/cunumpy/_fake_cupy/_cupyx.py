@@ -229,12 +229,19 @@ def _scipy_getattr(name):
     raise AttributeError(f"module 'cupyx.scipy' has no attribute {name!r}")
 
 
+def _scipy_get_array_module(*args):
+    """``cupyx.scipy`` for device arguments, else ``scipy`` (imported here, on demand)."""
+    if any(type(a) is ndarray for a in args):
+        return sys.modules["cupyx.scipy"]
+    return importlib.import_module("scipy")
+
+
 def build() -> dict[str, types.ModuleType]:
     scipy = types.ModuleType("cupyx.scipy", "Fake cupyx.scipy: subpackages are built from SciPy on import.")
     scipy.__path__ = []  # a package, so that submodule imports reach the finder
     scipy.__getattr__ = _scipy_getattr
     scipy.__cunumpy_fake__ = True
-    scipy.get_array_module = lambda *args: sys.modules["cupyx.scipy"] if any(type(a) is ndarray for a in args) else __import__("scipy")
+    scipy.get_array_module = _scipy_get_array_module
     cupyx = types.ModuleType("cupyx", "Fake cupyx: pinned-memory helpers return NumPy arrays.")
     cupyx.__path__ = []
     cupyx.__cunumpy_fake__ = True

@@ -23,9 +23,9 @@ def strict(func, name: str, *, module: str = "cupy", host_ok: bool = False, perm
            device_bool: bool = False):
     """A CuPy-rules wrapper of the NumPy function ``func``."""
     where = f"{module}.{name}()"
-    kinds = parameter_kinds(name, func)
+    kinds = parameter_kinds(func)
 
-    def converter(call, index=None, keyword=None):
+    def converter(index=None, keyword=None):
         if kinds is None:
             param = "a" if index == 0 else keyword
             return kind_of(param, name), param or f"#{index}"
@@ -45,11 +45,11 @@ def strict(func, name: str, *, module: str = "cupy", host_ok: bool = False, perm
         else:
             new_args = []
             for i, v in enumerate(args):
-                kind, param = converter(call, index=i)
+                kind, param = converter(index=i)
                 new_args.append(getattr(call, kind)(v, param))
             new_kwargs = {}
             for k, v in kwargs.items():
-                kind, param = converter(call, keyword=k)
+                kind, param = converter(keyword=k)
                 new_kwargs[k] = getattr(call, kind)(v, param)
         result = func(*new_args, **new_kwargs)
         if device_bool and isinstance(result, bool):
@@ -131,6 +131,18 @@ class vectorize:
         args = [call.array(v, f"#{i}") for i, v in enumerate(args)]
         kwargs = {k: call.array(v, k) for k, v in kwargs.items()}
         return call.wrap(self._vectorized(*args, **kwargs))
+
+
+class broadcast:
+    """``cupy.broadcast(*arrays)``: the broadcast shape and device views of the arrays."""
+
+    def __init__(self, *arrays):
+        call = Call("cupy.broadcast()")
+        hosts = [call.array(a, f"#{i}") for i, a in enumerate(arrays)]
+        self.values = tuple(call.wrap(v) for v in np.broadcast_arrays(*hosts))
+        self.shape = np.broadcast_shapes(*(np.shape(h) for h in hosts))
+        self.nd = len(self.shape)
+        self.size = int(np.prod(self.shape))
 
 
 class _IndexHelper:

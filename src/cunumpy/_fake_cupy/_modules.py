@@ -47,7 +47,8 @@ def _main_namespace() -> dict:
         elif isinstance(obj, np.ufunc):
             names[name] = ufunc(obj, name)
         elif isinstance(obj, type):
-            special = {"ndarray": ndarray, "ufunc": ufunc, "vectorize": _functions.vectorize}
+            special = {"ndarray": ndarray, "ufunc": ufunc, "vectorize": _functions.vectorize,
+                       "broadcast": _functions.broadcast}
             names[name] = special.get(name, obj)
         elif name in ("mgrid", "ogrid", "r_", "c_"):
             names[name] = _functions._IndexHelper(obj, name)
@@ -94,6 +95,7 @@ def _cuda_modules() -> dict[str, types.ModuleType]:
             driverGetVersion=c.driverGetVersion, runtimeGetVersion=c.runtimeGetVersion,
             streamSynchronize=c.streamSynchronize, eventSynchronize=c.eventSynchronize,
             CUDARuntimeError=c.CUDARuntimeError, is_hip=False,
+            **{f"cudaDevAttr{name}": code for name, code in c.DEVICE_ATTRIBUTE_CODES.items()},
         ),
     )
     driver = _module(

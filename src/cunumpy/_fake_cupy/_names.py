@@ -15,13 +15,13 @@ ABSENT_FROM_CUPY = frozenset(
     apply_over_axes asmatrix bmat matrix memmap recarray record format_parser
     busday_count busday_offset busdaycalendar is_busday datetime_as_string datetime_data
     datetime64 timedelta64 isnat
-    einsum_path frompyfunc fromiter fromregex genfromtxt loadtxt savetxt
+    einsum_path frompyfunc fromregex savetxt
     format_float_positional format_float_scientific get_printoptions set_printoptions
     printoptions getbufsize setbufsize geterr seterr geterrcall seterrcall errstate
     get_include info iterable mask_indices nested_iters nditer ndenumerate ndindex
     flatiter real_if_close show_runtime test row_stack
     str_ bytes_ void object_ character flexible clongdouble complex256 float128 longdouble
-    poly1d broadcast
+    poly1d
     char core ctypeslib dtypes emath f2py ma polynomial rec strings typing
     """.split()
 )
@@ -33,7 +33,7 @@ CREATION = frozenset(
     zeros ones empty full zeros_like ones_like empty_like full_like
     arange linspace logspace geomspace eye identity tri indices diag_indices
     tril_indices triu_indices bartlett blackman hamming hanning kaiser
-    frombuffer fromfile fromstring load fromfunction
+    frombuffer fromfile fromstring fromiter loadtxt genfromtxt load fromfunction
     """.split()
 )
 

@@ -12,7 +12,7 @@ import operator
 import numpy as np
 
 from .. import _transfers
-from ._convert import Call, _host_array_error, _list_error, host_data
+from ._convert import Call, _host_array_error, _list_error
 
 __all__ = ["ndarray", "record_implicit_sync"]
 
@@ -41,7 +41,8 @@ def _operand(other, op: str):
 
 
 def _scalar_result(value):
-    return ndarray._wrap(np.asarray(value)) if not isinstance(value, np.ndarray) else ndarray._wrap(value)
+    """Operator results: NumPy scalars become 0-d device arrays, as in CuPy."""
+    return ndarray._wrap(value if isinstance(value, np.ndarray) else np.asarray(value))
 
 
 def _binary(op, symbol):
@@ -294,36 +295,44 @@ class ndarray:
     # ------------------------------------------------------------------ scalar reads
 
     def item(self, *args):
+        value = self._a.item(*args)
         record_implicit_sync("item()", self)
-        return self._a.item(*args)
+        return value
 
     def tolist(self):
+        value = self._a.tolist()
         record_implicit_sync("tolist()", self)
-        return self._a.tolist()
+        return value
 
     def tobytes(self, order="C"):
+        value = self._a.tobytes(order)
         record_implicit_sync("tobytes()", self)
-        return self._a.tobytes(order)
+        return value
 
     def __bool__(self):
+        value = bool(self._a)
         record_implicit_sync("bool()", self)
-        return bool(self._a)
+        return value
 
     def __float__(self):
+        value = float(self._a)
         record_implicit_sync("float()", self)
-        return float(self._a)
+        return value
 
     def __int__(self):
+        value = int(self._a)
         record_implicit_sync("int()", self)
-        return int(self._a)
+        return value
 
     def __complex__(self):
+        value = complex(self._a)
         record_implicit_sync("complex()", self)
-        return complex(self._a)
+        return value
 
     def __index__(self):
+        value = operator.index(self._a)
         record_implicit_sync("index()", self)
-        return operator.index(self._a)
+        return value
 
     def __format__(self, spec):
         if self.ndim == 0:
@@ -358,7 +367,9 @@ class ndarray:
 
     def __contains__(self, value):
         o = _operand(value, "in")
-        return False if o is NotImplemented else o in self._a
+        found = False if o is NotImplemented else bool(o in self._a)
+        record_implicit_sync("in", self)
+        return found
 
     def __repr__(self):
         return repr(self._a)
@@ -407,9 +418,6 @@ class ndarray:
 
     def fill(self, value):
         self._a.fill(_value(value, "fill"))
-
-    def __dlpack_device__(self):
-        return (2, 0)  # kDLCUDA, device 0: the fake claims to be a device array
 
 
 def _value(value, what):
@@ -513,7 +521,3 @@ for _name in _FORWARDED_METHODS:
     setattr(ndarray, _name, _method(_name))
 
 del _name, _op, _iop, _symbol, _fwd, _rev
-
-
-# ``host_data`` is re-exported for the creation functions.
-__all__ += ["host_data"]
