@@ -658,3 +658,20 @@ def test_subclasses_keep_both_paths(on_backend):
     Mine(add_into, outputs=("out",))(a, y=a, out=out)
     np.testing.assert_array_equal(host(out), [2.0, 4.0])
     assert Mine(lambda **kw: kw)(x=1) == {"x": 1}
+
+
+def test_star_args_kernels_take_indices_counted_on_the_call(device_only):
+    def scale(*arrays, factor=2.0):
+        for a in arrays:
+            a *= factor
+
+    xs = [device([1.0]) for _ in range(3)]
+    PyccelKernel(scale, outputs=(-1,))(*xs)
+    assert [host(x)[0] for x in xs] == [1.0, 1.0, 2.0]
+    PyccelKernel(scale, outputs=iter([0]))(*xs, factor=3.0)
+    assert [host(x)[0] for x in xs] == [3.0, 1.0, 2.0]
+    with pytest.raises(KeyError, match="matches no parameter"):
+        PyccelKernel(scale, outputs=("arrays",))(*xs)
+    with pytest.raises(IndexError):
+        PyccelKernel(scale, outputs=(3,))(*xs)
+    assert PyccelKernel(scale).use_cupy is True  # the CuPy backend is active
