@@ -226,6 +226,22 @@ def apply_along_axis(func1d, axis, arr, *args, **kwargs):
     return call.wrap(np.apply_along_axis(on_host_slice, axis, host, *extra, **kwargs))
 
 
+def apply_over_axes(func, a, axes):
+    """``cupy.apply_over_axes``: ``func(a, axis)`` on device arrays, axis by axis (NumPy's rule)."""
+    Call("cupy.apply_over_axes()").array(a, "a")
+    value = a
+    axes = (axes,) if np.ndim(axes) == 0 else tuple(axes)
+    for axis in axes:
+        axis = int(axis) + a.ndim if int(axis) < 0 else int(axis)
+        result = func(value, axis)
+        if result.ndim != value.ndim:
+            result = result.reshape(result.shape[:axis] + (1,) + result.shape[axis:])
+            if result.ndim != value.ndim:
+                raise ValueError("function is not returning an array of the correct shape")
+        value = result
+    return value
+
+
 def piecewise(x, condlist, funclist):
     """``cupy.piecewise``: constants only (CuPy does not take callables here)."""
     if any(callable(f) for f in funclist):

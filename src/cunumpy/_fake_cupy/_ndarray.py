@@ -246,7 +246,7 @@ class ndarray:
     def data(self):
         from ._cuda import MemoryPointer
 
-        return MemoryPointer.for_array(self)
+        return MemoryPointer._for_array(self)
 
     @property
     def __cuda_array_interface__(self):
