@@ -19,6 +19,10 @@ from ._ndarray import ndarray
 __all__ = ["strict", "ufunc", "creation_functions", "vectorize", "asnumpy", "get_array_module"]
 
 
+#: Keywords NumPy functions take that no CuPy 14.2 function accepts.
+_NUMPY_ONLY_KEYWORDS = frozenset(("like", "device"))
+
+
 def strict(func, name: str, *, module: str = "cupy", host_ok: bool = False, permissive: bool = False,
            device_bool: bool = False):
     """A CuPy-rules wrapper of the NumPy function ``func``."""
@@ -38,6 +42,8 @@ def strict(func, name: str, *, module: str = "cupy", host_ok: bool = False, perm
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        for keyword in _NUMPY_ONLY_KEYWORDS.intersection(kwargs):
+            raise TypeError(f"{name}() got an unexpected keyword argument {keyword!r} (CuPy has no {keyword}=)")
         call = Call(where, host_ok=host_ok)
         if permissive:
             new_args = [call.other(v, "") if type(v) is ndarray else v for v in args]
@@ -178,15 +184,21 @@ def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *, blocki
     return _from_host(host_data(obj), dtype, order, ndmin)
 
 
-def asarray(a, dtype=None, order=None, *, blocking=False):
-    """``cupy.asarray``: a device array of ``a``; the same object when nothing changes."""
+def asarray(a, dtype=None, order=None, *, copy=None, blocking=False):
+    """``cupy.asarray``: a device array of ``a``; the same object when nothing changes.
+
+    ``copy`` follows NumPy 2 (and CuPy 14): None copies only when needed, True always,
+    False raises ValueError when a copy cannot be avoided (host data always needs one).
+    """
     if type(a) is ndarray:
         call = Call("cupy.asarray()")
-        return call.wrap(np.asarray(call.array(a, "a"), dtype=dtype, order=order))
+        return call.wrap(np.asarray(call.array(a, "a"), dtype=dtype, order=order, copy=copy))
     host = host_data(a)
     if isinstance(host, np.ndarray) and not isinstance(a, np.ndarray):
         # memory described by __cuda_array_interface__: taken in place, no copy
-        return ndarray._wrap(np.asarray(host, dtype=dtype, order=order))
+        return ndarray._wrap(np.asarray(host, dtype=dtype, order=order, copy=copy))
+    if copy is False:
+        raise ValueError("Unable to avoid copy while creating an array as requested (host data is always copied).")
     return _from_host(host, dtype, order or "K")
 
 
