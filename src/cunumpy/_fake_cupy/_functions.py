@@ -9,6 +9,7 @@ and the array-like routines of :data:`_names.ARRAY_LIKE_ROUTINES` accept host da
 from __future__ import annotations
 
 import functools
+import inspect
 
 import numpy as np
 
@@ -67,6 +68,13 @@ def strict(func, name: str, *, module: str = "cupy", host_ok: bool = False, perm
     wrapper.__name__ = name
     wrapper.__doc__ = f"Fake CuPy ``{module}.{name}``: NumPy's ``{name}`` with CuPy's argument rules."
     wrapper.__wrapped__ = func
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):
+        pass
+    else:  # CuPy's signature: NumPy's without like=/device=
+        parameters = [p for p in signature.parameters.values() if p.name not in _NUMPY_ONLY_KEYWORDS]
+        wrapper.__signature__ = signature.replace(parameters=parameters)
     return wrapper
 
 
