@@ -15,6 +15,7 @@ import inspect
 import json
 import pathlib
 
+import numpy as np
 import pytest
 
 from cunumpy.kernel_testing import fake_cupy_active, run_in_fake_cupy_subprocess
@@ -242,3 +243,15 @@ def test_nvtx_and_streams_follow_cupy(cp):
     assert s.is_non_blocking is True and s.priority == 0 and not hasattr(s, "non_blocking")
     external = cp.cuda.ExternalStream(s.ptr)
     assert not isinstance(external, cp.cuda.Stream) and external == s
+
+
+def test_get_and_set_follow_cupys_contiguity_rules(cp):
+    a = cp.arange(12.0).reshape(3, 4)
+    with pytest.raises(RuntimeError):
+        a.get(out=np.empty((3, 8))[:, ::2])
+    out = np.empty((3, 4), order="F")
+    assert a.get(out=out) is out and out.tolist() == a.get().tolist()
+    with pytest.raises(RuntimeError):
+        a[:, ::2].set(np.zeros((3, 2)))
+    a[1:].set(np.zeros((2, 4)))
+    assert float(a.sum()) == 6.0
