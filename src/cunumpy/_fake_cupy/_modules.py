@@ -63,13 +63,28 @@ def _main_namespace() -> dict:
             )
         else:
             names[name] = obj
+    for alias, target in _names.LEGACY_ALIASES.items():
+        if alias in names:
+            continue
+        obj = np
+        for part in target.split("."):
+            obj = getattr(obj, part, None)
+        if obj is None:
+            continue
+        if isinstance(obj, (type, float)):
+            names[alias] = obj  # constants, dtypes and exception classes as they are
+        else:
+            names[alias] = strict(obj, alias)
     names.update(
+        NINF=-np.inf, NZERO=-0.0, PZERO=0.0,
+        msort=strict(lambda a: np.sort(a, axis=0), "msort"),
         apply_along_axis=_functions.apply_along_axis,
         apply_over_axes=_functions.apply_over_axes,
         piecewise=_functions.piecewise,
         asnumpy=_functions.asnumpy,
         get_array_module=_functions.get_array_module,
         from_dlpack=_functions.from_dlpack,
+        fromDlpack=_functions.from_dlpack,
         show_config=_functions.show_config,
         fuse=_kernels.fuse,
         memoize=_kernels.memoize,

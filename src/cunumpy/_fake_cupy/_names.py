@@ -33,6 +33,18 @@ ABSENT_FROM_CUPY = frozenset(
     """.split()
 )
 
+#: NumPy 1.x names CuPy 14.2 still has and NumPy 2 dropped: fake name -> NumPy name (a
+#: constant, dtype or function the fake forwards to; ``np.exceptions`` for the warnings).
+LEGACY_ALIASES = {
+    "Inf": "inf", "Infinity": "inf", "infty": "inf", "PINF": "inf", "NAN": "nan", "NaN": "nan",
+    "cfloat": "complex128", "complex_": "complex128", "float_": "float64", "singlecomplex": "complex64",
+    "alltrue": "all", "sometrue": "any", "product": "prod", "cumproduct": "cumprod", "round_": "round",
+    "in1d": "isin", "trapz": "trapezoid",
+    "AxisError": "exceptions.AxisError", "ComplexWarning": "exceptions.ComplexWarning",
+    "ModuleDeprecationWarning": "exceptions.ModuleDeprecationWarning", "RankWarning": "exceptions.RankWarning",
+    "TooHardError": "exceptions.TooHardError", "VisibleDeprecationWarning": "exceptions.VisibleDeprecationWarning",
+}
+
 #: Creation functions: host data (lists, NumPy arrays, scalars) is accepted and copied.
 CREATION = frozenset(
     """
