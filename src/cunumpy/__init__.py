@@ -70,13 +70,9 @@ numpy_backend = True
 cupy_backend = False
 
 
-def __getattr__(name):
-    return _backend.missing_attribute(name)
-
-
-def __dir__():
-    return sorted(globals())
-
+# No module __getattr__: CPython only specialises attribute loads on modules without one,
+# and every backend name is a real attribute here, so unknown names raise AttributeError
+# by themselves (benchmarks/forwarding.py measures the difference).
 
 _backend.bind_package(globals())
 _backend.initial_backend()

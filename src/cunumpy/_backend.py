@@ -210,19 +210,6 @@ def _install(backend: str, namespace) -> None:
     )
 
 
-def missing_attribute(name: str):
-    """Module ``__getattr__`` of cunumpy: names the backend provides lazily, else AttributeError."""
-    if not name.startswith("__"):
-        try:
-            return getattr(_state.namespace, name)
-        except AttributeError:
-            pass
-    raise AttributeError(
-        f"module 'cunumpy' has no attribute {name!r} "
-        f"(neither cunumpy nor the active {_state.backend!r} backend defines it)"
-    )
-
-
 # --------------------------------------------------------------------------- backend selection
 
 

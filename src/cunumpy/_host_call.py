@@ -12,50 +12,34 @@ from ._native import core
 __all__ = ["host_call", "evaluate_on_host", "setup_on_host"]
 
 
-def _to_host(value, memo: dict):
-    """Device arrays, also directly inside tuples/lists, become host copies (one per array)."""
-    if _backend.is_cupy_array(value):
-        host = memo.get(id(value))
-        if host is None:
-            host = _backend.device_to_host(value, "host_call argument")
-            memo[id(value)] = host
-        return host
-    if type(value) in (tuple, list):
-        items = [_to_host(item, memo) if _backend.is_cupy_array(item) else item for item in value]
-        return type(value)(items)
-    return value
+def _to_host(a):
+    return _backend.device_to_host(a, "host_call argument")
 
 
-def _to_device(value):
-    if isinstance(value, np.ndarray):
-        return _backend.host_to_device(value, "host_call result")
-    if type(value) in (tuple, list):
-        return type(value)(_to_device(item) for item in value)
-    return value
+def _to_device(a):
+    return _backend.host_to_device(a, "host_call result")
 
 
 def host_call(fun, *args, **kwargs):
     """Call ``fun`` on the host.
 
-    Device arrays among the arguments (also items of tuple/list arguments) are copied to
-    the host, ``fun`` runs under the NumPy backend and NumPy arrays in its result (also
-    inside returned tuples/lists) are copied back to the device. Without device arguments
-    on the NumPy backend this is a plain call.
+    Device arrays among the arguments (also inside tuple, list and dict arguments, at any
+    depth) are copied to the host, one copy per array, ``fun`` runs under the NumPy backend
+    and NumPy arrays in its result (also inside returned tuples/lists) are copied to the
+    device. Without device arguments on the NumPy backend this is a plain call. The
+    traversal is PyccelKernel's (``_core.host_arguments``); nothing is copied back.
     """
     if not callable(fun):
         raise TypeError(f"host_call(): 'fun' must be callable, not {type(fun).__name__}")
-    has_device = core.any_device(args, kwargs, 1)
-    if not has_device:
+    if not core.reaches_device(args, kwargs):
         if _backend.get_backend() == "numpy":
             return fun(*args, **kwargs)
         with _backend.use_backend("numpy"):
             return fun(*args, **kwargs)
-    memo: dict = {}
-    host_args = [_to_host(a, memo) for a in args]
-    host_kwargs = {k: _to_host(v, memo) for k, v in kwargs.items()}
+    host_args, host_kwargs, _, _ = core.host_arguments(args, kwargs, _to_host, (), ())
     with _backend.use_backend("numpy"):
         result = fun(*host_args, **host_kwargs)
-    return _to_device(result)
+    return core.device_result(result, _to_device, np.ndarray)
 
 
 def evaluate_on_host(method):

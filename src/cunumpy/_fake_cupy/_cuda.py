@@ -14,7 +14,10 @@ TOTAL_MEMORY = 16 * GIB
 DRIVER_VERSION = 13000
 RUNTIME_VERSION = 13000
 
-#: Device attributes of a compute-capability 9.0 GPU (the values CuPy reports by name).
+#: Device attributes of a compute-capability 9.0 GPU, keyed as ``Device.attributes`` is: the
+#: ``runtime.cudaDevAttr<Key>`` constants of CuPy 14.2 without the prefix (CuPy has no
+#: ``cudaDevAttrComputeCapabilityMajor``, so the capability is not among them; it is in
+#: ``Device.compute_capability`` and ``getDeviceProperties()['major'/'minor']``).
 DEVICE_ATTRIBUTES = {
     "MaxThreadsPerBlock": 1024,
     "MaxBlockDimX": 1024,
@@ -31,8 +34,6 @@ DEVICE_ATTRIBUTES = {
     "MaxRegistersPerBlock": 65536,
     "ClockRate": 1980000,
     "MultiProcessorCount": 132,
-    "ComputeCapabilityMajor": 9,
-    "ComputeCapabilityMinor": 0,
     "MaxThreadsPerMultiProcessor": 2048,
     "ConcurrentKernels": 1,
     "UnifiedAddressing": 1,
@@ -65,8 +66,6 @@ DEVICE_ATTRIBUTE_CODES = {
     "L2CacheSize": 38,
     "MaxThreadsPerMultiProcessor": 39,
     "UnifiedAddressing": 41,
-    "ComputeCapabilityMajor": 75,
-    "ComputeCapabilityMinor": 76,
     "MaxSharedMemoryPerMultiprocessor": 81,
     "ManagedMemory": 83,
     "CooperativeLaunch": 95,
@@ -182,9 +181,6 @@ class Event:
     def done(self) -> bool:
         return True
 
-    def query(self) -> bool:
-        return True
-
     def __repr__(self):
         return f"<fake cupy.cuda.Event at {self.ptr:#x}>"
 
@@ -199,22 +195,20 @@ def get_elapsed_time(start_event: Event, end_event: Event) -> float:
     return (end_event._time - start_event._time) * 1e3
 
 
-class Stream:
-    """``cupy.cuda.Stream``: work on it is finished as soon as it is issued."""
+class _BaseStream:
+    """Common part of ``Stream`` and ``ExternalStream`` (CuPy's ``stream._BaseStream``):
+    work on it is finished as soon as it is issued."""
 
-    null: "Stream"
-
-    def __init__(self, null=False, non_blocking=False, ptds=False, priority=None):
-        self.ptr = 0 if null else next(_stream_ptrs)
-        self.non_blocking = bool(non_blocking)
-        self.device_id = 0
+    def __init__(self, ptr, device_id):
+        self.ptr = ptr
+        self.device_id = device_id
         self._entered: list = []
 
     def __repr__(self):
-        return f"<fake cupy.cuda.Stream {self.ptr:#x}>"
+        return f"<fake cupy.cuda.{type(self).__name__} {self.ptr:#x}>"
 
     def __eq__(self, other):
-        return isinstance(other, Stream) and other.ptr == self.ptr
+        return isinstance(other, _BaseStream) and other.ptr == self.ptr
 
     def __hash__(self):
         return hash(("fake cuda stream", self.ptr))
@@ -238,9 +232,6 @@ class Stream:
     def done(self) -> bool:
         return True
 
-    def query(self) -> bool:
-        return True
-
     def record(self, event=None):
         if event is None:
             event = Event()
@@ -260,13 +251,38 @@ class Stream:
     def is_capturing(self) -> bool:
         return False
 
+    @property
+    def is_non_blocking(self) -> bool:
+        return self._non_blocking
 
-class ExternalStream(Stream):
-    """A stream made from a raw pointer."""
+    @property
+    def priority(self) -> int:
+        return self._priority
+
+
+class Stream(_BaseStream):
+    """``cupy.cuda.Stream``: work on it is finished as soon as it is issued."""
+
+    null: "Stream"
+
+    def __init__(self, null=False, non_blocking=False, ptds=False, priority=None):
+        super().__init__(0 if null else next(_stream_ptrs), 0)
+        self._non_blocking = bool(non_blocking)
+        self._ptds = bool(ptds)
+        self._priority = 0 if priority is None else int(priority)
+
+    @property
+    def ptds(self) -> bool:
+        return self._ptds
+
+
+class ExternalStream(_BaseStream):
+    """A stream made from a raw pointer (deprecated in CuPy 14; not a ``Stream`` subclass)."""
 
     def __init__(self, ptr, device_id=-1):
-        super().__init__(null=True)
-        self.ptr = int(ptr)
+        super().__init__(int(ptr), 0 if device_id == -1 else int(device_id))
+        self._non_blocking = False
+        self._priority = 0
 
 
 Stream.null = Stream(null=True)
@@ -307,7 +323,7 @@ class MemoryPointer:
         self.device_id = 0
 
     @classmethod
-    def for_array(cls, array):
+    def _for_array(cls, array):
         host = array._a
         root = host
         while isinstance(root.base, np.ndarray):
@@ -449,12 +465,6 @@ class PinnedMemoryPool:
     def n_free_blocks(self) -> int:
         return 0
 
-    def used_bytes(self) -> int:
-        return 0
-
-    def total_bytes(self) -> int:
-        return 0
-
 
 _memory_pool = MemoryPool()
 _pinned_memory_pool = PinnedMemoryPool()
@@ -567,7 +577,7 @@ def is_available() -> bool:
 # --------------------------------------------------------------------------- nvtx
 
 
-def RangePush(message, id_color=-1, argb_color=None):
+def RangePush(message, id_color=-1):
     """No-op: the fake has no profiler to annotate (and records nothing)."""
 
 
@@ -579,7 +589,19 @@ def RangePop():
     """No-op."""
 
 
-def Mark(message, id_color=-1, argb_color=None):
+_range_ids = itertools.count(1)
+
+
+def RangeStart(message, color):
+    """No-op; returns a range id as CuPy does."""
+    return next(_range_ids)
+
+
+def RangeEnd(range_id):
+    """No-op."""
+
+
+def Mark(message, id_color=-1):
     """No-op."""
 
 

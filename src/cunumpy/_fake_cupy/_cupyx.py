@@ -194,9 +194,12 @@ def build_scipy_subpackage(sub: str) -> types.ModuleType:
     module.__cunumpy_fake__ = True
     for attr in sorted(_scipy_names.CUPYX_SCIPY[sub]):
         obj = getattr(scipy_module, attr, None)
-        if obj is None:
-            continue
-        module.__dict__[attr] = _scipy_callable(obj, f"{name}.{attr}") if callable(obj) else obj
+        if obj is None or isinstance(obj, types.ModuleType):
+            continue  # SciPy lacks it, or a nested module (those are subpackages of their own)
+        if isinstance(obj, type) and issubclass(obj, BaseException):
+            module.__dict__[attr] = obj  # warnings and errors stay classes (``except``, ``filterwarnings``)
+        else:
+            module.__dict__[attr] = _scipy_callable(obj, f"{name}.{attr}") if callable(obj) else obj
     return module
 
 

@@ -9,6 +9,7 @@ and the array-like routines of :data:`_names.ARRAY_LIKE_ROUTINES` accept host da
 from __future__ import annotations
 
 import functools
+import inspect
 
 import numpy as np
 
@@ -17,6 +18,10 @@ from ._convert import Call, host_data, kind_of, parameter_kinds
 from ._ndarray import ndarray
 
 __all__ = ["strict", "ufunc", "creation_functions", "vectorize", "asnumpy", "get_array_module"]
+
+
+#: Keywords NumPy functions take that no CuPy 14.2 function accepts.
+_NUMPY_ONLY_KEYWORDS = frozenset(("like", "device"))
 
 
 def strict(func, name: str, *, module: str = "cupy", host_ok: bool = False, permissive: bool = False,
@@ -38,6 +43,8 @@ def strict(func, name: str, *, module: str = "cupy", host_ok: bool = False, perm
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        for keyword in _NUMPY_ONLY_KEYWORDS.intersection(kwargs):
+            raise TypeError(f"{name}() got an unexpected keyword argument {keyword!r} (CuPy has no {keyword}=)")
         call = Call(where, host_ok=host_ok)
         if permissive:
             new_args = [call.other(v, "") if type(v) is ndarray else v for v in args]
@@ -61,6 +68,13 @@ def strict(func, name: str, *, module: str = "cupy", host_ok: bool = False, perm
     wrapper.__name__ = name
     wrapper.__doc__ = f"Fake CuPy ``{module}.{name}``: NumPy's ``{name}`` with CuPy's argument rules."
     wrapper.__wrapped__ = func
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):
+        pass
+    else:  # CuPy's signature: NumPy's without like=/device=
+        parameters = [p for p in signature.parameters.values() if p.name not in _NUMPY_ONLY_KEYWORDS]
+        wrapper.__signature__ = signature.replace(parameters=parameters)
     return wrapper
 
 
@@ -178,15 +192,21 @@ def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *, blocki
     return _from_host(host_data(obj), dtype, order, ndmin)
 
 
-def asarray(a, dtype=None, order=None, *, blocking=False):
-    """``cupy.asarray``: a device array of ``a``; the same object when nothing changes."""
+def asarray(a, dtype=None, order=None, *, copy=None, blocking=False):
+    """``cupy.asarray``: a device array of ``a``; the same object when nothing changes.
+
+    ``copy`` follows NumPy 2 (and CuPy 14): None copies only when needed, True always,
+    False raises ValueError when a copy cannot be avoided (host data always needs one).
+    """
     if type(a) is ndarray:
         call = Call("cupy.asarray()")
-        return call.wrap(np.asarray(call.array(a, "a"), dtype=dtype, order=order))
+        return call.wrap(np.asarray(call.array(a, "a"), dtype=dtype, order=order, copy=copy))
     host = host_data(a)
     if isinstance(host, np.ndarray) and not isinstance(a, np.ndarray):
         # memory described by __cuda_array_interface__: taken in place, no copy
-        return ndarray._wrap(np.asarray(host, dtype=dtype, order=order))
+        return ndarray._wrap(np.asarray(host, dtype=dtype, order=order, copy=copy))
+    if copy is False:
+        raise ValueError("Unable to avoid copy while creating an array as requested (host data is always copied).")
     return _from_host(host, dtype, order or "K")
 
 
@@ -224,6 +244,22 @@ def apply_along_axis(func1d, axis, arr, *args, **kwargs):
 
     extra = [call.other(v, "args") for v in args]
     return call.wrap(np.apply_along_axis(on_host_slice, axis, host, *extra, **kwargs))
+
+
+def apply_over_axes(func, a, axes):
+    """``cupy.apply_over_axes``: ``func(a, axis)`` on device arrays, axis by axis (NumPy's rule)."""
+    Call("cupy.apply_over_axes()").array(a, "a")
+    value = a
+    axes = (axes,) if np.ndim(axes) == 0 else tuple(axes)
+    for axis in axes:
+        axis = int(axis) + a.ndim if int(axis) < 0 else int(axis)
+        result = func(value, axis)
+        if result.ndim != value.ndim:
+            result = result.reshape(result.shape[:axis] + (1,) + result.shape[axis:])
+            if result.ndim != value.ndim:
+                raise ValueError("function is not returning an array of the correct shape")
+        value = result
+    return value
 
 
 def piecewise(x, condlist, funclist):

@@ -11,6 +11,7 @@ from . import _cuda, _functions, _kernels, _names, _random
 from ._functions import strict, ufunc
 from ._ndarray import ndarray
 
+#: The fake's names follow CuPy 14.2.0 (see ``_names``); it reports the minimum version.
 VERSION = "14.0.0"
 
 # NumPy module name -> fake module, for ndarray.__array_function__.
@@ -62,12 +63,28 @@ def _main_namespace() -> dict:
             )
         else:
             names[name] = obj
+    for alias, target in _names.LEGACY_ALIASES.items():
+        if alias in names:
+            continue
+        obj = np
+        for part in target.split("."):
+            obj = getattr(obj, part, None)
+        if obj is None:
+            continue
+        if isinstance(obj, (type, float)):
+            names[alias] = obj  # constants, dtypes and exception classes as they are
+        else:
+            names[alias] = strict(obj, alias)
     names.update(
+        NINF=-np.inf, NZERO=-0.0, PZERO=0.0,
+        msort=strict(lambda a: np.sort(a, axis=0), "msort"),
         apply_along_axis=_functions.apply_along_axis,
+        apply_over_axes=_functions.apply_over_axes,
         piecewise=_functions.piecewise,
         asnumpy=_functions.asnumpy,
         get_array_module=_functions.get_array_module,
         from_dlpack=_functions.from_dlpack,
+        fromDlpack=_functions.from_dlpack,
         show_config=_functions.show_config,
         fuse=_kernels.fuse,
         memoize=_kernels.memoize,
@@ -101,7 +118,7 @@ def _cuda_modules() -> dict[str, types.ModuleType]:
     driver = _module(
         "cupy.cuda.driver",
         "Fake CUDA driver API.",
-        dict(CUDADriverError=c.CUDADriverError, driverGetVersion=c.driverGetVersion, get_build_version=lambda: c.DRIVER_VERSION),
+        dict(CUDADriverError=c.CUDADriverError, get_build_version=lambda: c.DRIVER_VERSION),
     )
     memory = _module(
         "cupy.cuda.memory",
@@ -127,7 +144,8 @@ def _cuda_modules() -> dict[str, types.ModuleType]:
     nvtx = _module(
         "cupy.cuda.nvtx",
         "NVTX no-ops.",
-        dict(RangePush=c.RangePush, RangePushC=c.RangePushC, RangePop=c.RangePop, Mark=c.Mark, MarkC=c.MarkC),
+        dict(RangePush=c.RangePush, RangePushC=c.RangePushC, RangePop=c.RangePop, Mark=c.Mark, MarkC=c.MarkC,
+             RangeStart=c.RangeStart, RangeEnd=c.RangeEnd, available=True),
     )
     cuda = _module(
         "cupy.cuda",
@@ -194,15 +212,16 @@ def build() -> dict[str, types.ModuleType]:
     modules.update(_cuda_modules())
     cupy.cuda = modules["cupy.cuda"]
     linalg = _strict_module("cupy.linalg", np.linalg, _names.LINALG, "Fake cupy.linalg (NumPy underneath).")
+    linalg.LinAlgError = np.linalg.LinAlgError
     fft = _strict_module("cupy.fft", np.fft, _names.FFT, "Fake cupy.fft (NumPy underneath).")
     fft.config = _module("cupy.fft.config", "cuFFT plan-cache settings (no-ops).",
                          dict(enable_nd_planning=True, get_plan_cache=lambda: None,
                               show_plan_cache_info=lambda: None))
-    stride_tricks = _strict_module("cupy.lib.stride_tricks", np.lib.stride_tricks, ["as_strided"],
+    stride_tricks = _strict_module("cupy.lib.stride_tricks", np.lib.stride_tricks, ["as_strided", "sliding_window_view"],
                                    "Fake cupy.lib.stride_tricks.")
     lib = _module("cupy.lib", "Fake cupy.lib.", dict(stride_tricks=stride_tricks))
     exceptions = _module("cupy.exceptions", "NumPy's exception classes, as CuPy re-exports them.",
-                         {n: getattr(np.exceptions, n) for n in dir(np.exceptions) if not n.startswith("_")})
+                         {n: getattr(np.exceptions, n) for n in _names.EXCEPTIONS if hasattr(np.exceptions, n)})
     for module in (linalg, fft, fft.config, _random_module(), _testing_module(), lib, stride_tricks, exceptions):
         modules[module.__name__] = module
         parent, _, child = module.__name__.rpartition(".")

@@ -3,35 +3,54 @@
 The fake is built from NumPy by rule rather than by hand: every public NumPy function,
 ufunc and scalar type becomes a strict wrapper unless it is listed here as absent from
 CuPy. The lists are data so that they can be checked against a CuPy release in one place.
+
+The names are checked against CuPy 14.2.0 (``tests/data/cupy_names.json``, written by
+``tests/data/make_cupy_names.py``; ``tests/unit/test_fake_cupy_names.py`` asserts that the
+fake exposes no name CuPy lacks). ``MIN_CUPY_VERSION`` is 14.0.0: a name that CuPy added in
+14.1 or 14.2 would pass these checks but be missing on a minimum installation.
 """
 
 from __future__ import annotations
 
-#: NumPy names CuPy does not provide (datetime, text I/O, printing state, masked and
-#: record arrays, object/string dtypes, NumPy-only helpers).
+#: NumPy names CuPy 14.2 does not provide (datetime, masked and record arrays,
+#: object/string dtypes, NumPy-only helpers, and functions NumPy 2 added that CuPy lacks).
+#: ``poly1d`` exists in CuPy but is CuPy's own class holding device coefficients; NumPy's
+#: cannot stand in for it, so the fake leaves it out.
 ABSENT_FROM_CUPY = frozenset(
     """
     False_ True_ ScalarType sctypeDict typecodes little_endian
-    apply_over_axes asmatrix bmat matrix memmap recarray record format_parser
+    asmatrix bmat matrix memmap recarray record
     busday_count busday_offset busdaycalendar is_busday datetime_as_string datetime_data
     datetime64 timedelta64 isnat
-    einsum_path frompyfunc fromregex savetxt
-    format_float_positional format_float_scientific get_printoptions set_printoptions
-    printoptions getbufsize setbufsize geterr seterr geterrcall seterrcall errstate
-    get_include info iterable mask_indices nested_iters nditer ndenumerate ndindex
-    flatiter real_if_close show_runtime test row_stack
+    einsum_path frompyfunc fromregex
+    getbufsize setbufsize geterr seterr geterrcall seterrcall errstate
+    get_include info nested_iters nditer ndenumerate show_runtime test
     str_ bytes_ void object_ character flexible clongdouble complex256 float128 longdouble
     poly1d
+    block geomspace histogram_bin_edges insert nanpercentile nanquantile polyder polydiv
+    polyint spacing unstack matvec vecdot vecmat
     char core ctypeslib dtypes emath f2py ma polynomial rec strings typing
     """.split()
 )
+
+#: NumPy 1.x names CuPy 14.2 still has and NumPy 2 dropped: fake name -> NumPy name (a
+#: constant, dtype or function the fake forwards to; ``np.exceptions`` for the warnings).
+LEGACY_ALIASES = {
+    "Inf": "inf", "Infinity": "inf", "infty": "inf", "PINF": "inf", "NAN": "nan", "NaN": "nan",
+    "cfloat": "complex128", "complex_": "complex128", "float_": "float64", "singlecomplex": "complex64",
+    "alltrue": "all", "sometrue": "any", "product": "prod", "cumproduct": "cumprod", "round_": "round",
+    "in1d": "isin", "trapz": "trapezoid",
+    "AxisError": "exceptions.AxisError", "ComplexWarning": "exceptions.ComplexWarning",
+    "ModuleDeprecationWarning": "exceptions.ModuleDeprecationWarning", "RankWarning": "exceptions.RankWarning",
+    "TooHardError": "exceptions.TooHardError", "VisibleDeprecationWarning": "exceptions.VisibleDeprecationWarning",
+}
 
 #: Creation functions: host data (lists, NumPy arrays, scalars) is accepted and copied.
 CREATION = frozenset(
     """
     array asarray asanyarray ascontiguousarray asfortranarray
     zeros ones empty full zeros_like ones_like empty_like full_like
-    arange linspace logspace geomspace eye identity tri indices diag_indices
+    arange linspace logspace eye identity tri indices diag_indices
     tril_indices triu_indices bartlett blackman hamming hanning kaiser
     frombuffer fromfile fromstring fromiter loadtxt genfromtxt load fromfunction
     """.split()
@@ -46,7 +65,8 @@ PERMISSIVE = frozenset(
     """
     result_type can_cast promote_types min_scalar_type common_type issubdtype isdtype
     mintypecode typename binary_repr base_repr broadcast_shapes isscalar ndim shape size
-    iscomplexobj isrealobj may_share_memory shares_memory
+    iscomplexobj isrealobj may_share_memory shares_memory iterable
+    format_float_positional format_float_scientific
     """.split()
 )
 
@@ -72,13 +92,13 @@ VARIADIC_ARRAY_FUNCTIONS = frozenset("broadcast_arrays ix_".split())
 #: NumPy returns a Python bool where CuPy returns a 0-d device array.
 DEVICE_BOOL_RESULT = frozenset("allclose array_equiv".split())
 
-#: ``cupy.linalg`` (CuPy 14).
+#: ``cupy.linalg`` functions (CuPy 14.2; ``LinAlgError`` is added as NumPy's class).
 LINALG = (
     "cholesky qr svd eigh eigvalsh eig eigvals norm cond det matrix_rank slogdet solve "
-    "tensorsolve lstsq inv pinv tensorinv matrix_power"
+    "tensorsolve lstsq inv pinv tensorinv matrix_power cross matmul matrix_transpose"
 ).split()
 
-#: ``cupy.fft`` (CuPy 14).
+#: ``cupy.fft`` (CuPy 14.2).
 FFT = (
     "fft ifft fft2 ifft2 fftn ifftn rfft irfft rfft2 irfft2 rfftn irfftn hfft ihfft "
     "fftfreq rfftfreq fftshift ifftshift"
@@ -89,16 +109,22 @@ RANDOM_FUNCTIONS = (
     "beta binomial chisquare choice dirichlet exponential f gamma geometric gumbel "
     "hypergeometric laplace logistic lognormal logseries multinomial multivariate_normal "
     "negative_binomial noncentral_chisquare noncentral_f normal pareto permutation poisson "
-    "power rand randint randn random random_integers random_sample ranf rayleigh sample "
+    "power rand randint randn random random_integers random_sample ranf rayleigh sample bytes "
     "shuffle standard_cauchy standard_exponential standard_gamma standard_normal standard_t "
     "triangular uniform vonmises wald weibull zipf"
 ).split()
 
-#: ``cupy.random.Generator`` methods.
+#: ``cupy.random.Generator`` methods (CuPy 14.2 has no ``normal``, ``choice``,
+#: ``permutation`` or ``shuffle`` on a Generator: use ``standard_normal``/``integers``).
 GENERATOR_METHODS = (
     "beta binomial chisquare dirichlet exponential f gamma geometric hypergeometric "
     "integers logseries poisson power random standard_exponential standard_gamma "
-    "standard_normal uniform normal permutation shuffle choice"
+    "standard_normal uniform"
+).split()
+
+#: ``cupy.exceptions`` (NumPy's classes; CuPy 14.2 lacks ``DTypePromotionError``).
+EXCEPTIONS = (
+    "AxisError ComplexWarning ModuleDeprecationWarning RankWarning TooHardError VisibleDeprecationWarning"
 ).split()
 
 #: ``cupy.testing`` assertion helpers (NumPy's, taking device or host arrays).

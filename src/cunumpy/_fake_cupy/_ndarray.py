@@ -246,7 +246,7 @@ class ndarray:
     def data(self):
         from ._cuda import MemoryPointer
 
-        return MemoryPointer.for_array(self)
+        return MemoryPointer._for_array(self)
 
     @property
     def __cuda_array_interface__(self):
@@ -278,6 +278,8 @@ class ndarray:
                 raise TypeError(f"{out.dtype} array cannot be obtained from {self.dtype} array")
             if out.shape != self.shape:
                 raise ValueError("Shape mismatch")
+            if not (out.flags.c_contiguous or out.flags.f_contiguous):  # as CuPy 14.2
+                raise RuntimeError("`out` cannot be specified when copying to non-contiguous ndarray")
             out[...] = self._a
             return out
         return np.array(self._a, order=order, copy=True)
@@ -290,6 +292,8 @@ class ndarray:
             raise TypeError(f"{arr.dtype} array cannot be set to {self.dtype} array")
         if arr.shape != self.shape:
             raise ValueError("Shape mismatch")
+        if not (self._a.flags.c_contiguous or self._a.flags.f_contiguous):  # as CuPy 14.2
+            raise RuntimeError("Cannot set to non-contiguous array")
         self._a[...] = arr
 
     # ------------------------------------------------------------------ scalar reads

@@ -1,3 +1,385 @@
-"""Twin of _core/pack.c (filled by the issue that owns it)."""
+"""Twin of _core/pack.c: the per-kernel argument plan, checker and packer.
 
-__all__: list[str] = []
+Same checks, messages of the same kinds and the same packed bytes (the pointer table holds
+the addresses of the values in the C version and zeros here). Without a CUDA driver there is
+nothing to launch: ``driver_available()`` is False and ``launch`` raises.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+
+__all__ = ["LaunchPlan", "driver_available", "kernel_call_method", "launch", "launch_plan", "packed_address"]
+
+K_POINTER, K_VOID_POINTER, K_VIEW, K_CVIEW, K_SCALAR, K_STRUCT = range(6)
+S_BOOL, S_INT, S_UINT, S_FLOAT, S_COMPLEX = range(5)
+A_INDEX, A_TRUTH, A_FLOAT, A_COMPLEX = range(4)
+_MAX_NDIM = 16
+_MAX_FLATTEN_DEPTH = 8
+_INT_FORMATS = {1: "b", 2: "h", 4: "i", 8: "q"}
+_UINT_FORMATS = {1: "B", 2: "H", 4: "I", 8: "Q"}
+
+
+def _device_type():
+    cupy = sys.modules.get("cupy")
+    t = getattr(cupy, "ndarray", None) if cupy is not None else None
+    return t if isinstance(t, type) else None
+
+
+def _is_device(obj) -> bool:
+    t = _device_type()
+    return t is not None and isinstance(obj, t)
+
+
+class _Slot:
+    __slots__ = ("kind", "label", "dtype", "typestr", "itemsize", "ndim", "scalar", "size", "offset", "table")
+
+
+def _kind_name(slot) -> str:
+    return {S_BOOL: "a bool", S_INT: "an integer", S_UINT: "an integer", S_FLOAT: "a floating"}.get(
+        slot.scalar, "a complex"
+    )
+
+
+class LaunchPlan:
+    """Per-kernel argument plan built by :func:`launch_plan`; see :meth:`pack`."""
+
+    def __init__(self, name, slots, total, table_bytes, void_type, generic_type):
+        self._name = name
+        self._slots = slots
+        self._total = total
+        self._table_bytes = table_bytes
+        self._void_type = void_type
+        self._generic_type = generic_type
+
+    @property
+    def n_params(self):
+        return len(self._slots)
+
+    @property
+    def layout(self):
+        return tuple((s.offset, s.size) for s in self._slots)
+
+    def forget(self):
+        return None
+
+    def configure_fast(self, *config):
+        """Accepted for parity with the C plan; the twin always takes the general path."""
+        if config != (None,) and len(config) != 4:
+            raise TypeError("configure_fast() takes 4 arguments or None")
+
+    def _error(self, exc, i, detail):
+        return exc(f"kernel '{self._name}': argument {i} ({self._slots[i].label}): {detail}")
+
+    def _flatten(self, args, out, state, depth):
+        for obj in args:
+            t = type(obj)
+            plain = t in (int, float, bool, complex) or _is_device(obj)
+            if not plain and hasattr(t, "__cuda_args__"):
+                if depth >= _MAX_FLATTEN_DEPTH:
+                    raise TypeError("__cuda_args__ nested too deeply")
+                r = obj.__cuda_args__()
+                if not isinstance(r, tuple):
+                    raise TypeError(
+                        f"{t.__name__}.__cuda_args__() must return a tuple, not {type(r).__name__}"
+                    )
+                state["expanded"] = True
+                self._flatten(r, out, state, depth + 1)
+                continue
+            if state["first"] is None and _is_device(obj):
+                if len(obj.shape) >= 1:
+                    state["first"] = obj
+                    state["composite"] = state["struct_seen"]
+            elif state["first"] is None and t is self._void_type:
+                state["struct_seen"] = True
+            out.append(obj)
+
+    def pack(self, *args):
+        flat: list = []
+        state = {"first": None, "composite": False, "struct_seen": False, "expanded": False}
+        self._flatten(args, flat, state, 0)
+        n = len(self._slots)
+        if len(flat) != n:
+            raise TypeError(
+                f"kernel '{self._name}' takes {n} argument{'' if n == 1 else 's'}, got {len(flat)}"
+                + (" (after expanding __cuda_args__)" if state["expanded"] else "")
+            )
+        buf = bytearray(self._total)
+        for i, (slot, obj) in enumerate(zip(self._slots, flat)):
+            if slot.kind == K_SCALAR:
+                value = self._scalar(i, obj)
+            elif slot.kind == K_STRUCT:
+                value = self._struct(i, obj)
+            else:
+                value = self._array(i, obj)
+            buf[slot.offset:slot.offset + slot.size] = value
+        first = state["first"]
+        flag = state["composite"] if first is not None else state["struct_seen"]
+        return bytes(buf), (first.shape if first is not None else None), flag
+
+    # -------------------------------------------------------------- arrays
+
+    def _array(self, i, obj):
+        slot = self._slots[i]
+        is_device = _is_device(obj)
+        if not is_device and not hasattr(obj, "__cuda_array_interface__"):
+            raise self._error(
+                TypeError, i,
+                f"expected a device array (an object with __cuda_array_interface__), got "
+                f"{type(obj).__module__}.{type(obj).__qualname__}; CudaKernel never copies arrays to the "
+                "device: create the array on the device (xp.asarray on the CuPy backend, xp.to_cupy or "
+                "xp.as_device_array) once, where the data is made",
+            )
+        try:
+            if is_device:
+                dtype = obj.dtype
+                shape = tuple(int(v) for v in obj.shape)
+                strides = tuple(int(v) for v in obj.strides)
+                ptr = int(obj.data.ptr)
+                itemsize_of_array = dtype.itemsize
+            else:
+                cai = obj.__cuda_array_interface__
+                dtype = cai["typestr"]
+                shape = tuple(int(v) for v in cai["shape"])
+                st = cai.get("strides")
+                strides = None if st is None else tuple(int(v) for v in st)
+                ptr = int(cai["data"][0])
+                digits = "".join(ch for ch in dtype[2:] if ch.isdigit())
+                itemsize_of_array = int(digits) if digits else 1
+            if len(shape) > _MAX_NDIM:
+                raise TypeError(f"arrays with more than {_MAX_NDIM} dimensions are not supported")
+            if strides is not None and len(strides) != len(shape):
+                raise TypeError("the array's strides do not match its shape")
+        except Exception as exc:
+            raise self._error(TypeError, i, f"cannot read the device array: {exc}") from None
+        if slot.kind != K_VOID_POINTER:
+            ok = (dtype == slot.dtype) if is_device else (dtype == slot.typestr)
+            if not ok:
+                raise self._error(
+                    TypeError, i, f"expected dtype {slot.dtype}, got {dtype} (arrays are never cast or copied)"
+                )
+        itemsize = slot.itemsize if slot.kind != K_VOID_POINTER else itemsize_of_array
+        if slot.kind in (K_POINTER, K_VOID_POINTER, K_CVIEW) and not _c_contiguous(shape, strides, itemsize):
+            raise self._error(
+                TypeError, i,
+                "the array is not C-contiguous (e.g. a[:, 0:3]); pass xp.ascontiguousarray(a) or declare "
+                "the parameter as an ArrayND<T> view",
+            )
+        out = struct.pack("<Q", ptr)
+        if slot.kind in (K_VIEW, K_CVIEW):
+            if len(shape) != slot.ndim:
+                raise self._error(
+                    TypeError, i, f"expected a {slot.ndim}-dimensional array, got {len(shape)} dimensions"
+                )
+            out += struct.pack(f"<{slot.ndim}q", *shape)
+            if slot.kind == K_VIEW:
+                elem = []
+                for k in range(slot.ndim):
+                    if strides is not None:
+                        if strides[k] % itemsize:
+                            raise self._error(
+                                TypeError, i,
+                                f"stride {strides[k]} bytes of axis {k} is not a multiple of the item size "
+                                f"{itemsize}",
+                            )
+                        elem.append(strides[k] // itemsize)
+                    else:
+                        step = 1
+                        for m in range(k + 1, slot.ndim):
+                            step *= shape[m]
+                        elem.append(step)
+                out += struct.pack(f"<{slot.ndim}q", *elem)
+        return out
+
+    # -------------------------------------------------------------- scalars
+
+    def _int(self, i, value):
+        slot = self._slots[i]
+        bits = 8 * slot.itemsize
+        if slot.scalar == S_INT:
+            lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+            fmt = _INT_FORMATS[slot.itemsize]
+        else:
+            lo, hi = 0, (1 << bits) - 1
+            fmt = _UINT_FORMATS[slot.itemsize]
+        if not lo <= value <= hi:
+            raise self._error(OverflowError, i, f"{value!r} is out of range for {slot.dtype} [{lo}, {hi}]")
+        return struct.pack("<" + fmt, value)
+
+    def _float(self, slot, d):
+        if slot.scalar == S_COMPLEX:
+            return self._complex(slot, complex(d, 0.0))
+        return struct.pack("<f" if slot.itemsize == 4 else "<d", d)
+
+    def _complex(self, slot, c):
+        return struct.pack("<ff" if slot.itemsize == 8 else "<dd", c.real, c.imag)
+
+    def _number(self, i, obj, action):
+        slot = self._slots[i]
+        if action == A_INDEX:
+            return self._int(i, int(obj.__index__()))
+        if action == A_TRUTH:
+            t = bool(obj)
+            if slot.scalar == S_FLOAT:
+                return self._float(slot, float(t))
+            if slot.scalar == S_COMPLEX:
+                return self._complex(slot, complex(float(t), 0.0))
+            return bytes([int(t)]) + bytes(slot.itemsize - 1)
+        if action == A_FLOAT:
+            return self._float(slot, float(obj))
+        return self._complex(slot, complex(obj))
+
+    def _scalar(self, i, obj):
+        slot = self._slots[i]
+        t = type(obj)
+        if t is bool:
+            if slot.scalar in (S_BOOL, S_INT, S_UINT):
+                return self._number(i, obj, A_TRUTH)
+            raise self._error(TypeError, i, f"a Python bool is not accepted for {_kind_name(slot)} parameter")
+        if t is not int and t is not float and t is not complex:
+            action = slot.table.get(t)
+            if action is not None:
+                return self._number(i, obj, action)
+            if isinstance(obj, self._generic_type):
+                raise self._error(
+                    TypeError, i, f"a NumPy {obj.dtype} scalar does not cast safely to {slot.dtype}"
+                )
+        if isinstance(obj, int):
+            if slot.scalar in (S_INT, S_UINT):
+                return self._int(i, int(obj))
+            if slot.scalar in (S_FLOAT, S_COMPLEX):
+                return self._float(slot, float(obj))
+            raise self._error(
+                TypeError, i, "a Python int is not accepted for a bool parameter (pass True/False)"
+            )
+        if isinstance(obj, float):
+            if slot.scalar in (S_FLOAT, S_COMPLEX):
+                return self._float(slot, float(obj))
+            raise self._error(TypeError, i, f"a Python float is not accepted for {_kind_name(slot)} parameter")
+        if isinstance(obj, complex):
+            if slot.scalar == S_COMPLEX:
+                return self._complex(slot, complex(obj))
+            raise self._error(
+                TypeError, i, f"a Python complex is not accepted for {_kind_name(slot)} parameter"
+            )
+        raise self._error(
+            TypeError, i, f"expected {_kind_name(slot)} scalar, got {t.__module__}.{t.__qualname__}"
+        )
+
+    def _struct(self, i, obj):
+        slot = self._slots[i]
+        if type(obj) is not self._void_type:
+            raise self._error(
+                TypeError, i,
+                "expected a packed value of the struct (a CudaStructValue or CudaStructArguments), got "
+                f"{type(obj).__module__}.{type(obj).__qualname__}",
+            )
+        if obj.dtype != slot.dtype:
+            raise self._error(TypeError, i, f"the packed value has dtype {obj.dtype}, expected the struct's {slot.dtype}")
+        data = bytes(memoryview(obj))
+        if len(data) != slot.size:
+            raise self._error(TypeError, i, f"the packed value has {len(data)} bytes, expected {slot.size}")
+        return data
+
+
+def _c_contiguous(shape, strides, itemsize) -> bool:
+    if strides is None:
+        return True
+    expected = itemsize
+    for n, st in zip(reversed(shape), reversed(strides)):
+        if n == 0:
+            return True
+        if n != 1 and st != expected:
+            return False
+        expected *= n
+    return True
+
+
+def launch_plan(name, specs, void_type, generic_type):
+    """Build the argument plan of kernel ``name`` (same spec format as the C function)."""
+    if not isinstance(name, str):
+        raise TypeError("launch_plan(): 'name' must be a str")
+    if not isinstance(specs, tuple):
+        raise TypeError("launch_plan(): 'specs' must be a tuple")
+    if not isinstance(void_type, type) or not isinstance(generic_type, type):
+        raise TypeError("launch_plan(): 'void_type' and 'generic_type' must be types")
+    slots = []
+    off = 8 * len(specs)
+    table_bytes = off
+    for i, sp in enumerate(specs):
+        if not isinstance(sp, tuple) or len(sp) != 10:
+            raise TypeError(f"launch_plan(): spec {i} must be a 10-tuple")
+        kind, label, dtype, typestr, itemsize, ndim, scalar, size, align, table = sp
+        for v in (kind, itemsize, ndim, scalar, size, align):
+            if not isinstance(v, int):
+                raise TypeError(f"launch_plan(): spec {i} holds a non-integer field")
+        bad = None
+        if not K_POINTER <= kind <= K_STRUCT:
+            bad = "kind"
+        elif not isinstance(label, str):
+            bad = "label"
+        elif kind != K_VOID_POINTER and (dtype is None or not isinstance(typestr, str)):
+            bad = "dtype"
+        elif not isinstance(table, dict):
+            bad = "table"
+        elif kind in (K_VIEW, K_CVIEW) and not 1 <= ndim <= _MAX_NDIM:
+            bad = "ndim"
+        elif kind == K_SCALAR and not S_BOOL <= scalar <= S_COMPLEX:
+            bad = "scalar"
+        elif kind != K_VOID_POINTER and itemsize <= 0:
+            bad = "itemsize"
+        elif not 1 <= align <= 16 or align & (align - 1):
+            bad = "align"
+        elif kind == K_SCALAR and not (
+            (scalar == S_BOOL and itemsize == 1)
+            or (scalar in (S_INT, S_UINT) and itemsize in (1, 2, 4, 8))
+            or (scalar == S_FLOAT and itemsize in (4, 8))
+            or (scalar == S_COMPLEX and itemsize in (8, 16))
+        ):
+            bad = "itemsize"
+        if bad is None:
+            need = (
+                8 if kind in (K_POINTER, K_VOID_POINTER)
+                else 8 * (1 + 2 * ndim) if kind == K_VIEW
+                else 8 * (1 + ndim) if kind == K_CVIEW
+                else itemsize
+            )
+            if size != need or (kind == K_STRUCT and not 0 < size <= 1 << 20):
+                bad = "size"
+        if bad is not None:
+            raise ValueError(f"launch_plan(): invalid {bad} in spec {i}")
+        slot = _Slot()
+        slot.kind, slot.label, slot.dtype, slot.typestr = kind, label, dtype, typestr
+        slot.itemsize, slot.ndim, slot.scalar, slot.size, slot.table = itemsize, ndim, scalar, size, table
+        off = (off + align - 1) // align * align
+        slot.offset = off
+        off += size
+        slots.append(slot)
+    return LaunchPlan(name, tuple(slots), off, table_bytes, void_type, generic_type)
+
+
+def kernel_call_method(cls):
+    """The twin of the C ``__call__``: always the general path, ``cls._call_slow``."""
+    if not isinstance(cls, type):
+        raise TypeError(f"kernel_call_method(): expected a class, got {type(cls).__name__}")
+
+    def __call__(self, *args, **kwargs):
+        return self._call_slow(*args, **kwargs)
+
+    return __call__
+
+
+def driver_available():
+    """The Python twin never talks to a CUDA driver."""
+    return False
+
+
+def launch(*args):
+    raise ValueError("launch(): no CUDA driver is loaded in this process")
+
+
+def packed_address(packed):
+    if not isinstance(packed, bytes):
+        raise TypeError(f"packed_address(): expected bytes, got {type(packed).__name__}")
+    return 0

@@ -116,7 +116,8 @@ def free_memory() -> None:
 def pinned_empty(shape, dtype, order: str = "C") -> tuple[np.ndarray, bool]:
     """A new host array in page-locked memory and True, or ordinary memory and False.
 
-    Falls back to ordinary memory where pinned allocation is impossible (the fake CuPy).
+    Falls back to ordinary memory where pinned allocation is impossible: the fake CuPy
+    (NotImplementedError) or a real CUDA allocation failure (a RuntimeError subclass).
     Needs CuPy to be imported.
     """
     cupy = sys.modules["cupy"]
@@ -125,7 +126,7 @@ def pinned_empty(shape, dtype, order: str = "C") -> tuple[np.ndarray, bool]:
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     try:
         memory = cupy.cuda.alloc_pinned_memory(max(nbytes, 1))
-    except NotImplementedError:
+    except (NotImplementedError, MemoryError, RuntimeError):
         return np.empty(shape, dtype, order=order), False
     return np.ndarray(shape, dtype, buffer=memory, order=order), True
 

@@ -1,3 +1,243 @@
-"""Part of cunumpy.cuda (filled by the issue that owns it)."""
+"""CUDA source tools (API.md section 4.4): the shipped headers, C type names, signatures,
+kernel names and tracked includes.
 
-__all__: list[str] = []
+The parsing itself is done by ``cunumpy._core`` (C, or its pure-Python twin); this module
+turns its tuples into :class:`CudaParameter` objects with NumPy dtypes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from .._native import core
+
+__all__ = [
+    "CudaParameter",
+    "ctype_of",
+    "cuda_include_dir",
+    "cuda_kernel_names",
+    "include_hash",
+    "parse_cuda_signature",
+    "resolve_includes",
+]
+
+_INCLUDE_DIR = Path(__file__).resolve().parent / "include"
+
+_CTYPES = {
+    np.dtype(np.bool_): "bool",
+    np.dtype(np.int8): "signed char",
+    np.dtype(np.uint8): "unsigned char",
+    np.dtype(np.int16): "short",
+    np.dtype(np.uint16): "unsigned short",
+    np.dtype(np.int32): "int",
+    np.dtype(np.uint32): "unsigned int",
+    np.dtype(np.int64): "long long",
+    np.dtype(np.uint64): "unsigned long long",
+    np.dtype(np.float32): "float",
+    np.dtype(np.float64): "double",
+    np.dtype(np.complex64): "complex<float>",
+    np.dtype(np.complex128): "complex<double>",
+}
+
+
+class CudaParameter(NamedTuple):
+    """One parameter of a checked ``__global__`` signature."""
+
+    name: str
+    #: normalised C type without qualifiers or ``*`` (``"double"``, ``"Array2D<float>"``, ``"S"``)
+    ctype: str
+    #: element/value dtype; the structured dtype for a struct; None for ``void*``
+    dtype: np.dtype | None
+    pointer: bool
+    #: the CudaStruct of a struct parameter, else None
+    struct: object
+    view_ndim: int
+    contiguous: bool
+
+    @property
+    def declaration(self) -> str:
+        """The parameter as C text, e.g. ``double* x``."""
+        text = self.ctype + ("*" if self.pointer else "")
+        return f"{text} {self.name}" if self.name else text
+
+
+def cuda_include_dir() -> str:
+    """Directory holding the shipped ``cunumpy/*.cuh`` headers (added as ``-I`` by every CudaKernel)."""
+    return str(_INCLUDE_DIR)
+
+
+def ctype_of(dtype) -> str:
+    """The C type name of a NumPy dtype (``float64`` -> ``"double"``); ValueError for others."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise ValueError(f"ctype_of(): {dtype!r} is not a dtype: {exc}") from None
+    try:
+        return _CTYPES[dt]
+    except KeyError:
+        raise ValueError(
+            f"ctype_of(): dtype {dt} has no CUDA C type (supported: {', '.join(str(d) for d in _CTYPES)})"
+        ) from None
+
+
+def cuda_kernel_names(source: str) -> list[str]:
+    """``__global__`` names in order of appearance; comments ignored, forward declarations once."""
+    if not isinstance(source, str):
+        raise TypeError(f"cuda_kernel_names(): 'source' must be a str, not {type(source).__name__}")
+    return core.cuda_kernel_names(source)
+
+
+def template_arg_text(arg) -> str:
+    """C text of one template argument: a C type string, a NumPy dtype, an int or a bool."""
+    if isinstance(arg, bool) or isinstance(arg, np.bool_):
+        return "true" if arg else "false"
+    if isinstance(arg, (int, np.integer)):
+        return str(int(arg))
+    if isinstance(arg, str):
+        if not arg.strip():
+            raise ValueError("template_args: an empty string is not a C type")
+        return arg.strip()
+    if isinstance(arg, (np.dtype, type)):
+        return ctype_of(arg)
+    raise TypeError(
+        f"template_args: {arg!r} is neither a C type string, a NumPy dtype, an int nor a bool"
+    )
+
+
+def _struct_map(structs) -> dict:
+    if isinstance(structs, (str, bytes)) or not hasattr(structs, "__iter__"):
+        raise TypeError("structs must be a sequence of CudaStruct objects")
+    out = {}
+    for s in structs:
+        name = getattr(s, "name", None)
+        if not isinstance(name, str) or not hasattr(s, "dtype"):
+            raise TypeError(f"structs: {s!r} is not a CudaStruct (it needs 'name' and 'dtype')")
+        out[name] = s
+    return out
+
+
+_DTYPES: dict[str, np.dtype] = {}
+
+
+def _dtype(name):
+    if name is None:
+        return None
+    dt = _DTYPES.get(name)
+    if dt is None:
+        dt = _DTYPES[name] = np.dtype(name)
+    return dt
+
+
+def parse_signature_full(source, name, *, structs=(), template_args=None):
+    """(parameters, is_template, extern_c) with the template arguments substituted."""
+    if not isinstance(source, str):
+        raise TypeError(f"parse_cuda_signature(): 'source' must be a str, not {type(source).__name__}")
+    if not isinstance(name, str):
+        raise TypeError(f"parse_cuda_signature(): 'name' must be a str, not {type(name).__name__}")
+    by_name = _struct_map(structs)
+    targs = None
+    if template_args is not None:
+        if isinstance(template_args, (str, bytes)) or not hasattr(template_args, "__iter__"):
+            template_args = (template_args,)
+        targs = tuple(template_arg_text(a) for a in template_args)
+    raw, is_template, extern_c = core.cuda_parse_signature(source, name, tuple(by_name), targs)
+    params = []
+    for pname, ctype, dtype, pointer, struct_name, view_ndim, contiguous in raw:
+        struct = by_name.get(struct_name) if struct_name is not None else None
+        dt = np.dtype(struct.dtype) if struct is not None else _dtype(dtype)
+        params.append(CudaParameter(pname, ctype, dt, pointer, struct, view_ndim, contiguous))
+    for struct in by_name.values():
+        check = getattr(struct, "check_source", None)
+        if callable(check):
+            check(source)
+    return tuple(params), is_template, extern_c
+
+
+def parse_cuda_signature(source: str, name: str, *, structs=(), template_args=None) -> tuple:
+    """The checked parameters of ``__global__`` function ``name`` (``()`` for ``void``/empty).
+
+    ValueError (naming the parameter) for a signature that cannot be checked: macros,
+    pointer-to-pointer, struct by pointer, unknown types; also for an unknown kernel and for
+    template-argument mismatches.
+    """
+    return parse_signature_full(source, name, structs=structs, template_args=template_args)[0]
+
+
+# ------------------------------------------------------------------ includes
+
+_COMMENTS = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)
+
+
+def _includes_of(text: str):
+    if "include" not in text:
+        return []
+    return _INCLUDE.findall(_COMMENTS.sub("", text))
+
+
+def _as_dirs(dirs, what):
+    if isinstance(dirs, (str, os.PathLike)):
+        dirs = (dirs,)
+    try:
+        return [Path(d) for d in dirs]
+    except TypeError:
+        raise TypeError(f"resolve_includes(): '{what}' must be a sequence of paths") from None
+
+
+def resolve_includes(source: str, include_dirs=(), *, base_dir=None, angle_dirs=()) -> list[Path]:
+    """Headers included by ``source``, recursively, depth first, each once.
+
+    Quoted includes are searched in the including file's directory (``base_dir`` for the
+    source itself), then ``include_dirs``, then ``angle_dirs``; angle-bracket includes only in
+    ``angle_dirs``. Includes that resolve nowhere are ignored. A source without includes
+    never touches the file system.
+    """
+    if not isinstance(source, str):
+        raise TypeError(f"resolve_includes(): 'source' must be a str, not {type(source).__name__}")
+    dirs = _as_dirs(include_dirs, "include_dirs")
+    angles = _as_dirs(angle_dirs, "angle_dirs")
+    base = Path(base_dir) if base_dir is not None else None
+    found: list[Path] = []
+    seen: set[Path] = set()
+
+    def visit(text: str, here: Path | None) -> None:
+        for kind, target in _includes_of(text):
+            target = target.strip()
+            if kind == '"':
+                candidates = ([here] if here is not None else []) + dirs + angles
+            else:
+                candidates = angles
+            for d in candidates:
+                path = d / target
+                if path.is_file():
+                    path = path.resolve()
+                    if path not in seen:
+                        seen.add(path)
+                        found.append(path)
+                        try:
+                            child = path.read_text(encoding="utf-8", errors="replace")
+                        except OSError:
+                            break
+                        visit(child, path.parent)
+                    break
+
+    visit(source, base)
+    return found
+
+
+def include_hash(paths) -> str:
+    """First 16 hex digits of SHA-256 over (length, content) of each file, in order."""
+    if isinstance(paths, (str, os.PathLike)):
+        raise TypeError("include_hash(): 'paths' must be a sequence of paths, not a single path")
+    h = hashlib.sha256()
+    for p in paths:
+        data = Path(p).read_bytes()
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()[:16]

@@ -105,7 +105,6 @@ def is_cuda_stream(obj) -> bool:
     types = tuple(
         t
         for t in (
-            getattr(getattr(cuda, "stream", None), "BaseStream", None),
             getattr(cuda, "Stream", None),
             getattr(cuda, "ExternalStream", None),
         )

@@ -1,3 +1,926 @@
-"""Part of cunumpy.kernels (filled by the issue that owns it)."""
+"""CudaKernel and CudaKernelVariants (API.md sections 2.3 and 2.4).
 
-__all__: list[str] = []
+A CudaKernel is parsed once at construction (never importing CuPy): the signature becomes a
+``LaunchPlan`` of the C core that checks and packs the arguments of every call. Compilation
+goes through NVRTC (``cupy.RawModule``) on the first launch or on ``compile()``; launches hand
+the packed buffer to the CUDA driver (``cuLaunchKernel`` with the kernel handle and the
+stream), falling back to CuPy's own launch functions where that is not possible.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import math
+import os
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from .. import _transfers
+from .._native import core
+from ..cuda import _debug
+from ..cuda._source import (
+    CudaParameter,
+    cuda_include_dir,
+    include_hash,
+    parse_signature_full,
+    resolve_includes,
+    template_arg_text,
+)
+
+__all__ = ["CudaKernel", "CudaKernelVariants"]
+
+_N_THREADS_FROM = ("auto", "first_array", "last_axis")
+_CUDA_ERROR_INVALID_CONTEXT = 201
+_DEFAULT_SHARED = 49152
+
+#: Set by the CPU emulation (kernel_testing.emulated_launches) to take over launches and
+#: compilation: ``hook.launch(kernel, args, grid, block, shared_mem)`` and
+#: ``hook.compile(kernel)``. None outside that context.
+emulation_hook = None
+
+# ------------------------------------------------------------------ plan specs
+
+_K_POINTER, _K_VOID_POINTER, _K_VIEW, _K_CVIEW, _K_SCALAR, _K_STRUCT = range(6)
+_S_BOOL, _S_INT, _S_UINT, _S_FLOAT, _S_COMPLEX = range(5)
+_A_INDEX, _A_TRUTH, _A_FLOAT, _A_COMPLEX = range(4)
+
+_NUMPY_SCALARS = tuple(
+    np.dtype(c).type
+    for c in ("?", "b", "B", "h", "H", "i", "I", "l", "L", "q", "Q", "e", "f", "d", "g", "F", "D", "G")
+)
+
+
+def _scalar_table(dtype: np.dtype) -> tuple[int, dict]:
+    """(scalar code, {NumPy scalar type: action}) for a scalar parameter of ``dtype``."""
+    kind = dtype.kind
+    code = {"b": _S_BOOL, "i": _S_INT, "u": _S_UINT, "f": _S_FLOAT, "c": _S_COMPLEX}[kind]
+    table: dict = {}
+    for t in dict.fromkeys(_NUMPY_SCALARS):
+        src = np.dtype(t)
+        if code in (_S_INT, _S_UINT):
+            if src.kind in "iu":
+                table[t] = _A_INDEX  # NumPy integers are checked by value
+            elif src.kind == "b":
+                table[t] = _A_TRUTH
+        elif np.can_cast(src, dtype, "safe"):
+            if src.kind == "b":
+                table[t] = _A_TRUTH
+            elif src.kind in "iuf":
+                table[t] = _A_FLOAT
+            elif src.kind == "c":
+                table[t] = _A_COMPLEX
+    return code, table
+
+
+def _spec(index: int, p: CudaParameter):
+    label = p.declaration
+    if p.pointer:
+        if p.dtype is None:
+            return (_K_VOID_POINTER, label, None, "", 0, 0, 0, 8, 8, {})
+        return (_K_POINTER, label, p.dtype, p.dtype.str, p.dtype.itemsize, 0, 0, 8, 8, {})
+    if p.view_ndim:
+        n = p.view_ndim
+        if p.contiguous:
+            return (_K_CVIEW, label, p.dtype, p.dtype.str, p.dtype.itemsize, n, 0, 8 * (1 + n), 8, {})
+        return (_K_VIEW, label, p.dtype, p.dtype.str, p.dtype.itemsize, n, 0, 8 * (1 + 2 * n), 8, {})
+    if p.struct is not None:
+        dt = p.dtype
+        return (_K_STRUCT, label, dt, dt.str, dt.itemsize, 0, 0, dt.itemsize, min(dt.alignment, 16), {})
+    code, table = _scalar_table(p.dtype)
+    size = p.dtype.itemsize
+    return (_K_SCALAR, label, p.dtype, p.dtype.str, size, 0, code, size, size, table)
+
+
+def _build_plan(name, signature):
+    specs = tuple(_spec(i, p) for i, p in enumerate(signature))
+    return core.launch_plan(name, specs, np.void, np.generic)
+
+
+# ------------------------------------------------------------------ shapes
+
+
+def _check_block(block, what="block_size") -> tuple:
+    if isinstance(block, (bool, np.bool_)):
+        raise TypeError(f"{what} must be a positive int or a tuple of 1 to 3 positive ints, not {block!r}")
+    if isinstance(block, (int, np.integer)):
+        dims = (int(block),)
+    elif isinstance(block, (tuple, list)):
+        if not 1 <= len(block) <= 3:
+            raise ValueError(f"{what} must have 1 to 3 dimensions, got {len(block)}")
+        if not all(isinstance(b, (int, np.integer)) and not isinstance(b, (bool, np.bool_)) for b in block):
+            raise TypeError(f"{what} entries must be ints, got {block!r}")
+        dims = tuple(int(b) for b in block)
+    else:
+        raise TypeError(f"{what} must be a positive int or a tuple of 1 to 3 positive ints, not {block!r}")
+    if any(b <= 0 for b in dims):
+        raise ValueError(f"{what} entries must be positive, got {dims}")
+    if math.prod(dims) > 1024:
+        raise ValueError(f"{what} {dims} has {math.prod(dims)} threads; at most 1024 per block")
+    return dims
+
+
+def _check_dims(value, what) -> tuple:
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, not {value!r}")
+    if isinstance(value, (int, np.integer)):
+        dims = (int(value),)
+    elif isinstance(value, (tuple, list)):
+        if not 1 <= len(value) <= 3:
+            raise ValueError(f"{what} must have 1 to 3 dimensions, got {len(value)}")
+        if not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in value):
+            raise TypeError(f"{what} entries must be ints, got {value!r}")
+        dims = tuple(int(v) for v in value)
+    else:
+        raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, not {value!r}")
+    if any(v < 0 for v in dims):
+        raise ValueError(f"{what} must not be negative, got {dims}")
+    return dims
+
+
+def _grid_for(n: tuple, block: tuple) -> tuple[tuple, tuple]:
+    if len(block) == 1 and len(n) > 1:
+        block = block + (1,) * (len(n) - 1)
+    elif len(block) != len(n):
+        raise ValueError(
+            f"the block {block} has {len(block)} dimensions but n_threads {n} has {len(n)}; "
+            "pass a matching block= or n_threads="
+        )
+    return tuple(-(-a // b) for a, b in zip(n, block)), block
+
+
+# ------------------------------------------------------------------ arrays inside arguments
+
+
+def _device_type():
+    cupy = sys.modules.get("cupy")
+    return getattr(cupy, "ndarray", None) if cupy is not None else None
+
+
+def _struct_fields(struct):
+    names = []
+    for f in getattr(struct, "fields", ()) or ():
+        name = getattr(f, "name", None)
+        if name is None and isinstance(f, tuple) and f:
+            name = f[0]
+        if isinstance(name, str):
+            names.append(name)
+    return names
+
+
+def iter_arrays(args, prefix=""):
+    """(path, device array) for every device array in the arguments, in argument/field order:
+    plain arguments, items of ``__cuda_args__`` objects, fields of struct values and of
+    CudaStructArguments objects. Paths look like ``0`` or ``0.markers``."""
+    dev = _device_type()
+    for i, obj in enumerate(args):
+        path = f"{prefix}{i}"
+        yield from _arrays_of(obj, path, dev, 0)
+
+
+def _arrays_of(obj, path, dev, depth):
+    if depth > 8:
+        return
+    if dev is not None and isinstance(obj, dev):
+        yield path, obj
+        return
+    if not hasattr(type(obj), "__cuda_args__"):
+        return
+    struct = getattr(obj, "struct", None)
+    fields = _struct_fields(struct) if struct is not None else []
+    if fields:
+        getter = obj.__getitem__ if hasattr(type(obj), "__getitem__") and not hasattr(type(obj), "pack") else None
+        for name in fields:
+            try:
+                value = getter(name) if getter is not None else getattr(obj, name)
+            except Exception:
+                continue
+            yield from _arrays_of(value, f"{path}.{name}", dev, depth + 1)
+        return
+    try:
+        items = obj.__cuda_args__()
+    except Exception:
+        return
+    if isinstance(items, tuple):
+        for k, value in enumerate(items):
+            yield from _arrays_of(value, f"{path}.{k}", dev, depth + 1)
+
+
+def _first_shape(args):
+    """Shape of the first device array with at least one dimension, searching argument objects."""
+    for _, a in iter_arrays(args):
+        shape = a.shape
+        if len(shape) >= 1:
+            return shape
+    return None
+
+
+def _flatten_unchecked(args):
+    out = []
+    for obj in args:
+        if hasattr(type(obj), "__cuda_args__") and not isinstance(obj, (int, float, complex)):
+            r = obj.__cuda_args__()
+            if not isinstance(r, tuple):
+                raise TypeError(f"{type(obj).__name__}.__cuda_args__() must return a tuple")
+            out.extend(_flatten_unchecked(r))
+        else:
+            out.append(obj)
+    return out
+
+
+# ------------------------------------------------------------------ CuPy access
+
+
+def _cupy():
+    """The imported CuPy module, importing it only when cunumpy considers it usable."""
+    from .._backend import cupy_available, cupy_unavailable_reason
+
+    if not cupy_available():
+        return None, cupy_unavailable_reason()
+    return sys.modules["cupy"], None
+
+
+class _DeviceLimits:
+    __slots__ = ("id", "name", "block", "grid", "threads", "shared", "shared_optin")
+
+
+_limits_cache: dict[int, _DeviceLimits] = {}
+
+
+def _device_limits(cupy, dev_id: int) -> _DeviceLimits:
+    lim = _limits_cache.get(dev_id)
+    if lim is not None:
+        return lim
+    lim = _DeviceLimits()
+    lim.id = dev_id
+    attrs = {}
+    try:
+        attrs = dict(cupy.cuda.Device(dev_id).attributes)
+    except Exception:
+        pass
+    name = None
+    try:
+        props = cupy.cuda.runtime.getDeviceProperties(dev_id)
+        name = props.get("name")
+        if isinstance(name, bytes):
+            name = name.decode(errors="replace")
+    except Exception:
+        pass
+    lim.name = name or f"device {dev_id}"
+    lim.block = (
+        attrs.get("MaxBlockDimX", 1024),
+        attrs.get("MaxBlockDimY", 1024),
+        attrs.get("MaxBlockDimZ", 64),
+    )
+    lim.grid = (
+        attrs.get("MaxGridDimX", 2**31 - 1),
+        attrs.get("MaxGridDimY", 65535),
+        attrs.get("MaxGridDimZ", 65535),
+    )
+    lim.threads = attrs.get("MaxThreadsPerBlock", 1024)
+    shared = optin = None
+    try:
+        # cunumpy.cuda's own query where it exists (it knows HIP and the properties API).
+        from .. import cuda as _cuda
+
+        query = getattr(_cuda, "max_shared_memory_per_block", None)
+        if query is not None:
+            shared = int(query(dev_id))
+            optin = int(query(dev_id, opt_in=True))
+    except Exception:
+        shared = optin = None
+    if shared is None:
+        shared = attrs.get("MaxSharedMemoryPerBlock", _DEFAULT_SHARED)
+        optin = attrs.get("MaxSharedMemoryPerBlockOptin", 0)
+    lim.shared = shared
+    lim.shared_optin = max(shared, optin or 0)
+    _limits_cache[dev_id] = lim
+    return lim
+
+
+def _current_device(cupy) -> int:
+    try:
+        return int(cupy.cuda.runtime.getDevice())
+    except Exception:
+        return 0
+
+
+_getter_cache: list = [None, None]  # [cupy module, its device getter]
+
+
+def _device_getter(cupy):
+    """``cupy.cuda.runtime.getDevice`` looked up once per CuPy module."""
+    if _getter_cache[0] is not cupy:
+        getter = getattr(getattr(getattr(cupy, "cuda", None), "runtime", None), "getDevice", None)
+        _getter_cache[1] = getter if callable(getter) else (lambda: 0)
+        _getter_cache[0] = cupy
+    return _getter_cache[1]
+
+
+class _Compiled:
+    __slots__ = ("module", "kernel", "handle", "max_threads", "static_shared", "dynamic_set")
+
+    def __init__(self, module, kernel):
+        self.module = module
+        self.kernel = kernel
+        fn = getattr(kernel, "kernel", None)
+        self.handle = getattr(fn, "ptr", None) if fn is not None else None
+        self.max_threads = getattr(kernel, "max_threads_per_block", None)
+        self.static_shared = getattr(kernel, "shared_size_bytes", 0) or 0
+        self.dynamic_set = 0
+
+
+# ------------------------------------------------------------------ CudaKernel
+
+
+class CudaKernel:
+    """A CUDA C/C++ kernel compiled with NVRTC through CuPy and launched with checked arguments.
+
+    It never copies data: pointer parameters take C-contiguous device arrays of the exact
+    dtype, ``ArrayND<T>`` views device arrays of any strides. See API.md section 2.3.
+    """
+
+    def __init__(
+        self,
+        source,
+        name,
+        *,
+        block_size=128,
+        options=(),
+        include_dirs=(),
+        source_dir=None,
+        structs=(),
+        template_args=None,
+        check_signature=True,
+        debug=None,
+        n_threads_from="auto",
+        check_finite=False,
+    ):
+        if not isinstance(source, str):
+            raise TypeError(f"CudaKernel: 'source' must be a str, not {type(source).__name__}")
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"CudaKernel: 'name' must be a non-empty str, not {name!r}")
+        self._block = _check_block(block_size)
+        if isinstance(options, str) or not hasattr(options, "__iter__"):
+            raise TypeError("CudaKernel: 'options' must be a sequence of str")
+        options = tuple(options)
+        if not all(isinstance(o, str) for o in options):
+            raise TypeError("CudaKernel: 'options' must be a sequence of str")
+        if isinstance(include_dirs, (str, os.PathLike)) or not hasattr(include_dirs, "__iter__"):
+            raise TypeError("CudaKernel: 'include_dirs' must be a sequence of paths")
+        self._include_dirs = tuple(str(Path(d)) for d in include_dirs)
+        self._options = options + tuple(f"-I{d}" for d in self._include_dirs)
+        self._source_dir = str(Path(source_dir)) if source_dir is not None else None
+        if debug is not None and not isinstance(debug, bool):
+            raise TypeError(f"CudaKernel: 'debug' must be None, True or False, not {debug!r}")
+        if isinstance(structs, (str, bytes)) or not hasattr(structs, "__iter__"):
+            raise TypeError("CudaKernel: 'structs' must be a sequence of CudaStruct objects")
+        self._structs = tuple(structs)
+        self._source = source
+        self._name = name
+        self._debug = debug
+        self._check_signature = bool(check_signature)
+        if template_args is not None:
+            if isinstance(template_args, (str, bytes)) or not hasattr(template_args, "__iter__"):
+                template_args = (template_args,)
+            template_args = tuple(template_args)
+            texts = tuple(template_arg_text(a) for a in template_args)
+            self._expression = f"{name}<{', '.join(texts)}>"
+        else:
+            self._expression = name
+        self._template_args = template_args
+        if self._check_signature:
+            params, is_template, extern_c = parse_signature_full(
+                source, name, structs=self._structs, template_args=template_args
+            )
+            if not is_template and not extern_c:
+                raise ValueError(
+                    f"kernel '{name}' must be declared extern \"C\" __global__ "
+                    "(only templates use plain __global__ with template_args)"
+                )
+            self._signature = params
+            self._plan = _build_plan(name, params)
+        else:
+            self._signature = None
+            self._plan = None
+        self._n_threads_from = "auto"
+        self.n_threads_from = n_threads_from
+        self._check_finite = bool(check_finite)
+        self._compiled: dict[int, _Compiled] = {}
+        self._lock = threading.Lock()
+
+    # -------------------------------------------------------------- constructors
+
+    @classmethod
+    def from_file(cls, path, name=None, *, suffix="_cuda.cu", **kwargs):
+        """Kernel ``name`` (default: the file name minus ``suffix``) of a ``.cu`` file."""
+        path = Path(path)
+        if name is None:
+            if not path.name.endswith(suffix) or len(path.name) == len(suffix):
+                raise ValueError(
+                    f"CudaKernel.from_file(): cannot derive the kernel name from {path.name!r} "
+                    f"(it does not end with {suffix!r}); pass name="
+                )
+            name = path.name[: -len(suffix)]
+        source = path.read_text(encoding="utf-8")
+        return cls(source, name, **_file_kwargs(path, kwargs))
+
+    @classmethod
+    def all_from_file(cls, path, **kwargs):
+        """One kernel per ``__global__`` function of the file, in order of first appearance."""
+        from ..cuda._source import cuda_kernel_names
+
+        path = Path(path)
+        source = path.read_text(encoding="utf-8")
+        names = cuda_kernel_names(source)
+        if not names:
+            raise ValueError(f"CudaKernel.all_from_file(): no __global__ function in {str(path)!r}")
+        kw = _file_kwargs(path, kwargs)
+        kernels = {}
+        for n in names:
+            kn = kw
+            if kw.get("check_signature", True) and kw.get("template_args") is None and _is_template(source, n):
+                # A template is listed too; without template_args it can only be unchecked.
+                kn = dict(kw, check_signature=False)
+            kernels[n] = cls(source, n, **kn)
+        # One compilation for the file: the kernels share their per-device modules.
+        shared: dict = {}
+        for k in kernels.values():
+            k._module_share = (shared, tuple(kernels.values()))
+        return kernels
+
+    # -------------------------------------------------------------- properties
+
+    name = property(lambda self: self._name)
+    expression = property(lambda self: self._expression)
+    source = property(lambda self: self._source)
+    options = property(lambda self: self._options)
+    include_dirs = property(lambda self: self._include_dirs)
+    source_dir = property(lambda self: self._source_dir)
+    structs = property(lambda self: self._structs)
+    template_args = property(lambda self: self._template_args)
+    signature = property(lambda self: self._signature)
+    debug = property(lambda self: self._debug)
+
+    @property
+    def block_size(self):
+        return self._block[0] if len(self._block) == 1 else self._block
+
+    @property
+    def n_threads_from(self):
+        return self._n_threads_from
+
+    @n_threads_from.setter
+    def n_threads_from(self, value):
+        if not (value is None or callable(value) or (isinstance(value, str) and value in _N_THREADS_FROM)):
+            raise TypeError(
+                "n_threads_from must be a callable, 'auto', 'first_array', 'last_axis' or None, "
+                f"not {value!r}"
+            )
+        self._n_threads_from = value
+        self._fast_1d = value == "auto" and len(self._block) == 1
+        if getattr(self, "_plan", None) is not None:
+            self._plan.configure_fast(None)
+
+    @property
+    def check_finite(self):
+        return self._check_finite
+
+    @check_finite.setter
+    def check_finite(self, value):
+        self._check_finite = bool(value)
+
+    @property
+    def included_headers(self) -> tuple:
+        """Tracked headers (quoted includes and cunumpy's own), resolved now."""
+        return tuple(
+            resolve_includes(
+                self._source, self._include_dirs, base_dir=self._source_dir, angle_dirs=(cuda_include_dir(),)
+            )
+        )
+
+    @property
+    def is_compiled(self) -> bool:
+        """Compiled successfully for the current CUDA device."""
+        if not self._compiled:
+            return False
+        cupy = sys.modules.get("cupy")
+        dev = _current_device(cupy) if cupy is not None else 0
+        return dev in self._compiled
+
+    def debug_active(self) -> bool:
+        """The effective debug setting (this kernel's, else the global one)."""
+        return _debug.get_cuda_debug() if self._debug is None else self._debug
+
+    def compile_options(self) -> tuple:
+        """Options given to NVRTC: options, the header directory, debug options, header hash."""
+        opts = list(self._options)
+        inc = f"-I{cuda_include_dir()}"
+        if inc not in opts:
+            opts.append(inc)
+        if self.debug_active():
+            opts.extend(o for o in _debug.DEBUG_OPTIONS if o not in opts)
+        headers = self.included_headers
+        if headers:
+            opts.append(f"-DCUNUMPY_INCLUDE_HASH=0x{include_hash(headers)}")
+        return tuple(opts)
+
+    def __repr__(self):
+        return f"<CudaKernel {self._expression!r} block={self.block_size}>"
+
+    # -------------------------------------------------------------- launch shape
+
+    def launch_shape(self, n_threads=None, *, grid=None, block=None, args=None):
+        """(grid, block) of a launch; infers the size from ``args`` if given. Never compiles."""
+        first = _first_shape(args) if args is not None else None
+        return self._shape(n_threads, grid, block, args, first)
+
+    def _shape(self, n_threads, grid, block, args, first):
+        blk = self._block if block is None else _check_block(block, "block")
+        if grid is not None:
+            if n_threads is not None:
+                raise TypeError("pass exactly one of n_threads= and grid=, not both")
+            g = _check_dims(grid, "grid")
+            return g, blk
+        if n_threads is None:
+            n_threads = self._infer(blk, args, first)
+        n = _check_dims(n_threads, "n_threads")
+        return _grid_for(n, blk)
+
+    def _infer(self, blk, args, first):
+        mode = self._n_threads_from
+        if mode is None:
+            raise TypeError(
+                f"kernel '{self._name}': n_threads_from is None, so pass n_threads= or grid= explicitly"
+            )
+        if callable(mode):
+            return mode(tuple(args) if args is not None else ())
+        if first is None:
+            raise TypeError(
+                f"kernel '{self._name}': no device array among the arguments to infer the launch size "
+                "from; pass n_threads= or grid="
+            )
+        shape = tuple(int(v) for v in first)
+        if mode == "last_axis":
+            return shape[-1]
+        if mode == "first_array":
+            return shape[0]
+        nd = len(blk)
+        if len(shape) < nd:
+            raise ValueError(
+                f"kernel '{self._name}': the first array has shape {shape}, too few dimensions for a "
+                f"{nd}-D block {blk}; pass n_threads="
+            )
+        return shape[0] if nd == 1 else shape[:nd]
+
+    # -------------------------------------------------------------- compilation
+
+    def compile(self, *, log_stream=None):
+        """Compile for the current device (cached per device) and return CuPy's raw kernel."""
+        hook = emulation_hook
+        if hook is not None:
+            return hook.compile(self)
+        cupy, reason = _cupy()
+        if cupy is None:
+            raise RuntimeError(f"CudaKernel.compile() of '{self._name}' needs a functional CuPy: {reason}")
+        return self._compile(cupy, _current_device(cupy), log_stream).kernel
+
+    def recompile(self, *, log_stream=None):
+        """Discard the current device's compiled state and compile again (headers, debug options)."""
+        hook = emulation_hook
+        if hook is not None:
+            return hook.compile(self)
+        cupy, reason = _cupy()
+        if cupy is None:
+            raise RuntimeError(f"CudaKernel.recompile() of '{self._name}' needs a functional CuPy: {reason}")
+        dev = _current_device(cupy)
+        with self._lock:
+            self._compiled.pop(dev, None)
+        return self._compile(cupy, dev, log_stream, fresh=True).kernel
+
+    def _compile(self, cupy, dev, log_stream=None, fresh=False):
+        state = self._compiled.get(dev)
+        if state is not None:
+            return state
+        with self._lock:
+            state = self._compiled.get(dev)
+            if state is not None:
+                return state
+            options = self.compile_options()
+            is_template = self._template_args is not None
+            module = None
+            share = getattr(self, "_module_share", None)
+            key = (dev, options)
+            if share is not None and not fresh and not is_template:
+                module = share[0].get(key)
+            if module is None:
+                module = cupy.RawModule(
+                    code=self._source,
+                    options=options,
+                    name_expressions=[self._expression] if is_template else None,
+                )
+                if log_stream is not None:
+                    module.compile(log_stream=log_stream)
+                else:
+                    compile_now = getattr(module, "compile", None)
+                    if compile_now is not None:
+                        compile_now()
+                if share is not None and not is_template:
+                    share[0][key] = module
+            kernel = module.get_function(self._expression)
+            state = _Compiled(module, kernel)
+            self._compiled[dev] = state
+            return state
+
+    # -------------------------------------------------------------- call
+
+    def _call_slow(self, *args, n_threads=None, grid=None, block=None, shared_mem=0, stream=None):
+        """The general call; ``__call__`` (in C) handles the common 1-D case itself."""
+        plan = self._plan
+        if plan is not None:
+            packed, first, hidden = plan.pack(*args)  # first: the first array's shape
+            if hidden:
+                first = _first_shape(args)
+        else:
+            packed = None
+            first = _first_shape(args) if n_threads is None and grid is None else None
+        g, blk = self._shape(n_threads, grid, block, args, first)
+        if shared_mem.__class__ is not int:
+            if isinstance(shared_mem, bool) or not isinstance(shared_mem, (int, np.integer)):
+                raise TypeError(f"shared_mem must be an int, not {type(shared_mem).__name__}")
+            shared_mem = int(shared_mem)
+        if shared_mem < 0:
+            raise ValueError(f"shared_mem must be >= 0, got {shared_mem}")
+        hook = emulation_hook
+        if hook is not None:
+            return hook.launch(self, args, g, blk, shared_mem)
+        cupy = sys.modules.get("cupy")
+        if cupy is None:
+            if 0 in g:
+                return None  # nothing to launch, and no device to check the shape against
+            raise RuntimeError(f"launching kernel '{self._name}' needs CuPy (no device arrays were given)")
+        dev = _device_getter(cupy)()
+        lim = _limits_cache.get(dev) or _device_limits(cupy, dev)
+        self._validate(lim, g, blk, shared_mem)
+        if plan is not None and self._fast_1d and block is None:
+            # The default 1-D block passed on this device: later calls take the C fast path.
+            plan.configure_fast(self._block[0], dev, lim.grid[0], _device_getter(cupy))
+        if 0 in g:
+            return None
+        return self._launch(cupy, dev, lim, args, packed, g, blk, shared_mem, stream)
+
+    def _launch_1d(self, packed, g0, stream, args):
+        """Continuation of the C fast path for a non-empty 1-D launch."""
+        hook = emulation_hook
+        if hook is not None:
+            return hook.launch(self, args, (g0,), self._block, 0)
+        cupy = sys.modules["cupy"]
+        dev = _device_getter(cupy)()
+        lim = _limits_cache.get(dev) or _device_limits(cupy, dev)
+        return self._launch(cupy, dev, lim, args, packed, (g0,), self._block, 0, stream)
+
+    def _fail(self, lim, what):
+        raise ValueError(f"kernel '{self._name}' on device {lim.id} ({lim.name}): {what}")
+
+    def _validate(self, lim, g, blk, shared_mem):
+        for axis, b in enumerate(blk):
+            if b > lim.block[axis]:
+                self._fail(lim, f"block[{axis}] = {b} exceeds the device's maximum {lim.block[axis]}")
+        for axis, v in enumerate(g):
+            if v > lim.grid[axis]:
+                self._fail(lim, f"grid[{axis}] = {v} exceeds the device's maximum {lim.grid[axis]}")
+        threads = math.prod(blk)
+        if threads > lim.threads:
+            self._fail(lim, f"{threads} threads per block exceed the device's maximum {lim.threads}")
+        if shared_mem > lim.shared_optin:
+            self._fail(
+                lim,
+                f"shared_mem = {shared_mem} bytes exceeds the device's maximum {lim.shared_optin} bytes per block",
+            )
+
+    def _launch(self, cupy, dev, lim, args, packed, g, blk, shared_mem, stream):
+        state = self._compile(cupy, dev)
+        threads = math.prod(blk)
+        if state.max_threads is not None and threads > min(lim.threads, state.max_threads):
+            self._fail(
+                lim,
+                f"{threads} threads per block exceed the compiled kernel's max_threads_per_block "
+                f"{state.max_threads}",
+            )
+        total_shared = state.static_shared + shared_mem
+        limit = max(lim.shared, lim.shared_optin)
+        if total_shared > limit:
+            self._fail(
+                lim,
+                f"static ({state.static_shared}) + dynamic ({shared_mem}) shared memory = {total_shared} "
+                f"bytes exceeds the limit {limit}",
+            )
+        if shared_mem > state.dynamic_set and total_shared > lim.shared:
+            # Above the default 48 KiB allowance the kernel must opt in first.
+            state.kernel.max_dynamic_shared_size_bytes = shared_mem
+            state.dynamic_set = shared_mem
+        if stream is None:
+            stream = cupy.cuda.get_current_stream()
+        grid3 = g + (1,) * (3 - len(g))
+        block3 = blk + (1,) * (3 - len(blk))
+        if packed is not None and state.handle:
+            stream_ptr = int(getattr(stream, "ptr", 0) or 0)
+            if core.driver_available():
+                status = core.launch(state.handle, *grid3, *block3, shared_mem, stream_ptr, packed)
+                if status == _CUDA_ERROR_INVALID_CONTEXT:
+                    # A thread that has not touched CUDA yet: make the device's context
+                    # current through the runtime, as CuPy would, and try once more.
+                    cupy.cuda.runtime.setDevice(dev)
+                    cupy.cuda.runtime.free(0)
+                    status = core.launch(state.handle, *grid3, *block3, shared_mem, stream_ptr, packed)
+                if status != 0:
+                    _raise_driver_error(cupy, status, self._name, grid3, block3)
+            else:
+                driver = getattr(getattr(cupy, "cuda", None), "driver", None)
+                launch = getattr(driver, "launchKernel", None)
+                if launch is None:
+                    self._cupy_launch(state, args, grid3, block3, shared_mem, stream)
+                else:
+                    launch(state.handle, *grid3, *block3, shared_mem, stream_ptr, core.packed_address(packed), 0)
+        else:
+            self._cupy_launch(state, args, grid3, block3, shared_mem, stream)
+        if self.debug_active() or self._check_finite:
+            self._after_launch(cupy, stream, args, g, blk)
+        return None
+
+    def _cupy_launch(self, state, args, grid3, block3, shared_mem, stream):
+        flat = _flatten_unchecked(args)
+        if self._signature is not None:
+            flat = [_cupy_arg(p, a) for p, a in zip(self._signature, flat)]
+        # CuPy's raw kernels launch on the current stream.
+        enter = getattr(stream, "__enter__", None)
+        if enter is None:
+            state.kernel(grid3, block3, tuple(flat), shared_mem=shared_mem)
+            return
+        with stream:
+            state.kernel(grid3, block3, tuple(flat), shared_mem=shared_mem)
+
+    def _after_launch(self, cupy, stream, args, g, blk):
+        capturing = False
+        try:
+            capturing = bool(stream.is_capturing())
+        except Exception:
+            pass
+        if capturing:
+            return
+        why = "debug mode" if self.debug_active() else "check_finite"
+        _transfers.record("sync", f"wait for kernel '{self._name}' ({why})")
+        try:
+            stream.synchronize()
+        except Exception as exc:
+            raise RuntimeError(
+                f"CUDA error after launching kernel '{self._name}' with grid {g} and block {blk}: {exc} "
+                "(after an illegal memory access the process must be restarted)"
+            ) from exc
+        if self._check_finite:
+            for path, a in iter_arrays(args):
+                if a.dtype.kind not in "fc" or a.size == 0:
+                    continue
+                if not bool(cupy.isfinite(a).all()):
+                    raise RuntimeError(
+                        f"kernel '{self._name}' left NaN or inf in argument {path} "
+                        f"(dtype {a.dtype}, shape {tuple(a.shape)})"
+                    )
+
+
+CudaKernel.__call__ = core.kernel_call_method(CudaKernel)
+
+
+def _cupy_arg(param: CudaParameter, value):
+    """The value as CuPy's own launch takes it (fallback path only)."""
+    if param.pointer:
+        return value
+    if param.view_ndim:
+        n = param.view_ndim
+        fields = [("data", "<u8"), ("shape", "<i8", (n,))]
+        if not param.contiguous:
+            fields.append(("strides", "<i8", (n,)))
+        rec = np.zeros((), dtype=np.dtype(fields))
+        rec["data"] = value.data.ptr
+        rec["shape"] = value.shape
+        if not param.contiguous:
+            rec["strides"] = [s // value.itemsize for s in value.strides]
+        return rec[()]
+    if param.struct is not None:
+        return value
+    return param.dtype.type(value)
+
+
+def _raise_driver_error(cupy, status, name, grid, block):
+    err = None
+    try:
+        from cupy_backends.cuda.api.driver import CUDADriverError
+
+        err = CUDADriverError(status)
+    except Exception:
+        err = None
+    msg = f"launching kernel '{name}' with grid {grid} and block {block} failed (CUresult {status})"
+    if err is not None:
+        raise RuntimeError(f"{msg}: {err}") from err
+    raise RuntimeError(msg)
+
+
+def _is_template(source: str, name: str) -> bool:
+    try:
+        core.cuda_parse_signature(source, name, (), None)
+    except ValueError as exc:
+        return "is a template" in str(exc)
+    return False
+
+
+def _file_kwargs(path: Path, kwargs: dict) -> dict:
+    kw = dict(kwargs)
+    directory = str(path.resolve().parent)
+    dirs = kw.pop("include_dirs", ())
+    if isinstance(dirs, (str, os.PathLike)) or not hasattr(dirs, "__iter__"):
+        raise TypeError("CudaKernel: 'include_dirs' must be a sequence of paths")
+    dirs = tuple(dirs)
+    kw["include_dirs"] = (directory,) + tuple(d for d in dirs if str(d) != directory)
+    kw["source_dir"] = directory
+    return kw
+
+
+# ------------------------------------------------------------------ variants
+
+
+class CudaKernelVariants:
+    """Kernels created on demand by ``factory(*key)`` and cached per key."""
+
+    def __init__(self, factory):
+        if not callable(factory):
+            raise TypeError("CudaKernelVariants: 'factory' must be callable")
+        self._factory = factory
+        self._kernels: dict = {}
+
+    def get(self, *key):
+        try:
+            return self._kernels[key]
+        except KeyError:
+            pass
+        kernel = self._factory(*key)
+        if not isinstance(kernel, CudaKernel):
+            raise TypeError(
+                f"CudaKernelVariants: the factory returned {type(kernel).__name__} for key {key}, "
+                "not a CudaKernel"
+            )
+        self._kernels[key] = kernel
+        return kernel
+
+    def keys(self):
+        return list(self._kernels)
+
+    def __iter__(self):
+        return iter(list(self._kernels))
+
+    def __len__(self):
+        return len(self._kernels)
+
+    def compile_all(self, keys=(), *, jobs=1):
+        """Create the listed variants, then compile every existing one (``jobs`` threads)."""
+        if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int)):
+            raise TypeError(f"compile_all(): 'jobs' must be an int or None, not {jobs!r}")
+        if jobs is None:
+            jobs = os.cpu_count() or 1
+        if jobs < 1:
+            raise ValueError(f"compile_all(): 'jobs' must be >= 1, got {jobs}")
+        for key in keys:
+            self.get(*(key if isinstance(key, tuple) else (key,)))
+        items = list(self._kernels.items())
+        errors: dict = {}
+        if jobs == 1 or len(items) <= 1:
+            for key, kernel in items:
+                try:
+                    kernel.compile()
+                except Exception as exc:
+                    errors[key] = exc
+        else:
+            cupy = sys.modules.get("cupy")
+            dev = _current_device(cupy) if cupy is not None else None
+
+            def work(kernel):
+                # Threads start on device 0: compile on the caller's device.
+                try:
+                    ctx = cupy.cuda.Device(dev) if dev is not None else None
+                except Exception:
+                    ctx = None
+                if ctx is None:
+                    return kernel.compile()
+                with ctx:
+                    return kernel.compile()
+
+            with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+                futures = [(key, pool.submit(work, kernel)) for key, kernel in items]
+                for key, fut in futures:
+                    exc = fut.exception()
+                    if exc is not None:
+                        errors[key] = exc
+        for key, _ in items:
+            if key in errors:
+                raise errors[key]

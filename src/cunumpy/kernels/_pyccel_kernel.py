@@ -1,3 +1,337 @@
-"""Part of cunumpy.kernels (filled by the issue that owns it)."""
+"""PyccelKernel: call a NumPy-only host function with CuPy arrays (API.md section 2.1).
 
-__all__: list[str] = []
+The no-conversion path is the C base class (``_core.HostKernel``): a backend test and a type
+check per argument, then the wrapped function is called with the very same arguments. The
+conversion path below resolves the ``outputs`` declarations, lets the C traversal build the
+host arguments and the copy-back plan, and does the copies through ``_backend`` so every one
+is counted.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sys
+import typing
+
+import numpy as np
+
+from .. import _backend, _transfers
+from .._native import core
+
+__all__ = ["PyccelKernel", "outputs_from_annotations"]
+
+_SCALAR_NAMES = frozenset(
+    {
+        "int", "float", "bool", "complex", "str",
+        "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+        "float32", "float64", "complex64", "complex128",
+    }
+)  # fmt: skip
+_FINAL = re.compile(r"^(?:[A-Za-z_][\w]*\.)*Final\b")
+_CONST = re.compile(r"\bconst\b")
+
+
+class _Parameters:
+    """What a kernel's parameter list tells about addressing arguments, computed once."""
+
+    __slots__ = ("positional", "keyword_only", "varargs", "varkw")
+
+    def __init__(self, positional=(), keyword_only=(), varargs=False, varkw=False):
+        self.positional = tuple(positional)
+        self.keyword_only = tuple(keyword_only)
+        self.varargs = varargs
+        self.varkw = varkw
+
+    @classmethod
+    def of(cls, kernel, parameters):
+        if parameters is not None:
+            if isinstance(parameters, str) or not hasattr(parameters, "__iter__"):
+                raise TypeError(
+                    f"PyccelKernel: 'parameters' must be a sequence of str, not {type(parameters).__name__}"
+                )
+            names = tuple(parameters)
+            for name in names:
+                if not isinstance(name, str):
+                    raise TypeError(f"PyccelKernel: 'parameters' entries must be str, not {type(name).__name__}")
+            if len(set(names)) != len(names):
+                raise ValueError(f"PyccelKernel: 'parameters' repeats a name: {names}")
+            return cls(names)
+        try:
+            signature = inspect.signature(kernel)
+        except (TypeError, ValueError):
+            return None
+        positional, keyword_only, varargs, varkw = [], [], False, False
+        for p in signature.parameters.values():
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                positional.append(p.name)
+            elif p.kind is p.KEYWORD_ONLY:
+                keyword_only.append(p.name)
+            elif p.kind is p.VAR_POSITIONAL:
+                varargs = True
+            else:
+                varkw = True
+        return cls(positional, keyword_only, varargs, varkw)
+
+
+def _check_outputs(outputs):
+    if outputs is None:
+        return None
+    if isinstance(outputs, (int, str)):
+        raise TypeError(
+            f"PyccelKernel: 'outputs' must be a sequence of indices or names, not a bare "
+            f"{type(outputs).__name__}; for one output write outputs=({outputs!r},)"
+        )
+    try:
+        entries = tuple(outputs)
+    except TypeError:
+        raise TypeError(
+            f"PyccelKernel: 'outputs' must be None or a sequence of int indices and str names, "
+            f"not {type(outputs).__name__}"
+        ) from None
+    for entry in entries:
+        if isinstance(entry, bool) or not isinstance(entry, (int, np.integer, str)):
+            raise TypeError(
+                f"PyccelKernel: each 'outputs' entry must be an int index or a str name, "
+                f"got {entry!r} ({type(entry).__name__})"
+            )
+    return tuple(int(e) if not isinstance(e, str) else e for e in entries)
+
+
+def _kernel_name(kernel) -> str:
+    name = getattr(kernel, "__name__", None)
+    return name if isinstance(name, str) else type(kernel).__name__
+
+
+def _default_is_array(value) -> bool:
+    return isinstance(value, np.ndarray)
+
+
+def _copy_back(device, host, what):
+    """Write a host result into the caller's device array in place; counted ``to_device``."""
+    flags = device.flags
+    if flags.c_contiguous or flags.f_contiguous:
+        device.set(host)
+    else:
+        device[...] = sys.modules["cupy"].asarray(host)
+    if _transfers.sinks:
+        _transfers.record("to_device", f"{what} {_transfers.describe(host)}", int(host.nbytes))
+
+
+def _convert_call(self, args, kwargs):
+    """The conversion path (the C base calls it when conversion is needed)."""
+    slots = self._resolve_outputs(args, kwargs)
+    what = f"PyccelKernel {self._name}"
+
+    def to_host(a):
+        return _backend.device_to_host(a, what)
+
+    host_args, host_kwargs, n_arrays, plan = core.host_arguments(
+        args, kwargs, to_host, self._object_modules, slots
+    )
+    if _transfers.sinks:
+        _transfers.record("kernel_conversion", f"{self._name}: {n_arrays} arrays")
+    try:
+        if host_kwargs is None:
+            result = self._kernel(*host_args)
+        else:
+            result = self._kernel(*host_args, **host_kwargs)
+    finally:
+        # Writes made before an exception reach the device, as without the wrapper.
+        for device, host in plan:
+            _copy_back(device, host, what)
+
+    def to_device(a):
+        return _backend.host_to_device(a, f"{what} result")
+
+    return core.device_result(result, to_device, self._is_array)
+
+
+class PyccelKernel(core.HostKernel):
+    """Adapt a function that only accepts NumPy arrays so it can be called with CuPy arrays.
+
+    ``use_cupy``: True always converts, False never, None (default) converts when the CuPy
+    backend is active or a CuPy array is reachable from the arguments. ``object_modules``:
+    module prefixes of classes whose instances are traversed (shallow-copied, arrays
+    replaced on the copy). ``is_array``: what counts as a host array in the return value.
+    ``outputs``: indices or names of the arguments the function may write (None: all;
+    ``()``: none). ``parameters``: the parameter names when the signature cannot be read.
+    """
+
+    def __init__(self, kernel, use_cupy=None, object_modules=(), is_array=None, outputs=None, parameters=None):
+        if not callable(kernel):
+            raise TypeError(f"PyccelKernel: 'kernel' must be callable, not {type(kernel).__name__}")
+        if use_cupy is not None and not isinstance(use_cupy, (bool, np.bool_)):
+            raise TypeError(f"PyccelKernel: 'use_cupy' must be True, False or None, not {type(use_cupy).__name__}")
+        if isinstance(object_modules, str):
+            object_modules = (object_modules,)
+        try:
+            modules = tuple(object_modules)
+        except TypeError:
+            raise TypeError(
+                f"PyccelKernel: 'object_modules' must be a sequence of str, not {type(object_modules).__name__}"
+            ) from None
+        for prefix in modules:
+            if not isinstance(prefix, str):
+                raise TypeError(f"PyccelKernel: 'object_modules' entries must be str, not {type(prefix).__name__}")
+        if is_array is not None and not callable(is_array):
+            raise TypeError(f"PyccelKernel: 'is_array' must be callable or None, not {type(is_array).__name__}")
+        self._kernel = kernel
+        self._name = _kernel_name(kernel)
+        self._use_cupy = None if use_cupy is None else bool(use_cupy)
+        self._object_modules = modules
+        self._user_is_array = is_array
+        self._is_array = np.ndarray if is_array is None else is_array
+        self._outputs = _check_outputs(outputs)
+        self._parameters = _Parameters.of(kernel, parameters)
+        # The state's __dict__ is read directly: the backend switch rebinds its "backend" key.
+        self._configure(kernel, self._use_cupy, modules, vars(_backend._state), _convert_call)
+
+    # ------------------------------------------------------------------ outputs
+
+    def _resolve_outputs(self, args, kwargs):
+        """The declared outputs as argument slots of this call (positional indices and
+        keyword names); raises KeyError/IndexError for declarations that cannot be resolved."""
+        outputs = self._outputs
+        if outputs is None:
+            return None
+        if not outputs:
+            return ()
+        kwargs = kwargs or {}
+        params = self._parameters
+        nargs = len(args)
+        slots = []
+        for entry in outputs:
+            if isinstance(entry, str):
+                slot = self._resolve_name(entry, params, nargs, kwargs)
+            else:
+                slot = self._resolve_index(entry, params, nargs, kwargs)
+            if slot is not None and slot not in slots:
+                slots.append(slot)
+        return tuple(slots)
+
+    def _resolve_name(self, name, params, nargs, kwargs):
+        if name in kwargs:
+            return name
+        if params is None:
+            raise KeyError(
+                f"PyccelKernel {self._name}: output {name!r} was not passed by keyword and the "
+                "parameter names are unknown; declare it by index (or pass parameters=[...])"
+            )
+        if name in params.positional:
+            position = params.positional.index(name)
+            return position if position < nargs else None
+        if name in params.keyword_only or params.varkw:
+            return None  # not passed in this call: nothing to copy back
+        raise KeyError(
+            f"PyccelKernel {self._name}: output {name!r} matches no parameter of the kernel "
+            f"(parameters: {', '.join(params.positional + params.keyword_only) or 'none'})"
+        )
+
+    def _resolve_index(self, index, params, nargs, kwargs):
+        if params is None or params.varargs:
+            count = nargs if params is None else max(nargs, len(params.positional))
+        else:
+            count = len(params.positional)
+        position = index + count if index < 0 else index
+        if not 0 <= position < count:
+            hint = (
+                "; an argument passed by keyword must be declared by name when the parameter "
+                "names are unknown"
+                if params is None and kwargs
+                else ""
+            )
+            raise IndexError(
+                f"PyccelKernel {self._name}: output index {index} is out of range for "
+                f"{count} positional argument(s){hint}"
+            )
+        if position < nargs:
+            return position
+        if params is not None and position < len(params.positional):
+            name = params.positional[position]
+            return name if name in kwargs else None
+        return None
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def kernel(self):
+        return self._kernel
+
+    @property
+    def use_cupy(self) -> bool:
+        """True if a call made now converts regardless of its arguments."""
+        if self._use_cupy is not None:
+            return self._use_cupy
+        return _backend.get_backend() == "cupy"
+
+    @property
+    def object_modules(self) -> tuple:
+        return self._object_modules
+
+    @property
+    def is_array(self):
+        return self._user_is_array if self._user_is_array is not None else _default_is_array
+
+    @property
+    def outputs(self):
+        return self._outputs
+
+    @property
+    def parameters(self):
+        p = self._parameters
+        return None if p is None else p.positional + p.keyword_only
+
+    def __repr__(self) -> str:
+        parts = [self._name]
+        if self._use_cupy is not None:
+            parts.append(f"use_cupy={self._use_cupy}")
+        if self._object_modules:
+            parts.append(f"object_modules={self._object_modules!r}")
+        parts.append(f"outputs={self._outputs!r}")
+        return f"PyccelKernel({', '.join(parts)})"
+
+
+# CPython < 3.12 does not pass the base's fast call protocol on to Python subclasses.
+core.enable_vectorcall(PyccelKernel)
+
+
+def _annotation_is_output(annotation) -> bool:
+    if annotation is inspect.Parameter.empty:
+        return True
+    if isinstance(annotation, str):
+        text = annotation.strip().strip("'\"").strip()
+        if _FINAL.match(text) or _CONST.search(text):
+            return False
+        return text not in _SCALAR_NAMES
+    if typing.get_origin(annotation) is typing.Final or annotation is typing.Final:
+        return False
+    if typing.get_origin(annotation) is typing.Annotated:
+        if any(isinstance(m, str) and _CONST.search(m) for m in annotation.__metadata__):
+            return False
+        return _annotation_is_output(typing.get_args(annotation)[0])
+    if isinstance(annotation, type) and (
+        annotation in (int, float, bool, complex, str) or issubclass(annotation, np.generic)
+    ):
+        return False
+    return True
+
+
+def outputs_from_annotations(function):
+    """Names of the parameters that are not Final, const or a scalar, read from the
+    annotations (Pyccel strings such as ``"float[:]"`` or typing objects); None when the
+    function has no annotations or no inspectable signature."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return None
+    parameters = [
+        p for p in signature.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+    if not any(p.annotation is not inspect.Parameter.empty for p in parameters):
+        return None
+    return tuple(p.name for p in parameters if _annotation_is_output(p.annotation))

@@ -1,0 +1,1 @@
+"""Host kernels the PyccelKernel tests compile (Pyccel) or jit (Numba)."""
