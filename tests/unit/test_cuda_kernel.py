@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
 import weakref
 from pathlib import Path
 
@@ -841,3 +842,285 @@ def test_device_launch_checks_do_not_leak(dev):
     assert _growth(_raises(lambda: k(x, x, 0, v, c, 1.0, 1, np.zeros(1)), TypeError)) < 20_000
     after = [sys.getrefcount(a) for a in (x, v, c)]
     assert after == counts
+
+
+# ------------------------------------------------------------------ arrays and streams on another device
+
+
+def _on_device(a, device_id):
+    """``a`` reporting its memory on device ``device_id`` (CuPy: ``a.data.device_id``,
+    ``a.device.id``), as an array allocated under ``cupy.cuda.Device(device_id)`` would."""
+    base = type(a)
+    base_data = base.data
+
+    class OnDevice(base):
+        __slots__ = ()
+
+        @property
+        def data(self):
+            d = base_data.__get__(self)
+            return types.SimpleNamespace(ptr=d.ptr, device_id=device_id)
+
+        @property
+        def device(self):
+            return types.SimpleNamespace(id=device_id)
+
+    a.__class__ = OnDevice
+    return a
+
+
+def _stream_on(device_id):
+    cupy = sys.modules["cupy"]
+    external = getattr(getattr(cupy, "cuda", None), "ExternalStream", None)
+    if external is not None:
+        return external(0x1234, device_id)
+    return types.SimpleNamespace(ptr=0x1234, device_id=device_id)
+
+
+@pytest.fixture
+def current_device(monkeypatch):
+    """A settable current device: ``current_device[0] = 1`` acts as ``cupy.cuda.Device(1).use()``
+    for the launch checks (the getter is looked up once per CuPy module, so it is re-read)."""
+    cupy = sys.modules["cupy"]
+    cell = [0]
+    monkeypatch.setattr(cupy.cuda.runtime, "getDevice", lambda: cell[0])
+    monkeypatch.setattr(ck, "_getter_cache", [None, None])
+    return cell
+
+
+OTHER = r"kernel 'k': argument {i} \({decl}\): the array is on device 1 but the launch runs on the current device 0"
+
+
+@pytest.mark.parametrize("n", [0, 4])
+def test_device_pointer_on_another_device_is_a_value_error(dev, n):
+    k = CudaKernel(ALL, "k")
+    x = dev(np.zeros(n))
+    v = dev(np.zeros((n, 6), np.float32))
+    c = dev(np.zeros(3, np.int32))
+    y = _on_device(dev(np.zeros(n)), 1)
+    for _ in range(2):  # the first call takes the general path, the next ones the C fast path
+        with pytest.raises(ValueError, match=OTHER.format(i=1, decl=r"double\* y")) as info:
+            k(x, y, n, v, c, 1.0, 1, x)
+        assert "cupy.cuda.Device(1)" in str(info.value)
+        with pytest.raises(ValueError, match=OTHER.format(i=7, decl=r"void\* raw")):
+            k(x, x, n, v, c, 1.0, 1, y)
+        if n == 0:
+            assert k(x, x, n, v, c, 1.0, 1, x) is None
+    assert not k.is_compiled  # nothing was compiled or launched
+
+
+def test_device_view_on_another_device_is_a_value_error(dev):
+    k = CudaKernel(ALL, "k")
+    x = dev(np.zeros(0))
+    v = dev(np.zeros((0, 6), np.float32))
+    c = dev(np.zeros(3, np.int32))
+    for _ in range(2):
+        assert k(x, x, 0, v, c, 1.0, 1, x) is None
+    v1 = _on_device(dev(np.zeros((0, 6), np.float32)), 1)
+    c1 = _on_device(dev(np.zeros(3, np.int32)), 1)
+    with pytest.raises(ValueError, match=OTHER.format(i=3, decl=r"Array2D<float> v")):
+        k(x, x, 0, v1, c, 1.0, 1, x)
+    with pytest.raises(ValueError, match=OTHER.format(i=4, decl=r"CArray1D<int> c")):
+        k(x, x, 0, v, c1, 1.0, 1, x)
+    with pytest.raises(ValueError, match=OTHER.format(i=4, decl=r"CArray1D<int> c")):
+        k(x, x, 0, v, c1, 1.0, 1, x, n_threads=0)  # the general path too
+    assert not k.is_compiled
+
+
+def test_device_arrays_inside_argument_objects_are_checked(dev):
+    k = CudaKernel(ALL, "k")
+    x = dev(np.zeros(0))
+    v = _on_device(dev(np.zeros((0, 6), np.float32)), 1)
+    c = dev(np.zeros(3, np.int32))
+
+    class Args:
+        def __cuda_args__(self):
+            return (x, x, 0, v, c)
+
+    with pytest.raises(ValueError, match=OTHER.format(i=3, decl=r"Array2D<float> v")):
+        k(Args(), 1.0, 1, x)
+
+
+def test_device_stream_on_another_device_is_a_value_error(dev):
+    k = CudaKernel(ALL, "k")
+    x = dev(np.zeros(0))
+    v = dev(np.zeros((0, 6), np.float32))
+    c = dev(np.zeros(3, np.int32))
+    s1 = _stream_on(1)
+    msg = r"kernel 'k': the stream is on device 1 but the launch runs on the current device 0"
+    for _ in range(2):
+        with pytest.raises(ValueError, match=msg):
+            k(x, x, 0, v, c, 1.0, 1, x, stream=s1)
+        with pytest.raises(ValueError, match=msg):
+            k(x, x, 0, v, c, 1.0, 1, x, stream=s1, n_threads=0)
+        assert k(x, x, 0, v, c, 1.0, 1, x, stream=_stream_on(0)) is None
+        assert k(x, x, 0, v, c, 1.0, 1, x, stream=_stream_on(-1)) is None  # "current device" streams
+    # A real launch is refused before anything is compiled.
+    x4 = dev(np.zeros(4))
+    with pytest.raises(ValueError, match=msg):
+        k(x4, x4, 4, dev(np.zeros((4, 6), np.float32)), c, 1.0, 1, x4, stream=s1)
+    assert not k.is_compiled
+
+
+def test_device_switching_the_current_device_rechecks_cached_arrays(dev, current_device):
+    """Arrays cached by the packer are compared with the current device on every call."""
+    k = CudaKernel(ALL, "k")
+    x = _on_device(dev(np.zeros(0)), 0)
+    v = _on_device(dev(np.zeros((0, 6), np.float32)), 0)
+    c = _on_device(dev(np.zeros(3, np.int32)), 0)
+    for _ in range(3):
+        assert k(x, x, 0, v, c, 1.0, 1, x) is None
+    current_device[0] = 1
+    msg = r"kernel 'k': argument 0 \(double\* x\): the array is on device 0 but the launch runs on the current device 1"
+    for _ in range(2):
+        with pytest.raises(ValueError, match=msg):
+            k(x, x, 0, v, c, 1.0, 1, x)
+    x1 = _on_device(dev(np.zeros(0)), 1)
+    v1 = _on_device(dev(np.zeros((0, 6), np.float32)), 1)
+    c1 = _on_device(dev(np.zeros(3, np.int32)), 1)
+    assert k(x1, x1, 0, v1, c1, 1.0, 1, x1) is None  # arrays of the new current device
+    with pytest.raises(ValueError, match="stream is on device 0 .* current device 1"):
+        k(x1, x1, 0, v1, c1, 1.0, 1, x1, stream=_stream_on(0))
+    current_device[0] = 0
+    assert k(x, x, 0, v, c, 1.0, 1, x) is None
+    assert not k.is_compiled
+
+
+def test_device_other_device_check_matches_the_twin(dev):
+    c_plan, py_plan = _plans(ALL, "k")
+    x = dev(np.zeros(4))
+    v = dev(np.zeros((4, 6), np.float32))
+    cc = dev(np.zeros(3, np.int32))
+    y1 = _on_device(dev(np.zeros(4)), 1)
+    v1 = _on_device(dev(np.zeros((4, 6), np.float32)), 1)
+    cases = [
+        (x, y1, 4, v, cc, 1.0, 1, x),
+        (x, x, 4, v1, cc, 1.0, 1, x),
+        (x, x, 4, v, cc, 1.0, 1, y1),
+        (x, x, 4, v, cc, 1.0, 1, x),
+    ]
+    for device in (None, 0, 1):
+        for args in cases:
+            for _ in range(2):  # the second C call hits the per-slot cache
+                got = _outcome_on(c_plan, args, device)
+                assert got == _outcome_on(py_plan, args, device), (device, args)
+    assert _outcome_on(c_plan, cases[0], 0)[0] == "ValueError"
+    assert _outcome_on(c_plan, cases[0], None)[0] != "ValueError"  # no current device: no check
+    for plan in (c_plan, py_plan):
+        with pytest.raises(ValueError, match=r"argument 1 \(double\* y\): the array is on device 1 .* device 0"):
+            plan.pack(*cases[0], device=0)
+        for bad in ("0", 1.5, True):
+            with pytest.raises(TypeError, match="device must be an int or None"):
+                plan.pack(*cases[3], device=bad)
+        with pytest.raises(TypeError):
+            plan.pack(*cases[3], stream=None)
+
+
+def _outcome_on(plan, args, device):
+    try:
+        packed, first, flag = plan.pack(*args, device=device)
+    except (TypeError, OverflowError, ValueError) as exc:
+        return type(exc).__name__, str(exc).split(":")[:3]
+    return packed[8 * plan.n_params:], first, flag
+
+
+# ------------------------------------------------------------------ HIP/ROCm rejections at compile()
+
+
+@pytest.fixture
+def hip(monkeypatch):
+    """cunumpy.cuda.is_hip() -> True; records any module construction (there must be none)."""
+    import cunumpy.cuda
+
+    monkeypatch.setattr(cunumpy.cuda, "is_hip", lambda: True)
+    built = []
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and hasattr(cupy, "RawModule"):
+        original = cupy.RawModule
+
+        def recording(*a, **kw):
+            built.append((a, kw))
+            return original(*a, **kw)
+
+        monkeypatch.setattr(cupy, "RawModule", recording)
+    return built
+
+
+def _hip_rejects(k, *features):
+    for method in (k.compile, k.recompile):
+        with pytest.raises(NotImplementedError, match=f"kernel '{k.name}' uses .*HIP/ROCm") as info:
+            method()
+        for f in features:
+            assert f in str(info.value)
+    assert not k.is_compiled
+
+
+def test_hip_rejects_reduce_and_scan_headers(hip, tmp_path):
+    body = "(double* out) {}"
+    _hip_rejects(CudaKernel('#include <cunumpy/reduce.cuh>\nextern "C" __global__ void k' + body, "k"),
+                 "cunumpy/reduce.cuh")
+    _hip_rejects(CudaKernel('#include "cunumpy/scan.cuh"\nextern "C" __global__ void k' + body, "k"),
+                 "cunumpy/scan.cuh", "cunumpy/reduce.cuh")
+    # Through a user header.
+    (tmp_path / "mine.cuh").write_text('#pragma once\n#include "cunumpy/scan.cuh"\n')
+    _hip_rejects(CudaKernel('#include "mine.cuh"\nextern "C" __global__ void k' + body, "k",
+                            include_dirs=[tmp_path]), "cunumpy/scan.cuh")
+    # A commented-out include or the other headers are fine.
+    ok = CudaKernel('// #include <cunumpy/reduce.cuh>\n#include <cunumpy/atomic.cuh>\n'
+                    '#include <cunumpy/index.cuh>\nextern "C" __global__ void k' + body, "k")
+    assert ok._hip_unsupported() == ()
+    assert hip == []
+
+
+def test_hip_rejects_views_with_five_or_more_dimensions(hip, tmp_path):
+    k = CudaKernel('#include <cunumpy/array_view.cuh>\nextern "C" __global__ void k(Array5D<double> a) {}', "k")
+    _hip_rejects(k, "5 dimensions")
+    k = CudaKernel('extern "C" __global__ void k(CArray16D<float> a, Array2D<float> b) {}', "k")
+    _hip_rejects(k, "16 dimensions")
+    k = CudaKernel('extern "C" __global__ void k(double* a) { ArrayView<double, 6>* p = 0; }', "k",
+                   check_signature=False)
+    _hip_rejects(k, "6 dimensions")
+    (tmp_path / "v.cuh").write_text("struct S { CArray7D<double> big; };\n")
+    k = CudaKernel('#include "v.cuh"\nextern "C" __global__ void k(double* a) {}', "k", include_dirs=[tmp_path])
+    _hip_rejects(k, "7 dimensions")
+    ok = CudaKernel('#include <cunumpy/array_view.cuh>\n'
+                    'extern "C" __global__ void k(Array4D<double> a, CArray1D<int> b) { /* Array9D<int> */ }', "k")
+    assert ok._hip_unsupported() == ()
+    assert hip == []
+
+
+def test_hip_rejects_bounds_checked_array_views(hip):
+    src = '#include <cunumpy/array_view.cuh>\nextern "C" __global__ void k(Array2D<double> a) {}'
+    _hip_rejects(CudaKernel(src, "k", debug=True), "array_view.cuh with CUNUMPY_BOUNDS_CHECK")
+    for opts in (["-DCUNUMPY_BOUNDS_CHECK"], ["-DCUNUMPY_BOUNDS_CHECK=1"], ["-D", "CUNUMPY_BOUNDS_CHECK"],
+                 ["--define-macro=CUNUMPY_BOUNDS_CHECK"]):
+        _hip_rejects(CudaKernel(src, "k", options=opts, debug=False), "CUNUMPY_BOUNDS_CHECK")
+    _hip_rejects(CudaKernel("#define CUNUMPY_BOUNDS_CHECK\n" + src, "k", debug=False), "CUNUMPY_BOUNDS_CHECK")
+    assert CudaKernel(src, "k", debug=False)._hip_unsupported() == ()
+    # Bounds checks without array_view.cuh are not a HIP problem.
+    plain = CudaKernel('extern "C" __global__ void k(double* a) {}', "k", debug=True)
+    assert plain._hip_unsupported() == ()
+    assert hip == []
+
+
+def test_hip_supported_kernels_and_cuda_builds_compile_as_before(monkeypatch):
+    import cunumpy.cuda
+
+    scan = CudaKernel('#include <cunumpy/scan.cuh>\nextern "C" __global__ void k(double* out) {}', "k")
+    fine = CudaKernel('#include <cunumpy/atomic.cuh>\nextern "C" __global__ void k(double* out) {}', "k")
+    for on_hip, kernel in ((False, scan), (True, fine)):
+        monkeypatch.setattr(cunumpy.cuda, "is_hip", lambda on_hip=on_hip: on_hip)
+        # Past the HIP check: without CuPy a RuntimeError, with the fake its refusal to compile.
+        with pytest.raises((RuntimeError, NotImplementedError)) as info:
+            kernel.compile()
+        assert "HIP" not in str(info.value)
+
+
+def test_device_hip_first_launch_is_rejected_before_compiling(dev, hip):
+    k = CudaKernel('#include <cunumpy/reduce.cuh>\nextern "C" __global__ void k(double* out) {}', "k")
+    x = dev(np.zeros(4))
+    for _ in range(2):
+        with pytest.raises(NotImplementedError, match=r"kernel 'k' uses cunumpy/reduce.cuh .*HIP/ROCm"):
+            k(x)
+    assert k(dev(np.zeros(0))) is None  # a zero-size launch does not compile
+    assert hip == [] and not k.is_compiled

@@ -41,6 +41,7 @@ typedef struct {
     /* cache of the last device array accepted in this slot */
     PyObject *seen;      /* weak reference or NULL */
     PyObject *seen_shape;/* views: the shape the cached value was made from */
+    long long seen_dev;  /* device id of the cached array (-1: unknown) */
     unsigned char cached[CACHE_BYTES];
 } slot_t;
 
@@ -58,11 +59,12 @@ typedef struct {
     int fast_ok;
     long long fast_block;
     long long fast_max_grid;
-    PyObject *fast_dev;    /* device id the checks were made on */
+    long long fast_dev;    /* device id the checks were made on */
     PyObject *fast_getter; /* callable returning the current device id */
 } plan_t;
 
 static PyObject *s_dtype, *s_shape, *s_strides, *s_data, *s_ptr, *s_cai, *s_cuda_args, *s_typestr;
+static PyObject *s_device_id, *s_device;
 static PyObject *s_plan, *s_call_slow, *s_launch_1d, *s_n_threads, *s_grid, *s_block, *s_shared_mem, *s_stream;
 
 /* ---------------------------------------------------------------- small helpers */
@@ -133,7 +135,8 @@ static void slot_forget(slot_t *s)
     Py_CLEAR(s->seen_shape);
 }
 
-static void slot_remember(slot_t *s, PyObject *obj, PyObject *shape, const void *value, Py_ssize_t size)
+static void slot_remember(slot_t *s, PyObject *obj, PyObject *shape, long long dev, const void *value,
+                          Py_ssize_t size)
 {
     slot_forget(s);
     if (Py_TYPE(obj)->tp_weaklistoffset == 0 || size > CACHE_BYTES)
@@ -144,6 +147,7 @@ static void slot_remember(slot_t *s, PyObject *obj, PyObject *shape, const void 
         return;
     }
     s->seen_shape = Py_XNewRef(shape);
+    s->seen_dev = dev;
     memcpy(s->cached, value, (size_t)size);
 }
 
@@ -197,6 +201,7 @@ typedef struct {
     Py_ssize_t ndim;
     int strides_known; /* 0: C-contiguous by definition (CAI strides None) */
     unsigned long long ptr;
+    long long dev; /* device id of the memory (CuPy's data.device_id); -1 if unknown */
 } array_info_t;
 
 static void info_clear(array_info_t *a)
@@ -210,6 +215,7 @@ static void info_clear(array_info_t *a)
 static int array_info(PyObject *obj, int is_device, array_info_t *a)
 {
     memset(a, 0, sizeof(*a));
+    a->dev = -1;
     PyObject *strides = NULL, *data = NULL, *ptr = NULL, *cai = NULL;
     if (is_device) {
         a->dtype_or_typestr = PyObject_GetAttr(obj, s_dtype);
@@ -231,6 +237,25 @@ static int array_info(PyObject *obj, int is_device, array_info_t *a)
         ptr = PyObject_GetAttr(data, s_ptr);
         if (ptr == NULL)
             goto fail;
+        /* The device of the memory (cupy.cuda.MemoryPointer.device_id); unknown if absent. */
+        PyObject *dev = NULL;
+#if PY_VERSION_HEX >= 0x030D0000
+        if (PyObject_GetOptionalAttr(data, s_device_id, &dev) < 0)
+            goto fail;
+#else
+        if (_PyObject_LookupAttr(data, s_device_id, &dev) < 0)
+            goto fail;
+#endif
+        if (dev != NULL) {
+            if (PyLong_Check(dev)) {
+                a->dev = PyLong_AsLongLong(dev);
+                if (a->dev == -1 && PyErr_Occurred()) {
+                    PyErr_Clear();
+                    a->dev = -1;
+                }
+            }
+            Py_DECREF(dev);
+        }
     }
     else {
         cai = PyObject_GetAttr(obj, s_cai);
@@ -307,6 +332,15 @@ static PyObject *not_device(const plan_t *p, Py_ssize_t i, PyObject *obj)
                      Py_TYPE(obj)->tp_name);
 }
 
+/* An array whose memory lives on a device other than the current one (`cur`). */
+static PyObject *other_device(const plan_t *p, Py_ssize_t i, long long dev, long long cur)
+{
+    return arg_error(PyExc_ValueError, p, i,
+                     "the array is on device %lld but the launch runs on the current device %lld; "
+                     "make device %lld current (with cupy.cuda.Device(%lld):) or pass arrays of device %lld",
+                     dev, cur, dev, dev, cur);
+}
+
 static int dtype_matches(const slot_t *s, const array_info_t *a, int is_device)
 {
     if (is_device)
@@ -326,6 +360,7 @@ typedef struct {
     int composite_first; /* a packed struct value (whose arrays are hidden) came before it */
     int struct_seen;
     PyTypeObject *void_type;
+    long long cur_dev;   /* the current device, or -1: no device check */
 } flat_t;
 
 
@@ -334,6 +369,10 @@ static int pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned char *out
     slot_t *s = &p->slots[i];
     int is_device = cn_is_device(obj);
     if (is_device && s->seen != NULL && weak_target(s->seen) == obj) {
+        if (f->cur_dev >= 0 && s->seen_dev >= 0 && s->seen_dev != f->cur_dev) {
+            other_device(p, i, s->seen_dev, f->cur_dev);
+            return -1;
+        }
         if (s->kind != K_VIEW && s->kind != K_CVIEW) {
             memcpy(out, s->cached, (size_t)s->size);
             return 0;
@@ -368,6 +407,10 @@ static int pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned char *out
         return -1;
     }
     int rc = -1;
+    if (f->cur_dev >= 0 && a.dev >= 0 && a.dev != f->cur_dev) {
+        other_device(p, i, a.dev, f->cur_dev);
+        goto done;
+    }
     if (s->kind != K_VOID_POINTER) {
         int eq = dtype_matches(s, &a, is_device);
         if (eq < 0)
@@ -439,7 +482,7 @@ static int pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned char *out
         }
     }
     if (is_device)
-        slot_remember(s, obj, a.shape, out, s->size);
+        slot_remember(s, obj, a.shape, a.dev, out, s->size);
     rc = 0;
 done:
     info_clear(&a);
@@ -767,7 +810,6 @@ static void plan_dealloc(plan_t *p)
         }
         PyMem_Free(p->slots);
     }
-    Py_XDECREF(p->fast_dev);
     Py_XDECREF(p->fast_getter);
     Py_XDECREF(p->name);
     Py_XDECREF(p->void_type);
@@ -776,20 +818,39 @@ static void plan_dealloc(plan_t *p)
 }
 
 PyDoc_STRVAR(pack_doc,
-             "pack(*args) -> (packed, first_shape, struct_first)\n--\n\n"
+             "pack(*args, device=None) -> (packed, first_shape, struct_first)\n--\n\n"
              "Check the arguments of one launch and pack them: `packed` holds one pointer per\n"
              "parameter followed by the values (cuLaunchKernel's kernelParams); `first_shape` is\n"
              "the shape of the first device array with at least one dimension (None if none),\n"
              "and `struct_first` tells whether a packed struct value (whose arrays are hidden)\n"
-             "came before it.");
+             "came before it. With `device` (the current device id), a CuPy array on another\n"
+             "device raises ValueError.");
+
+/* A device id given from Python: None -> -1 (no check); an int >= 0; else TypeError. */
+static int device_arg(PyObject *obj, long long *out)
+{
+    if (obj == Py_None) {
+        *out = -1;
+        return 0;
+    }
+    if (!PyLong_Check(obj) || PyBool_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "device must be an int or None, not %.100s", Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    long long v = PyLong_AsLongLong(obj);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    *out = v < 0 ? -1 : v;
+    return 0;
+}
 
 /* Check and pack one call. On success returns 0 with `*packed` and `*first_shape` (new
  * references; the shape may be NULL) and `*struct_first` set; -1 with an exception. */
-static int pack_call(plan_t *p, PyObject *const *args, Py_ssize_t nargs, PyObject **packed_out,
-                     PyObject **first_shape, int *struct_first)
+static int pack_call(plan_t *p, PyObject *const *args, Py_ssize_t nargs, long long cur_dev,
+                     PyObject **packed_out, PyObject **first_shape, int *struct_first)
 {
     PyObject *small[32];
-    flat_t f = {small, 0, p->n, NULL, NULL, NULL, 0, 0, (PyTypeObject *)p->void_type};
+    flat_t f = {small, 0, p->n, NULL, NULL, NULL, 0, 0, (PyTypeObject *)p->void_type, cur_dev};
     if (p->n > 32) {
         f.items = (PyObject **)PyMem_Malloc((size_t)p->n * sizeof(PyObject *));
         if (f.items == NULL) {
@@ -847,11 +908,20 @@ done:
     return rc;
 }
 
-static PyObject *plan_pack(plan_t *p, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *plan_pack(plan_t *p, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     PyObject *packed, *shape;
     int struct_first;
-    if (pack_call(p, args, nargs, &packed, &shape, &struct_first) < 0)
+    long long cur = -1;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+        if (!(PyUnicode_Check(name) && PyUnicode_Compare(name, s_device) == 0))
+            return cn_raise(CN_ERR_TYPE, "pack() got an unexpected keyword argument '%S'", name);
+        if (device_arg(args[nargs + k], &cur) < 0)
+            return NULL;
+    }
+    if (pack_call(p, args, nargs, cur, &packed, &shape, &struct_first) < 0)
         return NULL;
     return Py_BuildValue("(NNN)", packed, shape ? shape : Py_NewRef(Py_None), PyBool_FromLong(struct_first));
 }
@@ -866,7 +936,6 @@ static PyObject *plan_configure_fast(plan_t *p, PyObject *const *args, Py_ssize_
 {
     if (nargs == 1 && args[0] == Py_None) {
         p->fast_ok = 0;
-        Py_CLEAR(p->fast_dev);
         Py_CLEAR(p->fast_getter);
         Py_RETURN_NONE;
     }
@@ -882,9 +951,14 @@ static PyObject *plan_configure_fast(plan_t *p, PyObject *const *args, Py_ssize_
         return cn_raise(CN_ERR_VALUE, "configure_fast(): block must be >= 1 and max_grid >= 0");
     if (!PyCallable_Check(args[3]))
         return cn_raise(CN_ERR_TYPE, "configure_fast(): device_getter must be callable");
+    long long dev = PyLong_Check(args[1]) ? PyLong_AsLongLong(args[1]) : -1;
+    if (dev == -1 && PyErr_Occurred())
+        return NULL;
+    if (dev < 0)
+        return cn_raise(CN_ERR_VALUE, "configure_fast(): device must be an int >= 0");
     p->fast_block = block;
     p->fast_max_grid = max_grid;
-    Py_XSETREF(p->fast_dev, Py_NewRef(args[1]));
+    p->fast_dev = dev;
     Py_XSETREF(p->fast_getter, Py_NewRef(args[3]));
     p->fast_ok = 1;
     Py_RETURN_NONE;
@@ -916,7 +990,7 @@ static PyObject *plan_get_offsets(plan_t *p, void *c)
 }
 
 static PyMethodDef plan_methods[] = {
-    {"pack", (PyCFunction)(void (*)(void))plan_pack, METH_FASTCALL, pack_doc},
+    {"pack", (PyCFunction)(void (*)(void))plan_pack, METH_FASTCALL | METH_KEYWORDS, pack_doc},
     {"forget", (PyCFunction)plan_forget, METH_NOARGS, "Drop the cached device arrays of every slot."},
     {"configure_fast", (PyCFunction)(void (*)(void))plan_configure_fast, METH_FASTCALL, configure_fast_doc},
     {NULL, NULL, 0, NULL},
@@ -971,7 +1045,8 @@ static PyObject *launch_plan(PyObject *self, PyObject *const *args, Py_ssize_t n
     p->slots = NULL;
     p->void_type = p->generic_type = NULL;
     p->fast_ok = 0;
-    p->fast_dev = p->fast_getter = NULL;
+    p->fast_dev = -1;
+    p->fast_getter = NULL;
     p->name = Py_NewRef(name);
     p->void_type = Py_NewRef(void_type);
     p->generic_type = Py_NewRef(generic_type);
@@ -1083,6 +1158,37 @@ static int kw_is(PyObject *name, PyObject *interned)
     return name == interned || (PyUnicode_Check(name) && PyUnicode_Compare(name, interned) == 0);
 }
 
+/* An explicit stream must belong to the current device `cur` (CuPy streams carry
+ * `device_id`; a negative id, as on the null stream, means "the current device"). */
+static int check_stream(const plan_t *p, PyObject *stream, long long cur)
+{
+    PyObject *dev = NULL;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (PyObject_GetOptionalAttr(stream, s_device_id, &dev) < 0)
+        return -1;
+#else
+    if (_PyObject_LookupAttr(stream, s_device_id, &dev) < 0)
+        return -1;
+#endif
+    if (dev == NULL)
+        return 0;
+    long long id = -1;
+    if (PyLong_Check(dev)) {
+        id = PyLong_AsLongLong(dev);
+        if (id == -1 && PyErr_Occurred())
+            PyErr_Clear();
+    }
+    Py_DECREF(dev);
+    if (id >= 0 && id != cur) {
+        PyErr_Format(PyExc_ValueError,
+                     "kernel '%U': the stream is on device %lld but the launch runs on the current device "
+                     "%lld; pass a stream of device %lld or make device %lld current",
+                     p->name, id, cur, cur, id);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *kernel_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     PyObject *stream = Py_None;
@@ -1108,24 +1214,34 @@ static PyObject *kernel_call(PyObject *self, PyObject *const *args, Py_ssize_t n
     plan_t *p = (plan_t *)plan_obj;
     PyObject *packed = NULL, *shape = NULL, *out = NULL;
     int struct_first = 0;
-    if (pack_call(p, args, nargs, &packed, &shape, &struct_first) < 0) {
+    /* The current device, read once per call: the arrays and the stream must live on it. */
+    long long cur = -1;
+    PyObject *dev = PyObject_CallNoArgs(p->fast_getter);
+    if (dev == NULL) {
         Py_DECREF(plan_obj);
         return NULL;
     }
+    if (PyLong_Check(dev)) {
+        cur = PyLong_AsLongLong(dev);
+        if (cur == -1 && PyErr_Occurred())
+            PyErr_Clear();
+    }
+    Py_DECREF(dev);
+    if (cur < 0)
+        cur = -1;
+    if (pack_call(p, args, nargs, cur, &packed, &shape, &struct_first) < 0) {
+        Py_DECREF(plan_obj);
+        return NULL;
+    }
+    if (cur >= 0 && stream != Py_None && check_stream(p, stream, cur) < 0)
+        goto done;
     if (!struct_first && shape != NULL && PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) >= 1) {
         long long n0 = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, 0));
         if (n0 == -1 && PyErr_Occurred())
             PyErr_Clear();
         else if (n0 >= 0) {
             long long g0 = n0 / p->fast_block + (n0 % p->fast_block != 0);
-            PyObject *dev = PyObject_CallNoArgs(p->fast_getter);
-            if (dev == NULL)
-                goto done;
-            int same = dev == p->fast_dev || PyObject_RichCompareBool(dev, p->fast_dev, Py_EQ) == 1;
-            Py_DECREF(dev);
-            if (PyErr_Occurred())
-                goto done;
-            if (same && g0 <= p->fast_max_grid) {
+            if (cur == p->fast_dev && g0 <= p->fast_max_grid) {
                 if (g0 == 0) {
                     out = Py_NewRef(Py_None);
                     goto done;
@@ -1275,7 +1391,8 @@ CN_INTERNAL int cn_register_pack(PyObject *module)
                  {&s_cuda_args, "__cuda_args__"}, {&s_typestr, "typestr"},
                  {&s_plan, "_plan"},      {&s_call_slow, "_call_slow"}, {&s_launch_1d, "_launch_1d"},
                  {&s_n_threads, "n_threads"}, {&s_grid, "grid"},     {&s_block, "block"},
-                 {&s_shared_mem, "shared_mem"}, {&s_stream, "stream"}};
+                 {&s_shared_mem, "shared_mem"}, {&s_stream, "stream"},
+                 {&s_device_id, "device_id"}, {&s_device, "device"}};
     for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
         *names[k].slot = PyUnicode_InternFromString(names[k].text);
         if (*names[k].slot == NULL)

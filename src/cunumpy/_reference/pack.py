@@ -95,7 +95,10 @@ class LaunchPlan:
                 state["struct_seen"] = True
             out.append(obj)
 
-    def pack(self, *args):
+    def pack(self, *args, device=None):
+        if device is not None and (isinstance(device, bool) or not isinstance(device, int)):
+            raise TypeError(f"device must be an int or None, not {type(device).__name__}")
+        cur = -1 if device is None or device < 0 else device
         flat: list = []
         state = {"first": None, "composite": False, "struct_seen": False, "expanded": False}
         self._flatten(args, flat, state, 0)
@@ -112,7 +115,7 @@ class LaunchPlan:
             elif slot.kind == K_STRUCT:
                 value = self._struct(i, obj)
             else:
-                value = self._array(i, obj)
+                value = self._array(i, obj, cur)
             buf[slot.offset:slot.offset + slot.size] = value
         first = state["first"]
         flag = state["composite"] if first is not None else state["struct_seen"]
@@ -120,7 +123,7 @@ class LaunchPlan:
 
     # -------------------------------------------------------------- arrays
 
-    def _array(self, i, obj):
+    def _array(self, i, obj, cur=-1):
         slot = self._slots[i]
         is_device = _is_device(obj)
         if not is_device and not hasattr(obj, "__cuda_array_interface__"):
@@ -132,11 +135,15 @@ class LaunchPlan:
                 "xp.as_device_array) once, where the data is made",
             )
         try:
+            dev = -1
             if is_device:
                 dtype = obj.dtype
                 shape = tuple(int(v) for v in obj.shape)
                 strides = tuple(int(v) for v in obj.strides)
-                ptr = int(obj.data.ptr)
+                data = obj.data
+                ptr = int(data.ptr)
+                dev = getattr(data, "device_id", -1)
+                dev = dev if isinstance(dev, int) else -1
                 itemsize_of_array = dtype.itemsize
             else:
                 cai = obj.__cuda_array_interface__
@@ -153,6 +160,12 @@ class LaunchPlan:
                 raise TypeError("the array's strides do not match its shape")
         except Exception as exc:
             raise self._error(TypeError, i, f"cannot read the device array: {exc}") from None
+        if cur >= 0 and dev >= 0 and dev != cur:
+            raise self._error(
+                ValueError, i,
+                f"the array is on device {dev} but the launch runs on the current device {cur}; make device "
+                f"{dev} current (with cupy.cuda.Device({dev}):) or pass arrays of device {cur}",
+            )
         if slot.kind != K_VOID_POINTER:
             ok = (dtype == slot.dtype) if is_device else (dtype == slot.typestr)
             if not ok:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import concurrent.futures
 import math
 import os
+import re
 import sys
 import threading
 from pathlib import Path
@@ -319,6 +320,27 @@ def _device_getter(cupy):
     return _getter_cache[1]
 
 
+def _current_device_or_none(cupy):
+    """The current device id (cheap: ``runtime.getDevice``), or None without a usable CuPy."""
+    if cupy is None:
+        return None
+    try:
+        dev = _device_getter(cupy)()
+    except Exception:
+        return None
+    return dev if isinstance(dev, int) and dev >= 0 else None
+
+
+def _check_stream(name, stream, cur):
+    """An explicit stream must belong to the current device (same message as the C fast path)."""
+    dev = getattr(stream, "device_id", None)
+    if isinstance(dev, int) and dev >= 0 and dev != cur:
+        raise ValueError(
+            f"kernel '{name}': the stream is on device {dev} but the launch runs on the current device "
+            f"{cur}; pass a stream of device {cur} or make device {dev} current"
+        )
+
+
 class _Compiled:
     __slots__ = ("module", "kernel", "handle", "max_threads", "static_shared", "dynamic_set")
 
@@ -330,6 +352,40 @@ class _Compiled:
         self.max_threads = getattr(kernel, "max_threads_per_block", None)
         self.static_shared = getattr(kernel, "shared_size_bytes", 0) or 0
         self.dynamic_set = 0
+
+
+# ------------------------------------------------------------------ HIP/ROCm
+
+
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+# Array5D<T> ... Array16D<T>, CArray5D<T> ..., ArrayView<T, 5> ... (and the contiguous variant)
+_HIGH_VIEWS = re.compile(
+    r"\bC?Array([5-9]|1[0-6])D\b|\bC?ArrayView\s*<[^<>;]*,\s*([5-9]|1[0-6])\s*>"
+)
+_BOUNDS_OPTION = re.compile(r"^(?:-D|--define-macro=?|-define-macro=?)\s*CUNUMPY_BOUNDS_CHECK(?:=.*)?$")
+_BOUNDS_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+CUNUMPY_BOUNDS_CHECK\b", re.M)
+
+
+def _bounds_check_in(options, source) -> bool:
+    """CUNUMPY_BOUNDS_CHECK is defined by the compile options (``-D...``, also split in two
+    tokens) or by the source itself."""
+    opts = list(options)
+    for k, o in enumerate(opts):
+        if _BOUNDS_OPTION.match(o):
+            return True
+        if o in ("-D", "--define-macro", "-define-macro") and k + 1 < len(opts):
+            if re.match(r"^CUNUMPY_BOUNDS_CHECK(?:=.*)?$", opts[k + 1]):
+                return True
+    return bool(_BOUNDS_DEFINE.search(_COMMENTS.sub(" ", source)))
+
+
+def _on_hip() -> bool:
+    from .. import cuda as _cuda  # lazily: cunumpy.cuda may import this module
+
+    try:
+        return bool(_cuda.is_hip())
+    except Exception:
+        return False
 
 
 # ------------------------------------------------------------------ CudaKernel
@@ -577,11 +633,48 @@ class CudaKernel:
 
     # -------------------------------------------------------------- compilation
 
+    def _hip_unsupported(self) -> tuple:
+        """Features of this kernel that a HIP/ROCm build cannot compile (API.md 2.3, 16):
+        cunumpy/reduce.cuh or scan.cuh, array views of 5 or more dimensions, array_view.cuh
+        with CUNUMPY_BOUNDS_CHECK (debug mode included). Empty when none is used."""
+        headers = self.included_headers
+        own = Path(cuda_include_dir()).resolve() / "cunumpy"
+        own_names = {h.name for h in headers if h.parent == own}
+        problems = []
+        for header in ("reduce.cuh", "scan.cuh"):
+            if header in own_names:
+                problems.append(f"cunumpy/{header} (warp-shuffle reductions and scans)")
+        dims = set()
+        for p in self._signature or ():
+            if p.view_ndim >= 5:
+                dims.add(p.view_ndim)
+        for text in [self._source] + [_read_text(h) for h in headers if h.parent != own]:
+            for m in _HIGH_VIEWS.finditer(_COMMENTS.sub(" ", text)):
+                dims.add(int(m.group(1) or m.group(2)))
+        if dims:
+            problems.append(
+                f"array views with {min(dims)} dimensions (Array5D/CArray5D and higher; at most 4 on HIP)"
+            )
+        if "array_view.cuh" in own_names and _bounds_check_in(self.compile_options(), self._source):
+            problems.append("cunumpy/array_view.cuh with CUNUMPY_BOUNDS_CHECK (debug mode or -DCUNUMPY_BOUNDS_CHECK)")
+        return tuple(problems)
+
+    def _reject_on_hip(self):
+        if not _on_hip():
+            return
+        problems = self._hip_unsupported()
+        if problems:
+            raise NotImplementedError(
+                f"kernel '{self._name}' uses {'; '.join(problems)}: not supported on HIP/ROCm "
+                "(this CuPy is a ROCm build); nothing was compiled"
+            )
+
     def compile(self, *, log_stream=None):
         """Compile for the current device (cached per device) and return CuPy's raw kernel."""
         hook = emulation_hook
         if hook is not None:
             return hook.compile(self)
+        self._reject_on_hip()
         cupy, reason = _cupy()
         if cupy is None:
             raise RuntimeError(f"CudaKernel.compile() of '{self._name}' needs a functional CuPy: {reason}")
@@ -592,6 +685,7 @@ class CudaKernel:
         hook = emulation_hook
         if hook is not None:
             return hook.compile(self)
+        self._reject_on_hip()
         cupy, reason = _cupy()
         if cupy is None:
             raise RuntimeError(f"CudaKernel.recompile() of '{self._name}' needs a functional CuPy: {reason}")
@@ -608,6 +702,7 @@ class CudaKernel:
             state = self._compiled.get(dev)
             if state is not None:
                 return state
+            self._reject_on_hip()  # the first launch compiles here
             options = self.compile_options()
             is_template = self._template_args is not None
             module = None
@@ -639,8 +734,11 @@ class CudaKernel:
     def _call_slow(self, *args, n_threads=None, grid=None, block=None, shared_mem=0, stream=None):
         """The general call; ``__call__`` (in C) handles the common 1-D case itself."""
         plan = self._plan
+        cupy = sys.modules.get("cupy")
+        cur = _current_device_or_none(cupy)
         if plan is not None:
-            packed, first, hidden = plan.pack(*args)  # first: the first array's shape
+            # first: the first array's shape; arrays on another device than `cur` are refused
+            packed, first, hidden = plan.pack(*args, device=cur)
             if hidden:
                 first = _first_shape(args)
         else:
@@ -653,15 +751,16 @@ class CudaKernel:
             shared_mem = int(shared_mem)
         if shared_mem < 0:
             raise ValueError(f"shared_mem must be >= 0, got {shared_mem}")
+        if stream is not None and cur is not None:
+            _check_stream(self._name, stream, cur)
         hook = emulation_hook
         if hook is not None:
             return hook.launch(self, args, g, blk, shared_mem)
-        cupy = sys.modules.get("cupy")
         if cupy is None:
             if 0 in g:
                 return None  # nothing to launch, and no device to check the shape against
             raise RuntimeError(f"launching kernel '{self._name}' needs CuPy (no device arrays were given)")
-        dev = _device_getter(cupy)()
+        dev = cur if cur is not None else _device_getter(cupy)()
         lim = _limits_cache.get(dev) or _device_limits(cupy, dev)
         self._validate(lim, g, blk, shared_mem)
         if plan is not None and self._fast_1d and block is None:
@@ -825,6 +924,13 @@ def _raise_driver_error(cupy, status, name, grid, block):
     if err is not None:
         raise RuntimeError(f"{msg}: {err}") from err
     raise RuntimeError(msg)
+
+
+def _read_text(path) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def _is_template(source: str, name: str) -> bool:
