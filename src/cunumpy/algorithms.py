@@ -378,7 +378,8 @@ _DEVICE_SUM_DTYPES = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.
 def _result_dtype(values) -> np.dtype:
     dt = np.dtype(values.dtype)
     if dt.kind in "fc":
-        return dt
+        # A byte-swapped input (">f8" on a little-endian host) sums into the native type.
+        return dt if dt.isnative else dt.newbyteorder("=")
     if dt.kind in "iub":
         return np.dtype(np.float64)
     raise TypeError(f"'values' must have a numeric dtype, got {dt}")
