@@ -420,6 +420,15 @@ def _check_out(out, values, keys, shape, dtype, side):
         raise ValueError("'out' must not share memory with 'values' or the keys")
 
 
+def _shares(cp, a, b) -> bool:
+    """Do two device arrays share memory (exactly where CuPy can tell)?"""
+    if a.size == 0 or b.size == 0:
+        return False
+    if hasattr(cp, "shares_memory"):
+        return bool(cp.shares_memory(a, b))
+    return _ptr_overlap(a, b)
+
+
 def _ptr_overlap(a, b) -> bool:
     a0, b0 = a.data.ptr, b.data.ptr
     return a0 < b0 + max(b.nbytes, 1) and b0 < a0 + max(a.nbytes, 1)
@@ -712,13 +721,27 @@ def compact_by_mask(mask, *arrays, axis=0) -> int:
             raise ValueError(f"array {i} is read-only")
         views.append(np.moveaxis(h, ax, 0))
     # The same array passed twice is compacted once (a second pass would move moved data).
-    unique, seen = [], set()
-    for v in views:
+    unique, seen, index = [], set(), []
+    for i, v in enumerate(views):
         key = (v.__array_interface__["data"][0], v.shape, v.strides, v.dtype.str)
         if key not in seen:
             seen.add(key)
             unique.append(v)
+            index.append(i)
+    # Other overlapping views (a and a[::-1], a and a.view(int64)) would move the same bytes
+    # twice, and an array over the mask's bytes would change the mask while it is read.
+    for a, va in enumerate(unique):
+        if va.size and not _same_view(va, m) and np.shares_memory(va, m):
+            raise ValueError(f"array {index[a]} shares memory with 'mask'")
+        for b in range(a):
+            if va.size and unique[b].size and np.shares_memory(va, unique[b]):
+                raise ValueError(f"arrays {index[b]} and {index[a]} share memory (pass each array once)")
     return core.compact_in_place(m, tuple(unique))
+
+
+def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
+    return (a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str) == (
+        b.__array_interface__["data"][0], b.shape, b.strides, b.dtype.str)
 
 
 def _compact_cupy(mask, arrays, axis):
@@ -727,13 +750,22 @@ def _compact_cupy(mask, arrays, axis):
         raise TypeError(f"'mask' must be a 1-D boolean array, got dtype {mask.dtype} and shape {tuple(mask.shape)}")
     n = mask.shape[0]
     axes = [_axis_of(a, axis, i, n, "mask entry") for i, a in enumerate(arrays)]
+    # As on the host: the same view once, other overlapping views refused.
+    todo, seen = [], set()
+    for i, (a, ax) in enumerate(zip(arrays, axes)):
+        key = (a.data.ptr, a.shape, a.strides, a.dtype.str, ax)
+        if key in seen:
+            continue
+        seen.add(key)
+        if key[:4] != (mask.data.ptr, mask.shape, mask.strides, mask.dtype.str) and _shares(cp, a, mask):
+            raise ValueError(f"array {i} shares memory with 'mask'")
+        for j, b, _ in todo:
+            if _shares(cp, a, b):
+                raise ValueError(f"arrays {j} and {i} share memory (pass each array once)")
+        todo.append((i, a, ax))
     live = cp.flatnonzero(mask)
     count = int(live.size)  # the one synchronisation
-    done = set()
-    for a, ax in zip(arrays, axes):
-        if id(a) in done:
-            continue
-        done.add(id(a))
+    for _, a, ax in todo:
         index = [slice(None)] * a.ndim
         index[ax] = slice(0, count)
         a[tuple(index)] = cp.take(a, live, axis=ax)

@@ -580,3 +580,41 @@ def test_concurrent_segment_sums_are_correct():
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_compact_by_mask_refuses_overlapping_arrays(on_backend):
+    """Regression: two different views of the same memory (a and a.view(int64), a and a[::-1])
+    were compacted one after the other, moving the same bytes twice (silent corruption)."""
+    import cunumpy as xp
+
+    m = xp.asarray(np.array([False, True, False, True]))
+    a = xp.asarray(np.arange(4.0))
+    with pytest.raises(ValueError, match="share memory"):
+        al.compact_by_mask(m, a, a.view(np.int64))
+    with pytest.raises(ValueError, match="share memory"):
+        al.compact_by_mask(m, a, a[::-1])
+    # the same array twice is still compacted once; disjoint column blocks of one array are fine
+    assert al.compact_by_mask(m, a, a) == 2
+    np.testing.assert_array_equal(xp.to_numpy(a)[:2], [1.0, 3.0])
+    d = xp.asarray(np.arange(24.0).reshape(4, 6))
+    assert al.compact_by_mask(m, d[:, :3], d[:, 3:]) == 2
+    np.testing.assert_array_equal(xp.to_numpy(d)[:2], np.arange(24.0).reshape(4, 6)[[1, 3]])
+
+
+def test_compact_by_mask_refuses_an_array_over_the_mask():
+    m = np.array([False, True, False, True])
+    with pytest.raises(ValueError, match="mask"):
+        al.compact_by_mask(m, np.arange(4.0), m.view(np.uint8))
+
+
+def test_compact_cupy_path_refuses_overlapping_arrays(device_only):
+    """The CuPy implementation (run here on fake arrays) applies the same rules: an equal view
+    is compacted once, other overlapping views and views over the mask are refused."""
+    cupy = sys.modules["cupy"]
+    m = cupy.asarray(np.array([False, True, False, True]))
+    a = cupy.asarray(np.arange(4.0))
+    for other in (a.view(np.int64), a[::-1], m.view(np.uint8)):
+        with pytest.raises(ValueError, match="shares? memory"):
+            al._compact_cupy(m, (a, other), 0)
+    assert al._compact_cupy(m, (a, a[:]), 0) == 2
+    np.testing.assert_array_equal(cupy.asnumpy(a)[:2], [1.0, 3.0])
