@@ -411,6 +411,8 @@ def _check_out(out, values, keys, shape, dtype, side):
         ho = _host(out) if side == "fake" else out
         if not ho.flags.writeable:
             raise ValueError("'out' must be writable")
+        if not ho.flags.aligned:
+            raise ValueError("'out' must be aligned")
         hv = _host(values) if side == "fake" else values
         alias = np.shares_memory(ho, hv)
         if keys is not None:
@@ -615,7 +617,7 @@ def segment_sum(values, keys, n_segments, *, out=None):
 
     The result has shape ``(n_segments, *values.shape[1:])``; floating and complex dtypes
     are kept (float16 is accumulated in float32), integer and bool values give float64.
-    ``out`` (exact shape and dtype, C-contiguous, writable, not sharing memory with the
+    ``out`` (exact shape and dtype, C-contiguous, aligned, writable, not sharing memory with the
     inputs) is overwritten and returned.
     """
     n_segments = _check_n_segments(n_segments)

@@ -618,3 +618,49 @@ def test_compact_cupy_path_refuses_overlapping_arrays(device_only):
             al._compact_cupy(m, (a, other), 0)
     assert al._compact_cupy(m, (a, a[:]), 0) == 2
     np.testing.assert_array_equal(cupy.asnumpy(a)[:2], [1.0, 3.0])
+
+
+def _unaligned(dtype, n):
+    """A C-contiguous, writable, misaligned array (one byte into a buffer)."""
+    dtype = np.dtype(dtype)
+    return np.zeros(n * dtype.itemsize + 1, np.uint8)[1:].view(dtype)
+
+
+@needs_c
+@pytest.mark.parametrize(
+    "call, word",
+    [
+        (lambda u: core.philox4x32_10_into(u(np.uint32, 8), np.zeros(1, np.uint32), np.zeros(1, np.uint32), np.zeros(8, np.uint32)), "counters"),
+        (lambda u: core.philox4x32_10_into(np.zeros(8, np.uint32), np.zeros(1, np.uint32), np.zeros(1, np.uint32), u(np.uint32, 8)), "out"),
+        (lambda u: core.philox_fill(0, u(np.uint64, 1), np.zeros(1, np.uint64), np.zeros(1, np.uint64), np.zeros(4)), "seed"),
+        (lambda u: core.philox_fill(0, np.zeros(1, np.uint64), np.zeros(1, np.uint64), np.zeros(1, np.uint64), u(np.float64, 4)), "out0"),
+        (lambda u: core.morton_encode_into((u(np.uint64, 3), np.zeros(3, np.uint64)), np.empty(3, np.uint64)), "cells"),
+        (lambda u: core.morton_decode_into(u(np.uint64, 3), (np.empty(3, np.uint64), np.empty(3, np.uint64))), "keys"),
+        (lambda u: core.morton_keys_into(np.zeros((3, 2)), (0, 0), (1, 1), 3, u(np.uint64, 3)), "out"),
+        (lambda u: core.radix_argsort(np.arange(5), u(np.int64, 5), np.empty(5, np.int64)), "order"),
+        (lambda u: core.radix_argsort(np.arange(5), np.empty(5, np.int64), u(np.int64, 5)), "sorted_keys"),
+        (lambda u: core.cell_offsets_into(np.arange(3), 3, u(np.int64, 4)), "out"),
+        (lambda u: core.segment_runs(np.arange(3), u(np.int64, 3), np.empty(3, np.int64), np.empty(3, np.int64)), "unique"),
+        (lambda u: core.segment_sum_into(np.ones((3, 1)), np.zeros(3, np.int64), u(np.float64, 1).reshape(1, 1), True), "out"),
+    ],
+)
+def test_core_misaligned_buffers_are_refused(call, word):
+    """Regression: misaligned C-contiguous buffers were read/written as typed C arrays
+    (undefined behaviour, reported by UBSan under `make check-c`)."""
+    with pytest.raises(ValueError, match=f"'{word}' must be aligned"):
+        call(_unaligned)
+
+
+def test_segment_sum_misaligned_out_is_refused():
+    out = _unaligned(np.float64, 3)
+    with pytest.raises(ValueError, match="'out' must be aligned"):
+        al.segment_sum(np.ones(4), np.array([0, 1, 1, 2]), 3, out=out)
+    # misaligned inputs are copied, not refused
+    vals = _unaligned(np.float64, 4)
+    vals[...] = 1.0
+    keys = _unaligned(np.int64, 4)
+    keys[...] = [0, 1, 1, 2]
+    np.testing.assert_array_equal(al.segment_sum(vals, keys, 3), [1.0, 2.0, 1.0])
+    np.testing.assert_array_equal(al.sort_by_key(keys[::-1])[0], [0, 1, 1, 2])
+    np.testing.assert_array_equal(al.segment_boundaries(keys)[1], [0, 1, 3])
+    np.testing.assert_array_equal(al.cell_offsets(keys, 3), [0, 1, 3, 4])
