@@ -664,3 +664,54 @@ def test_segment_sum_misaligned_out_is_refused():
     np.testing.assert_array_equal(al.sort_by_key(keys[::-1])[0], [0, 1, 1, 2])
     np.testing.assert_array_equal(al.segment_boundaries(keys)[1], [0, 1, 3])
     np.testing.assert_array_equal(al.cell_offsets(keys, 3), [0, 1, 3, 4])
+
+
+# --------------------------------------------------------------------------- properties
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_KEY_DTYPES = ["i1", "u1", "i2", "u2", "i4", "u4", "i8", "u8", ">i4", ">u8", ">i8"]
+
+
+@st.composite
+def _keyed_arrays(draw):
+    dt = np.dtype(draw(st.sampled_from(_KEY_DTYPES)))
+    n = draw(st.integers(0, 60))
+    step = draw(st.sampled_from([1, 2, -1, -3]))
+    info = np.iinfo(dt)
+    raw = draw(st.lists(st.integers(int(info.min), int(info.max)), min_size=n, max_size=n))
+    base = np.zeros(n * abs(step) + 1, dtype=dt)
+    keys = base[::step][:n] if step > 0 else base[::step][:n]
+    keys[...] = np.array(raw, dtype=dt)
+    if draw(st.booleans()):  # a misaligned copy of the same keys
+        keys = _unaligned(dt, n)
+        keys[...] = np.array(raw, dtype=dt)
+    return keys
+
+
+@settings(max_examples=150, deadline=None)
+@given(_keyed_arrays(), st.integers(0, 5))
+def test_sort_and_segment_properties(keys, n_extra):
+    n = keys.shape[0]
+    sk, order = al.sort_by_key(keys)[:2]
+    np.testing.assert_array_equal(order, np.argsort(keys, kind="stable"))
+    np.testing.assert_array_equal(sk, keys[order])
+    unique, starts, stops = al.segment_boundaries(sk)
+    ref_unique, ref_starts = np.unique(sk, return_index=True) if n else (sk[:0], np.zeros(0, int))
+    np.testing.assert_array_equal(unique, ref_unique)
+    np.testing.assert_array_equal(starts, ref_starts)
+    vals = np.arange(n, dtype=np.float64)
+    live = keys.astype(np.int64) if keys.dtype != np.uint64 else None
+    if live is not None and (n == 0 or live.max() < 200):
+        n_seg = max(int(live.max()) + 1 if n else 0, 0) + n_extra
+        expect = np.zeros(n_seg)
+        np.add.at(expect, live[live >= 0], vals[live >= 0])
+        np.testing.assert_array_equal(al.segment_sum(vals, keys, n_seg), expect)
+        if n and live.min() >= 0:
+            np.testing.assert_array_equal(al.cell_offsets(sk, n_seg), np.searchsorted(sk, np.arange(n_seg + 1)))
+    mask = (keys.astype(np.int64) % 2 == 0) if n else np.zeros(0, bool)
+    data = np.stack([vals, -vals], axis=1)
+    expect_rows = data[mask].copy()
+    assert al.compact_by_mask(mask, data) == expect_rows.shape[0]
+    np.testing.assert_array_equal(data[: expect_rows.shape[0]], expect_rows)
