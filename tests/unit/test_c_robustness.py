@@ -715,3 +715,47 @@ def test_sort_and_segment_properties(keys, n_extra):
     expect_rows = data[mask].copy()
     assert al.compact_by_mask(mask, data) == expect_rows.shape[0]
     np.testing.assert_array_equal(data[: expect_rows.shape[0]], expect_rows)
+
+
+def test_public_traversal_deep_and_cyclic_arguments(device_only):
+    """PyccelKernel and host_call with device arrays at the bottom of very deep lists and
+    dicts, and in reference cycles: a result or RecursionError/ValueError, never a crash."""
+    out = run_isolated(
+        """
+        import numpy as np, cunumpy, cupy
+        from cunumpy.kernels import PyccelKernel
+        a = cupy.zeros(2)
+        deep = [a]
+        for _ in range(100000):
+            deep = [deep]
+        deep_d = {"a": a}
+        for _ in range(100000):
+            deep_d = {"a": deep_d}
+        cyc = [a]
+        cyc.append(cyc)
+        tcyc = [a]
+        tcyc.append((tcyc,))
+        k = PyccelKernel(lambda x: None)
+        for arg in (deep, deep_d, cyc, tcyc):
+            for call in (lambda: k(arg), lambda: cunumpy.host_call(lambda x: x, arg)):
+                try:
+                    call()
+                except (RecursionError, ValueError):
+                    pass
+        # a host function returning a deeply nested or cyclic result
+        r = [np.zeros(1)]
+        r.append(r)
+        out = cunumpy.host_call(lambda x: r, a)
+        assert out[1] is out
+        deep_np = [np.zeros(1)]
+        for _ in range(100000):
+            deep_np = [deep_np]
+        try:
+            cunumpy.host_call(lambda x: deep_np, a)
+        except RecursionError:
+            pass
+        print("clean")
+        """,
+        timeout=300,
+    )
+    assert "clean" in out
