@@ -154,10 +154,19 @@ def morton_scales(lower, upper, levels) -> np.ndarray:
         raise ValueError(f"'levels' must be in [1, {top}] for {ndim}-D keys, got {levels}")
     if not (np.isfinite(lo).all() and np.isfinite(up).all()):
         raise ValueError("'lower' and 'upper' must be finite")
-    width = up - lo
-    if np.any(width == 0):
-        raise ValueError(f"'upper' equals 'lower' on axis {int(np.flatnonzero(width == 0)[0])}")
-    return float(2**levels) / width
+    with np.errstate(over="ignore", divide="ignore"):
+        width = up - lo
+        if np.any(width == 0):
+            raise ValueError(f"'upper' equals 'lower' on axis {int(np.flatnonzero(width == 0)[0])}")
+        scale = float(2**levels) / width
+    # An overflowing width would give scale 0 (every key 0), a tiny one an infinite scale.
+    bad = ~(np.isfinite(width) & np.isfinite(scale))
+    if np.any(bad):
+        raise ValueError(
+            f"the box [lower, upper] is too large or too small for {levels} levels on axis "
+            f"{int(np.flatnonzero(bad)[0])} (width {float(width[bad][0])!r})"
+        )
+    return scale
 
 
 def morton_keys(positions, lower, upper, levels):

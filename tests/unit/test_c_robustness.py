@@ -759,3 +759,16 @@ def test_public_traversal_deep_and_cyclic_arguments(device_only):
         timeout=300,
     )
     assert "clean" in out
+
+
+@pytest.mark.parametrize("lower, upper", [([0, 0], [1e-320, 1]), ([-1e308, 0], [1e308, 1]), ([0, 0, 0], [1, 5e-324, 1])])
+def test_morton_box_with_unusable_scale(on_backend, lower, upper):
+    """Regression: a width that overflows gave scale 0 (every key 0) and a subnormal width an
+    infinite scale (keys 0 or the top cell), both silently."""
+    import cunumpy as xp
+
+    pos = xp.asarray(np.zeros((2, len(lower))))
+    with pytest.raises(ValueError, match="box"):
+        al.morton_scales(lower, upper, 10)
+    with pytest.raises(ValueError, match="box"):
+        al.morton_keys(pos, lower, upper, 10)
