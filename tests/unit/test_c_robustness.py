@@ -24,9 +24,12 @@ from cunumpy._native import HAVE_C_CORE, core
 needs_c = pytest.mark.skipif(not HAVE_C_CORE, reason="needs the C core")
 
 
-def run_isolated(code: str, *, env_drop=(), timeout=120) -> str:
+def run_isolated(code: str, *, env_drop=(), timeout=120, env_add=None) -> str:
     """Run `code` in a fresh interpreter; fail unless it exits cleanly. Returns stdout."""
     env = dict(os.environ)
+    # Freed list/tuple storage goes back to malloc, so the sanitizer sees a use after free.
+    env["PYTHONMALLOC"] = "malloc"
+    env.update(env_add or {})
     for name in env_drop:
         env.pop(name, None)
     proc = subprocess.run(
@@ -772,3 +775,62 @@ def test_morton_box_with_unusable_scale(on_backend, lower, upper):
         al.morton_scales(lower, upper, 10)
     with pytest.raises(ValueError, match="box"):
         al.morton_keys(pos, lower, upper, 10)
+
+
+def test_cuda_kernel_array_interface_shape_mutated_while_read(device_only):
+    """Regression: the packer read a list `shape`/`strides` of a __cuda_array_interface__
+    through its item array while an item's __index__ could free it (heap-use-after-free)."""
+    out = run_isolated(
+        """
+        import numpy as np, cunumpy, cupy
+        from cunumpy.kernels import CudaKernel
+        k = CudaKernel('extern "C" __global__ void k(double* y, Array1D<double> v, int n) {}', "k")
+        x = cupy.zeros(4)
+        for key in ("shape", "strides"):
+            seq = []
+            class Evil:
+                def __index__(self):
+                    seq.extend(range(1000))
+                    del seq[:]
+                    return 4 if key == "shape" else 8
+            d = dict(x.__cuda_array_interface__)
+            d[key] = seq
+            if key == "strides":
+                d["shape"] = (4, 1, 1, 1)
+            class C:
+                __cuda_array_interface__ = d
+            for args in ((C(), x, 4), (x, C(), 4)):
+                seq[:] = [Evil(), 1, 1, 1]
+                try:
+                    k(*args, n_threads=0)
+                except (TypeError, ValueError):
+                    pass
+        print("clean")
+        """
+    )
+    assert "clean" in out
+
+
+@needs_c
+def test_morton_keys_into_bounds_mutated_while_read():
+    """Regression (same pattern in morton.c): a list `lower` whose item's __float__ empties it."""
+    out = run_isolated(
+        """
+        import numpy as np, cunumpy._core as c
+        lower = []
+        class Evil:
+            def __float__(self):
+                lower.extend(range(1000))
+                del lower[:]
+                return 0.0
+        lower[:] = [Evil(), 0.0]
+        c.morton_keys_into(np.zeros((2, 2)), lower, (1.0, 1.0), 3, np.empty(2, np.uint64))
+        for bad in (None, 3, {1: 2}):
+            try:
+                c.morton_keys_into(np.zeros((2, 2)), bad, (1.0, 1.0), 3, np.empty(2, np.uint64))
+            except TypeError as e:
+                assert "lower" in str(e)
+        print("clean")
+        """
+    )
+    assert "clean" in out

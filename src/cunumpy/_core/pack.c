@@ -179,13 +179,19 @@ static Py_ssize_t read_ints(PyObject *seq, long long *out, const char *what)
         PyErr_Format(PyExc_TypeError, "arrays with more than %d dimensions are not supported", MAX_NDIM);
         return -1;
     }
-    PyObject **items = PySequence_Fast_ITEMS(seq);
+    /* An item's __index__ may change a list while it is read: read a tuple snapshot. */
+    PyObject *snap = PyTuple_Check(seq) ? Py_NewRef(seq) : PyList_AsTuple(seq);
+    if (snap == NULL)
+        return -1;
     for (Py_ssize_t k = 0; k < n; k++) {
-        long long v = PyLong_AsLongLong(items[k]);
-        if (v == -1 && PyErr_Occurred())
+        long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(snap, k));
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(snap);
             return -1;
+        }
         out[k] = v;
     }
+    Py_DECREF(snap);
     return n;
 }
 
