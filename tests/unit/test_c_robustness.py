@@ -805,6 +805,33 @@ def test_cuda_kernel_array_interface_shape_mutated_while_read(device_only):
                     k(*args, n_threads=0)
                 except (TypeError, ValueError):
                     pass
+        # an item of the shape that clears the interface dict (strides and data were borrowed)
+        d = {}
+        class Clear:
+            def __index__(self):
+                d.clear()
+                return 4
+        class Same(str):
+            # a key equal to "shape" whose comparison clears the dict during the lookups
+            def __hash__(self):
+                return hash("shape")
+            def __eq__(self, other):
+                d.clear()
+                return False
+        class C2:
+            @property
+            def __cuda_array_interface__(self):
+                return d
+        for extra in ({}, {Same("x"): 1}):
+            d.clear()
+            d.update(typestr="<f8", data=(x.data.ptr, False), version=3)
+            d.update(extra)
+            d["shape"] = (Clear(), 1)
+            d["strides"] = [int(8), 8]
+            try:
+                k(C2(), x, 4, n_threads=0)
+            except (TypeError, ValueError):
+                pass
         print("clean")
         """
     )

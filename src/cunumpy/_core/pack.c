@@ -246,6 +246,11 @@ static int array_info(PyObject *obj, int is_device, array_info_t *a)
             PyErr_SetString(PyExc_TypeError, "__cuda_array_interface__ is not a dict");
             goto fail;
         }
+        /* Read a private copy: a key's __eq__ (in the lookups) or an item's __index__ (in
+         * read_ints) may change the object's dict and free the borrowed values. */
+        Py_SETREF(cai, PyDict_Copy(cai));
+        if (cai == NULL)
+            goto fail;
         PyObject *ts = PyDict_GetItemWithError(cai, s_typestr);
         PyObject *shape = PyDict_GetItemWithError(cai, s_shape);
         PyObject *st = PyDict_GetItemWithError(cai, s_strides);
