@@ -861,3 +861,38 @@ def test_morton_keys_into_bounds_mutated_while_read():
         """
     )
     assert "clean" in out
+
+
+def test_cuda_kernel_array_interface_huge_shapes(device_only):
+    """Regression: the contiguity check and the element strides of a view multiplied shapes of
+    a hostile __cuda_array_interface__ in signed 64-bit arithmetic (overflow, UBSan)."""
+    out = run_isolated(
+        """
+        import numpy as np, cunumpy, cupy
+        from cunumpy.kernels import CudaKernel
+        k = CudaKernel('extern "C" __global__ void k(double* y, Array2D<double> v, '
+                       'CArray2D<double> c, void* r, int n) {}', "k")
+        x = cupy.zeros(4)
+        class C:
+            def __init__(self, **kw):
+                self.d = dict(x.__cuda_array_interface__)
+                self.d.update(kw)
+            @property
+            def __cuda_array_interface__(self):
+                return self.d
+        cases = [dict(shape=(2, 2**62), strides=(0, 8)), dict(shape=(2**62, 2**62, 2**62), strides=(8, 8, 8)),
+                 dict(shape=(3, -2**63), strides=(8, 8)), dict(shape=(2, 4), strides=(-2**63, 8)),
+                 dict(shape=(2**62, 2**62), strides=None), dict(shape=(2, 2**63 - 1), strides=None),
+                 dict(typestr="f", strides=(8,)), dict(typestr="", strides=(8,))]
+        for pos in range(4):
+            for kw in cases:
+                args = [x, cupy.zeros((2, 2)), cupy.zeros((2, 2)), x, 1]
+                args[pos] = C(**kw)
+                try:
+                    k(*args, n_threads=0)
+                except (TypeError, ValueError):
+                    pass
+        print("clean")
+        """
+    )
+    assert "clean" in out

@@ -105,7 +105,11 @@ static Py_ssize_t typestr_itemsize(PyObject *typestr)
         return 1;
     }
     Py_ssize_t v = 0;
-    for (const char *c = t + (t[0] ? 2 : 0); *c >= '0' && *c <= '9' && v < 1 << 20; c++)
+    /* Skip the byte order and kind characters, not past the end of a short typestr. */
+    const char *c = t;
+    for (int skip = 0; skip < 2 && *c != '\0'; skip++)
+        c++;
+    for (; *c >= '0' && *c <= '9' && v < 1 << 20; c++)
         v = v * 10 + (*c - '0');
     return v > 0 ? v : 1;
 }
@@ -297,12 +301,14 @@ static int c_contiguous(const array_info_t *a, Py_ssize_t itemsize)
     if (!a->strides_known)
         return 1;
     long long expected = itemsize;
+    int beyond = 0; /* expected no longer fits: no stride can match it (a hostile interface) */
     for (Py_ssize_t k = a->ndim - 1; k >= 0; k--) {
         if (a->shape_v[k] == 0)
             return 1;
-        if (a->shape_v[k] != 1 && a->strides_v[k] != expected)
+        if (a->shape_v[k] != 1 && (beyond || a->strides_v[k] != expected))
             return 0;
-        expected *= a->shape_v[k];
+        if (!beyond && __builtin_mul_overflow(expected, a->shape_v[k], &expected))
+            beyond = 1;
     }
     return 1;
 }
@@ -442,8 +448,12 @@ static int pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned char *out
                 }
                 else {
                     st = 1;
-                    for (int m = k + 1; m < s->ndim; m++)
-                        st *= a.shape_v[m];
+                    for (int m = k + 1; m < s->ndim; m++) {
+                        if (__builtin_mul_overflow(st, a.shape_v[m], &st)) {
+                            arg_error(PyExc_TypeError, p, i, "the array's shape is too large");
+                            goto done;
+                        }
+                    }
                 }
                 memcpy(out + 8 + 8 * s->ndim + 8 * k, &st, 8);
             }
