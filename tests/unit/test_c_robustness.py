@@ -896,3 +896,45 @@ def test_cuda_kernel_array_interface_huge_shapes(device_only):
         """
     )
     assert "clean" in out
+
+
+@needs_c
+def test_cuda_signature_parser_random_sources_match_the_twin():
+    """Random token soups through the C parser: same outcome as the Python twin, no crash."""
+    out = run_isolated(
+        """
+        import random
+        import cunumpy._core as c
+        from cunumpy._reference import cudasig as twin
+        vocab = ["__global__", "void", "k", "(", ")", "{", "}", ",", "*", "&", "const", "int", "float",
+                 "double", "unsigned", "long", "char", "struct", "S", "template", "<", ">", "typename",
+                 "T", "extern", '"C"', "/*", "*/", "//", "\\n", "#define", "X", "__restrict__", "a", "[",
+                 "]", "3", "::", "cunumpy", "View", "CArray1D<int>", "Array2D<float>", "int64_t",
+                 "uint32_t", ";", "=", "\\0", "é", "\\\\", "'", '"', "size_t", "bool", "complex<float>",
+                 "short", "signed", "volatile", "__device__", "static", "operator", "...", "auto"]
+        rnd = random.Random(20261130)
+        diffs = []
+        for _ in range(3000):
+            toks = ["__global__", "void", "k", "("] if rnd.random() < 0.7 else []
+            toks += [rnd.choice(vocab) for _ in range(rnd.randint(0, 30))]
+            if rnd.random() < 0.5:
+                toks += [")", "{", "}"]
+            src = " ".join(toks) if rnd.random() < 0.8 else "".join(toks)
+            sn = tuple(rnd.choice(["S", "T", "", "\\0"]) for _ in range(rnd.randint(0, 2)))
+            ta = None if rnd.random() < 0.6 else tuple(
+                rnd.choice(["float", "int", "S", "T", "", "double*"]) for _ in range(rnd.randint(0, 2)))
+            res = []
+            for f, a in ((c.cuda_parse_signature, (src, "k", sn, ta)), (twin.cuda_parse_signature, (src, "k", sn, ta)),
+                         (c.cuda_kernel_names, (src,)), (twin.cuda_kernel_names, (src,))):
+                try:
+                    res.append(("ok", f(*a)))
+                except (ValueError, TypeError) as e:
+                    res.append((type(e).__name__, str(e)))
+            if res[0][0] != res[1][0] or (res[0][0] == "ok" and res[0] != res[1]) or res[2] != res[3]:
+                diffs.append((src, sn, ta, res))
+        assert not diffs, diffs[:3]
+        print("clean")
+        """,
+        timeout=300,
+    )
+    assert "clean" in out
