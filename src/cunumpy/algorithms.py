@@ -154,10 +154,19 @@ def morton_scales(lower, upper, levels) -> np.ndarray:
         raise ValueError(f"'levels' must be in [1, {top}] for {ndim}-D keys, got {levels}")
     if not (np.isfinite(lo).all() and np.isfinite(up).all()):
         raise ValueError("'lower' and 'upper' must be finite")
-    width = up - lo
-    if np.any(width == 0):
-        raise ValueError(f"'upper' equals 'lower' on axis {int(np.flatnonzero(width == 0)[0])}")
-    return float(2**levels) / width
+    with np.errstate(over="ignore", divide="ignore"):
+        width = up - lo
+        if np.any(width == 0):
+            raise ValueError(f"'upper' equals 'lower' on axis {int(np.flatnonzero(width == 0)[0])}")
+        scale = float(2**levels) / width
+    # An overflowing width would give scale 0 (every key 0), a tiny one an infinite scale.
+    bad = ~(np.isfinite(width) & np.isfinite(scale))
+    if np.any(bad):
+        raise ValueError(
+            f"the box [lower, upper] is too large or too small for {levels} levels on axis "
+            f"{int(np.flatnonzero(bad)[0])} (width {float(width[bad][0])!r})"
+        )
+    return scale
 
 
 def morton_keys(positions, lower, upper, levels):
@@ -378,7 +387,8 @@ _DEVICE_SUM_DTYPES = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.
 def _result_dtype(values) -> np.dtype:
     dt = np.dtype(values.dtype)
     if dt.kind in "fc":
-        return dt
+        # A byte-swapped input (">f8" on a little-endian host) sums into the native type.
+        return dt if dt.isnative else dt.newbyteorder("=")
     if dt.kind in "iub":
         return np.dtype(np.float64)
     raise TypeError(f"'values' must have a numeric dtype, got {dt}")
@@ -410,6 +420,8 @@ def _check_out(out, values, keys, shape, dtype, side):
         ho = _host(out) if side == "fake" else out
         if not ho.flags.writeable:
             raise ValueError("'out' must be writable")
+        if not ho.flags.aligned:
+            raise ValueError("'out' must be aligned")
         hv = _host(values) if side == "fake" else values
         alias = np.shares_memory(ho, hv)
         if keys is not None:
@@ -417,6 +429,15 @@ def _check_out(out, values, keys, shape, dtype, side):
             alias = alias or (isinstance(hk, np.ndarray) and np.shares_memory(ho, hk))
     if alias:
         raise ValueError("'out' must not share memory with 'values' or the keys")
+
+
+def _shares(cp, a, b) -> bool:
+    """Do two device arrays share memory (exactly where CuPy can tell)?"""
+    if a.size == 0 or b.size == 0:
+        return False
+    if hasattr(cp, "shares_memory"):
+        return bool(cp.shares_memory(a, b))
+    return _ptr_overlap(a, b)
 
 
 def _ptr_overlap(a, b) -> bool:
@@ -605,7 +626,7 @@ def segment_sum(values, keys, n_segments, *, out=None):
 
     The result has shape ``(n_segments, *values.shape[1:])``; floating and complex dtypes
     are kept (float16 is accumulated in float32), integer and bool values give float64.
-    ``out`` (exact shape and dtype, C-contiguous, writable, not sharing memory with the
+    ``out`` (exact shape and dtype, C-contiguous, aligned, writable, not sharing memory with the
     inputs) is overwritten and returned.
     """
     n_segments = _check_n_segments(n_segments)
@@ -711,13 +732,27 @@ def compact_by_mask(mask, *arrays, axis=0) -> int:
             raise ValueError(f"array {i} is read-only")
         views.append(np.moveaxis(h, ax, 0))
     # The same array passed twice is compacted once (a second pass would move moved data).
-    unique, seen = [], set()
-    for v in views:
+    unique, seen, index = [], set(), []
+    for i, v in enumerate(views):
         key = (v.__array_interface__["data"][0], v.shape, v.strides, v.dtype.str)
         if key not in seen:
             seen.add(key)
             unique.append(v)
+            index.append(i)
+    # Other overlapping views (a and a[::-1], a and a.view(int64)) would move the same bytes
+    # twice, and an array over the mask's bytes would change the mask while it is read.
+    for a, va in enumerate(unique):
+        if va.size and not _same_view(va, m) and np.shares_memory(va, m):
+            raise ValueError(f"array {index[a]} shares memory with 'mask'")
+        for b in range(a):
+            if va.size and unique[b].size and np.shares_memory(va, unique[b]):
+                raise ValueError(f"arrays {index[b]} and {index[a]} share memory (pass each array once)")
     return core.compact_in_place(m, tuple(unique))
+
+
+def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
+    return (a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str) == (
+        b.__array_interface__["data"][0], b.shape, b.strides, b.dtype.str)
 
 
 def _compact_cupy(mask, arrays, axis):
@@ -726,13 +761,22 @@ def _compact_cupy(mask, arrays, axis):
         raise TypeError(f"'mask' must be a 1-D boolean array, got dtype {mask.dtype} and shape {tuple(mask.shape)}")
     n = mask.shape[0]
     axes = [_axis_of(a, axis, i, n, "mask entry") for i, a in enumerate(arrays)]
+    # As on the host: the same view once, other overlapping views refused.
+    todo, seen = [], set()
+    for i, (a, ax) in enumerate(zip(arrays, axes)):
+        key = (a.data.ptr, a.shape, a.strides, a.dtype.str, ax)
+        if key in seen:
+            continue
+        seen.add(key)
+        if key[:4] != (mask.data.ptr, mask.shape, mask.strides, mask.dtype.str) and _shares(cp, a, mask):
+            raise ValueError(f"array {i} shares memory with 'mask'")
+        for j, b, _ in todo:
+            if _shares(cp, a, b):
+                raise ValueError(f"arrays {j} and {i} share memory (pass each array once)")
+        todo.append((i, a, ax))
     live = cp.flatnonzero(mask)
     count = int(live.size)  # the one synchronisation
-    done = set()
-    for a, ax in zip(arrays, axes):
-        if id(a) in done:
-            continue
-        done.add(id(a))
+    for _, a, ax in todo:
         index = [slice(None)] * a.ndim
         index[ax] = slice(0, count)
         a[tuple(index)] = cp.take(a, live, axis=ax)

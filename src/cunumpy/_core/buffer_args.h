@@ -72,6 +72,13 @@ static inline int cn_require_contig(const Py_buffer *v, cn_kind kind, Py_ssize_t
         PyErr_Format(PyExc_ValueError, "'%s' must be C-contiguous", name);
         return -1;
     }
+    /* The kernels read and write these buffers as typed C arrays. */
+    Py_ssize_t align = kind == CN_KIND_COMPLEX ? itemsize / 2 : itemsize;
+    if (align > 1 && (uintptr_t)v->buf % (uintptr_t)align != 0) {
+        PyErr_Format(PyExc_ValueError, "'%s' must be aligned (a NumPy array with flags.aligned)",
+                     name);
+        return -1;
+    }
     if (count >= 0 && cn_buffer_count(v) != count) {
         PyErr_Format(PyExc_ValueError, "'%s' must have %zd elements, got %zd", name, count,
                      cn_buffer_count(v));

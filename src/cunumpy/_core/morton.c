@@ -52,9 +52,15 @@ static PyObject *morton_method(PyObject *self, PyObject *const *args, Py_ssize_t
 
 static int read_doubles(PyObject *seq, double *out, int count, const char *name)
 {
-    PyObject *fast = PySequence_Fast(seq, "a sequence of floats is needed");
-    if (fast == NULL)
+    /* A tuple snapshot: an item's __float__ may change a list while it is read. */
+    PyObject *fast = PySequence_Check(seq) ? PySequence_Tuple(seq) : NULL;
+    if (fast == NULL) {
+        if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "'%s' must be a sequence of floats", name);
+        }
         return -1;
+    }
     if (PySequence_Fast_GET_SIZE(fast) != count) {
         Py_DECREF(fast);
         PyErr_Format(PyExc_ValueError, "'%s' must have %d entries", name, count);

@@ -107,7 +107,11 @@ static Py_ssize_t typestr_itemsize(PyObject *typestr)
         return 1;
     }
     Py_ssize_t v = 0;
-    for (const char *c = t + (t[0] ? 2 : 0); *c >= '0' && *c <= '9' && v < 1 << 20; c++)
+    /* Skip the byte order and kind characters, not past the end of a short typestr. */
+    const char *c = t;
+    for (int skip = 0; skip < 2 && *c != '\0'; skip++)
+        c++;
+    for (; *c >= '0' && *c <= '9' && v < 1 << 20; c++)
         v = v * 10 + (*c - '0');
     return v > 0 ? v : 1;
 }
@@ -183,13 +187,19 @@ static Py_ssize_t read_ints(PyObject *seq, long long *out, const char *what)
         PyErr_Format(PyExc_TypeError, "arrays with more than %d dimensions are not supported", MAX_NDIM);
         return -1;
     }
-    PyObject **items = PySequence_Fast_ITEMS(seq);
+    /* An item's __index__ may change a list while it is read: read a tuple snapshot. */
+    PyObject *snap = PyTuple_Check(seq) ? Py_NewRef(seq) : PyList_AsTuple(seq);
+    if (snap == NULL)
+        return -1;
     for (Py_ssize_t k = 0; k < n; k++) {
-        long long v = PyLong_AsLongLong(items[k]);
-        if (v == -1 && PyErr_Occurred())
+        long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(snap, k));
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(snap);
             return -1;
+        }
         out[k] = v;
     }
+    Py_DECREF(snap);
     return n;
 }
 
@@ -265,6 +275,11 @@ static int array_info(PyObject *obj, int is_device, array_info_t *a)
             PyErr_SetString(PyExc_TypeError, "__cuda_array_interface__ is not a dict");
             goto fail;
         }
+        /* Read a private copy: a key's __eq__ (in the lookups) or an item's __index__ (in
+         * read_ints) may change the object's dict and free the borrowed values. */
+        Py_SETREF(cai, PyDict_Copy(cai));
+        if (cai == NULL)
+            goto fail;
         PyObject *ts = PyDict_GetItemWithError(cai, s_typestr);
         PyObject *shape = PyDict_GetItemWithError(cai, s_shape);
         PyObject *st = PyDict_GetItemWithError(cai, s_strides);
@@ -311,12 +326,14 @@ static int c_contiguous(const array_info_t *a, Py_ssize_t itemsize)
     if (!a->strides_known)
         return 1;
     long long expected = itemsize;
+    int beyond = 0; /* expected no longer fits: no stride can match it (a hostile interface) */
     for (Py_ssize_t k = a->ndim - 1; k >= 0; k--) {
         if (a->shape_v[k] == 0)
             return 1;
-        if (a->shape_v[k] != 1 && a->strides_v[k] != expected)
+        if (a->shape_v[k] != 1 && (beyond || a->strides_v[k] != expected))
             return 0;
-        expected *= a->shape_v[k];
+        if (!beyond && __builtin_mul_overflow(expected, a->shape_v[k], &expected))
+            beyond = 1;
     }
     return 1;
 }
@@ -474,8 +491,12 @@ static int pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned char *out
                 }
                 else {
                     st = 1;
-                    for (int m = k + 1; m < s->ndim; m++)
-                        st *= a.shape_v[m];
+                    for (int m = k + 1; m < s->ndim; m++) {
+                        if (__builtin_mul_overflow(st, a.shape_v[m], &st)) {
+                            arg_error(PyExc_TypeError, p, i, "the array's shape is too large");
+                            goto done;
+                        }
+                    }
                 }
                 memcpy(out + 8 + 8 * s->ndim + 8 * k, &st, 8);
             }

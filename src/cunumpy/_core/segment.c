@@ -256,6 +256,10 @@ static PyObject *cell_offsets_into(PyObject *self, PyObject *const *args, Py_ssi
         PyBuffer_Release(&k);
         return NULL;
     }
+    if (ncells >= PY_SSIZE_T_MAX) {
+        PyErr_Format(PyExc_ValueError, "'n_cells' is too large, got %lld", (long long)ncells);
+        goto fail;
+    }
     if (key_type(&k, "sorted_cells", &t) < 0 ||
         cn_require_contig(&o, CN_KIND_INT, 8, (Py_ssize_t)ncells + 1, "out") < 0)
         goto fail;

@@ -16,13 +16,18 @@ static int scratch_busy = 0;
 static void *scratch_alloc(size_t size)
 {
     if (size <= CN_SCRATCH_KEEP_MAX && !__atomic_exchange_n(&scratch_busy, 1, __ATOMIC_ACQUIRE)) {
+        /* The owner replaces the area; a concurrent call only compares its own (live)
+         * pointer with `scratch`, so `scratch` is never a freed address: new one first. */
+        void *area = __atomic_load_n(&scratch, __ATOMIC_RELAXED);
         if (scratch_size < size) {
-            free(scratch);
-            scratch = malloc(size);
-            scratch_size = scratch != NULL ? size : 0;
+            void *grown = malloc(size);
+            __atomic_store_n(&scratch, grown, __ATOMIC_RELEASE);
+            free(area);
+            area = grown;
+            scratch_size = area != NULL ? size : 0;
         }
-        if (scratch != NULL)
-            return scratch;
+        if (area != NULL)
+            return area;
         __atomic_store_n(&scratch_busy, 0, __ATOMIC_RELEASE);
     }
     return malloc(size);
@@ -30,7 +35,7 @@ static void *scratch_alloc(size_t size)
 
 static void scratch_free(void *ptr)
 {
-    if (ptr != NULL && ptr == scratch)
+    if (ptr != NULL && ptr == __atomic_load_n(&scratch, __ATOMIC_ACQUIRE))
         __atomic_store_n(&scratch_busy, 0, __ATOMIC_RELEASE);
     else
         free(ptr);

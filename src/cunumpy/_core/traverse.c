@@ -449,7 +449,9 @@ static PyObject *visit_device(traversal *t, PyObject *obj, int output)
 {
     memo_entry *e = memo_find(&t->memo, obj);
     if (e != NULL) {
-        if (output)
+        /* e->array is -1 if obj was met as a traversed object before a callback changed its
+         * __class__ to a device array type; its copy is reused as is. */
+        if (output && e->array >= 0)
             t->arrays[e->array].output = 1;
         return Py_NewRef(e->value);
     }
@@ -732,7 +734,12 @@ static PyObject *host_arguments(PyObject *self, PyObject *const *args, Py_ssize_
             goto done;
         for (Py_ssize_t i = 0; i < nkw; i++) {
             PyObject *k = PyList_GET_ITEM(keys, i);
-            if (PyDict_SetItem(ordered, k, PyDict_GetItem(host_kw, k)) < 0) {
+            /* A key's __hash__/__eq__ may raise (or change) on this second lookup. */
+            PyObject *v = PyDict_GetItemWithError(host_kw, k); /* borrowed */
+            if (v == NULL && !PyErr_Occurred())
+                PyErr_Format(PyExc_KeyError, "keyword argument %R changed its hash during the "
+                             "conversion", k);
+            if (v == NULL || PyDict_SetItem(ordered, k, v) < 0) {
                 Py_DECREF(ordered);
                 goto done;
             }

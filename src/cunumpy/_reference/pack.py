@@ -201,6 +201,8 @@ class LaunchPlan:
                         step = 1
                         for m in range(k + 1, slot.ndim):
                             step *= shape[m]
+                        if not -(2**63) <= step < 2**63:
+                            raise self._error(TypeError, i, "the array's shape is too large")
                         elem.append(step)
                 out += struct.pack(f"<{slot.ndim}q", *elem)
         return out

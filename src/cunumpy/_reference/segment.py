@@ -43,6 +43,12 @@ def segment_sum_into(values, keys, out, check_first):
 
 def cell_offsets_into(sorted_cells, n_cells, out):
     _key_check(sorted_cells, "sorted_cells")
+    if n_cells < 0:
+        raise ValueError(f"'n_cells' must be >= 0, got {n_cells}")
+    if n_cells >= 2**63 - 1:
+        raise ValueError(f"'n_cells' is too large, got {n_cells}")
+    if out.size != n_cells + 1:
+        raise ValueError(f"'out' must have {n_cells + 1} elements, got {out.size}")
     k = sorted_cells
     if k.size:
         if k.dtype.kind == "i" and int(k.min()) < 0 or int(k.max()) >= n_cells:
