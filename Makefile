@@ -56,7 +56,7 @@ check-c: $(DEPS)
 	  -Cbuild-dir=build/asan -Csetup-args=-Dbuildtype=debugoptimized \
 	  -Csetup-args=-Db_sanitize=address,undefined -Csetup-args=-Db_lundef=false .
 	$(MAKE) test-c
-	CUNUMPY_FAKE_CUPY=1 PYTHONPATH=$(SAN_SITE) ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+	CUNUMPY_FAKE_CUPY=1 PYTHONMALLOC=malloc PYTHONPATH=$(SAN_SITE) ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 	  $(PYTEST) -m "not nosan" tests/unit

@@ -309,6 +309,7 @@ def philox4x32_10(counter_words, key0, key1):
         for k, name in ((k0, "key0"), (k1, "key1")):
             if k.dtype.kind not in "iu":
                 raise TypeError(f"'{name}' must be integer, got dtype {k.dtype}")
+            _check_words(k, name)
         ys = _philox_ref.philox_blocks(c[..., 0], c[..., 1], c[..., 2], c[..., 3], k0, k1, xp=cp)
         return cp.stack([y.astype(cp.uint32) for y in ys], axis=-1)
     if side == "fake":
@@ -330,6 +331,7 @@ def philox4x32_10(counter_words, key0, key1):
         k = np.asarray(k)
         if k.dtype.kind not in "iu":
             raise TypeError(f"'{name}' must be integer, got dtype {k.dtype}")
+        _check_words(k, name)
         keys.append(k)
     try:
         shape = np.broadcast_shapes(c.shape[:-1], keys[0].shape, keys[1].shape)
@@ -353,8 +355,15 @@ def philox4x32_10(counter_words, key0, key1):
     return result
 
 
+def _check_words(a, name):
+    """OverflowError for integer words outside [0, 2**32): they would wrap silently."""
+    if a.dtype != np.uint32 and a.size and (a.min() < 0 or a.max() > 0xFFFFFFFF):
+        raise OverflowError(f"'{name}' holds values outside the 32-bit word range [0, 2**32)")
+
+
 def _check_counter_words(c):
     if c.dtype.kind not in "iu":
         raise TypeError(f"'counter_words' must be integer (uint32 words), got dtype {c.dtype}")
     if c.ndim < 1 or c.shape[-1] != 4:
         raise ValueError(f"'counter_words' must have shape (..., 4), got {tuple(c.shape)}")
+    _check_words(c, "counter_words")

@@ -17,6 +17,7 @@ import threading
 import numpy as np
 import pytest
 
+import cunumpy as xp
 from cunumpy import algorithms as al
 from cunumpy import rng
 from cunumpy._native import HAVE_C_CORE, core
@@ -939,3 +940,39 @@ def test_cuda_signature_parser_random_sources_match_the_twin():
         timeout=300,
     )
     assert "clean" in out
+
+
+def test_lone_surrogates_in_cuda_source_name_the_argument():
+    from cunumpy import _reference
+
+    bad = 'extern "C" __global__ void k(double* x) {}\ud800'
+    for parse in (core.cuda_parse_signature, _reference.cuda_parse_signature):
+        with pytest.raises(ValueError, match="'source'"):
+            parse(bad, "k")
+        with pytest.raises(ValueError, match="'name'"):
+            parse('extern "C" __global__ void k(double* x) {}', "k\udfff")
+    for names in (core.cuda_kernel_names, _reference.cuda_kernel_names):
+        with pytest.raises(ValueError, match="'source'"):
+            names(bad)
+    with pytest.raises(ValueError, match="source"):
+        xp.cuda.parse_cuda_signature(bad, "k")
+
+
+@pytest.mark.parametrize(
+    "counter, key0, name",
+    [
+        (np.array([[0, 0, 0, -1]], dtype=np.int64), 0, "counter_words"),
+        (np.array([[0, 0, 2**40, 0]], dtype=np.int64), 0, "counter_words"),
+        (np.zeros((1, 4), np.uint32), np.array([2**33], dtype=np.int64), "key0"),
+        (np.zeros((1, 4), np.uint32), np.array([-5], dtype=np.int32), "key0"),
+    ],
+)
+def test_philox_words_outside_32_bits_are_refused_not_wrapped(counter, key0, name, on_backend):
+    counter = xp.to_cunumpy(counter)
+    if not isinstance(key0, int):
+        key0 = xp.to_cunumpy(key0)
+    with pytest.raises(OverflowError, match=name):
+        xp.rng.philox4x32_10(counter, key0, 0)
+    # The same words as uint32 in range are accepted.
+    ok = xp.rng.philox4x32_10(xp.to_cunumpy(np.zeros((1, 4), np.uint32)), 0, 0)
+    assert xp.to_numpy(ok).tolist() == [[0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]]

@@ -66,7 +66,13 @@ static const char *utf8_of(PyObject *obj, const char *what, const char *fn, Py_s
         cn_raise(CN_ERR_TYPE, "%s(): '%s' must be a str, not %.100s", fn, what, Py_TYPE(obj)->tp_name);
         return NULL;
     }
-    return PyUnicode_AsUTF8AndSize(obj, len);
+    const char *text = PyUnicode_AsUTF8AndSize(obj, len);
+    if (text == NULL && PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+        /* Lone surrogates cannot be CUDA source text. */
+        PyErr_Clear();
+        cn_raise(CN_ERR_VALUE, "%s(): '%s' is not valid UTF-8 text (it contains a lone surrogate)", fn, what);
+    }
+    return text;
 }
 
 PyDoc_STRVAR(kernel_names_doc, "cuda_kernel_names(source)\n--\n\n"

@@ -209,6 +209,7 @@ def cuda_kernel_names(source):
     """``__global__`` function names in order of first appearance, comments ignored."""
     if not isinstance(source, str):
         raise TypeError(f"cuda_kernel_names(): 'source' must be a str, not {type(source).__name__}")
+    _require_utf8(source, "source", "cuda_kernel_names")
     names: list[str] = []
     for entry in _find_kernels(_tokenize(source)):
         if entry[0] not in names:
@@ -490,6 +491,13 @@ def _ends_type(type_toks) -> bool:
     return last == (PUNCT, ">") or last[0] == IDENT
 
 
+def _require_utf8(text, what, fn):
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{fn}(): '{what}' is not valid UTF-8 text (it contains a lone surrogate)") from None
+
+
 def cuda_parse_signature(source, name, struct_names=(), template_args=None):
     """(params, is_template, extern_c) of the ``__global__`` function ``name``.
 
@@ -498,8 +506,10 @@ def cuda_parse_signature(source, name, struct_names=(), template_args=None):
     """
     if not isinstance(source, str):
         raise TypeError(f"cuda_parse_signature(): 'source' must be a str, not {type(source).__name__}")
+    _require_utf8(source, "source", "cuda_parse_signature")
     if not isinstance(name, str):
         raise TypeError(f"cuda_parse_signature(): 'name' must be a str, not {type(name).__name__}")
+    _require_utf8(name, "name", "cuda_parse_signature")
     if not isinstance(struct_names, tuple) or not all(isinstance(s, str) for s in struct_names):
         raise TypeError("cuda_parse_signature(): 'struct_names' must be a tuple of str")
     if template_args is not None and (
