@@ -453,6 +453,7 @@ def test_use_cupy_true_converts_on_the_numpy_backend(device_only):
     assert is_device(r) and is_device(r2) and len(ev.kinds("kernel_conversion")) == 2
 
 
+@pytest.mark.nosan  # AddressSanitizer's quarantine keeps freed memory on purpose
 def test_conversion_path_does_not_leak(device_only):
     if not sys.platform.startswith("linux"):
         pytest.skip("reads /proc/self/statm")
