@@ -6,25 +6,9 @@ import numpy as np
 import pytest
 
 import cunumpy as xp
-from cunumpy import _transfers
+from _events import Events
 
 
-class Events:
-    def __init__(self):
-        self.events = []
-
-    def _receive(self, event):
-        self.events.append(event)
-
-    def __enter__(self):
-        _transfers.sinks.append(self)
-        return self
-
-    def __exit__(self, *exc):
-        _transfers.sinks.remove(self)
-
-    def kinds(self, kind):
-        return [e for e in self.events if e.kind == kind]
 
 
 def device(x, order="C"):

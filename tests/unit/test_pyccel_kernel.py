@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import cunumpy as xp
-from cunumpy import _transfers
+from _events import Events
 
 PyccelKernel = xp.kernels.PyccelKernel
 outputs_from_annotations = xp.kernels.outputs_from_annotations
@@ -24,24 +24,6 @@ KERNELS_SRC = Path(__file__).parent / "kernels_src"
 # --------------------------------------------------------------------------- helpers
 
 
-class Events:
-    """Collects transfer events through the one hook every cunumpy copy reports to."""
-
-    def __init__(self):
-        self.events = []
-
-    def _receive(self, event):
-        self.events.append(event)
-
-    def __enter__(self):
-        _transfers.sinks.append(self)
-        return self
-
-    def __exit__(self, *exc):
-        _transfers.sinks.remove(self)
-
-    def kinds(self, kind):
-        return [e for e in self.events if e.kind == kind]
 
 
 def cupy():

@@ -103,29 +103,11 @@ def _build_plan(name, signature):
 # ------------------------------------------------------------------ shapes
 
 
-def _check_block(block, what="block_size") -> tuple:
-    if isinstance(block, (bool, np.bool_)):
-        raise TypeError(f"{what} must be a positive int or a tuple of 1 to 3 positive ints, not {block!r}")
-    if isinstance(block, (int, np.integer)):
-        dims = (int(block),)
-    elif isinstance(block, (tuple, list)):
-        if not 1 <= len(block) <= 3:
-            raise ValueError(f"{what} must have 1 to 3 dimensions, got {len(block)}")
-        if not all(isinstance(b, (int, np.integer)) and not isinstance(b, (bool, np.bool_)) for b in block):
-            raise TypeError(f"{what} entries must be ints, got {block!r}")
-        dims = tuple(int(b) for b in block)
-    else:
-        raise TypeError(f"{what} must be a positive int or a tuple of 1 to 3 positive ints, not {block!r}")
-    if any(b <= 0 for b in dims):
-        raise ValueError(f"{what} entries must be positive, got {dims}")
-    if math.prod(dims) > 1024:
-        raise ValueError(f"{what} {dims} has {math.prod(dims)} threads; at most 1024 per block")
-    return dims
-
-
-def _check_dims(value, what) -> tuple:
+def _check_dims(value, what, *, positive=False) -> tuple:
+    """1 to 3 ints as a tuple; ``positive`` for block shapes, else non-negative (sizes)."""
+    kind = "a positive int or a tuple of 1 to 3 positive ints" if positive else "an int or a tuple of 1 to 3 ints"
     if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, not {value!r}")
+        raise TypeError(f"{what} must be {kind}, not {value!r}")
     if isinstance(value, (int, np.integer)):
         dims = (int(value),)
     elif isinstance(value, (tuple, list)):
@@ -135,9 +117,18 @@ def _check_dims(value, what) -> tuple:
             raise TypeError(f"{what} entries must be ints, got {value!r}")
         dims = tuple(int(v) for v in value)
     else:
-        raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, not {value!r}")
+        raise TypeError(f"{what} must be {kind}, not {value!r}")
+    if positive and any(v <= 0 for v in dims):
+        raise ValueError(f"{what} entries must be positive, got {dims}")
     if any(v < 0 for v in dims):
         raise ValueError(f"{what} must not be negative, got {dims}")
+    return dims
+
+
+def _check_block(block, what="block_size") -> tuple:
+    dims = _check_dims(block, what, positive=True)
+    if math.prod(dims) > 1024:
+        raise ValueError(f"{what} {dims} has {math.prod(dims)} threads; at most 1024 per block")
     return dims
 
 
