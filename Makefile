@@ -22,14 +22,21 @@ $(DEPS): pyproject.toml
 	$(PY) -m pip install -q "meson-python>=0.16" "meson>=1.3" ninja
 	touch $@
 
-# A regular (non-editable) install with every test dependency, built incrementally in build/release.
-$(BUILT): $(DEPS) meson.build pyproject.toml $(C_SOURCES) $(PY_SOURCES)
-	$(PY) -m pip install -q --no-build-isolation -Cbuild-dir=build/release ".[test,mpi,compiled]"
+# Dependencies install with pip's normal build isolation: some (pyccel) are sdists with
+# build backends of their own. Only cunumpy itself is built without isolation, so that
+# build/release is reused incrementally. `make demo` needs only the demo extra.
+$(VENV)/.req-%: $(DEPS) tools/print_requirements.py
+	$(PYTHON) tools/print_requirements.py $(subst +, ,$*) > $(VENV)/requirements-$*.txt
+	$(PY) -m pip install -q -r $(VENV)/requirements-$*.txt
 	touch $@
 
-install: $(BUILT)
+$(BUILT): $(DEPS) meson.build pyproject.toml $(C_SOURCES) $(PY_SOURCES)
+	$(PY) -m pip install -q --no-build-isolation --no-deps -Cbuild-dir=build/release .
+	touch $@
 
-demo: install
+install: $(BUILT) $(VENV)/.req-test+mpi+compiled
+
+demo: $(BUILT) $(VENV)/.req-demo
 	$(PY) examples/demo.py
 
 test: test-unit test-fake test-mpi check-c
