@@ -1,9 +1,26 @@
 """MPI with one rank per GPU (API.md section 6).
 
-Launcher detection and the serial stand-in come from the ``maybempi`` dependency; nothing
-here imports mpi4py at import time.
+Launcher detection and the serial stand-in come from the ``maybempi`` dependency; this
+module adds what makes one MPI call site work on every MPI build and on both backends:
+
+* :func:`mpi_is_cuda_aware` (a collective probe) and the recorded answer
+  (:func:`set_mpi_cuda_aware`, :func:`get_mpi_cuda_aware`), :func:`require_cuda_aware_mpi`;
+* :func:`synchronize_for_mpi`, the wait before MPI reads or writes device memory;
+* :func:`mpi_buffer` and :class:`MPIStaging`: the buffer to hand to MPI, staged through host
+  memory when the MPI cannot take device pointers;
+* :func:`exchange`: many point-to-point messages posted and completed together.
+
+Nothing here imports mpi4py at import time, and nothing imports it on the NumPy backend
+unless a communicator has to be looked up (``comm=None``).
 """
 
+from __future__ import annotations
+
+import operator
+import sys
+import threading
+
+import numpy as np
 from maybempi import (
     OVERRIDE_VARIABLE,
     SerialComm,
@@ -14,16 +31,755 @@ from maybempi import (
     is_serial,
     launched_under_mpi,
     local_rank,
+    set_copy_hook,
 )
+
+from . import _backend, _transfers
+from ._transfers import describe, record
+from .cuda import _devices
+from .memory import _check_host_dependency, _OnDevice, _producer_dependency, _shape_tuple
 
 __all__ = [
     "OVERRIDE_VARIABLE",
+    "MPIStaging",
     "SerialComm",
     "SerialMPI",
     "SerialRequest",
     "SerialStatus",
+    "exchange",
     "get_mpi",
+    "get_mpi_cuda_aware",
     "is_serial",
     "launched_under_mpi",
     "local_rank",
+    "mpi_buffer",
+    "mpi_is_cuda_aware",
+    "require_cuda_aware_mpi",
+    "set_mpi_cuda_aware",
+    "synchronize_for_mpi",
 ]
+
+
+def _cupy():
+    return sys.modules["cupy"]
+
+
+def _is_device(array) -> bool:
+    return _backend.is_cupy_array(array)
+
+
+# --------------------------------------------------------------------------- serial stand-in
+
+
+def _count_serial_copy(kind: str, host) -> None:
+    """maybempi reports the host/device copies its buffer collectives make; count them."""
+    if _transfers.sinks:
+        record(kind, f"serial MPI stand-in copy {describe(host)}", int(host.nbytes))
+
+
+# The stand-in offers this hook for exactly this purpose; installing it once at import
+# makes its copies visible to count_transfers() like every other cunumpy copy.
+set_copy_hook(_count_serial_copy)
+
+
+# --------------------------------------------------------------------------- CUDA-awareness
+
+_cuda_aware: bool | None = None
+
+# Tag of the probe's ring exchange; unlikely to collide with application messages that are
+# in flight at start-up (the probe is meant to run before any).
+_PROBE_TAG = 0x6375
+
+
+def set_mpi_cuda_aware(value: bool | None) -> None:
+    """Record whether the MPI takes device buffers; ``None`` forgets the answer."""
+    global _cuda_aware
+    if value is not None and not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"set_mpi_cuda_aware(): 'value' must be a bool or None, not {type(value).__name__}")
+    _cuda_aware = None if value is None else bool(value)
+
+
+def get_mpi_cuda_aware() -> bool | None:
+    """The recorded answer: True, False, or None when nothing is recorded."""
+    return _cuda_aware
+
+
+def _device_path_active() -> bool:
+    """True on the CuPy backend with a functional CuPy (a GPU, or the fake CuPy)."""
+    return _backend.get_backend() == "cupy" and _backend.cupy_available()
+
+
+def _world_comm(function: str):
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        raise ImportError(f"{function}: comm=None means mpi4py.MPI.COMM_WORLD, but mpi4py is not installed") from exc
+    return MPI.COMM_WORLD
+
+
+def _probe_pattern(rank: int, n: int = 16) -> np.ndarray:
+    """Values rank ``rank`` sends in the probe: distinct per rank and per element."""
+    return np.arange(n, dtype=np.int64) * 7919 + (rank + 1) * 1_000_003
+
+
+def _probe_ring(comm) -> bool:
+    """This rank's half of the probe: pass a device buffer to the right, check the left's.
+
+    Each rank posts exactly one receive and one send whatever goes wrong locally, so a rank
+    whose MPI refuses the device buffer does not leave its neighbours waiting: it falls back
+    to a host buffer for its own message and answers False.
+    """
+    cupy = _cupy()
+    rank, size = int(comm.Get_rank()), int(comm.Get_size())
+    right, left = (rank + 1) % size, (rank - 1) % size
+    expected = _probe_pattern(left)
+    ok = True
+    try:
+        send = cupy.asarray(_probe_pattern(rank))
+        received = cupy.zeros(expected.shape, expected.dtype)
+        synchronize_for_mpi(send, received)
+    except Exception:
+        ok, send, received = False, None, None
+    requests = []
+    host_received = None
+    try:
+        requests.append(comm.Irecv(received, source=left, tag=_PROBE_TAG))
+    except Exception:
+        ok, received = False, None
+    if received is None:
+        host_received = np.zeros_like(expected)
+        requests.append(comm.Irecv(host_received, source=left, tag=_PROBE_TAG))
+    try:
+        requests.append(comm.Isend(send, dest=right, tag=_PROBE_TAG))
+    except Exception:
+        ok = False
+        # A message the right neighbour will reject: only a failed local send sends it.
+        requests.append(comm.Isend(np.full(expected.shape, -1, expected.dtype), dest=right, tag=_PROBE_TAG))
+    type(requests[0]).Waitall(requests)
+    if not ok or received is None:
+        return False
+    return bool(np.array_equal(received.get(), expected))
+
+
+def mpi_is_cuda_aware(comm=None, *, method: str = "probe") -> bool:
+    """Whether the MPI behind ``comm`` reads and writes device buffers (collective).
+
+    Call once at start-up on every rank. Each rank sends a small device buffer to the next
+    rank of a ring and checks what arrives from the previous one; the answers are combined
+    with a logical AND, so every rank gets the same result. Any exception makes the answer
+    False. On the NumPy backend or without a functional CuPy the answer is False and mpi4py
+    is not imported. ``comm=None`` means ``mpi4py.MPI.COMM_WORLD``. The answer is recorded
+    (:func:`get_mpi_cuda_aware`). An MPI that is not CUDA-aware may also crash the process
+    inside the probe instead of failing cleanly.
+    """
+    if method != "probe":
+        raise ValueError(f"mpi_is_cuda_aware(): 'method' must be 'probe', got {method!r}")
+    if not _device_path_active():
+        set_mpi_cuda_aware(False)
+        return False
+    if comm is None:
+        comm = _world_comm("mpi_is_cuda_aware()")
+    try:
+        local = _probe_ring(comm)
+    except Exception:
+        local = False
+    try:
+        answer = all(comm.allgather(bool(local)))
+    except Exception:
+        answer = False
+    set_mpi_cuda_aware(answer)
+    return answer
+
+
+_BUILD_HINTS = (
+    "the MPI library cannot read or write device buffers (the CUDA-awareness probe failed). "
+    "Either use an MPI built with CUDA support (Open MPI configured --with-cuda, MVAPICH2-GDR, "
+    "MPICH configured --with-cuda, Cray MPICH with MPICH_GPU_SUPPORT_ENABLED=1) and rebuild mpi4py "
+    "against it (pip install --no-binary=mpi4py --force-reinstall mpi4py, with MPICC pointing at that "
+    "MPI's compiler wrapper), or stage device buffers through host memory: call "
+    "cunumpy.mpi.set_mpi_cuda_aware(False) and pass device arrays through cunumpy.mpi.mpi_buffer(), "
+    "MPIStaging or exchange() instead of calling require_cuda_aware_mpi()"
+)
+
+
+def require_cuda_aware_mpi(comm=None) -> None:
+    """Run the probe on the CuPy backend and raise RuntimeError when the MPI is not CUDA-aware.
+
+    Collective on the CuPy backend (with a functional CuPy); a no-op otherwise.
+    """
+    if not _device_path_active():
+        return
+    if not mpi_is_cuda_aware(comm):
+        raise RuntimeError(f"require_cuda_aware_mpi(): {_BUILD_HINTS}")
+
+
+def _resolve_cuda_aware(function: str, cuda_aware) -> bool:
+    if cuda_aware is None:
+        if _cuda_aware is None:
+            raise RuntimeError(
+                f"{function}: whether the MPI is CUDA-aware is not known; call "
+                "cunumpy.mpi.mpi_is_cuda_aware() on every rank at start-up, record the answer with "
+                "cunumpy.mpi.set_mpi_cuda_aware(), or pass cuda_aware=True/False"
+            )
+        return _cuda_aware
+    if not isinstance(cuda_aware, (bool, np.bool_)):
+        raise TypeError(f"{function}: 'cuda_aware' must be a bool or None, not {type(cuda_aware).__name__}")
+    return bool(cuda_aware)
+
+
+# --------------------------------------------------------------------------- synchronisation
+
+
+def _device_ids(arrays) -> list[int]:
+    ids: list[int] = []
+    for array in arrays:
+        device_id = int(array.device.id)
+        if device_id not in ids:
+            ids.append(device_id)
+    return ids
+
+
+def _wait_for_producer(function: str, device_arrays, stream, event) -> None:
+    """Wait for the producer of ``device_arrays``; every device owning one when none is named."""
+    if stream is not None:
+        stream.synchronize()
+        what = "stream"
+    elif event is not None:
+        event.synchronize()
+        what = "event"
+    else:
+        cupy = _cupy()
+        for device_id in _device_ids(device_arrays):
+            cupy.cuda.Device(device_id).synchronize()
+        what = "device"
+    if _transfers.sinks:
+        record("sync", f"{function} waits for the {what} of {len(device_arrays)} device buffer(s)")
+
+
+def synchronize_for_mpi(*arrays, stream=None, event=None) -> None:
+    """Wait until device work producing ``arrays`` is done, so MPI sees the final data.
+
+    Call before every MPI call that touches device buffers (not needed after MPI returns).
+    ``None`` entries and host arrays are ignored (free on NumPy). With device arrays it
+    waits for ``stream`` or ``event`` (at most one; a CUDA one), else for every device that
+    owns one of the arrays.
+    """
+    if stream is not None and event is not None:
+        raise ValueError("synchronize_for_mpi(): pass at most one of 'stream' and 'event'")
+    device_arrays = [a for a in arrays if a is not None and _is_device(a)]
+    if not device_arrays:
+        _check_host_dependency("synchronize_for_mpi()", stream, event)
+        return
+    _producer_dependency("synchronize_for_mpi()", stream, event)
+    _wait_for_producer("synchronize_for_mpi()", device_arrays, stream, event)
+
+
+# --------------------------------------------------------------------------- staging
+
+
+class MPIStaging:
+    """Caller-owned, reusable staging for one shape, dtype and CUDA device.
+
+    The host buffer is allocated on first device use (page-locked when possible) and reused
+    by every later call, as is the device packing buffer for non-contiguous arrays.
+    ``staging.buffer(array, **kwargs)`` is ``mpi_buffer(array, staging=staging, **kwargs)``.
+    One context at a time: overlapping use raises RuntimeError; use separate stagings for a
+    send and a receive that are open together.
+    """
+
+    def __init__(self, shape, dtype):
+        shape = _shape_tuple("MPIStaging()", shape)
+        if any(n < 0 for n in shape):
+            raise ValueError(f"MPIStaging(): 'shape' must not have negative extents, got {shape}")
+        try:
+            dtype = np.dtype(dtype)
+        except TypeError as exc:
+            raise TypeError(f"MPIStaging(): 'dtype' {dtype!r} is not a NumPy dtype") from exc
+        if dtype.hasobject:
+            raise TypeError(f"MPIStaging(): 'dtype' {dtype} holds Python objects and cannot be sent by MPI")
+        self._shape = shape
+        self._dtype = dtype
+        self._host: np.ndarray | None = None
+        self._pinned = False
+        self._pack = None
+        self._device_id: int | None = None
+        self._in_use = threading.Lock()
+
+    shape = property(lambda self: self._shape, doc="Shape of every staged array.")
+    dtype = property(lambda self: self._dtype, doc="Dtype of every staged array.")
+
+    def __repr__(self) -> str:
+        if self._host is None:
+            where = "host buffer not allocated"
+        else:
+            where = f"{'pinned' if self._pinned else 'pageable'} host buffer, device {self._device_id}"
+        return f"MPIStaging(shape={self._shape}, dtype={self._dtype}, {where})"
+
+    def buffer(self, array, **kwargs):
+        """``mpi_buffer(array, staging=self, **kwargs)``."""
+        return mpi_buffer(array, staging=self, **kwargs)
+
+    def _check(self, function: str, array) -> None:
+        if tuple(array.shape) != self._shape or array.dtype != self._dtype:
+            raise ValueError(
+                f"{function}: 'array' must have the staging's shape {self._shape} and dtype {self._dtype}, "
+                f"got shape {tuple(array.shape)} and dtype {array.dtype}"
+            )
+
+    def _bind(self, function: str, device_id: int) -> None:
+        if self._device_id is None:
+            self._device_id = device_id
+        elif device_id != self._device_id:
+            raise ValueError(
+                f"{function}: 'array' lives on device {device_id}, but this staging is bound to "
+                f"device {self._device_id}; use one staging per device"
+            )
+
+    def _host_buffer(self) -> np.ndarray:
+        if self._host is None:
+            self._host, self._pinned = _devices.pinned_empty(self._shape, self._dtype)
+        return self._host
+
+    def _pack_buffer(self):
+        if self._pack is None:
+            self._pack = _cupy().empty(self._shape, self._dtype)
+        return self._pack
+
+    def _acquire(self, function: str) -> None:
+        if not self._in_use.acquire(blocking=False):
+            raise RuntimeError(
+                f"{function}: this MPIStaging is already in use by an open mpi_buffer() block; "
+                "close that block first, or use one staging per simultaneous buffer"
+            )
+
+
+def _check_flag(function: str, name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{function}: {name!r} must be a bool, not {type(value).__name__}")
+    return bool(value)
+
+
+def _check_host_buffer(function: str, argument: str, array, writable: bool = False) -> None:
+    """Reject what MPI cannot take as a host buffer, before anything is posted."""
+    if isinstance(array, np.ndarray):
+        if array.dtype.hasobject:
+            raise TypeError(f"{function}: {argument!r} holds Python objects ({array.dtype}); MPI sends raw memory")
+        if writable and not array.flags.writeable:
+            raise ValueError(f"{function}: {argument!r} is read-only and cannot receive")
+        return
+    if hasattr(array, "__cuda_array_interface__"):
+        raise TypeError(
+            f"{function}: {argument!r} is a {type(array).__module__}.{type(array).__name__} device buffer; "
+            "cunumpy stages CuPy arrays only"
+        )
+    try:
+        view = memoryview(array)
+    except TypeError:
+        raise TypeError(
+            f"{function}: {argument!r} must be a NumPy or CuPy array (or a buffer), not {type(array).__name__}"
+        ) from None
+    with view:
+        if writable and view.readonly:
+            raise ValueError(f"{function}: {argument!r} is read-only and cannot receive")
+        if not view.c_contiguous:
+            raise ValueError(f"{function}: {argument!r} is a non-contiguous buffer; pass a NumPy array")
+
+
+def _producer(stream, event):
+    """The stream device copies are made on: the producer, or the current one after ``event``."""
+    cupy = _cupy()
+    if stream is not None:
+        return stream
+    current = cupy.cuda.get_current_stream()
+    if event is not None:
+        current.wait_event(event)
+    return current
+
+
+def _pack_into(function: str, pack, array, producer) -> None:
+    with producer:
+        pack[...] = array
+    if _transfers.sinks:
+        record("device_copy", f"{function} packs {describe(array)} into a C-order buffer", int(array.nbytes))
+
+
+def _scatter_back(function: str, array, pack) -> None:
+    array[...] = pack
+    if _transfers.sinks:
+        record("device_copy", f"{function} scatters {describe(array)} back into the view", int(array.nbytes))
+
+
+def _copy_to_host(function: str, source, host, stream) -> None:
+    source.get(stream=stream, out=host, blocking=True)
+    if _transfers.sinks:
+        record("to_host", f"{function} stages {describe(source)}", int(source.nbytes))
+
+
+def _copy_to_device(function: str, host, target, stream) -> None:
+    target.set(host, stream=stream)
+    if _transfers.sinks:
+        record("to_device", f"{function} unstages {describe(target)}", int(host.nbytes))
+
+
+def mpi_buffer(array, *, send=True, recv=False, cuda_aware=None, staging=None, stream=None, event=None):
+    """Context manager yielding the buffer to hand to MPI for ``array`` (one call site, every MPI).
+
+    * host array: yielded unchanged (a non-contiguous host view is packed into a contiguous
+      copy, and received data is copied back);
+    * device array with a CUDA-aware MPI: synchronised (``synchronize_for_mpi``), then
+      yielded;
+    * device array otherwise: a host staging buffer (page-locked when possible), filled from
+      the device before the block if ``send`` and copied back to the device after it if
+      ``recv``; the copy-back is complete when the block exits. With ``send=False`` the
+      whole staging buffer is copied back: receive the full size, or keep ``send=True``.
+
+    ``cuda_aware=None`` uses the recorded answer (RuntimeError when nothing is recorded).
+    Non-C-contiguous device arrays go through a C-order device buffer; received data is
+    scattered back into the original view. Nothing is copied back when the block raises.
+    Non-blocking MPI calls must be waited for inside the block.
+    """
+    function = "mpi_buffer()"
+    send = _check_flag(function, "send", send)
+    recv = _check_flag(function, "recv", recv)
+    if stream is not None and event is not None:
+        raise ValueError(f"{function}: pass at most one of 'stream' and 'event'")
+    if staging is not None and not isinstance(staging, MPIStaging):
+        raise TypeError(f"{function}: 'staging' must be an MPIStaging or None, not {type(staging).__name__}")
+    if _is_device(array):
+        _producer_dependency(function, stream, event)
+        aware = _resolve_cuda_aware(function, cuda_aware)
+        if staging is not None:
+            staging._check(function, array)
+            staging._bind(function, int(array.device.id))
+    else:
+        _check_host_buffer(function, "array", array, writable=recv)
+        _check_host_dependency(function, stream, event)
+        aware = True
+        if staging is not None:
+            staging._check(function, array)
+    return _BufferContext(array, send, recv, aware, staging, stream, event)
+
+
+class _BufferContext:
+    """The context manager :func:`mpi_buffer` returns (single use)."""
+
+    __slots__ = ("_array", "_send", "_recv", "_aware", "_staging", "_stream", "_event", "_source", "_host", "_held")
+
+    def __init__(self, array, send, recv, aware, staging, stream, event):
+        self._array = array
+        self._send = send
+        self._recv = recv
+        self._aware = aware
+        self._staging = staging
+        self._stream = stream
+        self._event = event
+        self._source = None  # the contiguous array MPI (or the staging copy) works on
+        self._host = None
+        self._held = False
+
+    def __enter__(self):
+        staging = self._staging
+        if staging is not None:
+            staging._acquire("mpi_buffer()")
+            self._held = True
+        try:
+            if _is_device(self._array):
+                return self._enter_device()
+            return self._enter_host()
+        except BaseException:
+            self._release()
+            raise
+
+    def _release(self) -> None:
+        if self._held:
+            self._held = False
+            self._staging._in_use.release()
+
+    def _enter_host(self):
+        array = self._array
+        if isinstance(array, np.ndarray) and not array.flags.c_contiguous:
+            # MPI needs one contiguous block; the copy keeps the data of elements not received.
+            self._source = np.ascontiguousarray(array)
+            return self._source
+        self._source = array
+        return array
+
+    def _enter_device(self):
+        function = "mpi_buffer()"
+        array, staging, stream, event = self._array, self._staging, self._stream, self._event
+        with _OnDevice(int(array.device.id)):
+            named = stream is not None or event is not None
+            if not named:
+                # No producer named: any stream of the device may still be writing the array.
+                _wait_for_producer(function, [array], None, None)
+            producer = _producer(stream, event)
+            if array.flags.c_contiguous:
+                source = array
+            else:
+                source = staging._pack_buffer() if staging is not None else _cupy().empty(array.shape, array.dtype)
+                if self._send:
+                    _pack_into(function, source, array, producer)
+            self._source = source
+            if self._aware:
+                if source is not array and self._send:
+                    _sync_stream(function, producer)
+                elif named:
+                    _wait_for_producer(function, [array], stream, event)
+                return source
+            if staging is not None:
+                host = staging._host_buffer()
+            else:
+                host = _devices.pinned_empty(array.shape, array.dtype)[0]
+            if self._send:
+                _copy_to_host(function, source, host, producer)
+            elif named:
+                _sync_stream(function, producer)
+            self._host = host
+            return host
+
+    def __exit__(self, exc_type, exc, traceback) -> None:
+        try:
+            if exc_type is None and self._recv:
+                self._copy_back()
+        finally:
+            self._release()
+
+    def _copy_back(self) -> None:
+        function = "mpi_buffer()"
+        array, source = self._array, self._source
+        if not _is_device(array):
+            if source is not array:
+                np.copyto(array, source)
+            return
+        with _OnDevice(int(array.device.id)):
+            current = _cupy().cuda.get_current_stream()
+            if not self._aware:
+                _copy_to_device(function, self._host, source, current)
+            if source is not array:
+                _scatter_back(function, array, source)
+            if not self._aware:
+                # The host buffer may be reused (or freed) once the block has exited.
+                current.synchronize()
+
+
+def _sync_stream(function: str, stream) -> None:
+    stream.synchronize()
+    if _transfers.sinks:
+        record("sync", f"{function} waits for a stream")
+
+
+# --------------------------------------------------------------------------- exchange
+
+
+def _proc_null(comm):
+    """``PROC_NULL`` of the MPI behind ``comm`` (the stand-in's or mpi4py's), or None."""
+    if is_serial(comm):
+        return SerialMPI.PROC_NULL
+    mpi = sys.modules.get("mpi4py.MPI")
+    return None if mpi is None else mpi.PROC_NULL
+
+
+def _descriptors(kind: str, items, peer: str) -> list:
+    try:
+        items = list(items)
+    except TypeError:
+        raise TypeError(
+            f"exchange(): {kind!r} must be an iterable of (array, {peer}, tag) tuples, not {type(items).__name__}"
+        ) from None
+    checked = []
+    for index, item in enumerate(items):
+        where = f"{kind}[{index}]"
+        if not isinstance(item, (tuple, list)) or len(item) != 3:
+            what = f"a {len(item)}-{type(item).__name__}" if isinstance(item, (tuple, list)) else type(item).__name__
+            raise ValueError(f"exchange(): {where} must be an (array, {peer}, tag) tuple, got {what}")
+        array, rank, tag = item
+        rank = _integer(where, peer, rank)
+        tag = _integer(where, "tag", tag)
+        if tag < 0:
+            raise ValueError(f"exchange(): {where}: 'tag' must be >= 0, got {tag}")
+        checked.append((array, rank, tag, where))
+    return checked
+
+
+def _integer(where: str, name: str, value) -> int:
+    if type(value) is int:
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"exchange(): {where}: {name!r} must be an int, not bool")
+    try:
+        return int(operator.index(value))
+    except Exception as exc:  # a hostile __index__ may raise anything
+        raise ValueError(f"exchange(): {where}: {name!r} must be an int, not {type(value).__name__}") from exc
+
+
+class _Entry:
+    """One prepared buffer of an exchange: what MPI gets and how to copy it back."""
+
+    __slots__ = ("array", "buffer", "peer", "tag", "host", "pack", "device_id")
+
+    def __init__(self, array, buffer, peer, tag):
+        self.array = array
+        self.buffer = buffer  # what is handed to MPI
+        self.peer = peer
+        self.tag = tag
+        self.host = None  # staged host buffer of a device array
+        self.pack = None  # contiguous (device or host) stand-in for a non-contiguous view
+        self.device_id = None
+
+
+def _abort(comm) -> None:
+    try:
+        comm.Abort(1)
+    except Exception:  # the original error is what the caller needs to see
+        pass
+
+
+def exchange(comm, sends=(), receives=(), cuda_aware=None) -> None:
+    """Post many point-to-point messages together and wait for all of them.
+
+    ``sends`` holds ``(array, dest, tag)`` and ``receives`` ``(array, source, tag)``
+    descriptors. Every descriptor is checked and every buffer prepared (device buffers
+    synchronised, staged or packed) before anything is posted, so a malformed descriptor
+    raises ValueError without touching the communicator. Receives are posted first, in
+    order, then sends; then every request is waited for, and only then are received device
+    (or non-contiguous) buffers copied back. A failure while posting or waiting calls
+    ``comm.Abort(1)`` (other ranks would wait forever) and re-raises the error.
+    ``cuda_aware=None`` uses the recorded answer when device buffers take part.
+    """
+    function = "exchange()"
+    send_list = _descriptors("sends", sends, "dest")
+    recv_list = _descriptors("receives", receives, "source")
+    if not send_list and not recv_list:
+        return
+    proc_null = _proc_null(comm)
+    size = int(comm.Get_size())
+    any_device = False
+    for kind, items in (("sends", send_list), ("receives", recv_list)):
+        for array, rank, _tag, where in items:
+            if not 0 <= rank < size and rank != proc_null:
+                raise ValueError(f"exchange(): {where}: rank {rank} is not in a communicator of size {size}")
+            if _is_device(array):
+                any_device = True
+            else:
+                _check_host_buffer(function, where, array, writable=kind == "receives")
+    aware = _resolve_cuda_aware(function, cuda_aware) if any_device else False
+    send_entries = [_prepare(array, rank, tag, True, aware) for array, rank, tag, _ in send_list]
+    recv_entries = [_prepare(array, rank, tag, False, aware) for array, rank, tag, _ in recv_list]
+    if any_device:
+        _finish_device_preparation(send_entries, recv_entries, aware)
+    packed_host = any(e.pack is not None and e.device_id is None for e in recv_entries)
+    statuses = None
+    if any_device and not aware and recv_entries:
+        # Staged receives copy back only what arrived, as MPI leaves the rest untouched.
+        status_type = _status_type(comm)
+        if status_type is not None:
+            statuses = [status_type() for _ in range(len(send_entries) + len(recv_entries))]
+    requests = []
+    try:
+        for entry in recv_entries:
+            requests.append(comm.Irecv(entry.buffer, entry.peer, entry.tag))
+        for entry in send_entries:
+            requests.append(comm.Isend(entry.buffer, entry.peer, entry.tag))
+        type(requests[0]).Waitall(requests, statuses)
+    except BaseException:
+        # Requests may still be writing into staging buffers that are about to be freed,
+        # and peers wait for messages that will never come: only ending the job is safe.
+        _abort(comm)
+        raise
+    if any_device or packed_host:
+        _copy_back(recv_entries, aware, statuses)
+
+
+def _prepare(array, peer, tag, is_send, aware) -> _Entry:
+    if not _is_device(array):
+        if type(array) is np.ndarray and not array.flags.c_contiguous:
+            entry = _Entry(array, None, peer, tag)
+            # Receives too: elements a shorter message does not reach keep their values.
+            entry.pack = np.ascontiguousarray(array)
+            entry.buffer = entry.pack
+            return entry
+        return _Entry(array, array, peer, tag)
+    entry = _Entry(array, array, peer, tag)
+    entry.device_id = int(array.device.id)
+    return entry
+
+
+def _finish_device_preparation(send_entries, recv_entries, aware) -> None:
+    """Wait for producers once per device, then pack and stage every device buffer."""
+    device_entries = [e for e in (*send_entries, *recv_entries) if e.device_id is not None]
+    cupy = _cupy()
+    for device_id in _device_ids([e.array for e in device_entries]):
+        cupy.cuda.Device(device_id).synchronize()
+    if _transfers.sinks:
+        record("sync", f"exchange() waits for the devices of {len(device_entries)} device buffer(s)")
+    sends = set(map(id, send_entries))
+    packed_devices: list[int] = []
+    for entry in device_entries:
+        is_send = id(entry) in sends
+        with _OnDevice(entry.device_id):
+            source = entry.array
+            if not source.flags.c_contiguous:
+                entry.pack = cupy.empty(source.shape, source.dtype)
+                # Receives too: elements a shorter message does not reach keep their values.
+                _pack_into("exchange()", entry.pack, source, cupy.cuda.get_current_stream())
+                if entry.device_id not in packed_devices:
+                    packed_devices.append(entry.device_id)
+                source = entry.pack
+            if aware:
+                entry.buffer = source
+                continue
+            entry.host = _devices.pinned_empty(source.shape, source.dtype)[0]
+            if is_send:
+                _copy_to_host("exchange()", source, entry.host, cupy.cuda.get_current_stream())
+            entry.buffer = entry.host
+    if aware and packed_devices:
+        for device_id in packed_devices:
+            with _OnDevice(device_id):
+                cupy.cuda.get_current_stream().synchronize()
+
+
+def _status_type(comm):
+    if is_serial(comm):
+        return SerialStatus
+    mpi = sys.modules.get("mpi4py.MPI")
+    return None if mpi is None else mpi.Status
+
+
+def _received_items(status, entry) -> int:
+    """Items of ``entry`` a completed receive filled (all of them when unknown)."""
+    size = int(entry.array.size)
+    if status is None:
+        return size
+    try:
+        nbytes = int(status.Get_count())
+    except Exception:
+        return size
+    itemsize = int(entry.array.dtype.itemsize)
+    return max(0, min(size, nbytes // itemsize)) if itemsize else size
+
+
+def _copy_back(recv_entries, aware, statuses) -> None:
+    streams = []
+    for index, entry in enumerate(recv_entries):
+        if entry.device_id is None:
+            if entry.pack is not None:
+                np.copyto(entry.array, entry.pack)
+            continue
+        with _OnDevice(entry.device_id):
+            target = entry.pack if entry.pack is not None else entry.array
+            current = _cupy().cuda.get_current_stream()
+            if not aware:
+                count = _received_items(None if statuses is None else statuses[index], entry)
+                if count == target.size:
+                    _copy_to_device("exchange()", entry.host, target, current)
+                elif count:
+                    _copy_to_device(
+                        "exchange()", entry.host.reshape(-1)[:count], target.reshape(-1)[:count], current
+                    )
+                if (entry.device_id, current) not in streams:
+                    streams.append((entry.device_id, current))
+            if entry.pack is not None:
+                _scatter_back("exchange()", entry.array, entry.pack)
+    for device_id, stream in streams:
+        with _OnDevice(device_id):
+            stream.synchronize()
