@@ -47,11 +47,19 @@ test-unit: install
 test-fake: install
 	CUNUMPY_FAKE_CUPY=1 CUNUMPY_BACKEND=cupy $(PYTEST) tests/unit
 
+# Every rank runs tests/mpi, on NumPy and on the fake CuPy (whose device pointers are host
+# memory, so both the staged and the CUDA-aware path really go through MPI). Each job is
+# bounded: `timeout` ends a hung mpiexec, and a per-test watchdog (tests/mpi/conftest.py)
+# ends a hung rank first.
+MPI_TIMEOUT := 600
 test-mpi: install
 	@if ls tests/mpi/test_*.py >/dev/null 2>&1; then \
-	  for n in 2 4; do \
-	    $(VENV)/bin/mpiexec -n $$n $(PY) -m pytest -q -p no:cacheprovider tests/mpi || exit 1; \
-	  done; \
+	  for fake in 0 1; do for n in 2 4; do \
+	    if [ $$fake = 1 ]; then env="CUNUMPY_FAKE_CUPY=1 CUNUMPY_BACKEND=cupy"; else env=""; fi; \
+	    echo "== mpiexec -n $$n $${env:-(NumPy backend)}"; \
+	    env $$env timeout -k 10 $(MPI_TIMEOUT) $(VENV)/bin/mpiexec -n $$n \
+	      $(PY) -m pytest -q -p no:cacheprovider tests/mpi || exit 1; \
+	  done; done; \
 	else echo "no MPI tests yet"; fi
 
 # The C core under AddressSanitizer and UndefinedBehaviorSanitizer: the C unit tests, then
