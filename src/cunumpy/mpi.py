@@ -579,26 +579,92 @@ def _proc_null(comm):
     return None if mpi is None else mpi.PROC_NULL
 
 
-def _descriptors(kind: str, items, peer: str) -> list:
+def _descriptors(kind: str, items, peer: str, receiving: bool) -> tuple[list, list]:
+    """Check the structure of ``(array, peer, tag)`` descriptors; return them and the special ones.
+
+    The common case (a 3-tuple of a C-contiguous NumPy array and two ints) costs a few
+    attribute reads; anything else is normalised or rejected here, and the indices of
+    buffers that need preparing (device arrays, non-contiguous views, other buffers) are
+    returned for the slow path.
+    """
+    items = list(items)  # a copy: normalised descriptors never change the caller's list
+    special = []
+    for index, item in enumerate(items):
+        try:
+            array, rank, tag = item
+            plain = type(rank) is int and type(tag) is int and tag >= 0
+        except Exception:  # not a 3-sequence, or a hostile __iter__
+            plain = False
+        if not plain:
+            array, rank, tag = items[index] = _normalised(kind, index, item, peer)
+        if type(array) is np.ndarray:
+            flags = array.flags
+            if flags.c_contiguous and (not receiving or flags.writeable) and not array.dtype.hasobject:
+                continue
+        special.append(index)
+    return items, special
+
+
+def _as_list(kind: str, items, peer: str) -> list:
+    if type(items) is list:
+        return items
     try:
-        items = list(items)
+        return list(items)
     except TypeError:
         raise TypeError(
             f"exchange(): {kind!r} must be an iterable of (array, {peer}, tag) tuples, not {type(items).__name__}"
         ) from None
-    checked = []
-    for index, item in enumerate(items):
-        where = f"{kind}[{index}]"
-        if not isinstance(item, (tuple, list)) or len(item) != 3:
-            what = f"a {len(item)}-{type(item).__name__}" if isinstance(item, (tuple, list)) else type(item).__name__
-            raise ValueError(f"exchange(): {where} must be an (array, {peer}, tag) tuple, got {what}")
-        array, rank, tag = item
-        rank = _integer(where, peer, rank)
-        tag = _integer(where, "tag", tag)
-        if tag < 0:
-            raise ValueError(f"exchange(): {where}: 'tag' must be >= 0, got {tag}")
-        checked.append((array, rank, tag, where))
-    return checked
+
+
+_CONTIGUOUS = operator.attrgetter("flags.c_contiguous")
+_WRITEABLE = operator.attrgetter("flags.writeable")
+_HOLDS_OBJECTS = operator.attrgetter("dtype.hasobject")
+
+
+def _plain_columns(items: list, receiving: bool):
+    """``(arrays, ranks, tags)`` when every descriptor is the common case, else None.
+
+    The common case is a 3-tuple of a C-contiguous NumPy array (writeable for a receive)
+    and two ints, a tag >= 0. The checks run over whole columns in C-level iterators, so
+    an exchange of many small host buffers costs little more than the MPI calls; any
+    other descriptor sends the whole list through :func:`_descriptors`.
+    """
+    if not items:
+        return (), (), ()
+    try:
+        arrays, ranks, tags = zip(*items, strict=True)
+    except Exception:  # malformed, or a hostile __iter__: the slow path reports it
+        return None
+    if set(map(type, ranks)) != {int} or set(map(type, tags)) != {int} or min(tags) < 0:
+        return None
+    if set(map(type, arrays)) != {np.ndarray} or not all(map(_CONTIGUOUS, arrays)):
+        return None
+    if any(map(_HOLDS_OBJECTS, arrays)) or (receiving and not all(map(_WRITEABLE, arrays))):
+        return None
+    return arrays, ranks, tags
+
+
+def _normalised(kind: str, index: int, item, peer: str) -> tuple:
+    where = f"{kind}[{index}]"
+    if not isinstance(item, (tuple, list)) or len(item) != 3:
+        what = f"a {len(item)}-{type(item).__name__}" if isinstance(item, (tuple, list)) else type(item).__name__
+        raise ValueError(f"exchange(): {where} must be an (array, {peer}, tag) tuple, got {what}")
+    array, rank, tag = item
+    rank = _integer(where, peer, rank)
+    tag = _integer(where, "tag", tag)
+    if tag < 0:
+        raise ValueError(f"exchange(): {where}: 'tag' must be >= 0, got {tag}")
+    return (array, rank, tag)
+
+
+def _check_ranks(kind: str, ranks, size: int, proc_null) -> None:
+    if not ranks:
+        return
+    if min(ranks) >= 0 and max(ranks) < size:
+        return
+    for index, rank in enumerate(ranks):
+        if not 0 <= rank < size and rank != proc_null:
+            raise ValueError(f"exchange(): {kind}[{index}]: rank {rank} is not in a communicator of size {size}")
 
 
 def _integer(where: str, name: str, value) -> int:
@@ -613,18 +679,18 @@ def _integer(where: str, name: str, value) -> int:
 
 
 class _Entry:
-    """One prepared buffer of an exchange: what MPI gets and how to copy it back."""
+    """One prepared special buffer of an exchange: what MPI gets and how to copy it back."""
 
-    __slots__ = ("array", "buffer", "peer", "tag", "host", "pack", "device_id")
+    __slots__ = ("index", "array", "buffer", "host", "pack", "device_id", "is_send")
 
-    def __init__(self, array, buffer, peer, tag):
+    def __init__(self, index, array, is_send):
+        self.index = index
         self.array = array
-        self.buffer = buffer  # what is handed to MPI
-        self.peer = peer
-        self.tag = tag
+        self.buffer = array  # what is handed to MPI
         self.host = None  # staged host buffer of a device array
         self.pack = None  # contiguous (device or host) stand-in for a non-contiguous view
         self.device_id = None
+        self.is_send = is_send
 
 
 def _abort(comm) -> None:
@@ -640,82 +706,110 @@ def exchange(comm, sends=(), receives=(), cuda_aware=None) -> None:
     ``sends`` holds ``(array, dest, tag)`` and ``receives`` ``(array, source, tag)``
     descriptors. Every descriptor is checked and every buffer prepared (device buffers
     synchronised, staged or packed) before anything is posted, so a malformed descriptor
-    raises ValueError without touching the communicator. Receives are posted first, in
-    order, then sends; then every request is waited for, and only then are received device
-    (or non-contiguous) buffers copied back. A failure while posting or waiting calls
+    raises ValueError without posting anything. Receives are posted first, in order, then
+    sends; then every request is waited for, and only then are received device (or
+    non-contiguous) buffers copied back. A failure while posting or waiting calls
     ``comm.Abort(1)`` (other ranks would wait forever) and re-raises the error.
     ``cuda_aware=None`` uses the recorded answer when device buffers take part.
     """
-    function = "exchange()"
-    send_list = _descriptors("sends", sends, "dest")
-    recv_list = _descriptors("receives", receives, "source")
+    sends = _as_list("sends", sends, "dest")
+    receives = _as_list("receives", receives, "source")
+    send_columns = _plain_columns(sends, receiving=False)
+    recv_columns = _plain_columns(receives, receiving=True) if send_columns is not None else None
+    if recv_columns is not None:
+        # Host buffers only, all in the common form: nothing to prepare or copy back.
+        if sends or receives:
+            _check_all_ranks(comm, send_columns[1], recv_columns[1])
+            _post_and_wait(comm, recv_columns, send_columns, None)
+        return
+    send_list, send_special = _descriptors("sends", sends, "dest", False)
+    recv_list, recv_special = _descriptors("receives", receives, "source", True)
     if not send_list and not recv_list:
         return
-    proc_null = _proc_null(comm)
-    size = int(comm.Get_size())
+    _check_all_ranks(comm, [item[1] for item in send_list], [item[1] for item in recv_list])
+    entries: list[_Entry] = []
     any_device = False
-    for kind, items in (("sends", send_list), ("receives", recv_list)):
-        for array, rank, _tag, where in items:
-            if not 0 <= rank < size and rank != proc_null:
-                raise ValueError(f"exchange(): {where}: rank {rank} is not in a communicator of size {size}")
+    for kind, items, special, is_send in (
+        ("sends", send_list, send_special, True),
+        ("receives", recv_list, recv_special, False),
+    ):
+        for index in special:
+            array = items[index][0]
             if _is_device(array):
                 any_device = True
             else:
-                _check_host_buffer(function, where, array, writable=kind == "receives")
-    aware = _resolve_cuda_aware(function, cuda_aware) if any_device else False
-    send_entries = [_prepare(array, rank, tag, True, aware) for array, rank, tag, _ in send_list]
-    recv_entries = [_prepare(array, rank, tag, False, aware) for array, rank, tag, _ in recv_list]
-    if any_device:
-        _finish_device_preparation(send_entries, recv_entries, aware)
-    packed_host = any(e.pack is not None and e.device_id is None for e in recv_entries)
+                _check_host_buffer("exchange()", f"{kind}[{index}]", array, writable=not is_send)
+            entries.append(_Entry(index, array, is_send))
+    aware = _resolve_cuda_aware("exchange()", cuda_aware) if any_device else False
     statuses = None
-    if any_device and not aware and recv_entries:
+    for entry in entries:
+        _prepare_host(entry)
+    if any_device:
+        _prepare_devices(entries, aware)
+    send_list = _with_buffers(send_list, [e for e in entries if e.is_send])
+    recv_list = _with_buffers(recv_list, [e for e in entries if not e.is_send])
+    if any_device and not aware and recv_list:
         # Staged receives copy back only what arrived, as MPI leaves the rest untouched.
         status_type = _status_type(comm)
         if status_type is not None:
-            statuses = [status_type() for _ in range(len(send_entries) + len(recv_entries))]
-    requests = []
+            statuses = [status_type() for _ in range(len(send_list) + len(recv_list))]
+    _post_and_wait(comm, _columns(recv_list), _columns(send_list), statuses)
+    if entries:
+        _copy_back([e for e in entries if not e.is_send], aware, statuses)
+
+
+def _columns(items: list):
+    return tuple(zip(*items)) if items else ((), (), ())
+
+
+def _check_all_ranks(comm, send_ranks, recv_ranks) -> None:
+    size = int(comm.Get_size())
+    proc_null = _proc_null(comm)
+    _check_ranks("sends", send_ranks, size, proc_null)
+    _check_ranks("receives", recv_ranks, size, proc_null)
+
+
+def _post_and_wait(comm, recv_columns, send_columns, statuses) -> None:
+    """Post every receive, then every send, then wait for all; abort the job on failure."""
     try:
-        for entry in recv_entries:
-            requests.append(comm.Irecv(entry.buffer, entry.peer, entry.tag))
-        for entry in send_entries:
-            requests.append(comm.Isend(entry.buffer, entry.peer, entry.tag))
+        requests = list(map(comm.Irecv, *recv_columns))
+        requests.extend(map(comm.Isend, *send_columns))
         type(requests[0]).Waitall(requests, statuses)
     except BaseException:
         # Requests may still be writing into staging buffers that are about to be freed,
         # and peers wait for messages that will never come: only ending the job is safe.
         _abort(comm)
         raise
-    if any_device or packed_host:
-        _copy_back(recv_entries, aware, statuses)
 
 
-def _prepare(array, peer, tag, is_send, aware) -> _Entry:
-    if not _is_device(array):
-        if type(array) is np.ndarray and not array.flags.c_contiguous:
-            entry = _Entry(array, None, peer, tag)
-            # Receives too: elements a shorter message does not reach keep their values.
-            entry.pack = np.ascontiguousarray(array)
-            entry.buffer = entry.pack
-            return entry
-        return _Entry(array, array, peer, tag)
-    entry = _Entry(array, array, peer, tag)
-    entry.device_id = int(array.device.id)
-    return entry
+def _with_buffers(items: list, prepared: list) -> list:
+    for entry in prepared:
+        _, rank, tag = items[entry.index]
+        items[entry.index] = (entry.buffer, rank, tag)
+    return items
 
 
-def _finish_device_preparation(send_entries, recv_entries, aware) -> None:
+def _prepare_host(entry: _Entry) -> None:
+    array = entry.array
+    if entry.device_id is None and isinstance(array, np.ndarray) and not array.flags.c_contiguous:
+        # Receives too: elements a shorter message does not reach keep their values.
+        entry.pack = np.ascontiguousarray(array)
+        entry.buffer = entry.pack
+    elif _is_device(array):
+        entry.device_id = int(array.device.id)
+
+
+def _prepare_devices(entries, aware) -> None:
     """Wait for producers once per device, then pack and stage every device buffer."""
-    device_entries = [e for e in (*send_entries, *recv_entries) if e.device_id is not None]
+    device_entries = [e for e in entries if e.device_id is not None]
     cupy = _cupy()
     for device_id in _device_ids([e.array for e in device_entries]):
         cupy.cuda.Device(device_id).synchronize()
     if _transfers.sinks:
         record("sync", f"exchange() waits for the devices of {len(device_entries)} device buffer(s)")
-    sends = set(map(id, send_entries))
     packed_devices: list[int] = []
     for entry in device_entries:
-        is_send = id(entry) in sends
+        is_send = entry.is_send
         with _OnDevice(entry.device_id):
             source = entry.array
             if not source.flags.c_contiguous:
@@ -760,7 +854,8 @@ def _received_items(status, entry) -> int:
 
 def _copy_back(recv_entries, aware, statuses) -> None:
     streams = []
-    for index, entry in enumerate(recv_entries):
+    for entry in recv_entries:
+        index = entry.index
         if entry.device_id is None:
             if entry.pack is not None:
                 np.copyto(entry.array, entry.pack)

@@ -592,3 +592,34 @@ def test_import_names():
     for name in mpi.__all__:
         assert hasattr(mpi, name)
     assert fake_cupy_active() in (True, False)
+
+
+def test_exchange_accepts_lists_and_numpy_ints_as_descriptors():
+    comm = serial_comm()
+    got = np.zeros(2)
+    mpi.exchange(comm, sends=[[np.ones(2), np.int64(0), np.int32(4)]], receives=iter([(got, 0, 4)]))
+    np.testing.assert_array_equal(got, np.ones(2))
+
+
+def test_exchange_hostile_descriptor_iteration_is_a_value_error():
+    class Hostile:
+        def __iter__(self):
+            raise RuntimeError("boom")
+
+        def __len__(self):
+            return 3
+
+    comm = RecordingComm()
+    with pytest.raises(ValueError, match=r"sends\[1\]"):
+        mpi.exchange(comm, sends=[(np.zeros(2), 0, 0), Hostile()])
+    assert comm.calls == []
+
+
+def test_exchange_does_not_change_the_callers_lists(on_backend):
+    comm = serial_comm()
+    mpi.set_mpi_cuda_aware(False)
+    view = xp.zeros((2, 3))[:, 0]
+    sends = [(xp.ones(2), 0, np.int64(1))]
+    receives = [(view, 0, 1)]
+    mpi.exchange(comm, sends=sends, receives=receives)
+    assert type(sends[0][2]) is np.int64 and receives[0][0] is view

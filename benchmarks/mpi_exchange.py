@@ -1,0 +1,111 @@
+"""`cunumpy.mpi.exchange` against a hand-written mpi4py Irecv/Isend/Waitall loop, same run.
+
+Two ranks swap 64 buffers of 1 KiB and 4 buffers of 8 MiB. Rank 0 prints, per case, the
+best time per exchange of each variant over interleaved repeats and the ratio exchange /
+hand-written loop (target on host buffers: at most 1.1). On the CuPy backend (the fake
+CuPy: `CUNUMPY_FAKE_CUPY=1 CUNUMPY_BACKEND=cupy`) it also times the staged path.
+
+    .venv/bin/mpiexec -n 2 .venv/bin/python benchmarks/mpi_exchange.py [--repeats 15]
+
+Started without an MPI launcher (as `make bench` does), it re-launches itself that way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import cunumpy as xp
+
+CASES = ((64, 1024), (4, 8 * 1024 * 1024))
+
+
+def relaunch_under_mpiexec() -> int:
+    mpiexec = Path(sys.executable).parent / "mpiexec"
+    command = [str(mpiexec) if mpiexec.exists() else "mpiexec", "-n", "2", sys.executable, *sys.argv]
+    return subprocess.run(command, timeout=900).returncode
+
+
+def hand_written(comm, MPI, sends, receives, peer):
+    requests = [comm.Irecv(buffer, peer, tag) for tag, buffer in enumerate(receives)]
+    requests += [comm.Isend(buffer, peer, tag) for tag, buffer in enumerate(sends)]
+    MPI.Request.Waitall(requests)
+
+
+def with_exchange(comm, sends, receives, peer, cuda_aware):
+    xp.mpi.exchange(
+        comm,
+        sends=[(buffer, peer, tag) for tag, buffer in enumerate(sends)],
+        receives=[(buffer, peer, tag) for tag, buffer in enumerate(receives)],
+        cuda_aware=cuda_aware,
+    )
+
+
+def best_times(comm, variants, iterations, repeats):
+    """Best seconds per call of each variant; variants alternate so load hits all alike."""
+    best = [float("inf")] * len(variants)
+    for _ in range(repeats):
+        for slot, run in enumerate(variants):
+            comm.Barrier()
+            start = time.perf_counter()
+            for _ in range(iterations):
+                run()
+            elapsed = (time.perf_counter() - start) / iterations
+            # the slower rank decides how long an exchange takes
+            best[slot] = min(best[slot], comm.allreduce(elapsed, op=MPI_MAX))
+    return best
+
+
+MPI_MAX = None
+
+
+def main() -> int:
+    global MPI_MAX
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=15)
+    args = parser.parse_args()
+    if not xp.mpi.launched_under_mpi():
+        return relaunch_under_mpiexec()
+    from mpi4py import MPI
+
+    MPI_MAX = MPI.MAX
+    comm = MPI.COMM_WORLD
+    if comm.Get_size() != 2:
+        if comm.Get_rank() == 0:
+            print("run with exactly 2 ranks", file=sys.stderr)
+        return 2
+    peer = 1 - comm.Get_rank()
+    device = xp.get_backend() == "cupy"
+    lines = [f"backend {xp.get_backend()}, 2 ranks, best of {args.repeats} (machine shared: read the ratios)"]
+    for count, nbytes in CASES:
+        n = nbytes // 8
+        sends = [xp.full(n, float(k)) for k in range(count)]
+        receives = [xp.zeros(n) for _ in range(count)]
+        iterations = max(1, 2_000_000 // (count * nbytes) * 10) if nbytes < 65536 else 3
+        variants = [
+            lambda: hand_written(comm, MPI, sends, receives, peer),
+            lambda: with_exchange(comm, sends, receives, peer, cuda_aware=True),
+        ]
+        names = ["hand-written Irecv/Isend/Waitall", "exchange" + (" (CUDA-aware path)" if device else "")]
+        if device:
+            variants.append(lambda: with_exchange(comm, sends, receives, peer, cuda_aware=False))
+            names.append("exchange (staged through host buffers)")
+        times = best_times(comm, variants, iterations, args.repeats)
+        for received in receives[:1]:
+            assert float(xp.to_numpy(received)[0]) == 0.0
+        lines.append(f"{count} buffers of {nbytes // 1024} KiB:")
+        for name, seconds in zip(names, times):
+            lines.append(f"  {name:42s} {seconds * 1e6:10.1f} us   x{seconds / times[0]:.3f} of hand-written")
+    if comm.Get_rank() == 0:
+        print("\n".join(lines), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
