@@ -445,6 +445,8 @@ def mpi_buffer(array, *, send=True, recv=False, cuda_aware=None, staging=None, s
         raise ValueError(f"{function}: pass at most one of 'stream' and 'event'")
     if staging is not None and not isinstance(staging, MPIStaging):
         raise TypeError(f"{function}: 'staging' must be an MPIStaging or None, not {type(staging).__name__}")
+    if cuda_aware is not None and not isinstance(cuda_aware, (bool, np.bool_)):
+        raise TypeError(f"{function}: 'cuda_aware' must be a bool or None, not {type(cuda_aware).__name__}")
     if _is_device(array):
         _producer_dependency(function, stream, event)
         aware = _resolve_cuda_aware(function, cuda_aware)
@@ -712,6 +714,8 @@ def exchange(comm, sends=(), receives=(), cuda_aware=None) -> None:
     ``comm.Abort(1)`` (other ranks would wait forever) and re-raises the error.
     ``cuda_aware=None`` uses the recorded answer when device buffers take part.
     """
+    if cuda_aware is not None and not isinstance(cuda_aware, (bool, np.bool_)):
+        raise TypeError(f"exchange(): 'cuda_aware' must be a bool or None, not {type(cuda_aware).__name__}")
     sends = _as_list("sends", sends, "dest")
     receives = _as_list("receives", receives, "source")
     send_columns = _plain_columns(sends, receiving=False)
