@@ -523,10 +523,10 @@ class _BufferContext:
                     _pack_into(function, source, array, producer)
             self._source = source
             if self._aware:
-                if source is not array and self._send:
+                if named or (source is not array and self._send):
+                    # The named producer (and any packing queued behind it) is done, so MPI
+                    # reads final data and the copy-back after the block runs after it.
                     _sync_stream(function, producer)
-                elif named:
-                    _wait_for_producer(function, [array], stream, event)
                 return source
             if staging is not None:
                 host = staging._host_buffer()
