@@ -86,6 +86,7 @@ test-c:
 	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 $$exe || exit 1; \
 	done; echo "C unit tests passed"
 
+# benchmarks/mpi_exchange.py re-launches itself under `mpiexec -n 2` when started plainly.
 bench: install
 	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
