@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .cuda._source import CudaParameter, cuda_include_dir
 
-__all__ = ["find_struct_members", "probe_source", "verify_layout", "toolkit_compiler"]
+__all__ = ["compile_time_layouts", "find_struct_members", "probe_source", "toolkit_compiler", "verify_layout"]
 
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _ARCH = "sm_90"
@@ -141,10 +141,10 @@ def _definition(struct, include) -> str:
     lines = []
     if struct.has_views:
         lines.append("#include <cunumpy/array_view.cuh>")
-    if any(p.dtype is not None and p.dtype.kind == "c" and not p.pointer and not p.view_ndim for p in struct.fields) or any(
-        "complex" in t for t in struct._types
-    ):
+    if _needs_complex(struct):
         lines.append(_COMPLEX_PRELUDE.rstrip("\n"))
+    if any("thrust::" in t for t in struct._types):
+        lines.append("#ifndef __CUDACC_RTC__\n#include <thrust/complex.h>\n#endif")
     if include is not None:
         lines.append(f'#include "{include}"')
     else:
@@ -177,26 +177,45 @@ def probe_source(struct, include=None) -> str:
     )
 
 
-def _static_source(struct, include, asserts: bool) -> str:
-    name = struct.name
-    values = [f"sizeof({name})", f"alignof({name})"] + [f"offsetof({name}, {p.name})" for p in struct.fields]
-    text = "#include <cstddef>\n" + _definition(struct, include)
-    text += (
-        f'\nextern "C" __device__ const unsigned long long cunumpy_layout_values_{name}[{len(values)}] = {{\n    '
-        + ",\n    ".join(values)
-        + "\n};\n"
-    )
-    if asserts:
-        expected = _expected(struct)
-        text += f'static_assert(sizeof({name}) == {expected["sizeof"]}, "cunumpy layout: sizeof({name}) != {expected["sizeof"]}");\n'
-        text += f'static_assert(alignof({name}) == {expected["alignof"]}, "cunumpy layout: alignof({name}) != {expected["alignof"]}");\n'
-        for p in struct.fields:
-            off = expected["offsets"][p.name]
-            text += (
-                f"static_assert(offsetof({name}, {p.name}) == {off}, "
-                f'"cunumpy layout: offsetof({name}, {p.name}) != {off}");\n'
-            )
-    return text
+def _needs_complex(struct) -> bool:
+    return any("complex" in t for t in struct._types)
+
+
+def _static_source(structs, include, asserts: bool) -> str:
+    """One translation unit for several structs, each in its own namespace (names may repeat):
+    a ``__device__`` array of sizeof, alignof and the offsets (read back from the PTX) and, with
+    ``asserts``, a static_assert per expected value."""
+    head = ["#include <cstddef>"]
+    if any(s.has_views for s in structs):
+        head.append("#include <cunumpy/array_view.cuh>")
+    if any(_needs_complex(s) for s in structs):
+        head.append(_COMPLEX_PRELUDE.rstrip("\n"))
+    if any("thrust::" in t for s in structs for t in s._types):
+        head.append("#include <thrust/complex.h>")
+    if include is not None:
+        head.append(f'#include "{include}"')
+    parts = ["\n".join(head) + "\n"]
+    for k, struct in enumerate(structs):
+        name = struct.name
+        values = [f"sizeof({name})", f"alignof({name})"] + [f"offsetof({name}, {p.name})" for p in struct.fields]
+        text = f"namespace cunumpy_layout_{k} {{\n" if include is None else ""
+        if include is None:
+            text += struct.declaration
+        text += (
+            f'extern "C" __device__ const unsigned long long cunumpy_layout_values_{k}[{len(values)}] = {{\n    '
+            + ",\n    ".join(values)
+            + "\n};\n"
+        )
+        if asserts:
+            expected = _expected(struct)
+            checks = [("sizeof", f"sizeof({name})", expected["sizeof"]), ("alignof", f"alignof({name})", expected["alignof"])]
+            checks += [(p.name, f"offsetof({name}, {p.name})", expected["offsets"][p.name]) for p in struct.fields]
+            for _, expr, value in checks:
+                text += f'static_assert({expr} == {value}, "cunumpy layout: {expr} != {value}");\n'
+        if include is None:
+            text += f"}} // namespace cunumpy_layout_{k}\n"
+        parts.append(text)
+    return "\n".join(parts)
 
 
 def _expected(struct) -> dict:
@@ -289,11 +308,9 @@ def _compile_nvcc(source, options, nvcc) -> tuple[bool, str, str]:
         return True, out.read_text(encoding="utf-8", errors="replace"), log
 
 
-def _values_from_ptx(ptx: str, name: str) -> list[int]:
-    """The initializer of the probe array in the PTX (bytes, trailing zeros omitted, or 64-bit words)."""
-    m = re.search(
-        r"\.(b8|b64|u64)\s+cunumpy_layout_values_" + re.escape(name) + r"\[(\d+)\]\s*=\s*\{([^}]*)\}", ptx
-    )
+def _values_from_ptx(ptx: str, index: int, name: str) -> list[int]:
+    """The initializer of probe array ``index`` in the PTX (bytes, trailing zeros omitted, or 64-bit words)."""
+    m = re.search(r"\.(b8|b64|u64)\s+cunumpy_layout_values_" + str(index) + r"\[(\d+)\]\s*=\s*\{([^}]*)\}", ptx)
     if m is None:
         raise RuntimeError(f"layout check of struct {name!r}: the probe values are missing from the PTX")
     items = [int(v.strip(), 0) for v in m.group(3).split(",") if v.strip()]
@@ -304,31 +321,46 @@ def _values_from_ptx(ptx: str, name: str) -> list[int]:
     return [int.from_bytes(data[k:k + 8], "little") for k in range(0, count, 8)]
 
 
-def _compile_time_layout(struct, include, include_dirs, options) -> dict:
+def compile_time_layouts(structs, include=None, include_dirs=(), options=()) -> list[dict]:
+    """The compile-time check of several structs in one nvcc run; ValueError listing every
+    difference of every struct."""
+    structs = list(structs)
+    names = ", ".join(repr(s.name) for s in structs)
     kind, detail = toolkit_compiler()
     if kind is None:
         raise RuntimeError(
-            f"CudaStruct.verify_layout() of {struct.name!r} needs a usable GPU with CuPy, or the CUDA toolkit "
+            f"CudaStruct.verify_layout() of {names} needs a usable GPU with CuPy, or the CUDA toolkit "
             f"(nvcc) for the compile-time check: {detail}"
         )
     root = _toolkit_root()
     opts = list(options) + _include_options(root, include_dirs)
     if include is not None:
         opts.append(f"-I{Path(include).resolve().parent}")
+    how = f"{kind}, {_ARCH}"
+    ok, ptx, log = _compile_nvcc(_static_source(structs, include, asserts=True), opts, detail)
+    asserts_failed = not ok
+    if not ok:
+        # The static_asserts failed (or the definition does not compile): compile without them for the values.
+        ok, ptx, log2 = _compile_nvcc(_static_source(structs, include, asserts=False), opts, detail)
+        if not ok:
+            raise ValueError(f"struct {names}: the layout probe does not compile ({how}):\n{log2.strip()}")
+    results, problems = [], []
+    for k, struct in enumerate(structs):
+        got = _result(struct, _values_from_ptx(ptx, k, struct.name))
+        try:
+            _compare(struct, got, how)
+        except ValueError as exc:
+            problems.append(str(exc))
+        results.append(got)
+    if problems:
+        raise ValueError("\n".join(problems))
+    if asserts_failed:
+        raise ValueError(f"struct {names}: the layout static_asserts failed ({how}):\n{log.strip()}")
+    return results
 
-    def compile_(text):
-        return _compile_nvcc(text, opts, detail)
 
-    ok, ptx, log = compile_(_static_source(struct, include, asserts=True))
-    if ok:
-        return _compare(struct, _result(struct, _values_from_ptx(ptx, struct.name)), f"{kind}, {_ARCH}")
-    # The static_asserts failed (or the definition does not compile): compile without them for the values.
-    ok2, ptx, log2 = compile_(_static_source(struct, include, asserts=False))
-    if not ok2:
-        raise ValueError(f"struct {struct.name!r}: the layout probe does not compile ({kind}, {_ARCH}):\n{log2.strip()}")
-    got = _result(struct, _values_from_ptx(ptx, struct.name))
-    _compare(struct, got, f"{kind}, {_ARCH}")
-    raise ValueError(f"struct {struct.name!r}: the layout static_asserts failed ({kind}, {_ARCH}):\n{log.strip()}")
+def _compile_time_layout(struct, include, include_dirs, options) -> dict:
+    return compile_time_layouts([struct], include, include_dirs, options)[0]
 
 
 # ------------------------------------------------------------------ GPU probe
