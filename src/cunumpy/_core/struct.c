@@ -93,10 +93,18 @@ typedef struct {
     PyObject *name;       /* struct name */
     PyObject *names;      /* tuple of interned field names */
     PyObject *empty;      /* numpy.empty */
-    PyObject *empty_args; /* (1, dtype) */
+    PyObject *empty_args; /* (VALUES_PER_CHUNK, dtype) */
     Py_ssize_t n;
     Py_ssize_t itemsize;
+    /* Packed values are items of a chunk array of the struct dtype, handed out once each:
+     * creating a structured array costs microseconds, taking an item of one does not. Each
+     * value keeps its chunk alive; the chunk's memory is written through `chunk_view`. */
+    PyObject *chunk;
+    Py_buffer chunk_view;
+    Py_ssize_t chunk_next;
 } packer_t;
+
+#define VALUES_PER_CHUNK 64
 
 static PyTypeObject packer_type;
 
@@ -107,34 +115,54 @@ static void packer_dealloc(packer_t *k)
     Py_XDECREF(k->names);
     Py_XDECREF(k->empty);
     Py_XDECREF(k->empty_args);
+    if (k->chunk != NULL) {
+        PyBuffer_Release(&k->chunk_view);
+        Py_DECREF(k->chunk);
+    }
     Py_TYPE(k)->tp_free((PyObject *)k);
+}
+
+/* A new numpy.void of the struct dtype holding the `itemsize` bytes at `bytes`. */
+static PyObject *new_value(packer_t *k, const unsigned char *bytes)
+{
+    if (k->chunk == NULL || k->chunk_next >= VALUES_PER_CHUNK) {
+        PyObject *chunk = PyObject_Call(k->empty, k->empty_args, NULL);
+        if (chunk == NULL)
+            return NULL;
+        Py_buffer view;
+        if (PyObject_GetBuffer(chunk, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+            Py_DECREF(chunk);
+            return NULL;
+        }
+        if (view.len != VALUES_PER_CHUNK * k->itemsize) {
+            PyBuffer_Release(&view);
+            Py_DECREF(chunk);
+            PyErr_Format(PyExc_RuntimeError, "struct '%U': the packing buffer has %zd bytes, expected %zd", k->name,
+                         view.len, VALUES_PER_CHUNK * k->itemsize);
+            return NULL;
+        }
+        if (k->chunk != NULL) {
+            PyBuffer_Release(&k->chunk_view);
+            Py_DECREF(k->chunk);
+        }
+        k->chunk = chunk;
+        k->chunk_view = view;
+        k->chunk_next = 0;
+    }
+    Py_ssize_t index = k->chunk_next++;
+    memcpy((unsigned char *)k->chunk_view.buf + index * k->itemsize, bytes, (size_t)k->itemsize);
+    return PySequence_GetItem(k->chunk, index);
 }
 
 /* Pack `values` (one object per field, field order) into a new numpy.void. */
 static PyObject *pack_values(packer_t *k, PyObject *const *values, int host)
 {
-    PyObject *arr = PyObject_Call(k->empty, k->empty_args, NULL);
-    if (arr == NULL)
-        return NULL;
-    Py_buffer view;
-    if (PyObject_GetBuffer(arr, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
-        Py_DECREF(arr);
-        return NULL;
-    }
-    PyObject *out = NULL;
-    if (view.len != k->itemsize) {
-        PyErr_Format(PyExc_RuntimeError, "struct '%U': the packing buffer has %zd bytes, expected %zd", k->name,
-                     view.len, k->itemsize);
-        goto done;
-    }
-    /* Pack into a private buffer first: a field's __index__ or property code could reach
-     * the array being filled through nothing, but the bytes stay ours until complete. */
+    /* Pack into a private buffer first: field checks run Python code (__index__, properties)
+     * that may pack other values of this struct meanwhile. */
     unsigned char small[512];
     unsigned char *buf = k->itemsize <= (Py_ssize_t)sizeof(small) ? small : PyMem_Malloc((size_t)k->itemsize);
-    if (buf == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
+    if (buf == NULL)
+        return PyErr_NoMemory();
     memset(buf, 0, (size_t)k->itemsize);
     int rc = 0;
     for (Py_ssize_t i = 0; i < k->n && rc == 0; i++) {
@@ -146,15 +174,9 @@ static PyObject *pack_values(packer_t *k, PyObject *const *values, int host)
         rc = cn_plan_pack_one(k->plan, i, obj, buf);
         Py_DECREF(obj);
     }
-    if (rc == 0) {
-        memcpy(view.buf, buf, (size_t)k->itemsize);
-        out = PySequence_GetItem(arr, 0);
-    }
+    PyObject *out = rc == 0 ? new_value(k, buf) : NULL;
     if (buf != small)
         PyMem_Free(buf);
-done:
-    PyBuffer_Release(&view);
-    Py_DECREF(arr);
     return out;
 }
 
@@ -302,8 +324,10 @@ static PyObject *read_field(packer_t *k, PyObject *obj, Py_ssize_t i)
     return v;
 }
 
-/* (shape, strides) of a CuPy array in a view field, None otherwise; sets *volatile_field
- * when the field holds an array object whose address or shape may change unseen. */
+/* The shape of a CuPy array in a view field, None otherwise; sets *volatile_field when the
+ * field holds an array object whose address or shape may change unseen. Only the shape: a
+ * CuPy array's strides change only with it (the in-place `a.shape = ...`), its data pointer
+ * never. */
 static PyObject *shape_key(packer_t *k, Py_ssize_t i, PyObject *v, int *volatile_field)
 {
     int kind = cn_plan_kind(k->plan, i);
@@ -314,19 +338,8 @@ static PyObject *shape_key(packer_t *k, Py_ssize_t i, PyObject *v, int *volatile
         return Py_NewRef(Py_None);
     }
     if (kind != CN_K_VIEW && kind != CN_K_CVIEW)
-        return Py_NewRef(Py_None); /* a CuPy array's address never changes */
-    PyObject *shape = PyObject_GetAttr(v, s_shape_attr);
-    if (shape == NULL)
-        return NULL;
-    PyObject *strides = PyObject_GetAttr(v, s_strides_attr);
-    if (strides == NULL) {
-        Py_DECREF(shape);
-        return NULL;
-    }
-    PyObject *key = PyTuple_Pack(2, shape, strides);
-    Py_DECREF(shape);
-    Py_DECREF(strides);
-    return key;
+        return Py_NewRef(Py_None);
+    return PyObject_GetAttr(v, s_shape_attr);
 }
 
 /* Read every field, pack, store a new state in the instance; returns the packed value. */
@@ -377,11 +390,47 @@ fail:
     return NULL;
 }
 
+/* The instance dict of `obj` when plain attribute reads may bypass getattr (generic
+ * attribute lookup, no __getattribute__/__getattr__ of its own); else NULL. New reference. */
+static PyObject *plain_dict(PyObject *obj)
+{
+    if (Py_TYPE(obj)->tp_getattro != PyObject_GenericGetAttr || Py_TYPE(obj)->tp_dictoffset == 0)
+        return NULL;
+    PyObject *dict = PyObject_GenericGetDict(obj, NULL);
+    if (dict == NULL || !PyDict_CheckExact(dict)) {
+        PyErr_Clear();
+        Py_XDECREF(dict);
+        return NULL;
+    }
+    return dict;
+}
+
+/* getattr(obj, name), from the instance dict `dict` (may be NULL) when the type has no data
+ * descriptor of that name: the same value, without the generic lookup. New reference. */
+static PyObject *get_attr_fast(PyObject *obj, PyObject *dict, PyObject *name)
+{
+    if (dict != NULL) {
+        PyObject *descr = _PyType_Lookup(Py_TYPE(obj), name);
+        if (descr == NULL || Py_TYPE(descr)->tp_descr_set == NULL) {
+            PyObject *v = PyDict_GetItemWithError(dict, name);
+            if (v != NULL)
+                return Py_NewRef(v);
+            if (PyErr_Occurred())
+                return NULL;
+        }
+    }
+    return PyObject_GetAttr(obj, name);
+}
+
 /* The stored state of `obj` if it belongs to packer `k`, else NULL (no exception). */
-static state_t *stored_state(packer_t *k, PyObject *obj)
+static state_t *stored_state(packer_t *k, PyObject *obj, PyObject *dict)
 {
     PyObject *st = NULL;
-    if (lookup_attr(obj, s_state_attr, &st) < 0) {
+    if (dict != NULL) {
+        st = PyDict_GetItemWithError(dict, s_state_attr);
+        Py_XINCREF(st);
+    }
+    if (st == NULL && lookup_attr(obj, s_state_attr, &st) < 0) {
         PyErr_Clear();
         return NULL;
     }
@@ -395,14 +444,17 @@ static state_t *stored_state(packer_t *k, PyObject *obj)
 }
 
 /* 1 if every field of `obj` is what state `s` was packed from, 0 if not, -1 on error. */
-static int unchanged(packer_t *k, state_t *s, PyObject *obj)
+static int unchanged(packer_t *k, state_t *s, PyObject *obj, PyObject *dict)
 {
     if (s->always)
         return 0;
     for (Py_ssize_t i = 0; i < k->n; i++) {
-        PyObject *v = read_field(k, obj, i);
-        if (v == NULL)
+        PyObject *v = get_attr_fast(obj, dict, PyTuple_GET_ITEM(k->names, i));
+        if (v == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_AttributeError))
+                Py_XDECREF(read_field(k, obj, i)); /* the message naming the field */
             return -1;
+        }
         int same = v == PyTuple_GET_ITEM(s->values, i);
         PyObject *key = PyTuple_GET_ITEM(s->shapes, i);
         if (same && key != Py_None) {
@@ -412,7 +464,7 @@ static int unchanged(packer_t *k, state_t *s, PyObject *obj)
                 Py_DECREF(v);
                 return -1;
             }
-            int eq = PyObject_RichCompareBool(now, key, Py_EQ);
+            int eq = now == key ? 1 : PyObject_RichCompareBool(now, key, Py_EQ);
             Py_DECREF(now);
             if (eq < 0) {
                 Py_DECREF(v);
@@ -430,22 +482,21 @@ static int unchanged(packer_t *k, state_t *s, PyObject *obj)
 /* The current packed value of `obj`: the stored one when nothing changed, else a new pack. */
 static PyObject *current_packed(packer_t *k, PyObject *obj)
 {
-    state_t *s = stored_state(k, obj);
+    PyObject *dict = plain_dict(obj);
+    state_t *s = stored_state(k, obj, dict);
     int host = 0;
     if (s != NULL) {
         host = s->host;
-        int same = unchanged(k, s, obj);
-        if (same < 0) {
+        int same = unchanged(k, s, obj, dict);
+        if (same != 0) {
+            PyObject *packed = same > 0 ? Py_NewRef(s->packed) : NULL;
             Py_DECREF(s);
-            return NULL;
-        }
-        if (same) {
-            PyObject *packed = Py_NewRef(s->packed);
-            Py_DECREF(s);
+            Py_XDECREF(dict);
             return packed;
         }
         Py_DECREF(s);
     }
+    Py_XDECREF(dict);
     return repack_object(k, obj, host);
 }
 
@@ -541,7 +592,9 @@ static PyObject *struct_packer(PyObject *self, PyObject *const *args, Py_ssize_t
     k->name = Py_NewRef(name);
     k->names = interned;
     k->empty = Py_NewRef(args[8]);
-    k->empty_args = Py_BuildValue("(iO)", 1, dtype);
+    k->empty_args = Py_BuildValue("(iO)", VALUES_PER_CHUNK, dtype);
+    k->chunk = NULL;
+    k->chunk_next = 0;
     k->n = n;
     k->itemsize = itemsize;
     if (k->empty_args == NULL) {
@@ -555,9 +608,11 @@ static PyObject *struct_packer(PyObject *self, PyObject *const *args, Py_ssize_t
 
 static packer_t *class_packer(PyObject *self)
 {
-    PyObject *k = PyObject_GetAttr(self, s_packer_attr);
+    /* A class attribute (set by CudaStructArguments.__init_subclass__). */
+    PyObject *k = _PyType_Lookup(Py_TYPE(self), s_packer_attr);
+    Py_XINCREF(k);
     if (k == NULL)
-        return NULL;
+        k = Py_NewRef(Py_None);
     if (!Py_IS_TYPE(k, &packer_type)) {
         Py_DECREF(k);
         PyErr_Format(PyExc_TypeError,

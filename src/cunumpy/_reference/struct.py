@@ -62,7 +62,7 @@ class StructPacker:
             else:
                 value = self.plan._array(i, obj)
             buf[slot.offset:slot.offset + slot.size] = value
-        arr = self._empty(1, self._dtype)
+        arr = self._empty(64, self._dtype)[:1]
         memoryview(arr).cast("B")[:] = buf
         return arr[0]
 
@@ -108,7 +108,7 @@ class StructPacker:
             return None, True
         if kind not in (_pack.K_VIEW, _pack.K_CVIEW):
             return None, False
-        return (v.shape, v.strides), False
+        return v.shape, False
 
     def repack(self, obj, host):
         host = bool(host)
