@@ -907,3 +907,61 @@ def test_device_threads_share_one_struct_arguments_object(dev):
         t.join()
     assert not errors
     assert int(a.packed["x"]) == a.x.data.ptr and list(a.packed["v"]["shape"]) == list(a.v.shape)
+
+
+def test_device_arrays_freed_and_replaced_between_packs(dev):
+    """The slot caches of the packer hold weak references: a freed array whose memory and id
+    are reused by a new one is never mistaken for it."""
+    import gc
+
+    S = CudaStruct("S", [("x", "double*"), ("v", "Array2D<double>")])
+    for k in range(30):
+        x = dev(np.zeros(3 + k % 4))
+        v = dev(np.zeros((2 + k % 3, 2)))
+        value = S(x=x, v=v)
+        assert int(value.packed["x"]) == x.data.ptr
+        assert list(value.packed["v"]["shape"]) == list(v.shape)
+        del x, v, value
+        gc.collect()
+
+
+def test_device_property_returning_new_arrays_repacks_every_time(dev):
+    class Fresh(CudaStructArguments):
+        struct_name = "Fresh"
+        fields = (("x", "double*"),)
+
+        @property
+        def x(self):
+            return dev(np.zeros(2))
+
+    f = Fresh()
+    first = f.packed
+    for _ in range(20):
+        p = f.packed
+        assert p is not first
+        first = p
+
+
+def test_device_hostile_shape_property(dev):
+    """A field array whose shape raises or changes type between reads gives Python exceptions."""
+    S = CudaStruct("S", [("v", "Array1D<double>")])
+    cupy = _device_module()
+
+    class Sub(cupy.ndarray):
+        calls = 0
+
+        @property
+        def shape(self):
+            Sub.calls += 1
+            if Sub.calls % 2:
+                raise RuntimeError("hostile shape")
+            return [RaisingIndex()]
+
+    src = dev(np.zeros(3))
+    arr = Sub.__new__(Sub)
+    for name in ("_a", "_base"):
+        if hasattr(src, name):
+            object.__setattr__(arr, name, getattr(src, name))
+    for _ in range(4):
+        with pytest.raises((TypeError, RuntimeError)):
+            S(v=arr)

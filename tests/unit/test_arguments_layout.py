@@ -15,7 +15,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import test_arguments as ta  # noqa: E402
 
 HAVE_NVCC = _struct_layout.toolkit_compiler()[0] is not None
-needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="the CUDA toolkit (nvcc) is not installed")
+_skip_without_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="the CUDA toolkit (nvcc) is not installed")
+
+
+def needs_nvcc(test):
+    """Skipped without nvcc; not run under the sanitizer build (nvcc crashes with ASan preloaded)."""
+    return pytest.mark.nosan(_skip_without_nvcc(test))
 
 
 def every_test_struct():
