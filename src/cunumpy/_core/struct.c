@@ -151,7 +151,11 @@ static PyObject *new_value(packer_t *k, const unsigned char *bytes)
     }
     Py_ssize_t index = k->chunk_next++;
     memcpy((unsigned char *)k->chunk_view.buf + index * k->itemsize, bytes, (size_t)k->itemsize);
-    return PySequence_GetItem(k->chunk, index);
+    /* A strong reference: a finalizer run by the allocation may pack again and drop the chunk. */
+    PyObject *chunk = Py_NewRef(k->chunk);
+    PyObject *value = PySequence_GetItem(chunk, index);
+    Py_DECREF(chunk);
+    return value;
 }
 
 /* Pack `values` (one object per field, field order) into a new numpy.void. */
