@@ -679,26 +679,28 @@ class CudaStructArguments:
         return packer.repack(self, bool(host_arrays))
 
     def __getstate__(self):
-        state = dict(getattr(self, "__dict__", {}))
-        state.pop(_STATE, None)
+        # The default state (instance dict, and slots if any) without the packed state: copies,
+        # deep copies and unpickled objects pack again from their own arrays.
+        base = getattr(super(), "__getstate__", None)  # object.__getstate__: Python 3.11+
+        if base is not None:
+            state = base()
+        else:
+            import copyreg
+
+            d = dict(getattr(self, "__dict__", None) or {})
+            slots = {
+                n: getattr(self, n) for n in copyreg._slotnames(type(self))
+                if n not in ("__dict__", "__weakref__") and hasattr(self, n)
+            }
+            state = (d or None, slots) if slots else d
+        if isinstance(state, tuple) and len(state) == 2:
+            d, slots = state
+            if d and _STATE in d:
+                d = {k: v for k, v in d.items() if k != _STATE}
+            return (d or None, slots)
+        if isinstance(state, dict) and _STATE in state:
+            state = {k: v for k, v in state.items() if k != _STATE}
         return state
-
-    def __setstate__(self, state):
-        for k, v in state.items():
-            object.__setattr__(self, k, v)
-
-    def __copy__(self):
-        new = type(self).__new__(type(self))
-        new.__setstate__(self.__getstate__())
-        return new
-
-    def __deepcopy__(self, memo):
-        import copy
-
-        new = type(self).__new__(type(self))
-        memo[id(self)] = new
-        new.__setstate__(copy.deepcopy(self.__getstate__(), memo))
-        return new
 
     def __repr__(self):
         s = type(self).struct

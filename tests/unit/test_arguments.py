@@ -691,6 +691,23 @@ def test_copy_deepcopy_and_pickle_drop_the_packed_state():
         assert c.packed is not p and c.packed.tobytes() == p.tobytes()
 
 
+def test_copies_keep_slot_attributes():
+    c = SlottedArgs(3)
+    p = c.packed
+    for d in (copy.copy(c), copy.deepcopy(c), pickle.loads(pickle.dumps(c))):
+        assert d.n == 3 and d.extra == "kept" and d.packed is not p and d.packed.tobytes() == p.tobytes()
+
+
+class SlottedArgs(CudaStructArguments):
+    __slots__ = ("extra",)
+    struct_name = "SlottedArgs"
+    fields = (("n", "int"),)
+
+    def __init__(self, n):
+        self.n, self.extra = n, "kept"
+        self.pack()
+
+
 class PickledArgs(CudaStructArguments):
     struct_name = "PickledArgs"
     fields = (("n", "int"),)
