@@ -1021,3 +1021,39 @@ def test_values_survive_their_chunk_being_replaced():
 
     gc.collect()
     assert [int(v.packed["n"]) for v in kept] == list(range(0, 300, 37))
+
+
+def test_twin_struct_arguments_descriptors_behave_like_c():
+    S = CudaStruct("TA", [("x", "double*"), ("n", "int")])
+    twin_args, twin_packed = _reference.struct_arguments_descriptors(CudaStructArguments, "_cunumpy_struct_state")
+    c_args, c_packed = core.struct_arguments_descriptors(CudaStructArguments, "_cunumpy_struct_state")
+
+    class Twin(CudaStructArguments):
+        __cuda_args__ = twin_args
+        packed = twin_packed
+
+    class C(CudaStructArguments):
+        __cuda_args__ = c_args
+        packed = c_packed
+
+    Twin._cunumpy_packer, C._cunumpy_packer = _twin(S), S._packer
+
+    objs = [Twin(), C()]
+    for o in objs:
+        o.x = np.zeros(2)
+    outcomes = [_outcome(lambda: o.packed) for o in objs]
+    assert outcomes[0][0] == outcomes[1][0] == "AttributeError"
+    assert outcomes[0][1].split(":", 1)[1] == outcomes[1][1].split(":", 1)[1]
+    assert "field 'n' of struct 'TA' is not set" in outcomes[1][1]
+    x = np.zeros(3)
+    for o in objs:
+        o.n = 4
+        o._cunumpy_packer.repack(o, True)
+        o.x = x
+    first = [o.packed for o in objs]
+    assert first[0].tobytes() == first[1].tobytes() and int(first[0]["x"]) == x.__array_interface__["data"][0]
+    for o, p in zip(objs, first):
+        # Host arrays are re-read every time (their address may change unseen); scalars by identity.
+        assert o.__cuda_args__()[0].tobytes() == p.tobytes()
+        o.n = 2**40
+    assert [_outcome(lambda: o.packed)[0] for o in objs] == ["OverflowError", "OverflowError"]
