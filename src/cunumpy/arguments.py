@@ -155,8 +155,7 @@ class CudaStruct:
         self._fields, self._types = _parse_fields(name, fields)
         self._names = tuple(p.name for p in self._fields)
         formats, offsets = [], []
-        offset = align = 1
-        offset = 0
+        offset, align = 0, 1
         for p in self._fields:
             dt, size, a = _field_layout(p)
             offset = (offset + a - 1) // a * a
@@ -267,7 +266,7 @@ class CudaStruct:
 
     def verify_layout(self, include=None, *, include_dirs=(), options=()) -> dict:
         """Compare the compiler's layout with ``dtype``: a one-thread probe on the GPU, or without a usable
-        GPU a compile-time check with NVRTC/nvcc (sm_90). ValueError listing every difference."""
+        GPU a compile-time check with nvcc (sm_90). ValueError listing every difference."""
         from ._struct_layout import verify_layout
 
         return verify_layout(self, include, include_dirs=include_dirs, options=options)
