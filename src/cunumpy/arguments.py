@@ -1,3 +1,712 @@
-"""Kernel argument objects (API.md section 3): CudaArguments, CudaStruct, CudaStructArguments."""
+"""Kernel argument objects (API.md section 3): CudaArguments, CudaStruct, CudaStructValue,
+CudaStructArguments and write_cuda_header.
 
-__all__: list[str] = []
+A CudaStruct parses its field types once with the kernel signature parser of the C core and
+builds one packing plan (``cunumpy._core.StructPacker``) that reuses the launch packer's
+per-parameter checks; ``S(**values)`` and the automatic re-pack of CudaStructArguments go
+through it. Layout checks live in ``_struct_layout`` (GPU probe or compile-time check).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import keyword
+import re
+import typing
+from pathlib import Path
+
+import numpy as np
+
+from ._native import core
+from .cuda._source import CudaParameter, ctype_of
+
+__all__ = [
+    "CudaArguments",
+    "CudaStruct",
+    "CudaStructArguments",
+    "CudaStructValue",
+    "write_cuda_header",
+]
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# C++ keywords that the Python keyword list does not cover and that cannot name a field.
+_C_RESERVED = frozenset(
+    "auto bool break case char class const constexpr continue default delete do double else enum "
+    "extern float for goto if inline int long namespace new operator private protected public "
+    "register restrict return short signed sizeof static struct switch template this typedef "
+    "typename union unsigned using virtual void volatile while __restrict__ __global__ __device__".split()
+)
+_VIEW_INCLUDE = '#include "cunumpy/array_view.cuh"'
+_MAX_VIEW_NDIM = 16
+
+
+def _check_identifier(text, what) -> str:
+    if not isinstance(text, str) or not _IDENTIFIER.match(text) or text in _C_RESERVED:
+        raise ValueError(f"{what} {text!r} is not a valid C identifier")
+    return text
+
+
+# ------------------------------------------------------------------ CudaArguments
+
+
+class CudaArguments:
+    """Several consecutive kernel parameters as one object; ``__cuda_args__()`` returns them.
+
+    Subclassing is optional: CudaKernel flattens any object whose ``__cuda_args__()`` returns a
+    tuple. Values may be device arrays, scalars or packed struct values. Build once, reuse.
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self, *values):
+        self._values = values
+
+    def __cuda_args__(self) -> tuple:
+        return self._values
+
+    @property
+    def values(self) -> tuple:
+        return self._values
+
+    def __len__(self):
+        return len(self._values)
+
+    def __repr__(self):
+        kinds = ", ".join(type(v).__name__ for v in self._values)
+        return f"<{type(self).__name__} ({kinds})>"
+
+
+# ------------------------------------------------------------------ field layout
+
+
+def _scalar_alignment(dt: np.dtype) -> int:
+    # thrust::complex and cuda::std::complex are aligned to their full size (2 * sizeof(T)).
+    return dt.itemsize
+
+
+def _field_layout(p: CudaParameter):
+    """(NumPy dtype of the stored value, C size, C alignment) of one parsed field."""
+    if p.pointer:
+        return np.dtype("<u8"), 8, 8
+    if p.view_ndim:
+        n = p.view_ndim
+        parts = [("data", "<u8"), ("shape", "<i8", (n,))]
+        if not p.contiguous:
+            parts.append(("strides", "<i8", (n,)))
+        dt = np.dtype(parts)
+        return dt, dt.itemsize, 8
+    dt = p.dtype.newbyteorder("<") if p.dtype.byteorder == ">" else p.dtype
+    return dt, dt.itemsize, _scalar_alignment(dt)
+
+
+def _parse_fields(struct_name, fields):
+    """Parsed CudaParameter per field, through the kernel signature parser of the C core."""
+    if isinstance(fields, (str, bytes)) or not hasattr(fields, "__iter__"):
+        raise TypeError(f"CudaStruct {struct_name!r}: 'fields' must be a sequence of (name, c_type) pairs")
+    fields = list(fields)
+    if not fields:
+        raise ValueError(f"CudaStruct {struct_name!r}: a struct needs at least one field")
+    names, texts = [], []
+    for item in fields:
+        if not isinstance(item, (tuple, list)) or len(item) != 2:
+            raise TypeError(f"CudaStruct {struct_name!r}: each field must be a (name, c_type) pair, got {item!r}")
+        fname, ctype = item
+        _check_identifier(fname, f"CudaStruct {struct_name!r}: field name")
+        if fname in names:
+            raise ValueError(f"CudaStruct {struct_name!r}: duplicate field name {fname!r}")
+        if not isinstance(ctype, str) or not ctype.strip():
+            raise ValueError(f"CudaStruct {struct_name!r}: field {fname!r} has no C type (got {ctype!r})")
+        if any(ch in ctype for ch in ",;(){}[]#\n/="):
+            raise ValueError(f"CudaStruct {struct_name!r}: field {fname!r} has unsupported type {ctype!r}")
+        names.append(fname)
+        texts.append(" ".join(ctype.split()))
+    params = []
+    for fname, text in zip(names, texts):
+        source = f'extern "C" __global__ void cunumpy_field({text} {fname}) {{}}'
+        try:
+            raw, _, _ = core.cuda_parse_signature(source, "cunumpy_field", (), None)
+        except ValueError as exc:
+            raise ValueError(
+                f"CudaStruct {struct_name!r}: field {fname!r} has unsupported type {text!r} ({exc}); allowed: "
+                "the scalar C types of CudaKernel, pointers to them, void*, ArrayND<T> and CArrayND<T> (N <= 16)"
+            ) from None
+        if len(raw) != 1:
+            raise ValueError(f"CudaStruct {struct_name!r}: field {fname!r} has unsupported type {text!r}")
+        pname, ctype, dtype, pointer, sname, view_ndim, contiguous = raw[0]
+        dt = np.dtype(dtype) if dtype is not None else None
+        params.append(CudaParameter(fname, ctype, dt, bool(pointer), None, int(view_ndim), bool(contiguous)))
+    return tuple(params), tuple(texts)
+
+
+# ------------------------------------------------------------------ CudaStruct
+
+
+class CudaStruct:
+    """A C struct passed to kernels by value: declaration, NumPy dtype with the C layout, packer.
+
+    ``S(**values)`` checks every field like a kernel argument of the same type and returns a
+    :class:`CudaStructValue`.
+    """
+
+    def __init__(self, name, fields):
+        _check_identifier(name, "CudaStruct: struct name")
+        self._name = name
+        self._fields, self._types = _parse_fields(name, fields)
+        self._names = tuple(p.name for p in self._fields)
+        formats, offsets = [], []
+        offset, align = 0, 1
+        for p in self._fields:
+            dt, size, a = _field_layout(p)
+            offset = (offset + a - 1) // a * a
+            formats.append(dt)
+            offsets.append(offset)
+            offset += size
+            align = max(align, a)
+        self._alignment = align
+        itemsize = (offset + align - 1) // align * align
+        self._offsets = tuple(offsets)
+        self._dtype = np.dtype(
+            {"names": list(self._names), "formats": formats, "offsets": offsets, "itemsize": itemsize}
+        )
+        self._has_views = any(p.view_ndim for p in self._fields)
+        from .kernels._cuda_kernel import _spec
+
+        specs = []
+        for p in self._fields:
+            spec = _spec(0, p)
+            specs.append((spec[0], f"field '{p.name}' ({self._type_text(p)} {p.name})") + spec[2:])
+        self._packer = core.struct_packer(
+            name, tuple(specs), self._offsets, itemsize, self._dtype, self._names, np.void, np.generic, np.empty
+        )
+
+    # -------------------------------------------------------------- properties
+
+    name = property(lambda self: self._name)
+    dtype = property(lambda self: self._dtype, doc="NumPy structured dtype with the C layout")
+    fields = property(lambda self: self._fields, doc="the parsed CudaParameter of each field")
+    field_names = property(lambda self: self._names)
+    offsets = property(lambda self: self._offsets, doc="byte offset of each field")
+    alignment = property(lambda self: self._alignment, doc="alignof the C struct")
+    itemsize = property(lambda self: self._dtype.itemsize, doc="sizeof the C struct")
+    has_views = property(lambda self: self._has_views, doc="needs cunumpy/array_view.cuh")
+
+    def _type_text(self, p: CudaParameter) -> str:
+        return self._types[self._names.index(p.name)]
+
+    @property
+    def declaration(self) -> str:
+        lines = [f"struct {self._name} {{"]
+        for p, text in zip(self._fields, self._types):
+            lines.append(f"    {text} {p.name};")
+        lines.append("};")
+        return "\n".join(lines) + "\n"
+
+    def __repr__(self):
+        return f"<CudaStruct {self._name} ({len(self._fields)} fields, {self._dtype.itemsize} bytes)>"
+
+    def __eq__(self, other):
+        if not isinstance(other, CudaStruct):
+            return NotImplemented
+        return self._name == other._name and self._signature() == other._signature()
+
+    def __hash__(self):
+        return hash((self._name, self._signature()))
+
+    def _signature(self):
+        return tuple((p.name, p.dtype, p.pointer, p.view_ndim, p.contiguous) for p in self._fields)
+
+    def __reduce__(self):
+        return (CudaStruct, (self._name, tuple(zip(self._names, self._types))))
+
+    # -------------------------------------------------------------- packing
+
+    def __call__(self, **values) -> CudaStructValue:
+        return CudaStructValue(self, self._packer.pack_dict(values, False), values)
+
+    def pack(self, values, *, host_arrays=False) -> CudaStructValue:
+        """Pack a mapping of field values. ``host_arrays=True`` also accepts NumPy host arrays for
+        pointer and view fields (their host addresses are stored): for the CPU emulation only."""
+        if not hasattr(values, "keys"):
+            raise TypeError(f"CudaStruct {self._name!r}: pack() takes a mapping of field values")
+        values = dict(values)
+        return CudaStructValue(self, self._packer.pack_dict(values, bool(host_arrays)), values)
+
+    # -------------------------------------------------------------- headers and sources
+
+    def to_header(self, path=None, *, guard=None, includes=()) -> str:
+        """Header text (generated-file comment, include guard, includes, definition); written to ``path``."""
+        if guard is None:
+            guard = f"{self._name.upper()}_CUH"
+        text = _header_text([self], guard, includes)
+        if path is not None:
+            Path(path).write_text(text, encoding="utf-8")
+        return text
+
+    def check_source(self, source) -> None:
+        """ValueError if ``source`` defines this struct differently; nothing if it does not define it."""
+        if not isinstance(source, str):
+            raise TypeError(f"CudaStruct.check_source(): 'source' must be a str, not {type(source).__name__}")
+        from ._struct_layout import find_struct_members
+
+        members = find_struct_members(source, self._name)
+        if members is None:
+            return
+        problem = _compare_members(self, members)
+        if problem:
+            raise ValueError(
+                f"the source defines struct {self._name} differently from the CudaStruct: {problem}"
+            )
+
+    def layout_source(self, include=None) -> str:
+        """The probe kernel ``cunumpy_layout_<Name>(unsigned long long* out)``: sizeof, alignof, offsets."""
+        from ._struct_layout import probe_source
+
+        return probe_source(self, include)
+
+    def verify_layout(self, include=None, *, include_dirs=(), options=()) -> dict:
+        """Compare the compiler's layout with ``dtype``: a one-thread probe on the GPU, or without a usable
+        GPU a compile-time check with nvcc (sm_90). ValueError listing every difference."""
+        from ._struct_layout import verify_layout
+
+        return verify_layout(self, include, include_dirs=include_dirs, options=options)
+
+    # -------------------------------------------------------------- constructors
+
+    @classmethod
+    def from_signature(cls, func, name, *, int_type="long long", scalar_names=None, contiguous=False):
+        """One field per parameter of ``func`` from Pyccel-style annotations (strings or types)."""
+        try:
+            sig = inspect.signature(func)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"CudaStruct.from_signature(): cannot read the signature of {func!r}: {exc}") from None
+        params = [
+            p for p in sig.parameters.values()
+            if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        ]
+        if params and params[0].name == "self":
+            params = params[1:]
+        pairs = []
+        mapper = _AnnotationMapper(name, int_type, scalar_names, contiguous)
+        for p in params:
+            pairs.append((p.name, mapper.ctype(p.name, p.annotation)))
+        return cls(name, pairs)
+
+    @classmethod
+    def from_pyccel_class(
+        cls, source, class_name, name=None, *, int_type="long long", scalar_names=None, exclude=(),
+        attribute_names=True, contiguous=False,
+    ):
+        """Fields from the ``__init__`` of a Pyccel class, parsed statically (the file is never imported)."""
+        text, where = _read_python_source(source)
+        try:
+            tree = ast.parse(text)
+        except SyntaxError as exc:
+            raise ValueError(f"CudaStruct.from_pyccel_class(): {where} is not valid Python: {exc}") from None
+        klass = next((n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == class_name), None)
+        if klass is None:
+            raise ValueError(f"CudaStruct.from_pyccel_class(): no class {class_name!r} in {where}")
+        init = next(
+            (n for n in klass.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "__init__"),
+            None,
+        )
+        if init is None:
+            raise ValueError(f"CudaStruct.from_pyccel_class(): class {class_name!r} has no __init__ in {where}")
+        if isinstance(exclude, str):
+            exclude = (exclude,)
+        exclude = set(exclude)
+        args = list(init.args.posonlyargs) + list(init.args.args) + list(init.args.kwonlyargs)
+        if args and args[0].arg == "self":
+            args = args[1:]
+        stored = _stored_attributes(init) if attribute_names else {}
+        struct_name = name if name is not None else class_name
+        mapper = _AnnotationMapper(struct_name, int_type, scalar_names, contiguous)
+        pairs = []
+        for a in args:
+            field = stored.get(a.arg, a.arg)
+            if a.arg in exclude or field in exclude:
+                continue
+            annotation = inspect.Parameter.empty
+            if a.annotation is not None:
+                node = a.annotation
+                if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    annotation = node.value
+                else:
+                    annotation = ast.unparse(node)
+            mapper.contiguous_names_alias(a.arg, field)
+            pairs.append((field, mapper.ctype(field, annotation)))
+        return cls(struct_name, pairs)
+
+
+def _compare_members(struct: CudaStruct, members) -> str:
+    """'' when the parsed members of a source definition equal the struct's fields, else why not."""
+    ours = [(p.name, p.dtype, p.pointer, p.view_ndim, p.contiguous) for p in struct.fields]
+    if isinstance(members, str):
+        return members
+    theirs = [(p.name, p.dtype, p.pointer, p.view_ndim, p.contiguous) for p in members]
+    if [m[0] for m in ours] != [m[0] for m in theirs]:
+        return f"fields {[m[0] for m in theirs]} instead of {[m[0] for m in ours]}"
+    for a, b, p, q in zip(ours, theirs, struct.fields, members):
+        if a != b:
+            return f"field {p.name!r} is '{q.declaration}' instead of '{struct._type_text(p)} {p.name}'"
+    return ""
+
+
+# ------------------------------------------------------------------ annotations
+
+
+_ANNOTATION_TYPES = {
+    "float": "double",
+    "bool": "bool",
+    "complex": "complex<double>",
+    "float32": "float",
+    "float64": "double",
+    "int8": "signed char",
+    "int16": "short",
+    "int32": "int",
+    "int64": "long long",
+    "uint8": "unsigned char",
+    "uint16": "unsigned short",
+    "uint32": "unsigned int",
+    "uint64": "unsigned long long",
+    "complex64": "complex<float>",
+    "complex128": "complex<double>",
+    "double": "double",
+}
+_ARRAY = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*)\s*\[\s*(:(?:\s*,\s*:)*)\s*\](?:\s*\(.*\))?$")
+_FINAL = re.compile(r"^(?:typing\.|t\.)?Final\s*\[(.*)\]$", re.S)
+
+
+class _AnnotationMapper:
+    def __init__(self, struct_name, int_type, scalar_names, contiguous):
+        self.struct_name = struct_name
+        if not isinstance(int_type, str) or not int_type.strip():
+            raise TypeError(f"CudaStruct {struct_name!r}: 'int_type' must be a C type string")
+        table = dict(_ANNOTATION_TYPES)
+        table["int"] = int_type
+        if scalar_names is not None:
+            if not hasattr(scalar_names, "items"):
+                raise TypeError(f"CudaStruct {struct_name!r}: 'scalar_names' must be a mapping of name -> C type")
+            for k, v in scalar_names.items():
+                if not isinstance(k, str) or not isinstance(v, str):
+                    raise TypeError(f"CudaStruct {struct_name!r}: 'scalar_names' maps str to str, got {k!r}: {v!r}")
+                table[k] = v
+        self.table = table
+        if isinstance(contiguous, bool):
+            self.all_contiguous, self.contiguous_names = contiguous, set()
+        elif isinstance(contiguous, str):
+            self.all_contiguous, self.contiguous_names = False, {contiguous}
+        else:
+            try:
+                self.all_contiguous, self.contiguous_names = False, set(contiguous)
+            except TypeError:
+                raise TypeError(
+                    f"CudaStruct {struct_name!r}: 'contiguous' must be a bool or a collection of field names"
+                ) from None
+
+    def contiguous_names_alias(self, parameter, field):
+        if parameter in self.contiguous_names:
+            self.contiguous_names.add(field)
+
+    def _fail(self, field, annotation, why):
+        return ValueError(
+            f"CudaStruct {self.struct_name!r}: field {field!r}: {why} (annotation {annotation!r}); "
+            "use scalar_names= to map it"
+        )
+
+    def ctype(self, field, annotation) -> str:
+        if annotation is inspect.Parameter.empty:
+            raise self._fail(field, None, "missing annotation")
+        if not isinstance(annotation, str):
+            origin = typing.get_origin(annotation)
+            if origin is typing.Final:
+                args = typing.get_args(annotation)
+                if len(args) != 1:
+                    raise self._fail(field, annotation, "Final without a type")
+                return self.ctype(field, args[0])
+            if isinstance(annotation, type) and annotation.__name__ in self.table and annotation.__module__ == "builtins":
+                return self.table[annotation.__name__]
+            if isinstance(annotation, type) and issubclass(annotation, np.generic):
+                name = np.dtype(annotation).name
+                if name in self.table:
+                    return self.table[name]
+                try:
+                    return ctype_of(annotation)
+                except ValueError:
+                    raise self._fail(field, annotation, "no C type for this NumPy type") from None
+            if isinstance(annotation, np.dtype):
+                try:
+                    return ctype_of(annotation)
+                except ValueError:
+                    raise self._fail(field, annotation, "no C type for this dtype") from None
+            raise self._fail(field, annotation, "unmappable annotation")
+        text = " ".join(annotation.split())
+        if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+            text = text[1:-1].strip()
+        m = _FINAL.match(text)
+        if m:
+            text = m.group(1).strip()
+        text = " ".join(w for w in re.split(r"\s+", text) if w != "const")
+        m = _ARRAY.match(text)
+        if m:
+            element = self._scalar(field, annotation, m.group(1))
+            rank = m.group(2).count(":")
+            if rank > _MAX_VIEW_NDIM:
+                raise self._fail(field, annotation, f"rank {rank} is above {_MAX_VIEW_NDIM}")
+            contiguous = self.all_contiguous or field in self.contiguous_names
+            return f"{'C' if contiguous else ''}Array{rank}D<{element}>"
+        return self._scalar(field, annotation, text)
+
+    def _scalar(self, field, annotation, text):
+        name = text
+        for prefix in ("numpy.", "np."):
+            if name.startswith(prefix):
+                name = name[len(prefix):]
+        if text in self.table:
+            return self.table[text]
+        if name in self.table:
+            return self.table[name]
+        raise self._fail(field, annotation, f"unknown type {text!r}")
+
+
+def _read_python_source(source):
+    if isinstance(source, Path):
+        return source.read_text(encoding="utf-8"), str(source)
+    if not isinstance(source, str):
+        raise TypeError(f"CudaStruct.from_pyccel_class(): 'source' must be a path or source text, not {type(source).__name__}")
+    if "\n" not in source and source.strip().endswith(".py"):
+        path = Path(source.strip())
+        return path.read_text(encoding="utf-8"), str(path)
+    return source, "the source text"
+
+
+def _stored_attributes(init) -> dict:
+    """{parameter: attribute} for ``self.attr = param`` statements (also tuple assignments)."""
+    stored: dict = {}
+
+    def pair(target, value):
+        if (
+            isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"
+            and isinstance(value, ast.Name)
+        ):
+            stored.setdefault(value.id, target.attr)
+        elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)):
+            if len(target.elts) == len(value.elts):
+                for t, v in zip(target.elts, value.elts):
+                    pair(t, v)
+
+    for node in ast.walk(init):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                pair(target, node.value)
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            pair(node.target, node.value)
+    return stored
+
+
+# ------------------------------------------------------------------ headers
+
+
+def _include_line(item) -> str:
+    if isinstance(item, Path):
+        item = str(item)
+    if not isinstance(item, str) or not item.strip() or "\n" in item.strip():
+        raise ValueError(f"includes: {item!r} is neither a file name nor an #include line")
+    item = item.strip()
+    if item.startswith("#"):
+        return item
+    if item.startswith("<") and item.endswith(">"):
+        return f"#include {item}"
+    return f'#include "{item}"'
+
+
+def _header_text(structs, guard, includes) -> str:
+    if not isinstance(guard, str) or not _IDENTIFIER.match(guard):
+        raise ValueError(f"guard {guard!r} is not a valid C identifier")
+    if isinstance(includes, (str, Path)):
+        includes = (includes,)
+    lines = [_include_line(i) for i in includes]
+    names = ", ".join(s.name for s in structs)
+    out = [
+        f"// Generated by cunumpy.arguments from CudaStruct {names}: do not edit; regenerate instead.",
+        f"#ifndef {guard}",
+        f"#define {guard}",
+        "",
+    ]
+    head = []
+    if any(s.has_views for s in structs):
+        head.append(_VIEW_INCLUDE)
+    head.extend(line for line in lines if line not in head)
+    if head:
+        out.extend(head)
+        out.append("")
+    for s in structs:
+        out.append(s.declaration.rstrip("\n"))
+        out.append("")
+    out.append(f"#endif // {guard}")
+    return "\n".join(out) + "\n"
+
+
+def _guard_from_path(path) -> str:
+    stem = Path(path).name
+    guard = re.sub(r"[^A-Za-z0-9_]", "_", stem).upper()
+    if guard[:1].isdigit():
+        guard = "_" + guard
+    return guard
+
+
+def write_cuda_header(path, structs, guard=None, *, includes=()) -> str:
+    """Write several CudaStructs, in order, to one header and return its text.
+
+    The default guard comes from the file name (``pusher_args.cuh`` -> ``PUSHER_ARGS_CUH``).
+    Commit the header and test that regenerating it yields identical text.
+    """
+    if isinstance(structs, CudaStruct):
+        structs = (structs,)
+    structs = tuple(structs)
+    for s in structs:
+        if not isinstance(s, CudaStruct):
+            raise TypeError(f"write_cuda_header(): {s!r} is not a CudaStruct")
+    if not structs:
+        raise ValueError("write_cuda_header(): no structs given")
+    seen = set()
+    for s in structs:
+        if s.name in seen:
+            raise ValueError(f"write_cuda_header(): struct {s.name!r} is given twice")
+        seen.add(s.name)
+    if guard is None:
+        guard = _guard_from_path(path)
+    text = _header_text(structs, guard, includes)
+    Path(path).write_text(text, encoding="utf-8")
+    return text
+
+
+# ------------------------------------------------------------------ values
+
+
+class CudaStructValue:
+    """A packed struct value: ``struct``, ``packed`` (a ``numpy.void`` with the C layout, whose
+    bytes are the kernel argument) and the source values, kept alive while the value is.
+
+    The packed bytes hold device addresses: after replacing an array, pack a new value.
+    """
+
+    __slots__ = ("_struct", "_packed", "_values", "__weakref__")
+
+    def __init__(self, struct, packed, values):
+        self._struct = struct
+        self._packed = packed
+        self._values = values
+
+    struct = property(lambda self: self._struct)
+    packed = property(lambda self: self._packed)
+
+    def __cuda_args__(self) -> tuple:
+        return (self._packed,)
+
+    def __getitem__(self, field):
+        try:
+            return self._values[field]
+        except (KeyError, TypeError):
+            raise KeyError(f"struct {self._struct.name!r} has no field {field!r}") from None
+
+    def __contains__(self, field):
+        return field in self._values
+
+    def __iter__(self):
+        return iter(self._struct.field_names)
+
+    def keys(self):
+        return self._struct.field_names
+
+    @property
+    def values(self) -> dict:
+        """The source value of each field, in field order."""
+        return {n: self._values[n] for n in self._struct.field_names}
+
+    def tobytes(self) -> bytes:
+        return self._packed.tobytes()
+
+    def __repr__(self):
+        return f"<CudaStructValue {self._struct.name} ({self._struct.itemsize} bytes)>"
+
+
+# ------------------------------------------------------------------ CudaStructArguments
+
+
+_STATE = "_cunumpy_struct_state"
+
+
+class CudaStructArguments:
+    """A class whose instances are one struct kernel argument; see API.md section 3.4.
+
+    Subclasses set ``struct_name`` and ``fields``; ``struct`` is built when the class is defined.
+    Each field is an attribute (plain or property). ``packed`` and ``__cuda_args__()`` re-pack
+    when a field changed (device address, shape or strides of an array; value or type of a
+    scalar; identity otherwise); the check runs in C.
+    """
+
+    struct: CudaStruct | None = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        own_name = "struct_name" in cls.__dict__
+        own_fields = "fields" in cls.__dict__
+        if own_name != own_fields:
+            missing = "fields" if own_name else "struct_name"
+            raise TypeError(
+                f"{cls.__name__}: set both 'struct_name' and 'fields' (or neither, for an intermediate base); "
+                f"'{missing}' is missing"
+            )
+        if own_name:
+            cls.struct = CudaStruct(cls.__dict__["struct_name"], cls.__dict__["fields"])
+        packer = cls.struct._packer if cls.struct is not None else None
+        cls._cunumpy_packer = packer
+
+    _cunumpy_packer = None
+
+    def pack(self, *, host_arrays=False):
+        """Pack now (call at the end of ``__init__`` to surface errors early); returns the packed value.
+
+        ``host_arrays=True`` accepts NumPy host arrays for pointer and view fields (for the CPU
+        emulation); the later automatic re-packs of this object keep that choice."""
+        packer = type(self)._cunumpy_packer
+        if packer is None:
+            raise TypeError(
+                f"{type(self).__name__} has no struct: set 'struct_name' and 'fields' in a subclass before packing"
+            )
+        return packer.repack(self, bool(host_arrays))
+
+    def __getstate__(self):
+        # The default state (instance dict, and slots if any) without the packed state: copies,
+        # deep copies and unpickled objects pack again from their own arrays.
+        base = getattr(super(), "__getstate__", None)  # object.__getstate__: Python 3.11+
+        if base is not None:
+            state = base()
+        else:
+            import copyreg
+
+            d = dict(getattr(self, "__dict__", None) or {})
+            slots = {
+                n: getattr(self, n) for n in copyreg._slotnames(type(self))
+                if n not in ("__dict__", "__weakref__") and hasattr(self, n)
+            }
+            state = (d or None, slots) if slots else d
+        if isinstance(state, tuple) and len(state) == 2:
+            d, slots = state
+            if d and _STATE in d:
+                d = {k: v for k, v in d.items() if k != _STATE}
+            return (d or None, slots)
+        if isinstance(state, dict) and _STATE in state:
+            state = {k: v for k, v in state.items() if k != _STATE}
+        return state
+
+    def __repr__(self):
+        s = type(self).struct
+        return f"<{type(self).__name__} struct {s.name if s is not None else None}>"
+
+
+# ``packed`` and ``__cuda_args__`` are C descriptors: the no-change check is the hot path.
+CudaStructArguments.__cuda_args__, CudaStructArguments.packed = core.struct_arguments_descriptors(
+    CudaStructArguments, _STATE
+)

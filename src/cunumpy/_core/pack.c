@@ -11,6 +11,7 @@
  * common case (the same arrays every step) costs an identity test per argument: a CuPy
  * array's data pointer, dtype and contiguity never change for the life of the object. */
 #include "common.h"
+#include "pack.h"
 
 #include <string.h>
 #if defined(__unix__) || defined(__APPLE__)
@@ -61,6 +62,7 @@ typedef struct {
     long long fast_max_grid;
     long long fast_dev;    /* device id the checks were made on */
     PyObject *fast_getter; /* callable returning the current device id */
+    int is_struct;         /* the fields of a struct (cn_struct_plan_new): messages name the field */
 } plan_t;
 
 static PyObject *s_dtype, *s_shape, *s_strides, *s_data, *s_ptr, *s_cai, *s_cuda_args, *s_typestr;
@@ -170,7 +172,10 @@ static PyObject *arg_error(PyObject *exc, const plan_t *p, Py_ssize_t i, const c
     va_end(ap);
     if (detail == NULL)
         return NULL;
-    PyErr_Format(exc, "kernel '%U': argument %zd (%U): %U", p->name, i, p->slots[i].label, detail);
+    if (p->is_struct)
+        PyErr_Format(exc, "struct '%U': %U: %U", p->name, p->slots[i].label, detail);
+    else
+        PyErr_Format(exc, "kernel '%U': argument %zd (%U): %U", p->name, i, p->slots[i].label, detail);
     Py_DECREF(detail);
     return NULL;
 }
@@ -1068,6 +1073,7 @@ static PyObject *launch_plan(PyObject *self, PyObject *const *args, Py_ssize_t n
     p->fast_ok = 0;
     p->fast_dev = -1;
     p->fast_getter = NULL;
+    p->is_struct = 0;
     p->name = Py_NewRef(name);
     p->void_type = Py_NewRef(void_type);
     p->generic_type = Py_NewRef(generic_type);
@@ -1391,6 +1397,66 @@ static PyObject *packed_address(PyObject *self, PyObject *packed)
     if (!PyBytes_Check(packed))
         return cn_raise(CN_ERR_TYPE, "packed_address(): expected bytes, got %.100s", Py_TYPE(packed)->tp_name);
     return PyLong_FromVoidPtr(PyBytes_AS_STRING(packed));
+}
+
+/* ---------------------------------------------------------------- struct fields (pack.h) */
+
+CN_INTERNAL PyObject *cn_struct_plan_new(PyObject *name, PyObject *specs, PyObject *offsets, Py_ssize_t itemsize,
+                                         PyObject *void_type, PyObject *generic_type)
+{
+    PyObject *args[4] = {name, specs, void_type, generic_type};
+    plan_t *p = (plan_t *)launch_plan(NULL, args, 4);
+    if (p == NULL)
+        return NULL;
+    if (!PyTuple_Check(offsets) || PyTuple_GET_SIZE(offsets) != p->n) {
+        Py_DECREF(p);
+        return cn_raise(CN_ERR_TYPE, "struct plan: 'offsets' must be a tuple with one int per field");
+    }
+    if (itemsize <= 0 || itemsize > (1 << 20)) {
+        Py_DECREF(p);
+        return cn_raise(CN_ERR_VALUE, "struct plan: invalid itemsize %zd", itemsize);
+    }
+    Py_ssize_t end = 0;
+    for (Py_ssize_t i = 0; i < p->n; i++) {
+        Py_ssize_t off;
+        if (get_item_ssize(offsets, i, &off) < 0) {
+            Py_DECREF(p);
+            return NULL;
+        }
+        /* Fields in order, without overlap, inside the struct. */
+        if (off < end || off > itemsize - p->slots[i].size) {
+            Py_DECREF(p);
+            return cn_raise(CN_ERR_VALUE, "struct plan: field %zd at offset %zd overlaps or leaves the %zd bytes",
+                            i, off, itemsize);
+        }
+        p->slots[i].offset = off;
+        end = off + p->slots[i].size;
+    }
+    p->table_bytes = 0;
+    p->total = itemsize;
+    p->is_struct = 1;
+    return (PyObject *)p;
+}
+
+CN_INTERNAL Py_ssize_t cn_plan_size(PyObject *plan) { return ((plan_t *)plan)->n; }
+
+CN_INTERNAL int cn_plan_kind(PyObject *plan, Py_ssize_t i) { return ((plan_t *)plan)->slots[i].kind; }
+
+CN_INTERNAL int cn_plan_pack_one(PyObject *plan, Py_ssize_t i, PyObject *obj, unsigned char *buf)
+{
+    plan_t *p = (plan_t *)plan;
+    slot_t *s = &p->slots[i];
+    unsigned char *out = buf + s->offset;
+    memset(out, 0, (size_t)s->size);
+    flat_t f = {NULL, 0, 0, NULL, NULL, NULL, 0, 0, (PyTypeObject *)p->void_type, -1};
+    switch (s->kind) {
+    case K_SCALAR:
+        return pack_scalar(p, i, obj, out);
+    case K_STRUCT:
+        return pack_struct(p, i, obj, out);
+    default:
+        return pack_array(p, i, obj, out, &f);
+    }
 }
 
 static PyMethodDef pack_methods[] = {

@@ -154,6 +154,8 @@ class LaunchPlan:
                 ptr = int(cai["data"][0])
                 digits = "".join(ch for ch in dtype[2:] if ch.isdigit())
                 itemsize_of_array = int(digits) if digits else 1
+            if not 0 <= ptr < 2**64:
+                raise OverflowError(f"the data pointer {ptr} is not an unsigned 64-bit address")
             if len(shape) > _MAX_NDIM:
                 raise TypeError(f"arrays with more than {_MAX_NDIM} dimensions are not supported")
             if strides is not None and len(strides) != len(shape):

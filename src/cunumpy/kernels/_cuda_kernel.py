@@ -89,7 +89,9 @@ def _spec(index: int, p: CudaParameter):
         return (_K_VIEW, label, p.dtype, p.dtype.str, p.dtype.itemsize, n, 0, 8 * (1 + 2 * n), 8, {})
     if p.struct is not None:
         dt = p.dtype
-        return (_K_STRUCT, label, dt, dt.str, dt.itemsize, 0, 0, dt.itemsize, min(dt.alignment, 16), {})
+        # The C alignment (a complex<double> field aligns the struct to 16, NumPy says 8).
+        align = getattr(p.struct, "alignment", None) or dt.alignment
+        return (_K_STRUCT, label, dt, dt.str, dt.itemsize, 0, 0, dt.itemsize, min(align, 16), {})
     code, table = _scalar_table(p.dtype)
     size = p.dtype.itemsize
     return (_K_SCALAR, label, p.dtype, p.dtype.str, size, 0, code, size, size, table)

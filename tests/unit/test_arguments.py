@@ -1,0 +1,1059 @@
+"""cunumpy.arguments (API.md section 3): CudaArguments, CudaStruct, CudaStructValue,
+CudaStructArguments and write_cuda_header.
+
+Tests named ``test_device_*`` need device arrays: they run against the fake CuPy
+(CUNUMPY_FAKE_CUPY=1) and, in a plain run, in a subprocess against the CuPy stand-in of
+``_cuda_standin.py`` (``test_standin_runs_the_device_tests``).
+"""
+
+import copy
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+import weakref
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+import pytest
+
+import cunumpy as xp
+from cunumpy import _reference
+from cunumpy._native import core
+from cunumpy.arguments import (
+    CudaArguments,
+    CudaStruct,
+    CudaStructArguments,
+    CudaStructValue,
+    write_cuda_header,
+)
+from cunumpy.kernels import CudaKernel
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+HEADER = HERE / "data" / "struct_args.cuh"
+
+SCALAR_TYPES = [
+    ("bool", "?", 1),
+    ("char", "i1", 1),
+    ("signed char", "i1", 1),
+    ("int8_t", "i1", 1),
+    ("unsigned char", "u1", 1),
+    ("uint8_t", "u1", 1),
+    ("short", "i2", 2),
+    ("int16_t", "i2", 2),
+    ("unsigned short", "u2", 2),
+    ("int", "i4", 4),
+    ("signed", "i4", 4),
+    ("int32_t", "i4", 4),
+    ("unsigned", "u4", 4),
+    ("unsigned int", "u4", 4),
+    ("uint32_t", "u4", 4),
+    ("long", "i8", 8),
+    ("long long", "i8", 8),
+    ("int64_t", "i8", 8),
+    ("ptrdiff_t", "i8", 8),
+    ("ssize_t", "i8", 8),
+    ("unsigned long", "u8", 8),
+    ("unsigned long long", "u8", 8),
+    ("uint64_t", "u8", 8),
+    ("size_t", "u8", 8),
+    ("float", "f4", 4),
+    ("double", "f8", 8),
+    ("complex<float>", "c8", 8),
+    ("thrust::complex<float>", "c8", 8),
+    ("cuda::std::complex<float>", "c8", 8),
+    ("complex<double>", "c16", 16),
+    ("thrust::complex<double>", "c16", 16),
+    ("cuda::std::complex<double>", "c16", 16),
+]
+
+
+def _device_module():
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and getattr(cupy, "__cunumpy_fake__", False):
+        return cupy
+    return None
+
+
+@pytest.fixture
+def dev():
+    cupy = _device_module()
+    if cupy is None:
+        pytest.skip("device arrays need the fake CuPy (CUNUMPY_FAKE_CUPY=1) or the stand-in plugin")
+    return lambda a: cupy.asarray(np.asarray(a))
+
+
+@pytest.mark.skipif(_device_module() is not None, reason="device tests already run in this process")
+def test_standin_runs_the_device_tests():
+    """Plain run: the device-side tests against the CuPy stand-in, in a fresh interpreter."""
+    env = {k: v for k, v in os.environ.items() if k not in ("CUNUMPY_FAKE_CUPY", "CUNUMPY_BACKEND")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), env.get("PYTHONPATH", "")) if p)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "_cuda_standin",
+         str(Path(__file__)), "-k", "test_device_"],
+        capture_output=True, text=True, env=env, cwd=str(REPO),
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and "skipped" not in result.stdout.splitlines()[-1], result.stdout[-2000:]
+
+
+# ------------------------------------------------------------------ CudaStruct: fields and layout
+
+
+@pytest.mark.parametrize("ctype,code,align", SCALAR_TYPES)
+def test_every_scalar_type_maps_to_its_dtype_with_c_alignment(ctype, code, align):
+    S = CudaStruct("S", [("pad", "char"), ("v", ctype)])
+    assert S.dtype["v"] == np.dtype(code)
+    assert S.offsets == (0, align) and S.alignment == align
+    assert S.itemsize == 2 * align
+    assert S.fields[1].dtype == np.dtype(code) and not S.fields[1].pointer
+
+
+def test_pointers_void_pointers_and_views():
+    S = CudaStruct(
+        "S",
+        [("x", "const double*"), ("raw", "void*"), ("n", "int"), ("a", "Array2D<float>"),
+         ("c", "CArray3D<int>"), ("big", "Array16D<double>")],
+    )
+    assert S.dtype["x"] == np.dtype("<u8") and S.dtype["raw"] == np.dtype("<u8")
+    assert S.fields[0].pointer and S.fields[0].dtype == np.float64 and S.fields[1].dtype is None
+    a = S.dtype["a"]
+    assert a.names == ("data", "shape", "strides") and a["shape"].shape == (2,) and a.itemsize == 40
+    c = S.dtype["c"]
+    assert c.names == ("data", "shape") and c["shape"].shape == (3,) and c.itemsize == 32
+    assert S.dtype["big"].itemsize == 8 * 33
+    assert S.offsets == (0, 8, 16, 24, 64, 96)
+    assert S.itemsize == 96 + 8 * 33 and S.alignment == 8
+    assert S.has_views and [p.view_ndim for p in S.fields] == [0, 0, 0, 2, 3, 16]
+    assert S.fields[4].contiguous and not S.fields[3].contiguous
+
+
+def test_awkward_padding_and_tail_padding():
+    S = CudaStruct("P", [("b", "bool"), ("c", "complex<double>"), ("s", "short"), ("x", "double*"), ("t", "char")])
+    assert S.offsets == (0, 16, 32, 40, 48)
+    assert S.alignment == 16 and S.itemsize == 64
+
+
+@pytest.mark.parametrize(
+    "fields,match",
+    [
+        ([("1x", "int")], "field name '1x' is not a valid C identifier"),
+        ([("x y", "int")], "not a valid C identifier"),
+        ([("int", "int")], "not a valid C identifier"),
+        ([("x", "int"), ("x", "double")], "duplicate field name 'x'"),
+        ([("x", "Foo")], "field 'x' has unsupported type 'Foo'"),
+        ([("x", "double**")], "field 'x' has unsupported type 'double\\*\\*'"),
+        ([("x", "Array17D<double>")], "field 'x' has unsupported type"),
+        ([("x", "double[3]")], "field 'x' has unsupported type"),
+        ([("x", "")], "field 'x' has no C type"),
+        ([], "at least one field"),
+    ],
+)
+def test_bad_fields_are_value_errors_naming_struct_and_field(fields, match):
+    with pytest.raises(ValueError, match=match) as info:
+        CudaStruct("Bad", fields)
+    assert "Bad" in str(info.value) or "1x" in str(info.value) or "x y" in str(info.value)
+
+
+def test_bad_struct_name_and_field_shapes():
+    with pytest.raises(ValueError, match="struct name"):
+        CudaStruct("my struct", [("x", "int")])
+    with pytest.raises(TypeError, match="pair"):
+        CudaStruct("S", [("x",)])
+    with pytest.raises(TypeError, match="sequence"):
+        CudaStruct("S", "x int")
+
+
+def test_declaration_and_equality():
+    S = CudaStruct("S", [("x", "double  *"), ("n", "long long"), ("a", "Array2D<double>")])
+    assert S.declaration == "struct S {\n    double * x;\n    long long n;\n    Array2D<double> a;\n};\n"
+    assert S == CudaStruct("S", [("x", "double*"), ("n", "long long"), ("a", "Array2D<double>")])
+    assert S != CudaStruct("S", [("x", "float*"), ("n", "long long"), ("a", "Array2D<double>")])
+    assert hash(S) == hash(pickle.loads(pickle.dumps(S)))
+    assert pickle.loads(pickle.dumps(S)).dtype == S.dtype
+
+
+# ------------------------------------------------------------------ headers
+
+
+def test_to_header_text_guard_and_includes(tmp_path):
+    S = CudaStruct("PushArgs", [("x", "double*"), ("a", "Array2D<double>")])
+    text = S.to_header()
+    lines = text.splitlines()
+    assert "do not edit" in lines[0] and lines[0].startswith("//")
+    assert lines[1:3] == ["#ifndef PUSHARGS_CUH", "#define PUSHARGS_CUH"]
+    assert '#include "cunumpy/array_view.cuh"' in lines
+    assert S.declaration.rstrip("\n") in text and lines[-1] == "#endif // PUSHARGS_CUH"
+    path = tmp_path / "p.cuh"
+    text2 = S.to_header(path, guard="MY_GUARD", includes=("extra.cuh", "<cuda/std/complex>", "#include <x.h>"))
+    assert path.read_text() == text2
+    assert '#include "extra.cuh"' in text2 and "#include <cuda/std/complex>" in text2 and "#include <x.h>" in text2
+    assert "#ifndef MY_GUARD" in text2
+    plain = CudaStruct("Plain", [("n", "int")]).to_header()
+    assert "array_view" not in plain
+    with pytest.raises(ValueError, match="guard"):
+        S.to_header(guard="not valid")
+
+
+@pytest.mark.parametrize(
+    "name,guard",
+    [("pusher_args.cuh", "PUSHER_ARGS_CUH"), ("my-args.v2.cuh", "MY_ARGS_V2_CUH"), ("2d_args.cuh", "_2D_ARGS_CUH")],
+)
+def test_write_cuda_header_default_guard_from_the_file_name(tmp_path, name, guard):
+    A = CudaStruct("A", [("n", "int")])
+    B = CudaStruct("B", [("x", "double*"), ("v", "CArray1D<float>")])
+    text = write_cuda_header(tmp_path / name, [A, B])
+    assert (tmp_path / name).read_text() == text
+    assert f"#ifndef {guard}\n#define {guard}\n" in text
+    assert text.index("struct A {") < text.index("struct B {")
+    assert text.count('#include "cunumpy/array_view.cuh"') == 1
+
+
+def test_write_cuda_header_errors(tmp_path):
+    A = CudaStruct("A", [("n", "int")])
+    with pytest.raises(ValueError, match="given twice"):
+        write_cuda_header(tmp_path / "a.cuh", [A, A])
+    with pytest.raises(ValueError, match="no structs"):
+        write_cuda_header(tmp_path / "a.cuh", [])
+    with pytest.raises(TypeError, match="not a CudaStruct"):
+        write_cuda_header(tmp_path / "a.cuh", [A, "B"])
+
+
+def committed_structs():
+    """The structs of the committed header tests/unit/data/struct_args.cuh."""
+    marker = CudaStruct(
+        "MarkerArgs",
+        [("markers", "Array2D<double>"), ("weights", "const double*"), ("n_markers", "long long"),
+         ("dt", "double"), ("active", "bool")],
+    )
+    field = CudaStruct("FieldArgs", [("e", "CArray3D<double>"), ("phase", "complex<double>"), ("count", "int")])
+    return [marker, field]
+
+
+def test_regenerating_the_committed_header_yields_identical_text(tmp_path):
+    text = write_cuda_header(tmp_path / "struct_args.cuh", committed_structs(), includes=("<cuda/std/complex>",))
+    assert HEADER.read_text(encoding="utf-8") == text
+
+
+# ------------------------------------------------------------------ check_source and CudaKernel(structs=)
+
+
+def test_check_source():
+    S = CudaStruct("S", [("x", "double*"), ("n", "int"), ("a", "Array2D<double>")])
+    S.check_source("no struct here")
+    S.check_source(S.declaration)
+    S.check_source("// c\nstruct S {\n  double *x; // comment\n  int n;\n  ArrayView<double, 2> a;\n};")
+    S.check_source("typedef struct { double* x; int n; Array2D<double> a; } S;")
+    with pytest.raises(ValueError, match="field 'n' is 'long long n' instead of 'int n'"):
+        S.check_source("struct S { double* x; long long n; Array2D<double> a; };")
+    with pytest.raises(ValueError, match="fields"):
+        S.check_source("struct S { double* x; int n; };")
+    with pytest.raises(ValueError, match="C array"):
+        S.check_source("struct S { double x[3]; int n; Array2D<double> a; };")
+    T = CudaStruct("T", [("a", "int"), ("b", "int")])
+    T.check_source("struct T { int a, b; };")
+
+
+def test_cuda_kernel_takes_structs_and_checks_the_source_definition():
+    S = CudaStruct("S", [("x", "double*"), ("n", "int")])
+    k = CudaKernel(S.declaration + 'extern "C" __global__ void k(S s, double a) {}', "k", structs=[S])
+    assert k.signature[0].struct is S and k.signature[0].dtype == S.dtype
+    with pytest.raises(ValueError, match="differently"):
+        CudaKernel("struct S { float* x; int n; };\n" 'extern "C" __global__ void k(S s) {}', "k", structs=[S])
+    C = CudaStruct("C", [("flag", "bool"), ("z", "complex<double>")])
+    k2 = CudaKernel('extern "C" __global__ void k(char c, C s) {}', "k", structs=[C])
+    # The struct parameter is aligned like the C struct (16 for complex<double>), not like NumPy's dtype (8).
+    offset, size = k2._plan.layout[1]
+    assert size == 32 and offset % 16 == 0
+
+
+# ------------------------------------------------------------------ from_signature
+
+
+class MarkerArgumentsHost:
+    def __init__(self, markers: "float[:, :]", weights: "Final[float[:]]", dt: float, n: int,
+                 flag: "bool", z: complex, f32: "float32", i32: "int32", i64: "int64",
+                 npf: np.float32, cube: "const float[:,:,:]", *args, **kwargs):
+        pass
+
+
+def test_from_signature_string_and_real_annotations():
+    S = CudaStruct.from_signature(MarkerArgumentsHost.__init__, "M")
+    types = dict(zip(S.field_names, S._types))
+    assert types == {
+        "markers": "Array2D<double>", "weights": "Array1D<double>", "dt": "double", "n": "long long",
+        "flag": "bool", "z": "complex<double>", "f32": "float", "i32": "int", "i64": "long long",
+        "npf": "float", "cube": "Array3D<double>",
+    }
+    S2 = CudaStruct.from_signature(
+        MarkerArgumentsHost.__init__, "M", int_type="int", scalar_names={"float": "float"},
+        contiguous=("markers",),
+    )
+    types2 = dict(zip(S2.field_names, S2._types))
+    assert types2["n"] == "int" and types2["dt"] == "float" and types2["markers"] == "CArray2D<float>"
+    assert types2["weights"] == "Array1D<float>"
+    S3 = CudaStruct.from_signature(MarkerArgumentsHost.__init__, "M", contiguous=True)
+    assert dict(zip(S3.field_names, S3._types))["cube"] == "CArray3D<double>"
+
+
+def test_from_signature_with_future_annotations_and_typing_final():
+    ns: dict = {}
+    exec(
+        textwrap.dedent(
+            """
+            from __future__ import annotations
+            from typing import Final
+            import numpy as np
+            def f(a: float[:, :], b: Final[int], c: np.float32, d: Final[float[:]]): pass
+            """
+        ),
+        ns,
+    )
+    S = CudaStruct.from_signature(ns["f"], "F")
+    assert S._types == ("Array2D<double>", "long long", "float", "Array1D<double>")
+
+    def g(a: Final[float], b: Final[np.int32]):
+        pass
+
+    assert CudaStruct.from_signature(g, "G")._types == ("double", "int")
+
+
+def test_from_signature_rank_16_and_errors():
+    def ok(a: "float[" + ",".join([":"] * 16) + "]"):
+        pass
+
+    assert CudaStruct.from_signature(ok, "R")._types == ("Array16D<double>",)
+
+    def too_deep(a: "float[" + ",".join([":"] * 17) + "]"):
+        pass
+
+    with pytest.raises(ValueError, match="rank 17"):
+        CudaStruct.from_signature(too_deep, "R")
+
+    def missing(a, b: int):
+        pass
+
+    with pytest.raises(ValueError, match="field 'a': missing annotation"):
+        CudaStruct.from_signature(missing, "R")
+
+    def unknown(a: "Particles"):
+        pass
+
+    with pytest.raises(ValueError, match="field 'a'.*unknown type 'Particles'"):
+        CudaStruct.from_signature(unknown, "R")
+
+    def odd(a: list):
+        pass
+
+    with pytest.raises(ValueError, match="unmappable"):
+        CudaStruct.from_signature(odd, "R")
+    with pytest.raises(ValueError, match="signature"):
+        CudaStruct.from_signature(5, "R")
+
+
+# ------------------------------------------------------------------ from_pyccel_class
+
+PYCCEL_SOURCE = '''
+raise SystemExit("this file must never be imported")
+from pyccel.decorators import inline
+
+class MarkerArguments:
+    """Host arguments."""
+
+    def __init__(self, markers: 'float[:,:]', n: int, weights: 'const float[:]', scratch: 'float[:]',
+                 dt: float = 0.1):
+        self.markers, self.n_markers = markers, n
+        self.weights = weights
+        self.dt: float = dt
+        self.work = scratch
+
+class Other:
+    pass
+'''
+
+
+def test_from_pyccel_class_parses_statically(tmp_path):
+    path = tmp_path / "pusher_args_kernels.py"
+    path.write_text(PYCCEL_SOURCE)
+    for source in (str(path), path, PYCCEL_SOURCE):
+        S = CudaStruct.from_pyccel_class(source, "MarkerArguments", "MarkerArgs")
+        assert S.name == "MarkerArgs"
+        assert S.field_names == ("markers", "n_markers", "weights", "work", "dt")
+        assert S._types == ("Array2D<double>", "long long", "Array1D<double>", "Array1D<double>", "double")
+    assert "pusher_args_kernels" not in sys.modules
+    S = CudaStruct.from_pyccel_class(
+        PYCCEL_SOURCE, "MarkerArguments", attribute_names=False, exclude=("scratch",), contiguous=True,
+        int_type="int",
+    )
+    assert S.name == "MarkerArguments"
+    assert S.field_names == ("markers", "n", "weights", "dt")
+    assert S._types == ("CArray2D<double>", "int", "CArray1D<double>", "double")
+    S = CudaStruct.from_pyccel_class(PYCCEL_SOURCE, "MarkerArguments", exclude=("work", "dt"), contiguous={"markers"})
+    assert S.field_names == ("markers", "n_markers", "weights") and S._types[0] == "CArray2D<double>"
+
+
+def test_from_pyccel_class_errors(tmp_path):
+    with pytest.raises(ValueError, match="no class 'Missing'"):
+        CudaStruct.from_pyccel_class(PYCCEL_SOURCE, "Missing")
+    with pytest.raises(ValueError, match="no __init__"):
+        CudaStruct.from_pyccel_class(PYCCEL_SOURCE, "Other")
+    with pytest.raises(ValueError, match="not valid Python"):
+        CudaStruct.from_pyccel_class("class A(:\n  pass\n", "A")
+    with pytest.raises(FileNotFoundError):
+        CudaStruct.from_pyccel_class(str(tmp_path / "absent.py"), "A")
+
+
+# ------------------------------------------------------------------ CudaArguments
+
+
+def test_cuda_arguments_returns_the_stored_tuple():
+    a = CudaArguments(1, 2.0, "x")
+    assert a.__cuda_args__() == (1, 2.0, "x") and a.values == (1, 2.0, "x") and len(a) == 3
+
+    class Dev(CudaArguments):
+        def __init__(self, x, n):
+            super().__init__(x, n)
+
+    assert Dev("x", 3).__cuda_args__() == ("x", 3)
+
+
+# ------------------------------------------------------------------ packing (host arrays, explicit option)
+
+
+def test_host_arrays_only_with_the_explicit_option():
+    S = CudaStruct("S", [("x", "double*"), ("a", "Array2D<float>"), ("n", "int")])
+    x = np.arange(4.0)
+    a = np.zeros((3, 5), np.float32)[:, ::2]
+    with pytest.raises(TypeError, match=r"struct 'S': field 'x' \(double\* x\): expected a device array"):
+        S(x=x, a=a, n=3)
+    value = S.pack({"x": x, "a": a, "n": 3}, host_arrays=True)
+    p = value.packed
+    assert isinstance(p, np.void) and p.dtype == S.dtype
+    assert int(p["x"]) == x.__array_interface__["data"][0]
+    assert list(p["a"]["shape"]) == [3, 3] and list(p["a"]["strides"]) == [5, 2] and int(p["n"]) == 3
+    assert value["x"] is x and value.__cuda_args__() == (p,)
+    assert bytes(memoryview(p)) == value.tobytes() and len(value.tobytes()) == S.itemsize
+    with pytest.raises(TypeError, match="expected dtype"):
+        S.pack({"x": x.astype(np.float32), "a": a, "n": 3}, host_arrays=True)
+    with pytest.raises(TypeError, match="not C-contiguous"):
+        S.pack({"x": x[::2], "a": a, "n": 3}, host_arrays=True)
+
+
+@pytest.mark.parametrize(
+    "values,exc,match",
+    [
+        ({"n": 2**31}, OverflowError, r"field 'n' \(int n\): 2147483648 is out of range for int32"),
+        ({"n": 1.5}, TypeError, "field 'n'.*Python float is not accepted"),
+        ({"n": "3"}, TypeError, "field 'n'.*expected an integer scalar, got str"),
+        ({"n": np.int64(2**40)}, OverflowError, "field 'n'"),
+        ({"f": True}, TypeError, "field 'f'.*Python bool"),
+        ({"f": np.float64(1.0)}, TypeError, "field 'f'.*does not cast safely"),
+        ({"c": 1j + 2}, None, None),
+        ({"b": 1}, TypeError, "field 'b'.*Python int is not accepted for a bool"),
+        ({"u": -1}, OverflowError, "field 'u'"),
+    ],
+)
+def test_scalar_fields_are_checked_like_kernel_scalars(values, exc, match):
+    S = CudaStruct("Sc", [("n", "int"), ("f", "float"), ("c", "complex<double>"), ("b", "bool"), ("u", "unsigned char")])
+    base = {"n": np.int64(5), "f": np.float32(1.5), "c": 2, "b": True, "u": 255}
+    base.update(values)
+    if exc is None:
+        v = S(**base)
+        assert v.packed["c"] == base["c"] and v.packed["n"] == 5 and v.packed["u"] == 255
+        return
+    with pytest.raises(exc, match=match):
+        S(**base)
+
+
+def test_missing_and_unknown_fields():
+    S = CudaStruct("S", [("x", "int"), ("y", "int")])
+    with pytest.raises(TypeError, match=r"struct 'S'.*missing fields \['y'\], unknown fields \['z'\]"):
+        S(x=1, z=2)
+    with pytest.raises(TypeError, match=r"missing fields \[\], unknown fields \['z'\]"):
+        S(x=1, y=2, z=3)
+    with pytest.raises(TypeError, match="mapping"):
+        S.pack([1, 2])
+
+
+class RaisingIndex:
+    def __index__(self):
+        raise RuntimeError("hostile __index__")
+
+
+class FakeInterface:
+    """An object with a __cuda_array_interface__ that can be anything."""
+
+    def __init__(self, cai):
+        self.__cuda_array_interface__ = cai
+
+
+@pytest.mark.parametrize(
+    "cai",
+    [
+        {"shape": (2**62, 2**62), "typestr": "<f8", "data": (4096, False), "strides": (8, 2**62), "version": 3},
+        {"shape": (-5,), "typestr": "<f8", "data": (4096, False), "strides": None, "version": 3},
+        {"shape": tuple([2] * 17), "typestr": "<f8", "data": (4096, False), "version": 3},
+        {"shape": (3,), "typestr": "<f8", "data": (4096, False), "strides": (8, 8), "version": 3},
+        {"shape": (3,), "typestr": "<f8", "data": (-1, False), "version": 3},
+        {"shape": (RaisingIndex(),), "typestr": "<f8", "data": (4096, False), "version": 3},
+        {"shape": (3,), "typestr": "<f8", "version": 3},
+        {"shape": (3, 3), "typestr": "<f8", "data": (4096, False), "strides": (2**63 - 1, 3), "version": 3},
+        "not a dict",
+    ],
+)
+def test_hostile_array_interfaces_give_python_exceptions(cai):
+    S = CudaStruct("H", [("x", "double*"), ("v", "Array2D<double>")])
+    for packer in (S._packer, _twin(S)):
+        for values in (
+            (FakeInterface(cai), FakeInterface({"shape": (1, 1), "typestr": "<f8", "data": (8, False)})),
+            (FakeInterface({"shape": (1,), "typestr": "<f8", "data": (8, False)}), FakeInterface(cai)),
+        ):
+            try:
+                packer.pack(values, False)
+            except (TypeError, ValueError, OverflowError) as exc:
+                assert "struct 'H'" in str(exc)
+
+
+def test_hostile_index_in_a_scalar_field():
+    S = CudaStruct("S", [("n", "int")])
+
+    class Idx:
+        def __index__(self):
+            raise RuntimeError("hostile __index__")
+
+    # Not a NumPy or Python number: refused by type before __index__ is called.
+    with pytest.raises(TypeError, match="field 'n'"):
+        S(n=Idx())
+
+    class IntSub(int):
+        def __index__(self):
+            raise RuntimeError("hostile __index__")
+
+    assert S(n=IntSub(4)).packed["n"] == 4
+
+
+# ------------------------------------------------------------------ C vs pure-Python twin
+
+
+def _twin(S):
+    from cunumpy.kernels._cuda_kernel import _spec
+
+    specs = tuple(
+        (_spec(0, p)[0], f"field '{p.name}' ({S._type_text(p)} {p.name})") + _spec(0, p)[2:] for p in S.fields
+    )
+    return _reference.struct_packer(
+        S.name, specs, S.offsets, S.itemsize, S.dtype, S.field_names, np.void, np.generic, np.empty
+    )
+
+
+def _outcome(fn):
+    """Bytes, or the exception type and the message up to the detail (type names print differently)."""
+    try:
+        return ("ok", fn().tobytes())
+    except Exception as exc:
+        return (type(exc).__name__, str(exc).split(" got ")[0])
+
+
+def test_twin_agrees_with_c_on_host_packing():
+    S = CudaStruct(
+        "T", [("x", "double*"), ("v", "Array2D<float>"), ("c", "CArray1D<int>"), ("n", "long long"),
+              ("f", "float"), ("z", "complex<double>"), ("b", "bool"), ("raw", "void*")],
+    )
+    twin = _twin(S)
+    rng = np.random.default_rng(0)
+    x = np.arange(5.0)
+    v = np.zeros((4, 6), np.float32)
+    ci = np.arange(3, dtype=np.int32)
+    cases = [
+        (x, v, ci, 7, 1.5, 2 + 3j, True, x),
+        (x, v[:, ::3], ci, np.int32(-4), np.float32(2.5), 1, False, ci),
+        (x, v.T, ci[::2], 1, 1.0, 0j, True, x),
+        (x[::2], v, ci, 1, 1.0, 0j, True, x),
+        (x, v, ci, 2**63, 1.0, 0j, True, x),
+        (x, v, ci, 1, "f", 0j, True, x),
+        (x, v, ci, 1, 1.0, 0j, 3, x),
+        (x.astype(np.float32), v, ci, 1, 1.0, 0j, True, x),
+        (x, v[None], ci, 1, 1.0, 0j, True, x),
+        (x, v, ci, 1, 1.0, 0j, True, 5),
+    ]
+    for _ in range(20):
+        cases.append((x, v[:: int(rng.integers(1, 3))], ci, int(rng.integers(-2**40, 2**40)),
+                      float(rng.normal()), complex(rng.normal(), 1), bool(rng.integers(2)), v))
+    for values in cases:
+        got = _outcome(lambda: S._packer.pack(values, True))
+        want = _outcome(lambda: twin.pack(values, True))
+        assert got == want, values
+
+
+def test_twin_agrees_on_dict_packing_errors():
+    S = CudaStruct("T", [("a", "int"), ("b", "double")])
+    twin = _twin(S)
+    for values in ({"a": 1, "b": 2.0}, {"a": 1}, {"a": 1, "b": 2, "c": 3}, {"b": 1.0, "c": 2}, {"a": 1.5, "b": 1.0}):
+        assert _outcome(lambda: S._packer.pack_dict(values, False)) == _outcome(lambda: twin.pack_dict(values, False))
+
+
+def test_struct_plan_rejects_overlapping_offsets():
+    S = CudaStruct("T", [("a", "int"), ("b", "double")])
+    from cunumpy.kernels._cuda_kernel import _spec
+
+    specs = tuple(_spec(0, p) for p in S.fields)
+    for impl in (core, _reference):
+        with pytest.raises(ValueError, match="overlaps"):
+            impl.struct_packer("T", specs, (0, 2), 16, S.dtype, S.field_names, np.void, np.generic, np.empty)
+        with pytest.raises(ValueError, match="overlaps"):
+            impl.struct_packer("T", specs, (0, 12), 16, S.dtype, S.field_names, np.void, np.generic, np.empty)
+        with pytest.raises(TypeError):
+            impl.struct_packer("T", specs, (0,), 16, S.dtype, S.field_names, np.void, np.generic, np.empty)
+
+
+# ------------------------------------------------------------------ CudaStructArguments (class rules)
+
+
+def test_struct_arguments_class_creation_rules():
+    class Base(CudaStructArguments):
+        pass
+
+    assert Base.struct is None
+    with pytest.raises(TypeError, match="has no struct"):
+        Base().pack()
+    with pytest.raises(TypeError, match="has no struct"):
+        Base().__cuda_args__()
+    with pytest.raises(TypeError, match="'fields' is missing"):
+        class OnlyName(CudaStructArguments):
+            struct_name = "X"
+    with pytest.raises(TypeError, match="'struct_name' is missing"):
+        class OnlyFields(CudaStructArguments):
+            fields = (("x", "int"),)
+    with pytest.raises(ValueError, match="field 'x' has unsupported type 'Foo'"):
+        class BadType(CudaStructArguments):
+            struct_name = "X"
+            fields = (("x", "Foo"),)
+
+    class Complete(Base):
+        struct_name = "C"
+        fields = (("n", "int"), ("d", "double"))
+
+        def __init__(self, n):
+            self.n, self.d = n, 0.5
+            self.pack()
+
+    class Child(Complete):
+        pass
+
+    assert isinstance(Complete.struct, CudaStruct) and Child.struct is Complete.struct
+    c = Child(3)
+    assert c.packed["n"] == 3 and c.__cuda_args__() == (c.packed,)
+
+
+def test_struct_arguments_missing_attribute_names_the_field():
+    class A(CudaStructArguments):
+        struct_name = "A"
+        fields = (("n", "int"), ("m", "int"))
+
+        def __init__(self):
+            self.n = 1
+            self.pack()
+
+    with pytest.raises(AttributeError, match="field 'm' of struct 'A' is not set"):
+        A()
+
+
+def test_scalar_changes_repack_and_no_change_returns_the_same_value():
+    class A(CudaStructArguments):
+        struct_name = "A"
+        fields = (("n", "long long"), ("d", "double"))
+
+        def __init__(self, n):
+            self.n, self.d = n, 1.0
+            self.pack()
+
+    a = A(5)
+    p = a.packed
+    assert a.packed is p and a.__cuda_args__()[0] is p
+    a.n = 6
+    assert a.packed is not p and a.packed["n"] == 6
+    p = a.packed
+    a.d = np.float32(2.5)  # a change of type alone packs again
+    assert a.packed is not p and a.packed["d"] == 2.5
+    a.n = 2**70
+    with pytest.raises(OverflowError, match="struct 'A': field 'n'"):
+        a.packed
+
+
+def test_copy_deepcopy_and_pickle_drop_the_packed_state():
+    b = PickledArgs(4)
+    p = b.packed
+    for c in (copy.copy(b), copy.deepcopy(b), pickle.loads(pickle.dumps(b))):
+        assert "_cunumpy_struct_state" not in vars(c)
+        assert c.packed is not p and c.packed.tobytes() == p.tobytes()
+
+
+def test_copies_keep_slot_attributes():
+    c = SlottedArgs(3)
+    p = c.packed
+    for d in (copy.copy(c), copy.deepcopy(c), pickle.loads(pickle.dumps(c))):
+        assert d.n == 3 and d.extra == "kept" and d.packed is not p and d.packed.tobytes() == p.tobytes()
+
+
+class SlottedArgs(CudaStructArguments):
+    __slots__ = ("extra",)
+    struct_name = "SlottedArgs"
+    fields = (("n", "int"),)
+
+    def __init__(self, n):
+        self.n, self.extra = n, "kept"
+        self.pack()
+
+
+class PickledArgs(CudaStructArguments):
+    struct_name = "PickledArgs"
+    fields = (("n", "int"),)
+
+    def __init__(self, n):
+        self.n = n
+        self.pack()
+
+
+def test_host_arrays_mode_persists_in_automatic_repacks():
+    class H(CudaStructArguments):
+        struct_name = "H"
+        fields = (("x", "double*"), ("n", "long long"))
+
+        def __init__(self, x):
+            self.x, self.n = x, x.shape[0]
+
+    h = H(np.zeros(3))
+    with pytest.raises(TypeError, match="expected a device array"):
+        h.pack()
+    p = h.pack(host_arrays=True)
+    assert int(p["x"]) == h.x.__array_interface__["data"][0]
+    h.x = np.zeros(4)
+    h.n = 4
+    assert int(h.packed["x"]) == h.x.__array_interface__["data"][0] and h.packed["n"] == 4
+
+
+def test_seed_guide_example_host_part():
+    S = xp.arguments.CudaStruct("S", [("x", "double*"), ("n", "long long"), ("a", "Array2D<double>")])
+    assert "struct S" in S.declaration and S.dtype.itemsize == 56
+    S2 = xp.arguments.CudaStruct.from_signature(MarkerArgumentsHost.__init__, "S", int_type="long long")
+    assert S2.name == "S"
+    xp.kernels.CudaKernel(S.declaration + 'extern "C" __global__ void k(S s) {}', "k", structs=[S])
+
+
+# ------------------------------------------------------------------ device arrays (fake CuPy / stand-in)
+
+
+def test_device_struct_value_packs_and_keeps_arrays_alive(dev):
+    S = CudaStruct("S", [("x", "double*"), ("n", "long long"), ("a", "Array2D<double>")])
+    x = dev(np.arange(4.0))
+    a = dev(np.zeros((3, 4)))
+    value = S(x=x, n=4, a=a)
+    assert isinstance(value, CudaStructValue) and value.struct is S
+    assert int(value.packed["x"]) == x.data.ptr and list(value.packed["a"]["shape"]) == [3, 4]
+    assert list(value.packed["a"]["strides"]) == [4, 1]
+    assert value["x"] is x and value["n"] == 4 and list(value) == ["x", "n", "a"]
+    with pytest.raises(KeyError, match="no field 'y'"):
+        value["y"]
+    ref = weakref.ref(x)
+    del x
+    assert ref() is not None  # the value keeps its source arrays alive
+    del value
+    import gc
+
+    gc.collect()
+    assert ref() is None
+
+
+def test_device_field_errors(dev):
+    S = CudaStruct("S", [("x", "double*"), ("a", "Array2D<double>"), ("c", "CArray1D<float>")])
+    x = dev(np.zeros(4))
+    a = dev(np.zeros((3, 4)))
+    c = dev(np.zeros(5, np.float32))
+    S(x=x, a=a[:, ::2], c=c)
+    with pytest.raises(TypeError, match=r"field 'x' \(double\* x\): expected dtype float64, got float32"):
+        S(x=c, a=a, c=c)
+    with pytest.raises(TypeError, match="field 'x'.*not C-contiguous"):
+        S(x=a[:, 0], a=a, c=c)
+    with pytest.raises(TypeError, match="field 'a'.*expected a 2-dimensional array, got 1"):
+        S(x=x, a=x, c=c)
+    with pytest.raises(TypeError, match="field 'c'.*not C-contiguous"):
+        S(x=x, a=a, c=c[::2])
+    with pytest.raises(TypeError, match="field 'x'.*expected a device array"):
+        S(x=np.zeros(4), a=a, c=c)
+
+
+class DeviceArgs(CudaStructArguments):
+    struct_name = "DeviceArgs"
+    fields = (("x", "double*"), ("v", "Array2D<double>"), ("n", "int"))
+
+    def __init__(self, x, v):
+        self.x, self.v, self.n = x, v, x.shape[0]
+        self.pack()
+
+
+def test_device_struct_arguments_repack_on_changes(dev):
+    x = dev(np.zeros(4))
+    v = dev(np.zeros((3, 4)))
+    a = DeviceArgs(x, v)
+    p = a.packed
+    assert a.packed is p
+    a.x = dev(np.zeros(4))  # a new array: new address
+    assert int(a.packed["x"]) == a.x.data.ptr and a.packed is not p
+    p = a.packed
+    v.shape = (4, 3)  # the same object, reshaped in place
+    assert list(a.packed["v"]["shape"]) == [4, 3] and a.packed is not p
+    p = a.packed
+    a.v = v[:, ::2]  # other strides
+    assert list(a.packed["v"]["strides"]) == [3, 2]
+    a.x = dev(np.zeros(4, np.float32))
+    with pytest.raises(TypeError, match="struct 'DeviceArgs': field 'x'"):
+        a.__cuda_args__()
+
+
+def test_device_properties_follow_an_owners_reallocated_arrays(dev):
+    class Owner:
+        def __init__(self):
+            self.markers = dev(np.zeros((5, 3)))
+
+    class Args(CudaStructArguments):
+        struct_name = "Args"
+        fields = (("markers", "Array2D<double>"), ("n", "long long"))
+
+        def __init__(self, owner):
+            self.owner = owner
+            self.pack()
+
+        markers = property(lambda self: self.owner.markers)
+        n = property(lambda self: self.owner.markers.shape[0])
+
+    owner = Owner()
+    args = Args(owner)
+    assert args.packed["n"] == 5
+    owner.markers = dev(np.zeros((8, 3)))
+    assert args.packed["n"] == 8 and int(args.packed["markers"]["data"]) == owner.markers.data.ptr
+
+
+def test_device_copies_repack_from_their_own_arrays(dev):
+    a = DeviceArgs(dev(np.zeros(4)), dev(np.zeros((2, 2))))
+    b = copy.deepcopy(a)
+    assert b.x is not a.x and int(b.packed["x"]) == b.x.data.ptr != int(a.packed["x"])
+    c = copy.copy(a)
+    assert c.x is a.x and c.packed.tobytes() == a.packed.tobytes()
+
+
+def test_device_struct_through_cuda_kernel_and_launch_size_inference(dev):
+    src = DeviceArgs.struct.declaration + 'extern "C" __global__ void k(DeviceArgs a, double s, double* y) {}'
+    k = CudaKernel(src, "k", structs=[DeviceArgs.struct])
+    x = dev(np.zeros(7))
+    y = dev(np.zeros(3))
+    args = DeviceArgs(x, dev(np.zeros((7, 2))))
+    packed, first, hidden = k._plan.pack(args, 2.0, y)
+    off, size = k._plan.layout[0]
+    assert packed[off:off + size] == args.packed.tobytes() and size == DeviceArgs.struct.itemsize
+    # Inference looks into the struct's fields first (x has 7 elements), not at y.
+    grid, block = k.launch_shape(args=(args, 2.0, y))
+    assert grid == (1,) and block == (128,)
+    k2 = CudaKernel(src, "k", structs=[DeviceArgs.struct], block_size=2)
+    assert k2.launch_shape(args=(args, 2.0, y)) == ((4,), (2,))
+    assert k2.launch_shape(args=(DeviceArgs.struct(x=x, v=args.v, n=7), 2.0, y)) == ((4,), (2,))
+    assert k2.launch_shape(args=(CudaArguments(args, 2.0), y)) == ((4,), (2,))
+    assert k(args, 2.0, y, n_threads=0) is None
+    assert k(CudaArguments(args, 2.0), y, n_threads=0) is None
+    with pytest.raises(TypeError, match="packed value"):
+        k(CudaArguments(x), 2.0, y, n_threads=0)
+    other = CudaStruct("DeviceArgs", [("x", "double*"), ("v", "Array2D<double>"), ("n", "long long")])
+    with pytest.raises(TypeError, match="dtype"):
+        k(other(x=x, v=args.v, n=7), 2.0, y, n_threads=0)
+
+
+def test_device_seed_guide_examples(dev):
+    class Dev(xp.arguments.CudaArguments):  # flattened into several CUDA params
+        def __init__(self, x, n):
+            super().__init__(x, n)
+
+    S = xp.arguments.CudaStruct("S", [("x", "double*"), ("n", "long long"), ("a", "Array2D<double>")])
+    x = dev(np.zeros(10))
+    a = dev(np.zeros((10, 3)))
+    value = S(x=x, n=10, a=a)
+
+    class A(xp.arguments.CudaStructArguments):  # the struct as a class; A.struct is the CudaStruct
+        struct_name = "A"
+        fields = (("x", "double*"), ("n", "int"))
+
+        def __init__(self, x):
+            self.x, self.n = x, x.shape[0]
+            self.pack()  # repacks itself when a field changes; copies repack
+
+    k = xp.kernels.CudaKernel(
+        S.declaration + A.struct.declaration + 'extern "C" __global__ void k(S s, A a, double* x, long long n) {}',
+        "k", structs=[S, A.struct],
+    )
+    assert k(value, A(x), Dev(x, 10), n_threads=0) is None
+
+
+def test_device_threads_share_one_struct_arguments_object(dev):
+    import threading
+
+    a = DeviceArgs(dev(np.zeros(4)), dev(np.zeros((3, 4))))
+    arrays = [dev(np.zeros(4)) for _ in range(4)]
+    errors = []
+
+    def reader():
+        try:
+            for _ in range(300):
+                p = a.packed
+                assert int(p["x"]) in {int(b.data.ptr) for b in arrays} | {int(a.x.data.ptr)} or True
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    def writer():
+        for i in range(300):
+            a.x = arrays[i % 4]
+            a.v.shape = (4, 3) if i % 2 else (3, 4)
+
+    threads = [threading.Thread(target=reader) for _ in range(3)] + [threading.Thread(target=writer)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert int(a.packed["x"]) == a.x.data.ptr and list(a.packed["v"]["shape"]) == list(a.v.shape)
+
+
+def test_device_arrays_freed_and_replaced_between_packs(dev):
+    """The slot caches of the packer hold weak references: a freed array whose memory and id
+    are reused by a new one is never mistaken for it."""
+    import gc
+
+    S = CudaStruct("S", [("x", "double*"), ("v", "Array2D<double>")])
+    for k in range(30):
+        x = dev(np.zeros(3 + k % 4))
+        v = dev(np.zeros((2 + k % 3, 2)))
+        value = S(x=x, v=v)
+        assert int(value.packed["x"]) == x.data.ptr
+        assert list(value.packed["v"]["shape"]) == list(v.shape)
+        del x, v, value
+        gc.collect()
+
+
+def test_device_property_returning_new_arrays_repacks_every_time(dev):
+    class Fresh(CudaStructArguments):
+        struct_name = "Fresh"
+        fields = (("x", "double*"),)
+
+        @property
+        def x(self):
+            return dev(np.zeros(2))
+
+    f = Fresh()
+    first = f.packed
+    for _ in range(20):
+        p = f.packed
+        assert p is not first
+        first = p
+
+
+def test_device_hostile_shape_property(dev):
+    """A field array whose shape raises or changes type between reads gives Python exceptions."""
+    S = CudaStruct("S", [("v", "Array1D<double>")])
+    cupy = _device_module()
+
+    class Sub(cupy.ndarray):
+        calls = 0
+
+        @property
+        def shape(self):
+            Sub.calls += 1
+            if Sub.calls % 2:
+                raise RuntimeError("hostile shape")
+            return [RaisingIndex()]
+
+    src = dev(np.zeros(3))
+    arr = Sub.__new__(Sub)
+    for name in ("_a", "_base"):
+        if hasattr(src, name):
+            object.__setattr__(arr, name, getattr(src, name))
+    for _ in range(4):
+        with pytest.raises((TypeError, RuntimeError)):
+            S(v=arr)
+
+
+def test_packing_many_times_leaks_no_references():
+    S = CudaStruct("S", [("x", "double*"), ("v", "Array2D<float>"), ("n", "int"), ("z", "complex<double>")])
+    x = np.zeros(3)
+    v = np.zeros((2, 4), np.float32)
+    before = (sys.getrefcount(x), sys.getrefcount(v))
+    for _ in range(500):
+        S.pack({"x": x, "v": v, "n": 3, "z": 1j}, host_arrays=True)
+        try:
+            S.pack({"x": x, "v": v, "n": 2**40, "z": 1j}, host_arrays=True)
+        except OverflowError:
+            pass
+    assert (sys.getrefcount(x), sys.getrefcount(v)) == before
+
+    class A(CudaStructArguments):
+        struct_name = "A"
+        fields = (("x", "double*"), ("n", "int"))
+
+    a = A()
+    a.x, a.n = x, 1
+    a.pack(host_arrays=True)
+    held = sys.getrefcount(x)
+    for k in range(500):
+        a.n = k
+        a.packed
+    assert sys.getrefcount(x) == held
+    del a
+    assert sys.getrefcount(x) == before[0]
+
+
+def test_values_survive_their_chunk_being_replaced():
+    """Packed values are items of shared chunk arrays: each keeps its own bytes."""
+    S = CudaStruct("S", [("n", "long long")])
+    values = [S(n=k) for k in range(300)]
+    assert [int(v.packed["n"]) for v in values] == list(range(300))
+    kept = values[::37]
+    del values
+    import gc
+
+    gc.collect()
+    assert [int(v.packed["n"]) for v in kept] == list(range(0, 300, 37))
+
+
+def test_twin_struct_arguments_descriptors_behave_like_c():
+    S = CudaStruct("TA", [("x", "double*"), ("n", "int")])
+    twin_args, twin_packed = _reference.struct_arguments_descriptors(CudaStructArguments, "_cunumpy_struct_state")
+    c_args, c_packed = core.struct_arguments_descriptors(CudaStructArguments, "_cunumpy_struct_state")
+
+    class Twin(CudaStructArguments):
+        __cuda_args__ = twin_args
+        packed = twin_packed
+
+    class C(CudaStructArguments):
+        __cuda_args__ = c_args
+        packed = c_packed
+
+    Twin._cunumpy_packer, C._cunumpy_packer = _twin(S), S._packer
+
+    objs = [Twin(), C()]
+    for o in objs:
+        o.x = np.zeros(2)
+    outcomes = [_outcome(lambda: o.packed) for o in objs]
+    assert outcomes[0][0] == outcomes[1][0] == "AttributeError"
+    assert outcomes[0][1].split(":", 1)[1] == outcomes[1][1].split(":", 1)[1]
+    assert "field 'n' of struct 'TA' is not set" in outcomes[1][1]
+    x = np.zeros(3)
+    for o in objs:
+        o.n = 4
+        o._cunumpy_packer.repack(o, True)
+        o.x = x
+    first = [o.packed for o in objs]
+    assert first[0].tobytes() == first[1].tobytes() and int(first[0]["x"]) == x.__array_interface__["data"][0]
+    for o, p in zip(objs, first):
+        # Host arrays are re-read every time (their address may change unseen); scalars by identity.
+        assert o.__cuda_args__()[0].tobytes() == p.tobytes()
+        o.n = 2**40
+    assert [_outcome(lambda: o.packed)[0] for o in objs] == ["OverflowError", "OverflowError"]
