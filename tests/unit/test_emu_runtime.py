@@ -190,7 +190,6 @@ def test_collective_in_loop_mode_is_an_error(lib):
         launch(lib, "reverse", (1,), (4,), Args(a, a.copy()))
 
 
-@pytest.mark.nosan
 @pytest.mark.parametrize("fibers", [False, True])
 def test_checked_segfault_is_an_error_and_the_process_lives(lib, fibers):
     with pytest.raises(RuntimeError, match=r"'null_deref' failed in block \(\d+, 0, 0\).*segmentation fault"):
