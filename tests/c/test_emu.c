@@ -447,6 +447,19 @@ static void test_stack_reuse(void)
     CHECK(emu_pool.slots[0]->stacks.base == base); /* the same mapping, not a new one per launch */
     free(in);
     free(out);
+    /* Fiber stacks of all workers stay under EMU_MAX_FIBER_STACKS: 1024-thread blocks get at
+     * most 16 workers however many are asked for. */
+    enum { BIG = 1024, BLOCKS = 20 };
+    in = calloc(BIG * BLOCKS, sizeof *in);
+    out = calloc(BIG * BLOCKS, sizeof *out);
+    for (int i = 0; i < BIG * BLOCKS; ++i)
+        in[i] = i;
+    void *big_args[] = {&in, &out};
+    CHECK(LAUNCH(reverse, 1, d3(BLOCKS, 1, 1), d3(BIG, 1, 1), big_args, 0, 0, 64) == 0);
+    CHECK(emu_pool.n_slots <= (int)(EMU_MAX_FIBER_STACKS / BIG));
+    CHECK(out[0] == BIG - 1 && out[BIG * BLOCKS - 1] == BIG * (BLOCKS - 1));
+    free(in);
+    free(out);
 }
 
 static void test_headers(void)

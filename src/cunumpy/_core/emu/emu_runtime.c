@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #define EMU_MESSAGE 512
+#define EMU_MAX_FIBER_STACKS 16384u
 #define EMU_ALTSTACK_BYTES (64u * 1024u)
 
 enum { EMU_RUN = 0, EMU_BARRIER, EMU_WARP, EMU_ACTIVEMASK, EMU_DONE };
@@ -945,6 +946,15 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
         workers = EMU_MAX_WORKERS;
     if ((uint64_t)workers > launch.total_blocks)
         workers = (int)launch.total_blocks;
+    if (params->fibers) {
+        /* Every fiber stack is two mappings (guard and stack) and the kernel caps a process's
+         * mappings (vm.max_map_count, 65530 by default): keep the stacks of all workers
+         * together under EMU_MAX_FIBER_STACKS. */
+        const unsigned int per_block = params->block.x * params->block.y * params->block.z;
+        const int cap = (int)(EMU_MAX_FIBER_STACKS / per_block);
+        if (workers > cap)
+            workers = cap > 0 ? cap : 1;
+    }
 
     pthread_mutex_lock(&emu_pool.launch_lock);
     workers = emu_pool_ensure(workers);
