@@ -40,8 +40,8 @@
  *   assembly" or "ucontext"), emu_workers() (the default worker count) and
  *   emu_switch_benchmark(n) -> (fiber_ns, ucontext_ns).
  */
-#ifndef CUNUMPY_EMU_ABI_H
-#define CUNUMPY_EMU_ABI_H
+#ifndef CUNUMPY__CORE_EMU_EMU_ABI_H
+#define CUNUMPY__CORE_EMU_EMU_ABI_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -122,4 +122,4 @@ typedef void (*cunumpy_emu_block_fn)(cunumpy_emu_worker *w, void *const *args);
 }
 #endif
 
-#endif /* CUNUMPY_EMU_ABI_H */
+#endif /* CUNUMPY__CORE_EMU_EMU_ABI_H */
