@@ -36,6 +36,7 @@ DECLARE_KERNEL(null_deref)
 DECLARE_KERNEL(overflow)
 DECLARE_KERNEL(headers)
 DECLARE_KERNEL(bounds)
+DECLARE_KERNEL(intrinsics)
 
 static int failures = 0;
 #define CHECK(cond)                                                                                                    \
@@ -494,6 +495,34 @@ static void test_headers(void)
     CHECK(u[0] != u[1]);
 }
 
+static void test_intrinsics(void)
+{
+    long long o[64] = {0};
+    double d[16] = {0};
+    unsigned cells[8] = {5, 3, 1, 1, 10, 0, 4, 1};
+    long long *op = o;
+    double *dp = d;
+    unsigned *cp = cells;
+    void *args[] = {&op, &dp, &cp};
+    CHECK(LAUNCH(intrinsics, 0, d3(1, 1, 1), d3(1, 1, 1), args, 0, 0, 1) == 0);
+    const long long want[] = {8, 40, 31, 32, 63, 4, 0, 0x80000000ll, 0x80000000ll, 0x44332211ll, 3, 15,
+                              0x3f800000ll, 0x3ff00000ll, 2, 0, 2147483647ll, 0, 3, 1, 8, 1073741824ll, -4, 7, 2,
+                              12345, 1, 8, 1, 5, 3, 1, 1, 10, 0, 4, 1, 3, 13};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; ++i)
+        if (o[i] != want[i]) {
+            fprintf(stderr, "  intrinsic %zu: %lld != %lld\n", i, o[i], want[i]);
+            failures++;
+        }
+    const unsigned want_cells[8] = {9, 2, 9, 2, 8, 7, 11, 2};
+    CHECK(memcmp(cells, want_cells, sizeof cells) == 0);
+    const double want_d[] = {0.5, 0.25, 1.0, 0.25, 1.0, 0.5, 7.0, 0.5, 7.0, 0.0, 4.75, 1.0};
+    for (size_t i = 0; i < sizeof want_d / sizeof want_d[0]; ++i)
+        if (fabs(d[i] - want_d[i]) > 1e-12) {
+            fprintf(stderr, "  math %zu: %.17g != %.17g\n", i, d[i], want_d[i]);
+            failures++;
+        }
+}
+
 /* ---- errors ------------------------------------------------------------------------------- */
 
 static void expect_error(const char *what, int status, const char *needle1, const char *needle2, double started)
@@ -618,6 +647,7 @@ int main(void)
     test_atomics(1);
     test_stack_reuse();
     test_headers();
+    test_intrinsics();
     test_errors();
     test_checked_faults();
     if (failures) {
