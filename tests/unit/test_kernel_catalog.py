@@ -380,3 +380,16 @@ def test_pyccel_compiled_host_through_the_catalog(pyccel_compile):
         # The parameter names of the compiled function come from Pyccel's stub.
         assert Kernel(compiled.build()).host_parameters() == ("alpha", "x", "y", "n")
         axpy.check_signature()
+
+
+# --------------------------------------------------------------------------- parity of the example package
+
+from cunumpy import kernel_testing  # noqa: E402
+
+
+@pytest.mark.nosan  # the CPU emulation spawns a C++ compiler
+@pytest.mark.parametrize("kernel", kernel_testing.parity_cases(KernelCatalog.from_package("kernel_pkg")))
+def test_example_package_parity(kernel):
+    """Host vs CUDA for every ported kernel with test arguments: on a GPU, or on the fake CuPy
+    through the CPU emulation; skipped (with the reason) where neither is available."""
+    kernel_testing.check_parity(kernel)
