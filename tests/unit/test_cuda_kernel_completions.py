@@ -111,3 +111,12 @@ def test_plain_global_kernel_compiles_by_name_expression(device_only, monkeypatc
     plain = CudaKernel('extern "C" ' + src, "scale")
     plain.compile()
     assert built[-1] is None
+
+
+def test_fake_cupy_array_reports_module_cupy(device_only):
+    """User code and libraries test the array type by name, as with real CuPy."""
+    import pickle
+
+    a = cupy().arange(3.0)
+    assert type(a).__module__ == "cupy" and type(a).__name__ == "ndarray"
+    assert (pickle.loads(pickle.dumps(a)).get() == a.get()).all()
