@@ -956,7 +956,9 @@ static PyObject *hk_convert(HostKernelObject *self, PyObject *const *args, size_
         }
     }
     PyObject *stack[3] = {(PyObject *)self, pos, kw};
-    PyObject *r = PyObject_Vectorcall(self->convert, stack, 3, NULL);
+    PyObject *convert = Py_NewRef(self->convert);
+    PyObject *r = PyObject_Vectorcall(convert, stack, 3, NULL);
+    Py_DECREF(convert);
     Py_DECREF(pos);
     Py_DECREF(kw);
     return r;
@@ -987,8 +989,14 @@ static PyObject *hk_vectorcall(PyObject *op, PyObject *const *args, size_t nargs
                 return NULL;
         }
     }
-    if (!convert)
-        return PyObject_Vectorcall(self->kernel, args, nargsf, kwnames);
+    if (!convert) {
+        /* A strong reference for the call: another thread may _configure() a new kernel
+         * (Kernel does on a selection change) while this one runs. */
+        PyObject *kernel = Py_NewRef(self->kernel);
+        PyObject *r = PyObject_Vectorcall(kernel, args, nargsf, kwnames);
+        Py_DECREF(kernel);
+        return r;
+    }
     return hk_convert(self, args, nargsf, kwnames);
 }
 
