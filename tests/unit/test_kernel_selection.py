@@ -291,3 +291,38 @@ def test_compiled_host_kernel_two_threads_compile_once():
         t.join()
     assert len(calls) == 1
     assert [x[0] for x in xs] == [10.0, 10.0]
+
+
+def test_selection_changes_while_threads_call():
+    """The plan is rebuilt under concurrent calls: every call runs one of the two
+    implementations, none fails."""
+
+    def python(out):
+        out.append("python")
+
+    def numpy_version(out):
+        out.append("numpy")
+
+    k = kernels.Kernel(HostImplementations("k", {"python": lambda: python, "numpy": lambda: numpy_version}))
+    outs = [[] for _ in range(4)]
+    errors = []
+    stop = threading.Event()
+
+    def call(out):
+        try:
+            while not stop.is_set():
+                k(out)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    with xp.use_backend("numpy"):
+        threads = [threading.Thread(target=call, args=(o,)) for o in outs]
+        for t in threads:
+            t.start()
+        for i in range(200):
+            kernels.set_host_kernel_implementation("python" if i % 2 else "numpy")
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors
+    assert all(set(o) <= {"python", "numpy"} and o for o in outs)
