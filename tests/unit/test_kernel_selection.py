@@ -173,8 +173,10 @@ def test_explicit_selection_never_silently_switches():
         with kernels.use_host_kernel_implementation("numba"):
             with pytest.raises(LookupError, match="numba"):
                 k(out)
-            with pytest.raises(LookupError):
-                k.selected() and k.get_kernel()
+            with pytest.raises(LookupError, match="numba"):
+                k.selected()
+            with pytest.raises(LookupError, match="numba"):
+                k.get_kernel()
         k(out)
         assert out[-1] == "numpy"
         assert k.implementations == ("numpy", "python")

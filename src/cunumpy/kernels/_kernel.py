@@ -428,9 +428,12 @@ class Kernel(core.HostKernel):
     def selected(self, device=False) -> str:
         """The implementation a host call (or, with ``device=True``, a device call) uses now."""
         if not device:
-            if self._implementation_set is None:
+            impls = self._implementation_set
+            if impls is None:
                 return "host"
-            return self._implementation_set.selected()
+            chosen = impls.selected()
+            impls.get(chosen)  # LookupError when a chosen implementation is missing or fails
+            return chosen
         if self._cuda is not None:
             return "cuda"
         self._missing()
