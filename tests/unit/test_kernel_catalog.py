@@ -393,3 +393,14 @@ def test_example_package_parity(kernel):
     """Host vs CUDA for every ported kernel with test arguments: on a GPU, or on the fake CuPy
     through the CPU emulation; skipped (with the reason) where neither is available."""
     kernel_testing.check_parity(kernel)
+
+
+def test_bad_options_are_type_errors():
+    with pytest.raises(TypeError, match="host_options"):
+        Kernel.from_folder("kernel_pkg.axpy", host_options=[("outputs", (0,))])
+    with pytest.raises(TypeError, match="compile_host"):
+        Kernel.from_folder("kernel_pkg.axpy", compile_host="pyccel")
+    with pytest.raises(TypeError, match="extra_implementations"):
+        Kernel.from_folder("kernel_pkg.axpy", extra_implementations=[1])
+    with pytest.raises(TypeError, match="host_fallback"):
+        KernelCatalog.from_package("kernel_pkg", host_fallback=3)

@@ -144,3 +144,10 @@ def test_mlx_path_with_a_stand_in(monkeypatch):
     core.int32 = "mx.int32"
     with pytest.raises(TypeError, match="2 output"):
         two(np.ones(2, np.float32), 2, out=np.zeros(2, np.float32))
+
+
+def test_numpy_scalar_inputs_are_checked_like_arrays():
+    k = kernel()
+    out = np.zeros(2, np.float32)
+    with pytest.raises(TypeError, match="'s'.*float64"):
+        k(np.ones(2, np.float32), np.float64(2.0), out=out)

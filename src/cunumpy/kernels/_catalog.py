@@ -124,6 +124,8 @@ def kernel_from_folder(
         raise TypeError(f"{where}: 'host_fallback' must be callable or None")
     if extra_implementations is not None and not isinstance(extra_implementations, Mapping):
         raise TypeError(f"{where}: 'extra_implementations' must be a mapping of names to loaders")
+    if not isinstance(host_options, (Mapping, type(None))):
+        raise TypeError(f"{where}: 'host_options' must be a mapping, not {type(host_options).__name__}")
     host_file = folder / f"{name}{host_suffix}.py"
     if not host_file.is_file():
         raise FileNotFoundError(f"{where}: no host module {host_file} (function {name!r})")
@@ -160,8 +162,6 @@ def kernel_from_folder(
     implementations = HostImplementations(name, loaders)
 
     options = dict(host_options) if host_options is not None else {}
-    if not isinstance(host_options, (Mapping, type(None))):
-        raise TypeError(f"{where}: 'host_options' must be a mapping, not {type(host_options).__name__}")
     resolved = _resolve_outputs(outputs, python, where)
     if "outputs" not in options and resolved is not None:
         options["outputs"] = resolved

@@ -370,8 +370,6 @@ class Kernel(core.HostKernel):
                 if key == "python" or not impls.available(key):
                     continue
                 functions.append((key, impls.get(key)))
-        elif isinstance(self._host_function, CompiledHostKernel):
-            pass
         for key, function in functions:
             if isinstance(function, CompiledHostKernel):
                 if function.fallback is not None:

@@ -154,9 +154,11 @@ class MetalKernel:
             raise TypeError(f"MetalKernel {self._name!r}: {label} has unsupported dtype {dtype}")
 
     def _prepare_input(self, value, label):
-        if isinstance(value, (bool, np.bool_, int)):
+        if isinstance(value, np.generic):  # NumPy scalars (np.float64 too) are typed data
+            value = np.asarray(value)
+        elif isinstance(value, (bool, int)):
             return np.array([int(value)], dtype=np.int32)
-        if isinstance(value, float):
+        elif isinstance(value, float):
             return np.array([value], dtype=np.float32)
         if not isinstance(value, np.ndarray):
             raise TypeError(
