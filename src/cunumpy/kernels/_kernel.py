@@ -34,7 +34,8 @@ _DISPATCH = ("backend", "arrays")
 _epoch = _selection.epoch
 
 # Types seen as top-level arguments that are neither device arrays nor argument objects
-# (no __cuda_args__): the "arrays" dispatch tests membership here before anything else.
+# (no __cuda_args__): the Python path of dispatch="arrays" tests membership here first (the
+# C direct path makes the same decision for host calls on the NumPy backend).
 _host_types: set = {int, float, complex, bool, str, type(None)}
 _host_types_lock = threading.Lock()
 
