@@ -404,3 +404,20 @@ def test_bad_options_are_type_errors():
         Kernel.from_folder("kernel_pkg.axpy", extra_implementations=[1])
     with pytest.raises(TypeError, match="host_fallback"):
         KernelCatalog.from_package("kernel_pkg", host_fallback=3)
+
+
+@pytest.mark.nosan
+def test_building_a_catalog_loads_no_implementation():
+    """Construction imports the host modules only: Numba is imported when its implementation
+    is first selected, and nothing is compiled."""
+    code = (
+        "import sys; sys.path.insert(0, {path!r})\n"
+        "import cunumpy as xp\n"
+        "cat = xp.kernels.KernelCatalog.from_package('kernel_pkg')\n"
+        "assert 'numba' not in sys.modules, 'numba imported at construction'\n"
+        "assert not any(k.cuda_kernel.is_compiled for k in cat.values() if k.has_cuda)\n"
+        "print('ok')\n"
+    ).format(path=str(PACKAGE_DIR.parent))
+    env = {k: v for k, v in os.environ.items() if k != "CUNUMPY_FAKE_CUPY"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
