@@ -4,9 +4,9 @@ Not imported by ``import cunumpy``. Importing this module imports neither pytest
 CuPy and leaves ``xp.testing`` alone; the pytest objects (``BACKENDS``, ``backend``,
 ``requires_cupy``, ``requires_device_backend``) are created on first access.
 
-TODO(emulation, API.md section 15): ``assert_kernels_agree``, ``parity_cases``,
-``check_parity``, ``device_function_kernel``, ``emulate_cuda_kernel`` and
-``emulated_launches`` belong here and come with the CPU-emulation issue.
+Host/CUDA parity checks (``assert_kernels_agree``, ``parity_cases``, ``check_parity``) and
+``device_function_kernel`` (sections 13.2 to 13.4) live in ``cunumpy._parity``; without a GPU
+they launch through the CPU emulation (``emulated_launches``) when it is available.
 """
 
 from __future__ import annotations
@@ -18,6 +18,13 @@ import subprocess
 import sys
 
 from ._fake_cupy import fake_cupy_active, host_buffer, install_fake_cupy
+from ._parity import (
+    TEST_ARGS_SETTINGS,
+    assert_kernels_agree,
+    check_parity,
+    device_function_kernel,
+    parity_cases,
+)
 
 __all__ = [
     "BACKENDS",
@@ -32,6 +39,20 @@ __all__ = [
     "requires_cupy",
     "requires_device_backend",
     "run_in_fake_cupy_subprocess",
+]
+# Parity checks, device-function kernels and the HIP-gap markers (API.md 13.1 to 13.4).
+__all__ += [
+    "TEST_ARGS_SETTINGS",
+    "assert_kernels_agree",
+    "bounds_check_views_available",
+    "check_parity",
+    "device_function_kernel",
+    "high_dim_cuda_views_available",
+    "parity_cases",
+    "requires_bounds_check_views",
+    "requires_high_dim_cuda_views",
+    "requires_warp_shuffle",
+    "warp_shuffle_available",
 ]
 
 #: Environment-variable prefixes (and names) set by MPI launchers; removed from the
@@ -147,7 +168,43 @@ def _make_backend_fixture():
     return backend
 
 
+def _on_hip() -> bool:
+    from . import cuda
+
+    try:
+        return bool(cuda.is_hip())
+    except Exception:
+        return False
+
+
+def warp_shuffle_available() -> bool:
+    """False on a HIP/ROCm CuPy, where cunumpy/reduce.cuh and scan.cuh (warp shuffles) do not compile."""
+    return not _on_hip()
+
+
+def high_dim_cuda_views_available() -> bool:
+    """False on a HIP/ROCm CuPy, where array views of 5 or more dimensions do not compile."""
+    return not _on_hip()
+
+
+def bounds_check_views_available() -> bool:
+    """False on a HIP/ROCm CuPy, where array_view.cuh with CUNUMPY_BOUNDS_CHECK does not compile."""
+    return not _on_hip()
+
+
+def _hip_gap_mark(available, what):
+    pytest = _pytest()
+    return pytest.mark.skipif(not available(), reason=f"{what} is not supported on HIP/ROCm")
+
+
 _LAZY_FACTORIES = {
+    "requires_warp_shuffle": lambda: _hip_gap_mark(warp_shuffle_available, "warp shuffles (reduce.cuh, scan.cuh)"),
+    "requires_high_dim_cuda_views": lambda: _hip_gap_mark(
+        high_dim_cuda_views_available, "array views of 5 or more dimensions"
+    ),
+    "requires_bounds_check_views": lambda: _hip_gap_mark(
+        bounds_check_views_available, "array_view.cuh with CUNUMPY_BOUNDS_CHECK"
+    ),
     "requires_cupy": _make_requires_cupy,
     "requires_device_backend": _make_requires_device_backend,
     "BACKENDS": _make_backends,

@@ -86,7 +86,7 @@ def test_properties():
     assert k.name == "k" and k.expression == "k" and k.source == ALL
     assert k.block_size == 64
     assert k.options == ("-DX=1", "-I/tmp/inc")
-    assert k.include_dirs == ("/tmp/inc",) and k.source_dir == "/tmp"
+    assert k.include_dirs == ("/tmp/inc",) and k.source_dir == Path("/tmp")
     assert k.structs == () and k.template_args is None and k.debug is None
     assert [p.name for p in k.signature] == ["x", "y", "n", "v", "c", "f", "u", "raw"]
     assert k.n_threads_from == "auto" and k.check_finite is False
@@ -125,9 +125,13 @@ def test_bad_construction_arguments():
         CudaKernel(ALL, "other")
 
 
-def test_kernel_must_be_extern_c_unless_template():
-    with pytest.raises(ValueError, match='extern "C"'):
-        CudaKernel("__global__ void k(int n) {}", "k")
+def test_plain_global_kernels_compile_through_their_name_expression():
+    """C++ linkage (no extern "C"): accepted and compiled by name expression, as CuPy's
+    RawModule(name_expressions=...) does; extern "C" kernels are looked up by plain name."""
+    k = CudaKernel("__global__ void k(int n) {}", "k")
+    assert k._by_expression and [p.name for p in k.signature] == ["n"]
+    assert CudaKernel("__global__ void k(int n) {}", "k", check_signature=False)._by_expression
+    assert not CudaKernel('extern "C" __global__ void k(int n) {}', "k")._by_expression
     k = CudaKernel("__global__ void k(int n) {}", "k", check_signature=False)
     assert k.signature is None
 
@@ -184,7 +188,7 @@ def test_from_file_and_all_from_file(tmp_path):
     )
     (tmp_path / "helper.cuh").write_text("#define HELPER 1\n")
     k = CudaKernel.from_file(path)
-    assert k.name == "push" and k.source_dir == str(tmp_path)
+    assert k.name == "push" and k.source_dir == tmp_path.resolve()
     assert k.include_dirs[0] == str(tmp_path)
     assert k.included_headers == ((tmp_path / "helper.cuh").resolve(),)
     assert CudaKernel.from_file(path, "second").name == "second"

@@ -9,6 +9,7 @@ static PyObject *str_cupy;        /* "cupy" */
 static PyObject *str_numpy;       /* "numpy" */
 static PyObject *str_module;      /* "__module__" */
 static PyObject *str_copy_dunder; /* "__copy__" */
+static PyObject *str_cuda_args;   /* "__cuda_args__" */
 static PyObject *empty_tuple;
 static PyObject *copy_copy;       /* copy.copy */
 static PyObject *copy_protocol[3]; /* "__reduce_ex__", "__reduce__", "__getstate__" */
@@ -887,7 +888,29 @@ typedef struct {
                           names the active backend */
     PyObject *convert; /* convert(self, args: tuple, kwargs: dict | None) */
     PyObject *weakrefs;
+    int flags;         /* HK_* below */
 } HostKernelObject;
+
+/* Calls with keyword arguments always take the convert path (Kernel: launch keywords). */
+#define HK_KEYWORDS_CONVERT 1
+/* A positional argument whose class defines __cuda_args__ takes the convert path (Kernel
+ * with dispatch="arrays": argument objects are device arguments). */
+#define HK_ARGUMENT_OBJECTS 2
+#define HK_ALL_FLAGS (HK_KEYWORDS_CONVERT | HK_ARGUMENT_OBJECTS)
+
+/* 1 if a positional argument's class defines __cuda_args__ (looked up on the type, as the
+ * launch code does), else 0. The type attribute cache makes this a few loads per argument. */
+static int has_argument_object(PyObject *const *args, Py_ssize_t nargs)
+{
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        PyTypeObject *tp = Py_TYPE(args[i]);
+        if (tp == &PyFloat_Type || tp == &PyLong_Type || tp == &PyBool_Type)
+            continue;
+        if (_PyType_Lookup(tp, str_cuda_args) != NULL)
+            return 1;
+    }
+    return 0;
+}
 
 static int backend_is_cupy(PyObject *state)
 {
@@ -933,7 +956,9 @@ static PyObject *hk_convert(HostKernelObject *self, PyObject *const *args, size_
         }
     }
     PyObject *stack[3] = {(PyObject *)self, pos, kw};
-    PyObject *r = PyObject_Vectorcall(self->convert, stack, 3, NULL);
+    PyObject *convert = Py_NewRef(self->convert);
+    PyObject *r = PyObject_Vectorcall(convert, stack, 3, NULL);
+    Py_DECREF(convert);
     Py_DECREF(pos);
     Py_DECREF(kw);
     return r;
@@ -945,6 +970,13 @@ static PyObject *hk_vectorcall(PyObject *op, PyObject *const *args, size_t nargs
     if (CN_UNLIKELY(self->kernel == NULL))
         return cn_raise(CN_ERR_TYPE, "%.100s object is not initialised", Py_TYPE(op)->tp_name);
     int convert = self->use_cupy;
+    if (CN_UNLIKELY(self->flags != 0)) {
+        if ((self->flags & HK_KEYWORDS_CONVERT) && kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)
+            return hk_convert(self, args, nargsf, kwnames);
+        if (convert < 0 && (self->flags & HK_ARGUMENT_OBJECTS) &&
+            has_argument_object(args, PyVectorcall_NARGS(nargsf)))
+            return hk_convert(self, args, nargsf, kwnames);
+    }
     if (convert < 0) {
         convert = backend_is_cupy(self->state);
         if (convert < 0)
@@ -957,8 +989,14 @@ static PyObject *hk_vectorcall(PyObject *op, PyObject *const *args, size_t nargs
                 return NULL;
         }
     }
-    if (!convert)
-        return PyObject_Vectorcall(self->kernel, args, nargsf, kwnames);
+    if (!convert) {
+        /* A strong reference for the call: another thread may _configure() a new kernel
+         * (Kernel does on a selection change) while this one runs. */
+        PyObject *kernel = Py_NewRef(self->kernel);
+        PyObject *r = PyObject_Vectorcall(kernel, args, nargsf, kwnames);
+        Py_DECREF(kernel);
+        return r;
+    }
     return hk_convert(self, args, nargsf, kwnames);
 }
 
@@ -993,15 +1031,27 @@ static PyObject *hk_call(PyObject *op, PyObject *pos, PyObject *kw)
 }
 
 PyDoc_STRVAR(hk_configure_doc,
-             "_configure(kernel, use_cupy, object_modules, state, convert)\n--\n\n"
+             "_configure(kernel, use_cupy, object_modules, state, convert, flags=0)\n--\n\n"
              "Set what a call needs: the wrapped callable, True/False/None, the object module\n"
-             "prefixes, the backend state object and the conversion-path callable.");
+             "prefixes, the backend state object and the conversion-path callable. flags: 1 sends\n"
+             "calls with keyword arguments to convert; 2 sends calls with a positional argument\n"
+             "whose class defines __cuda_args__ to convert (when use_cupy is None).");
 
 static PyObject *hk_configure(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
 {
     HostKernelObject *self = (HostKernelObject *)op;
-    if (nargs != 5)
-        return cn_raise(CN_ERR_TYPE, "_configure() takes 5 arguments (%zd given)", nargs);
+    if (nargs != 5 && nargs != 6)
+        return cn_raise(CN_ERR_TYPE, "_configure() takes 5 or 6 arguments (%zd given)", nargs);
+    long flags = 0;
+    if (nargs == 6) {
+        if (!PyLong_CheckExact(args[5]))
+            return cn_raise(CN_ERR_TYPE, "flags must be an int, not %.100s", Py_TYPE(args[5])->tp_name);
+        flags = PyLong_AsLong(args[5]);
+        if (flags == -1 && PyErr_Occurred())
+            return NULL;
+        if (flags < 0 || (flags & ~(long)HK_ALL_FLAGS) != 0)
+            return cn_raise(CN_ERR_VALUE, "flags must combine 1 and 2, got %ld", flags);
+    }
     if (!PyCallable_Check(args[0]))
         return cn_raise(CN_ERR_TYPE, "kernel must be callable, not %.100s", Py_TYPE(args[0])->tp_name);
     int use_cupy;
@@ -1021,6 +1071,7 @@ static PyObject *hk_configure(PyObject *op, PyObject *const *args, Py_ssize_t na
     Py_XSETREF(self->modules, Py_NewRef(args[2]));
     Py_XSETREF(self->state, Py_NewRef(args[3]));
     Py_XSETREF(self->convert, Py_NewRef(args[4]));
+    self->flags = (int)flags;
     Py_RETURN_NONE;
 }
 
@@ -1135,13 +1186,15 @@ CN_INTERNAL int cn_register_traverse(PyObject *module)
     str_numpy = PyUnicode_InternFromString("numpy");
     str_module = PyUnicode_InternFromString("__module__");
     str_copy_dunder = PyUnicode_InternFromString("__copy__");
+    str_cuda_args = PyUnicode_InternFromString("__cuda_args__");
     empty_tuple = PyTuple_New(0);
     copy_protocol[0] = PyUnicode_InternFromString("__reduce_ex__");
     copy_protocol[1] = PyUnicode_InternFromString("__reduce__");
     copy_protocol[2] = PyUnicode_InternFromString("__getstate__");
     if (!copy_protocol[0] || !copy_protocol[1] || !copy_protocol[2])
         return -1;
-    if (!str_backend || !str_cupy || !str_numpy || !str_module || !str_copy_dunder || !empty_tuple)
+    if (!str_backend || !str_cupy || !str_numpy || !str_module || !str_copy_dunder || !str_cuda_args ||
+        !empty_tuple)
         return -1;
     PyObject *copy_module = PyImport_ImportModule("copy");
     if (copy_module == NULL)

@@ -108,6 +108,7 @@ class _Flags:
 class ndarray:
     """A device array of the fake CuPy (host memory standing in for device memory)."""
 
+    __module__ = "cupy"  # as real CuPy reports it: user code and libraries test it by name
     __slots__ = ("_a", "_base", "__weakref__")
     __array_priority__ = 1000.0
     __array_ufunc__ = None  # NumPy ufuncs refuse fake arrays instead of converting them

@@ -214,9 +214,12 @@ def device_result(result, to_device, is_array):
 class HostKernel:
     """Twin of the C base of PyccelKernel: direct call unless conversion is needed."""
 
-    __slots__ = ("_hk_kernel", "_hk_use_cupy", "_hk_modules", "_hk_state", "_hk_convert", "__weakref__", "__dict__")
+    __slots__ = (
+        "_hk_kernel", "_hk_use_cupy", "_hk_modules", "_hk_state", "_hk_convert", "_hk_flags",
+        "__weakref__", "__dict__",
+    )  # fmt: skip
 
-    def _configure(self, kernel, use_cupy, object_modules, state, convert):
+    def _configure(self, kernel, use_cupy, object_modules, state, convert, flags=0):
         if not callable(kernel):
             raise TypeError(f"kernel must be callable, not {type(kernel).__name__}")
         if use_cupy is not None and use_cupy is not True and use_cupy is not False:
@@ -224,6 +227,11 @@ class HostKernel:
         _check_modules(object_modules, "_configure")
         if not callable(convert):
             raise TypeError("convert must be callable")
+        if type(flags) is not int:
+            raise TypeError(f"flags must be an int, not {type(flags).__name__}")
+        if flags < 0 or flags & ~3:
+            raise ValueError(f"flags must combine 1 and 2, got {flags}")
+        self._hk_flags = flags
         self._hk_kernel = kernel
         self._hk_use_cupy = use_cupy
         self._hk_modules = object_modules
@@ -236,6 +244,13 @@ class HostKernel:
         except AttributeError:
             raise TypeError(f"{type(self).__name__} object is not initialised") from None
         convert = self._hk_use_cupy
+        flags = getattr(self, "_hk_flags", 0)
+        if flags & 1 and kwargs:
+            return self._hk_convert(self, args, kwargs)
+        if flags & 2 and convert is None and any(
+            type(a) not in (float, int, bool) and hasattr(type(a), "__cuda_args__") for a in args
+        ):
+            return self._hk_convert(self, args, kwargs if kwargs else None)
         if convert is None:
             state = self._hk_state
             backend = state.get("backend") if isinstance(state, dict) else state.backend

@@ -57,7 +57,8 @@ class CudaParameter(NamedTuple):
     pointer: bool
     #: the CudaStruct of a struct parameter, else None
     struct: object
-    view_ndim: int
+    #: N of an ``ArrayND<T>`` / ``CArrayND<T>`` view parameter; None for every other parameter
+    view_ndim: int | None
     contiguous: bool
 
     @property
@@ -151,7 +152,7 @@ def parse_signature_full(source, name, *, structs=(), template_args=None):
     for pname, ctype, dtype, pointer, struct_name, view_ndim, contiguous in raw:
         struct = by_name.get(struct_name) if struct_name is not None else None
         dt = np.dtype(struct.dtype) if struct is not None else _dtype(dtype)
-        params.append(CudaParameter(pname, ctype, dt, pointer, struct, view_ndim, contiguous))
+        params.append(CudaParameter(pname, ctype, dt, pointer, struct, view_ndim or None, contiguous))
     for struct in by_name.values():
         check = getattr(struct, "check_source", None)
         if callable(check):

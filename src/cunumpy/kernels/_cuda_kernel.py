@@ -174,10 +174,10 @@ def iter_arrays(args, prefix=""):
         yield from _arrays_of(obj, path, dev, 0)
 
 
-def _arrays_of(obj, path, dev, depth):
+def _arrays_of(obj, path, dev, depth, host=False):
     if depth > 8:
         return
-    if dev is not None and isinstance(obj, dev):
+    if (dev is not None and isinstance(obj, dev)) or (host and isinstance(obj, np.ndarray)):
         yield path, obj
         return
     if not hasattr(type(obj), "__cuda_args__"):
@@ -191,7 +191,7 @@ def _arrays_of(obj, path, dev, depth):
                 value = getter(name) if getter is not None else getattr(obj, name)
             except Exception:
                 continue
-            yield from _arrays_of(value, f"{path}.{name}", dev, depth + 1)
+            yield from _arrays_of(value, f"{path}.{name}", dev, depth + 1, host)
         return
     try:
         items = obj.__cuda_args__()
@@ -199,15 +199,18 @@ def _arrays_of(obj, path, dev, depth):
         return
     if isinstance(items, tuple):
         for k, value in enumerate(items):
-            yield from _arrays_of(value, f"{path}.{k}", dev, depth + 1)
+            yield from _arrays_of(value, f"{path}.{k}", dev, depth + 1, host)
 
 
 def _first_shape(args):
-    """Shape of the first device array with at least one dimension, searching argument objects."""
-    for _, a in iter_arrays(args):
-        shape = a.shape
-        if len(shape) >= 1:
-            return shape
+    """Shape of the first array (device or NumPy: the CPU emulation passes NumPy arrays) with
+    at least one dimension, searching argument objects."""
+    dev = _device_type()
+    for i, obj in enumerate(args):
+        for _, a in _arrays_of(obj, f"{i}", dev, 0, host=True):
+            shape = a.shape
+            if len(shape) >= 1:
+                return shape
     return None
 
 
@@ -421,7 +424,7 @@ class CudaKernel:
             raise TypeError("CudaKernel: 'include_dirs' must be a sequence of paths")
         self._include_dirs = tuple(str(Path(d)) for d in include_dirs)
         self._options = options + tuple(f"-I{d}" for d in self._include_dirs)
-        self._source_dir = str(Path(source_dir)) if source_dir is not None else None
+        self._source_dir = Path(source_dir) if source_dir is not None else None
         if debug is not None and not isinstance(debug, bool):
             raise TypeError(f"CudaKernel: 'debug' must be None, True or False, not {debug!r}")
         if isinstance(structs, (str, bytes)) or not hasattr(structs, "__iter__"):
@@ -444,16 +447,15 @@ class CudaKernel:
             params, is_template, extern_c = parse_signature_full(
                 source, name, structs=self._structs, template_args=template_args
             )
-            if not is_template and not extern_c:
-                raise ValueError(
-                    f"kernel '{name}' must be declared extern \"C\" __global__ "
-                    "(only templates use plain __global__ with template_args)"
-                )
+            # A plain __global__ (C++ linkage) is compiled through its name expression, as
+            # CuPy's RawModule(name_expressions=...) does for templates.
+            self._by_expression = is_template or not extern_c
             self._signature = params
             self._plan = _build_plan(name, params)
         else:
             self._signature = None
             self._plan = None
+            self._by_expression = template_args is not None or _cxx_linkage(source, name)
         self._n_threads_from = "auto"
         self.n_threads_from = n_threads_from
         self._check_finite = bool(check_finite)
@@ -579,6 +581,17 @@ class CudaKernel:
     def __repr__(self):
         return f"<CudaKernel {self._expression!r} block={self.block_size}>"
 
+    def prepare_args(self, *args) -> tuple:
+        """The values a launch would pass, without launching: arguments flattened through
+        ``__cuda_args__``, checked, scalars cast to their parameters' NumPy types, array views
+        packed. Same errors as a call."""
+        flat = _flatten_unchecked(args)
+        if self._plan is None:
+            return tuple(flat)
+        cupy = sys.modules.get("cupy")
+        self._plan.pack(*args, device=_current_device_or_none(cupy))
+        return tuple(_cupy_arg(p, a) for p, a in zip(self._signature, flat))
+
     # -------------------------------------------------------------- launch shape
 
     def launch_shape(self, n_threads=None, *, grid=None, block=None, args=None):
@@ -639,7 +652,7 @@ class CudaKernel:
                 problems.append(f"cunumpy/{header} (warp-shuffle reductions and scans)")
         dims = set()
         for p in self._signature or ():
-            if p.view_ndim >= 5:
+            if (p.view_ndim or 0) >= 5:
                 dims.add(p.view_ndim)
         for text in [self._source] + [_read_text(h) for h in headers if h.parent != own]:
             for m in _HIGH_VIEWS.finditer(_COMMENTS.sub(" ", text)):
@@ -697,7 +710,7 @@ class CudaKernel:
                 return state
             self._reject_on_hip()  # the first launch compiles here
             options = self.compile_options()
-            is_template = self._template_args is not None
+            is_template = self._by_expression
             module = None
             share = getattr(self, "_module_share", None)
             key = (dev, options)
@@ -727,6 +740,11 @@ class CudaKernel:
     def _call_slow(self, *args, n_threads=None, grid=None, block=None, shared_mem=0, stream=None):
         """The general call; ``__call__`` (in C) handles the common 1-D case itself."""
         plan = self._plan
+        # Sizes first: a bad launch size is reported as such, whatever the arguments.
+        if n_threads is not None and not callable(n_threads):
+            _check_dims(n_threads, "n_threads")
+        if grid is not None:
+            _check_dims(grid, "grid")
         cupy = sys.modules.get("cupy")
         cur = _current_device_or_none(cupy)
         if plan is not None:
@@ -924,6 +942,15 @@ def _read_text(path) -> str:
         return Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
+
+
+def _cxx_linkage(source: str, name: str) -> bool:
+    """A plain (not extern "C") __global__ function, when the source can be parsed at all."""
+    try:
+        _, is_template, extern_c = core.cuda_parse_signature(source, name, (), None)
+    except ValueError:
+        return False
+    return not is_template and not extern_c
 
 
 def _is_template(source: str, name: str) -> bool:

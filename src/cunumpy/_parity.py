@@ -1,0 +1,410 @@
+"""Host/CUDA parity checks and generated device-function kernels for ``cunumpy.kernel_testing``
+(API.md sections 13.2 to 13.4).
+
+Without a GPU the CUDA side runs on the fake CuPy through the CPU emulation when
+``cunumpy.kernel_testing.emulated_launches`` exists; otherwise the check skips with the
+reason (or fails under ``CUNUMPY_REQUIRE_CUDA``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sys
+
+import numpy as np
+
+__all__ = [
+    "TEST_ARGS_SETTINGS",
+    "assert_kernels_agree",
+    "check_parity",
+    "device_function_kernel",
+    "parity_cases",
+]
+
+#: Settings a test-argument module may define, and the assert_kernels_agree keyword each sets.
+TEST_ARGS_SETTINGS = {
+    "N_THREADS": "n_threads",
+    "GRID": "grid",
+    "BLOCK": "block",
+    "RTOL": "rtol",
+    "ATOL": "atol",
+    "N_CALLS": "n_calls",
+    "OUTPUTS": "outputs",
+    "SEED": "seed",
+}
+
+
+def _kernel_testing():
+    from . import kernel_testing
+
+    return kernel_testing
+
+
+def _skip_or_fail(reason: str):
+    kt = _kernel_testing()
+    pytest = kt._pytest()
+    if kt.cuda_required():
+        pytest.fail(f"{kt._REQUIRE_VARIABLE} is set, but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def _device_context():
+    """A context manager under which CUDA launches run: the real GPU, or the fake CuPy with
+    the CPU emulation. Skips (or fails) when neither is possible."""
+    from ._backend import cupy_available
+    from ._fake_cupy import fake_cupy_active
+
+    if fake_cupy_active():
+        emulated = getattr(_kernel_testing(), "emulated_launches", None)
+        if emulated is None:
+            _skip_or_fail("the fake CuPy is active and the CPU emulation is not available: CUDA kernels cannot launch")
+        return emulated()
+    if not cupy_available():
+        from ._backend import cupy_unavailable_reason
+
+        _skip_or_fail(f"needs CuPy with a GPU (or the fake CuPy with the CPU emulation): {cupy_unavailable_reason()}")
+    return contextlib.nullcontext()
+
+
+# --------------------------------------------------------------------------- collecting arrays
+
+
+def _is_array(value) -> bool:
+    if isinstance(value, np.ndarray):
+        return True
+    cupy = sys.modules.get("cupy")
+    device_type = getattr(cupy, "ndarray", None) if cupy is not None else None
+    return device_type is not None and isinstance(value, device_type)
+
+
+def _struct_field_names(obj):
+    struct = getattr(obj, "struct", None)
+    fields = getattr(struct, "fields", None) if struct is not None else None
+    names = []
+    for f in fields or ():
+        name = getattr(f, "name", None)
+        if name is None and isinstance(f, tuple) and f:
+            name = f[0]
+        if isinstance(name, str):
+            names.append(name)
+    return names
+
+
+def _fields(obj):
+    """(label, value) of the members of a container or argument object, one level deep."""
+    if isinstance(obj, (tuple, list)):
+        return [(f"[{i}]", v) for i, v in enumerate(obj)]
+    if isinstance(obj, dict):
+        return [(f"[{k!r}]", v) for k, v in obj.items()]
+    names = _struct_field_names(obj)
+    if names:
+        by_item = hasattr(type(obj), "__getitem__") and not hasattr(type(obj), "pack")
+        found = []
+        for name in names:
+            try:
+                value = obj[name] if by_item else getattr(obj, name)
+            except (AttributeError, KeyError, TypeError):
+                continue
+            found.append((f".{name}", value))
+        return found
+    attributes = getattr(obj, "__dict__", None)
+    if isinstance(attributes, dict) and attributes:
+        return [(f".{k}", v) for k, v in attributes.items() if not k.startswith("_")]
+    if hasattr(type(obj), "__cuda_args__"):
+        try:
+            values = obj.__cuda_args__()
+        except Exception:
+            return []
+        if isinstance(values, tuple):
+            return [(f".{i}", v) for i, v in enumerate(values)]
+    return []
+
+
+def _arrays_of(value, path):
+    if _is_array(value):
+        return [(path, value)]
+    if isinstance(value, (str, bytes, int, float, complex, np.generic)) or value is None:
+        return []
+    return [(path + label, v) for label, v in _fields(value) if _is_array(v)]
+
+
+def _selection(kernel, outputs, n_args):
+    """[(index, field or None)] from ``outputs`` (None: the host's declared outputs, else all)."""
+    names = kernel.host_parameters()
+    if outputs is None:
+        outputs = kernel.host_kernel.outputs
+        if outputs is None:
+            return [(i, None) for i in range(n_args)]
+    if isinstance(outputs, (str, int)):
+        outputs = (outputs,)
+    chosen = []
+    for entry in outputs:
+        if isinstance(entry, bool) or not isinstance(entry, (int, np.integer, str)):
+            raise TypeError(f"assert_kernels_agree(): 'outputs' entries must be int or str, not {entry!r}")
+        field = None
+        if isinstance(entry, str):
+            head, _, field = entry.partition(".")
+            field = field or None
+            if head.lstrip("-").isdigit():
+                entry = int(head)
+            else:
+                if names is None or head not in names:
+                    raise KeyError(
+                        f"assert_kernels_agree(): output {head!r} matches no parameter of kernel "
+                        f"{kernel.name!r} (parameters: {', '.join(names) if names else 'unknown'})"
+                    )
+                entry = names.index(head)
+        index = int(entry)
+        position = index + n_args if index < 0 else index
+        if not 0 <= position < n_args:
+            raise IndexError(f"assert_kernels_agree(): output index {index} is out of range for {n_args} arguments")
+        chosen.append((position, field))
+    return chosen
+
+
+def _collect(args, chosen):
+    arrays = {}
+    for index, field in chosen:
+        value = args[index]
+        path = f"argument {index}"
+        if field is None:
+            found = _arrays_of(value, path)
+        else:
+            members = dict(_fields(value))
+            key = f".{field}"
+            if key not in members:
+                raise KeyError(f"assert_kernels_agree(): argument {index} has no field {field!r}")
+            found = _arrays_of(members[key], f"{path}.{field}")
+        for p, a in found:
+            arrays[p] = a
+    return arrays
+
+
+def _host_copy(a):
+    if isinstance(a, np.ndarray):
+        return a.copy()
+    return a.get()
+
+
+# --------------------------------------------------------------------------- assert_kernels_agree
+
+
+def assert_kernels_agree(
+    kernel,
+    make_args,
+    *,
+    n_threads=None,
+    grid=None,
+    block=None,
+    rtol=1e-12,
+    atol=0.0,
+    n_calls=1,
+    outputs=None,
+    seed=0,
+):
+    """Run ``kernel`` on the NumPy backend (host kernel) and on the CuPy backend (CUDA) with
+    ``make_args(backend, seed)`` and compare the arrays; returns the host kernel's arrays
+    keyed by path (``"argument 0"``, ``"argument 3.x"``, ``"argument 1[2]"``)."""
+    from ._backend import use_backend
+    from .kernels import Kernel
+
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"assert_kernels_agree(): expected a Kernel, not {type(kernel).__name__}")
+    if not kernel.has_cuda:
+        raise ValueError(f"assert_kernels_agree(): kernel {kernel.name!r} has no CUDA version to compare")
+    if isinstance(n_calls, bool) or not isinstance(n_calls, (int, np.integer)):
+        raise TypeError(f"assert_kernels_agree(): 'n_calls' must be an int, not {n_calls!r}")
+    if n_calls < 1:
+        raise ValueError(f"assert_kernels_agree(): 'n_calls' must be >= 1, got {n_calls}")
+    if not callable(make_args):
+        raise TypeError("assert_kernels_agree(): 'make_args' must be callable as make_args(backend, seed)")
+    if outputs is not None and not isinstance(outputs, (str, int)):
+        for entry in outputs:
+            if isinstance(entry, bool) or not isinstance(entry, (int, np.integer, str)):
+                raise TypeError(f"assert_kernels_agree(): 'outputs' entries must be int or str, not {entry!r}")
+    cuda = kernel.cuda_kernel
+    if n_threads is None and grid is None and cuda.n_threads_from is None:
+        raise TypeError(
+            f"assert_kernels_agree(): kernel {kernel.name!r} cannot infer its launch size "
+            "(n_threads_from=None); pass n_threads= or grid="
+        )
+    device = _device_context()
+    results = {}
+    for backend in ("numpy", "cupy"):
+        context = device if backend == "cupy" else contextlib.nullcontext()
+        with use_backend(backend, strict=True), context:
+            args = tuple(make_args(backend, seed))
+            size = n_threads(args) if callable(n_threads) else n_threads
+            for _ in range(n_calls):
+                kernel(*args, n_threads=size, grid=grid, block=block)
+            arrays = _collect(args, _selection(kernel, outputs, len(args)))
+            results[backend] = {path: _host_copy(a) for path, a in arrays.items()}
+    host, device_results = results["numpy"], results["cupy"]
+    if set(host) != set(device_results):
+        raise AssertionError(
+            f"kernel {kernel.name!r}: the host and CUDA sides have different arrays: host "
+            f"{sorted(host)}, CUDA {sorted(device_results)}"
+        )
+    for path, expected in host.items():
+        np.testing.assert_allclose(
+            device_results[path],
+            expected,
+            rtol=rtol,
+            atol=atol,
+            err_msg=f"kernel {kernel.name!r}: CUDA and host results differ in {path}",
+        )
+    return host
+
+
+# --------------------------------------------------------------------------- test-argument modules
+
+
+def parity_cases(catalog) -> list:
+    """One ``pytest.param(kernel, id=name)`` per kernel with CUDA; kernels without a
+    test-argument module are marked skip with a reason naming the missing file."""
+    pytest = _kernel_testing()._pytest()
+    cases = []
+    for name, kernel in catalog.parity_cases():
+        marks = ()
+        if kernel.test_args_module is None:
+            missing = f"{name}/{name}_test_args.py"
+            if kernel.cuda_path is not None:
+                missing = str(kernel.cuda_path.parent / f"{name}_test_args.py")
+            marks = pytest.mark.skip(reason=f"kernel {name!r} has no test-argument module ({missing})")
+        cases.append(pytest.param(kernel, id=name, marks=marks))
+    return cases
+
+
+def check_parity(kernel, **overrides):
+    """``assert_kernels_agree`` with the settings of the kernel's test-argument module;
+    keyword overrides win."""
+    if getattr(kernel, "test_args_module", None) is None:
+        raise ValueError(
+            f"check_parity(): kernel {getattr(kernel, 'name', kernel)!r} has no test-argument module "
+            "(<name>/<name>_test_args.py defining make_args(backend, seed))"
+        )
+    module = kernel.test_args
+    make_args = getattr(module, "make_args", None)
+    if not callable(make_args):
+        raise TypeError(f"check_parity(): {module.__name__} defines no callable make_args(backend, seed)")
+    settings = {}
+    for constant, keyword in TEST_ARGS_SETTINGS.items():
+        if hasattr(module, constant):
+            settings[keyword] = getattr(module, constant)
+    settings.update(overrides)
+    return assert_kernels_agree(kernel, make_args, **settings)
+
+
+# --------------------------------------------------------------------------- device_function_kernel
+
+_PROTOTYPE = re.compile(r"^\s*(?P<ret>[^()]*?)\s*\b(?P<name>[A-Za-z_]\w*)\s*\((?P<params>[^()]*)\)\s*;?\s*$", re.S)
+_PARAMETER = re.compile(r"^(?P<type>.*?)(?P<name>[A-Za-z_]\w*)\s*$", re.S)
+_QUALIFIERS = re.compile(r"\b(?:const|volatile|__restrict__|restrict|__device__|__host__|inline|static|__forceinline__)\b")
+
+
+def _plain(ctype: str) -> str:
+    return " ".join(_QUALIFIERS.sub(" ", ctype).split())
+
+
+def _scalar_type_ok(ctype: str) -> bool:
+    from .cuda import parse_cuda_signature
+
+    try:
+        (param,) = parse_cuda_signature(f'extern "C" __global__ void probe({ctype} v) {{}}', "probe")
+    except ValueError:
+        return False
+    return not param.pointer and param.struct is None and not param.view_ndim and param.dtype is not None
+
+
+def device_function_kernel(
+    header_source,
+    signature,
+    *,
+    name=None,
+    includes=(),
+    n_threads_param="n",
+    out_param="out",
+    structs=(),
+    **cuda_kernel_options,
+):
+    """A CudaKernel ``<fn>_kernel`` that calls the ``__device__`` function ``signature`` once
+    per thread: pointers and structs are passed unchanged, scalar parameters become per-thread
+    ``const T*`` arrays, the result goes to ``R* out``, ``int n`` is the element count."""
+    from .kernels import CudaKernel
+
+    if not isinstance(header_source, str):
+        raise TypeError(f"device_function_kernel(): 'header_source' must be a str, not {type(header_source).__name__}")
+    if not isinstance(signature, str):
+        raise TypeError(f"device_function_kernel(): 'signature' must be a str, not {type(signature).__name__}")
+    if isinstance(includes, str):
+        includes = (includes,)
+    match = _PROTOTYPE.match(signature)
+    if match is None:
+        raise ValueError(f"device_function_kernel(): cannot parse the prototype {signature!r}")
+    function = match["name"]
+    returns = _plain(match["ret"])
+    struct_names = {getattr(s, "name", None) for s in structs}
+    if not returns:
+        raise ValueError(f"device_function_kernel(): the prototype {signature!r} has no return type")
+    if "*" in returns or "&" in returns:
+        raise ValueError(f"device_function_kernel(): {function} returns a pointer or reference ({returns}); return a value")
+    if returns in struct_names:
+        raise ValueError(f"device_function_kernel(): {function} returns the struct {returns}; return a scalar")
+    if returns != "void" and not _scalar_type_ok(returns):
+        raise ValueError(f"device_function_kernel(): unsupported return type {returns!r} of {function}")
+    kernel_params, call_args = [], []
+    text = match["params"].strip()
+    pieces = [] if text in ("", "void") else [p.strip() for p in text.split(",")]
+    for piece in pieces:
+        m = _PARAMETER.match(piece)
+        if m is None or not m["type"].strip():
+            raise ValueError(f"device_function_kernel(): cannot parse the parameter {piece!r} of {signature!r}")
+        pname, ptype = m["name"], m["type"].strip()
+        if pname in (out_param, n_threads_param):
+            raise ValueError(
+                f"device_function_kernel(): parameter {pname!r} of {function} clashes with the generated "
+                f"'{out_param}'/'{n_threads_param}' parameters; pass out_param=/n_threads_param="
+            )
+        base = _plain(ptype.replace("&", " ").replace("*", " "))
+        if "*" in ptype:
+            kernel_params.append(f"{ptype} {pname}")
+            call_args.append(pname)
+        elif base in struct_names:
+            kernel_params.append(f"{base} {pname}")
+            call_args.append(pname)
+        elif "&" in ptype:
+            raise ValueError(
+                f"device_function_kernel(): parameter {pname!r} ({ptype}) is a reference to a non-struct "
+                "type; only structs listed in structs= may be passed by reference"
+            )
+        elif _scalar_type_ok(base):
+            kernel_params.append(f"const {base}* {pname}")
+            call_args.append(f"{pname}[i]")
+        else:
+            raise ValueError(f"device_function_kernel(): unsupported type {ptype!r} of parameter {pname!r}")
+    if returns != "void":
+        kernel_params.append(f"{returns}* {out_param}")
+    kernel_params.append(f"int {n_threads_param}")
+    lines = []
+    for inc in includes:
+        inc = str(inc).strip()
+        lines.append(f"#include {inc}" if inc.startswith("<") else f'#include "{inc}"')
+    call = f"{function}({', '.join(call_args)})"
+    body = f"{out_param}[i] = {call};" if returns != "void" else f"{call};"
+    kernel_name = name or f"{function}_kernel"
+    source = "\n".join(
+        [
+            *lines,
+            header_source,
+            "",
+            f'extern "C" __global__ void {kernel_name}({", ".join(kernel_params)})',
+            "{",
+            "    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;",
+            f"    if (i >= {n_threads_param}) return;",
+            f"    {body}",
+            "}",
+            "",
+        ]
+    )
+    return CudaKernel(source, kernel_name, structs=structs, **cuda_kernel_options)

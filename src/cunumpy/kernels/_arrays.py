@@ -1,0 +1,165 @@
+"""Arguments of ``dispatch="arrays"`` kernels brought to the side of a reference array, and
+``fuse`` (API.md sections 2.11 and 2.12)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+
+import numpy as np
+
+from .. import _transfers
+from .._backend import device_to_host, host_to_device, is_cupy_array
+
+__all__ = ["as_kernel_array", "fuse", "kernel_output", "kernel_outputs"]
+
+
+def _padded_rows(a: np.ndarray) -> bool:
+    """Row-major with gaps between rows only: the last axis contiguous, every other stride
+    positive and at least the extent of the next axis (e.g. ``storage[:, :n]``)."""
+    if a.ndim == 0:
+        return True
+    strides, shape, item = a.strides, a.shape, a.itemsize
+    if shape[-1] > 1 and strides[-1] != item:
+        return False
+    for axis in range(a.ndim - 1):
+        if shape[axis] > 1 and (strides[axis] <= 0 or strides[axis] < shape[axis + 1] * abs(strides[axis + 1] or item)):
+            return False
+    return True
+
+
+def _target_dtype(value, dtype, where):
+    if dtype is not None:
+        try:
+            return np.dtype(dtype)
+        except TypeError as exc:
+            raise TypeError(f"{where}: 'dtype' {dtype!r} is not a NumPy dtype") from exc
+    found = getattr(value, "dtype", None)
+    if found is not None:
+        return np.dtype(found)
+    return np.asarray(value).dtype
+
+
+def _convert(value, like, dtype, strided, where):
+    """(array on like's side, whether it is ``value`` itself)."""
+    wanted = _target_dtype(value, dtype, where)
+    if wanted.hasobject:
+        raise TypeError(f"{where}: object arrays cannot be kernel arguments")
+    if is_cupy_array(like):
+        cupy = sys.modules["cupy"]
+        if is_cupy_array(value):
+            if value.dtype == wanted and value.flags.c_contiguous:
+                return value, True
+            converted = cupy.ascontiguousarray(value, dtype=wanted)
+            if _transfers.sinks:
+                _transfers.record("device_copy", f"{where} {_transfers.describe(value)} -> {wanted}", int(converted.nbytes))
+            return converted, False
+        host = np.ascontiguousarray(np.asarray(value), dtype=wanted)
+        return host_to_device(host, where), False
+    if is_cupy_array(value):
+        host = device_to_host(value, where)
+        return np.ascontiguousarray(host, dtype=wanted), False
+    if type(value) is np.ndarray and value.dtype == wanted:
+        if value.flags.c_contiguous or (strided and _padded_rows(value)):
+            return value, True
+    return np.ascontiguousarray(np.asarray(value), dtype=wanted), False
+
+
+def _check_like(like, where):
+    if not (isinstance(like, np.ndarray) or is_cupy_array(like)):
+        raise TypeError(f"{where}: 'like' must be a NumPy or CuPy array, not {type(like).__name__}")
+
+
+def as_kernel_array(value, like, dtype=None, *, strided=False):
+    """``value`` as a C-contiguous array of ``dtype`` on the side of ``like`` (CuPy if ``like``
+    is a CuPy array, else NumPy): ``value`` itself when it fits, else one counted conversion.
+    ``strided=True`` (host side) passes row-padded NumPy views through unchanged."""
+    _check_like(like, "as_kernel_array()")
+    return _convert(value, like, dtype, strided, "as_kernel_array()")[0]
+
+
+def _write_back(out, buffer, where):
+    """Copy the kernel's results in ``buffer`` into ``out`` on ``out``'s side (counted)."""
+    if is_cupy_array(out):
+        if not is_cupy_array(buffer):
+            buffer = host_to_device(np.ascontiguousarray(buffer), where)
+        elif _transfers.sinks:
+            _transfers.record("device_copy", f"{where} write-back {_transfers.describe(out)}", int(out.nbytes))
+        out[...] = buffer
+        return
+    if is_cupy_array(buffer):
+        buffer = device_to_host(buffer, where)
+    np.copyto(out, buffer, casting="unsafe")
+
+
+@contextlib.contextmanager
+def kernel_output(out, like, dtype=None, *, strided=False):
+    """Yield ``out`` when it fits the kernel (side of ``like``, ``dtype``, C order), else a
+    converted buffer written back into ``out`` when the block exits without an exception."""
+    where = "kernel_output()"
+    _check_like(like, where)
+    if not (isinstance(out, np.ndarray) or is_cupy_array(out)):
+        raise TypeError(f"{where}: 'out' must be a NumPy or CuPy array, not {type(out).__name__}")
+    buffer, same = _convert(out, like, dtype, strided, where)
+    yield buffer
+    if not same:
+        _write_back(out, buffer, where)
+
+
+@contextlib.contextmanager
+def kernel_outputs(*outputs, like, dtype=None, strided=False):
+    """``kernel_output`` for several outputs: yields a tuple of buffers."""
+    with contextlib.ExitStack() as stack:
+        buffers = tuple(
+            stack.enter_context(kernel_output(out, like, dtype, strided=strided)) for out in outputs
+        )
+        yield buffers
+
+
+# --------------------------------------------------------------------------- fuse
+
+
+def _promote_scalars(args, kwargs):
+    """Python scalars cast to the dtype NumPy 2 would give them next to the array arguments."""
+    dtypes = [a.dtype for a in (*args, *kwargs.values()) if hasattr(a, "dtype") and hasattr(a, "shape")]
+    if not dtypes:
+        return args, kwargs
+
+    def cast(value):
+        if type(value) in (int, float, complex):
+            return np.dtype(np.result_type(*dtypes, value)).type(value)
+        return value
+
+    return tuple(cast(a) for a in args), {k: cast(v) for k, v in kwargs.items()}
+
+
+def fuse(function=None, *, kernel_name=None):
+    """Decorator: CuPy's ``fuse`` for calls with a CuPy array argument (traced with the CuPy
+    backend active, created on first use), a plain call otherwise."""
+    if function is None:
+        return functools.partial(fuse, kernel_name=kernel_name)
+    if not callable(function):
+        raise TypeError(f"fuse(): expected a function, not {type(function).__name__}")
+    if kernel_name is not None and not isinstance(kernel_name, str):
+        raise TypeError(f"fuse(): 'kernel_name' must be a str, not {type(kernel_name).__name__}")
+    name = kernel_name or getattr(function, "__name__", "fused_kernel")
+    fused = []
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        cupy = sys.modules.get("cupy")
+        device_type = getattr(cupy, "ndarray", None) if cupy is not None else None
+        if device_type is None or not (
+            any(isinstance(a, device_type) for a in args) or any(isinstance(v, device_type) for v in kwargs.values())
+        ):
+            return function(*args, **kwargs)
+        from .._backend import use_backend
+
+        if not fused:
+            fused.append(cupy.fuse(kernel_name=name)(function))
+        args, kwargs = _promote_scalars(args, kwargs)
+        with use_backend("cupy"):
+            return fused[0](*args, **kwargs)
+
+    return call

@@ -1,0 +1,384 @@
+"""Kernel folders and KernelCatalog (API.md sections 2.6 and 2.7).
+
+A kernel folder ``<name>/`` is an importable package holding ``<name><host_suffix>.py``
+(function ``<name>``), optionally ``<name>_numba.py``, ``<name>_numpy.py``,
+``<name><cuda_suffix>`` and ``<name><test_args_suffix>.py``. Building a kernel imports the
+host module, syntax-checks the other host modules (they are imported when first selected) and
+parses the CUDA source; nothing is compiled. Any failure names the file and leaves nothing
+half-built.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import importlib
+import os
+import sys
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+
+from . import _cuda_kernel
+from ._cuda_kernel import CudaKernel
+from ._host_impl import CompiledHostKernel, HostImplementations
+from ._pyccel_kernel import outputs_from_annotations
+
+__all__ = ["KernelCatalog"]
+
+_FORTRAN_NAME_LIMIT = 63
+_PYCCEL_OPTIONS = frozenset({"use_cupy", "object_modules", "is_array", "outputs", "parameters"})
+
+
+def _import_package(package: str, what: str):
+    if not isinstance(package, str) or not package:
+        raise TypeError(f"{what}: 'package' must be a dotted package name, not {package!r}")
+    try:
+        module = importlib.import_module(package)
+    except ModuleNotFoundError:
+        raise
+    if getattr(module, "__path__", None) is None:
+        raise ModuleNotFoundError(f"{what}: {package!r} is a module, not a package (a folder with __init__.py)")
+    if getattr(module, "__file__", None) is None:
+        folder = list(module.__path__)[0] if list(module.__path__) else package
+        raise ModuleNotFoundError(f"{what}: {folder} has no __init__.py (kernel folders must be regular packages)")
+    return module
+
+
+def _syntax_check(path: Path) -> None:
+    """Compile the file's source without running it: a SyntaxError names the file."""
+    try:
+        source = path.read_text(encoding="utf-8")
+        compile(source, str(path), "exec")
+    except (SyntaxError, ValueError, UnicodeDecodeError) as exc:
+        raise ImportError(f"kernel host module {path} cannot be compiled: {exc}") from exc
+
+
+def _import_host_module(dotted: str, path: Path):
+    try:
+        return importlib.import_module(dotted)
+    except Exception as exc:
+        raise ImportError(f"importing kernel host module {path} failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _module_loader(dotted: str, name: str, path: Path):
+    def load():
+        module = _import_host_module(dotted, path)
+        try:
+            return getattr(module, name)
+        except AttributeError:
+            raise AttributeError(f"{path} defines no function {name!r}") from None
+
+    return load
+
+
+def _constant(value):
+    return lambda: value
+
+
+def _source_root(package: str) -> Path | None:
+    top = sys.modules.get(package.split(".")[0])
+    paths = list(getattr(top, "__path__", None) or ())
+    return Path(paths[0]).resolve().parent if paths else None
+
+
+def _resolve_outputs(outputs, function, where):
+    if outputs is None:
+        return None
+    if isinstance(outputs, str):
+        if outputs != "annotations":
+            raise ValueError(
+                f"{where}: 'outputs' must be names/indices or the string 'annotations', not {outputs!r}"
+            )
+        return outputs_from_annotations(function)
+    return outputs
+
+
+def kernel_from_folder(
+    cls,
+    package,
+    *,
+    host_suffix="_kernels",
+    cuda_suffix="_cuda.cu",
+    test_args_suffix="_test_args",
+    check_name_length=True,
+    missing_cuda="raise",
+    host_options=None,
+    include_dirs=None,
+    dispatch="backend",
+    compile_host=None,
+    extra_implementations=None,
+    outputs=None,
+    host_fallback=None,
+    **cuda_options,
+):
+    where = f"Kernel.from_folder({package!r})"
+    module = _import_package(package, where)
+    folder = Path(module.__file__).resolve().parent
+    name = package.rpartition(".")[2]
+    for suffix, label in ((host_suffix, "host_suffix"), (cuda_suffix, "cuda_suffix"), (test_args_suffix, "test_args_suffix")):
+        if not isinstance(suffix, str):
+            raise TypeError(f"{where}: {label!r} must be a str, not {type(suffix).__name__}")
+    if compile_host is not None and not callable(compile_host):
+        raise TypeError(f"{where}: 'compile_host' must be callable or None")
+    if host_fallback is not None and not callable(host_fallback):
+        raise TypeError(f"{where}: 'host_fallback' must be callable or None")
+    if extra_implementations is not None and not isinstance(extra_implementations, Mapping):
+        raise TypeError(f"{where}: 'extra_implementations' must be a mapping of names to loaders")
+    if not isinstance(host_options, (Mapping, type(None))):
+        raise TypeError(f"{where}: 'host_options' must be a mapping, not {type(host_options).__name__}")
+    host_file = folder / f"{name}{host_suffix}.py"
+    if not host_file.is_file():
+        raise FileNotFoundError(f"{where}: no host module {host_file} (function {name!r})")
+    if check_name_length and len(f"bind_c_{name}{host_suffix}") > _FORTRAN_NAME_LIMIT:
+        warnings.warn(
+            f"kernel folder {folder}: 'bind_c_{name}{host_suffix}' exceeds the {_FORTRAN_NAME_LIMIT}-character "
+            "Fortran identifier limit; Pyccel's Fortran output will fail (shorten the kernel name)",
+            UserWarning,
+            stacklevel=3,
+        )
+    host_module = _import_host_module(f"{package}.{name}{host_suffix}", host_file)
+    python = getattr(host_module, name, None)
+    if not callable(python):
+        raise AttributeError(f"{where}: {host_file} defines no function {name!r}")
+
+    loaders = {}
+    if compile_host is not None:
+        loaders["pyccel"] = _constant(CompiledHostKernel(host_module, name, compile_host, fallback=host_fallback))
+    else:
+        loaders["pyccel"] = _constant(python)
+    numba_file = folder / f"{name}_numba.py"
+    if numba_file.is_file():
+        _syntax_check(numba_file)
+        loaders["numba"] = _module_loader(f"{package}.{name}_numba", name, numba_file)
+    numpy_file = folder / f"{name}_numpy.py"
+    if host_fallback is not None:
+        loaders["numpy"] = _constant(host_fallback)
+    elif numpy_file.is_file():
+        _syntax_check(numpy_file)
+        loaders["numpy"] = _module_loader(f"{package}.{name}_numpy", name, numpy_file)
+    loaders["python"] = _constant(python)
+    for key, loader in dict(extra_implementations or {}).items():
+        loaders[key] = loader
+    implementations = HostImplementations(name, loaders)
+
+    options = dict(host_options) if host_options is not None else {}
+    resolved = _resolve_outputs(outputs, python, where)
+    if "outputs" not in options and resolved is not None:
+        options["outputs"] = resolved
+
+    cuda_file = folder / f"{name}{cuda_suffix}"
+    cuda = None
+    if cuda_file.is_file():
+        if include_dirs is None:
+            root = _source_root(package)
+            dirs = (str(folder),) + ((str(root),) if root is not None else ())
+        else:
+            if isinstance(include_dirs, (str, os.PathLike)):
+                include_dirs = (include_dirs,)
+            dirs = tuple(str(d) for d in include_dirs)
+        try:
+            cuda = CudaKernel.from_file(cuda_file, name, suffix=cuda_suffix, include_dirs=dirs, **cuda_options)
+        except (ValueError, OSError, UnicodeDecodeError) as exc:
+            raise type(exc)(f"{cuda_file}: {exc}") from exc
+    test_file = folder / f"{name}{test_args_suffix}.py"
+    test_args = f"{package}.{name}{test_args_suffix}" if test_file.is_file() else None
+    return cls(
+        implementations,
+        cuda,
+        name=name,
+        missing_cuda=missing_cuda,
+        cuda_path=cuda_file,
+        host_options=options,
+        dispatch=dispatch,
+        test_args=test_args,
+    )
+
+
+def _per_kernel(value, name, what, *, options=False):
+    """A setting of ``from_package`` for one kernel: a function of the name, a mapping by
+    name, or (``options``) one mapping of PyccelKernel options shared by every kernel."""
+    if value is None:
+        return None
+    if callable(value) and not isinstance(value, Mapping):
+        return value(name)
+    if isinstance(value, Mapping):
+        if options and value and set(value) <= _PYCCEL_OPTIONS:
+            return dict(value)
+        return value.get(name)
+    raise TypeError(f"KernelCatalog.from_package(): {what!r} must be a mapping or a function of the kernel name")
+
+
+class KernelCatalog(Mapping):
+    """A read-only mapping of kernel names to Kernels, usually built by ``from_package``."""
+
+    def __init__(self, kernels=None):
+        self._kernels: dict = {}
+        if kernels is not None:
+            items = kernels.items() if isinstance(kernels, Mapping) else ((None, k) for k in kernels)
+            for key, kernel in items:
+                self.register(kernel, key)
+
+    def register(self, kernel, name=None):
+        """Add ``kernel`` under ``name`` (default: its name) and return it; KeyError for a
+        name already present."""
+        from ._kernel import Kernel
+
+        if not isinstance(kernel, Kernel):
+            raise TypeError(f"KernelCatalog.register(): expected a Kernel, not {type(kernel).__name__}")
+        key = kernel.name if name is None else name
+        if not isinstance(key, str):
+            raise TypeError(f"KernelCatalog.register(): 'name' must be a str, not {type(key).__name__}")
+        if key in self._kernels:
+            raise KeyError(f"KernelCatalog.register(): a kernel named {key!r} is already registered")
+        self._kernels[key] = kernel
+        return kernel
+
+    @classmethod
+    def from_package(
+        cls,
+        package,
+        *,
+        host_suffix="_kernels",
+        cuda_suffix="_cuda.cu",
+        test_args_suffix="_test_args",
+        check_name_length=True,
+        missing_cuda="raise",
+        host_options=None,
+        include_dirs=None,
+        dispatch="backend",
+        compile_host=None,
+        host_fallback=None,
+        outputs=None,
+        **cuda_options,
+    ):
+        """One ``Kernel.from_folder`` per subfolder (sorted by name) holding
+        ``<name><host_suffix>.py``; ``host_options``/``host_fallback`` may be mappings or
+        functions of the kernel name."""
+        from ._kernel import Kernel
+
+        module = _import_package(package, f"KernelCatalog.from_package({package!r})")
+        root = Path(module.__file__).resolve().parent
+        kernels = {}
+        for sub in sorted(p for p in root.iterdir() if p.is_dir()):
+            name = sub.name
+            if not (sub / f"{name}{host_suffix}.py").is_file():
+                continue
+            if not (sub / "__init__.py").is_file():
+                raise ModuleNotFoundError(
+                    f"KernelCatalog.from_package({package!r}): kernel folder {sub} has no __init__.py"
+                )
+            kernels[name] = kernel_from_folder(
+                Kernel,
+                f"{package}.{name}",
+                host_suffix=host_suffix,
+                cuda_suffix=cuda_suffix,
+                test_args_suffix=test_args_suffix,
+                check_name_length=check_name_length,
+                missing_cuda=missing_cuda,
+                host_options=_per_kernel(host_options, name, "host_options", options=True),
+                include_dirs=include_dirs,
+                dispatch=dispatch,
+                compile_host=compile_host,
+                host_fallback=_per_kernel(host_fallback, name, "host_fallback"),
+                outputs=outputs,
+                **cuda_options,
+            )
+        return cls(kernels)
+
+    # ------------------------------------------------------------------ mapping
+
+    def __getitem__(self, name):
+        return self._kernels[name]
+
+    def __iter__(self):
+        return iter(self._kernels)
+
+    def __len__(self):
+        return len(self._kernels)
+
+    # ------------------------------------------------------------------ reports
+
+    @property
+    def with_cuda(self) -> list:
+        return [n for n, k in self._kernels.items() if k.has_cuda]
+
+    @property
+    def without_cuda(self) -> list:
+        return [n for n, k in self._kernels.items() if not k.has_cuda]
+
+    def summary(self, max_missing=10) -> str:
+        """``"3/5 kernels have CUDA (missing: a, b)"``."""
+        if isinstance(max_missing, bool) or not isinstance(max_missing, int) or max_missing < 0:
+            raise ValueError(f"summary(): 'max_missing' must be an int >= 0, not {max_missing!r}")
+        missing = self.without_cuda
+        text = f"{len(self._kernels) - len(missing)}/{len(self._kernels)} kernels have CUDA"
+        if missing:
+            shown = missing[:max_missing]
+            more = ", ..." if len(missing) > max_missing else ""
+            text += f" (missing: {', '.join(shown)}{more})"
+        return text
+
+    __str__ = summary
+
+    def __repr__(self):
+        return f"<KernelCatalog: {self.summary()}>"
+
+    def parity_cases(self) -> list:
+        """``[(name, kernel)]`` for the kernels with CUDA."""
+        return [(n, k) for n, k in self._kernels.items() if k.has_cuda]
+
+    def check_signatures(self) -> None:
+        """One ValueError listing every kernel whose host and CUDA/host signatures differ."""
+        problems = []
+        for kernel in self._kernels.values():
+            problems.extend(kernel._signature_problems())
+        if problems:
+            raise ValueError(f"{len(problems)} kernel signature mismatch(es):\n  " + "\n  ".join(problems))
+
+    def compile_all(self, jobs=1) -> list:
+        """Compile every CUDA kernel (``jobs`` threads; None: CPU count); the names compiled.
+        RuntimeError without a functional CuPy when there are CUDA kernels."""
+        if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int)):
+            raise TypeError(f"compile_all(): 'jobs' must be an int or None, not {jobs!r}")
+        if jobs is None:
+            jobs = os.cpu_count() or 1
+        if jobs < 1:
+            raise ValueError(f"compile_all(): 'jobs' must be >= 1, got {jobs}")
+        names = self.with_cuda
+        if not names:
+            return []
+        if _cuda_kernel.emulation_hook is None:
+            from .._backend import cupy_available, cupy_unavailable_reason
+
+            if not cupy_available():
+                raise RuntimeError(
+                    f"KernelCatalog.compile_all(): compiling {len(names)} CUDA kernel(s) needs a "
+                    f"functional CuPy: {cupy_unavailable_reason()}"
+                )
+        errors = {}
+        if jobs == 1 or len(names) == 1:
+            for n in names:
+                try:
+                    self._kernels[n].compile()
+                except Exception as exc:
+                    errors[n] = exc
+        else:
+            cupy = sys.modules.get("cupy")
+            dev = _cuda_kernel._current_device(cupy) if cupy is not None else None
+
+            def work(kernel):
+                if dev is None or cupy is None:
+                    return kernel.compile()
+                with cupy.cuda.Device(dev):  # worker threads start on device 0
+                    return kernel.compile()
+
+            with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+                futures = [(n, pool.submit(work, self._kernels[n])) for n in names]
+                for n, future in futures:
+                    exc = future.exception()
+                    if exc is not None:
+                        errors[n] = exc
+        for n in names:
+            if n in errors:
+                raise errors[n]
+        return names

@@ -1,0 +1,5 @@
+"""NumPy implementation of axpy."""
+
+
+def axpy(alpha, x, y, n):
+    y[:n] += alpha * x[:n]

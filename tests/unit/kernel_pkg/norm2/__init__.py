@@ -1,0 +1,1 @@
+"""out[i] = sqrt(sum_j a[i, j]**2)"""

@@ -1,0 +1,1 @@
+"""Three-point smoothing; not ported to CUDA yet."""
