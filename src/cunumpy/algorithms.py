@@ -730,6 +730,11 @@ def compact_by_mask(mask, *arrays, axis=0) -> int:
         ax = _axis_of(h, axis, i, n, "mask entry")
         if not h.flags.writeable:
             raise ValueError(f"array {i} is read-only")
+        if h.dtype.hasobject:
+            raise TypeError(
+                f"array {i} has dtype {h.dtype}, which holds Python objects; compact_by_mask "
+                "moves raw bytes and does not move object references"
+            )
         views.append(np.moveaxis(h, ax, 0))
     # The same array passed twice is compacted once (a second pass would move moved data).
     unique, seen, index = [], set(), []

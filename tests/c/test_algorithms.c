@@ -283,10 +283,15 @@ static void test_segments(void)
     uint64_t u[] = {1, 1, 0x8000000000000000ull, UINT64_MAX, UINT64_MAX};
     uint64_t uniq[3];
     int64_t st[3], sp[3];
-    CHECK(cn_segment_runs(1, 0, (const char *)u, 8, 5, NULL, NULL, NULL) == 3);
-    CHECK(cn_segment_runs(1, 0, (const char *)u, 8, 5, (char *)uniq, st, sp) == 3);
+    CHECK(cn_segment_runs(1, 0, (const char *)u, 8, 5, NULL, NULL, NULL, 0) == 3);
+    CHECK(cn_segment_runs(1, 0, (const char *)u, 8, 5, (char *)uniq, st, sp, 3) == 3);
     CHECK(uniq[1] == 0x8000000000000000ull && st[2] == 3 && sp[2] == 5 && sp[0] == 2);
-    CHECK(cn_segment_runs(0, 0, (const char *)u, 8, 5, NULL, NULL, NULL) == -3); /* signed view */
+    CHECK(cn_segment_runs(0, 0, (const char *)u, 8, 5, NULL, NULL, NULL, 0) == -3); /* signed view */
+    /* Outputs sized for fewer runs than the keys now have (keys written in between): no write
+     * past them. ASan sees a write to uniq2[2] or st2[2]. */
+    uint64_t uniq2[2];
+    int64_t st2[2], sp2[2];
+    CHECK(cn_segment_runs(1, 0, (const char *)u, 8, 5, (char *)uniq2, st2, sp2, 2) == CN_RUNS_CHANGED);
 }
 
 /* ---------------------------------------------------------------- compaction */

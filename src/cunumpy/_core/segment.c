@@ -324,7 +324,7 @@ static PyObject *segment_runs(PyObject *self, PyObject *const *args, Py_ssize_t 
         int is_unsigned = kind == CN_KIND_UINT, is_32 = k.itemsize == 4;
         size_t n = (size_t)k.shape[0];
         CN_BEGIN_NOGIL
-        runs = cn_segment_runs(is_unsigned, is_32, k.buf, k.strides[0], n, NULL, NULL, NULL);
+        runs = cn_segment_runs(is_unsigned, is_32, k.buf, k.strides[0], n, NULL, NULL, NULL, 0);
         CN_END_NOGIL
         if (runs < 0) {
             PyErr_Format(PyExc_ValueError,
@@ -338,9 +338,19 @@ static PyObject *segment_runs(PyObject *self, PyObject *const *args, Py_ssize_t 
                 cn_require_contig(&s, CN_KIND_INT, 8, runs, "starts") < 0 ||
                 cn_require_contig(&e, CN_KIND_INT, 8, runs, "stops") < 0)
                 goto fail;
+            ptrdiff_t filled;
             CN_BEGIN_NOGIL
-            cn_segment_runs(is_unsigned, is_32, k.buf, k.strides[0], n, u.buf, s.buf, e.buf);
+            filled = cn_segment_runs(is_unsigned, is_32, k.buf, k.strides[0], n, u.buf, s.buf,
+                                     e.buf, (size_t)runs);
             CN_END_NOGIL
+            /* The keys are read twice with the GIL released: a second read that disagrees
+             * with the first (another thread wrote them) is an error, never a longer write. */
+            if (filled != runs) {
+                PyErr_SetString(PyExc_ValueError,
+                                "'sorted_keys' changed while being read (another thread wrote "
+                                "them); the runs are not consistent");
+                goto fail;
+            }
         }
     }
     if (fill) {

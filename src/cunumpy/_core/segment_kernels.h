@@ -169,9 +169,13 @@ static ptrdiff_t cn_cell_offsets(cn_skey_type t, const char *keys, ptrdiff_t ks,
 }
 
 /* Runs of sorted keys; signed or unsigned 64-bit comparison. With unique == NULL only counts.
- * Returns the number of runs, or -(1 + i) when row i is smaller than row i - 1. */
+ * Returns the number of runs, or -(1 + i) when row i is smaller than row i - 1. The outputs
+ * hold `capacity` runs (the count of a first pass): if the keys changed since (another thread
+ * writing them) and there are more runs, returns CN_RUNS_CHANGED without writing past them. */
+#define CN_RUNS_CHANGED PTRDIFF_MIN
 static ptrdiff_t cn_segment_runs(int is_unsigned, int is_32bit, const char *keys, ptrdiff_t ks,
-                                 size_t n, char *unique, int64_t *starts, int64_t *stops)
+                                 size_t n, char *unique, int64_t *starts, int64_t *stops,
+                                 size_t capacity)
 {
     size_t isz = is_32bit ? 4 : 8;
     ptrdiff_t runs = 0;
@@ -199,6 +203,8 @@ static ptrdiff_t cn_segment_runs(int is_unsigned, int is_32bit, const char *keys
         }
         if (new_run) {
             if (unique != NULL) {
+                if ((size_t)runs >= capacity)
+                    return CN_RUNS_CHANGED;
                 memcpy(unique + (size_t)runs * isz, p, isz);
                 starts[runs] = (int64_t)i;
                 if (runs > 0)

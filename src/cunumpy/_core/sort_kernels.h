@@ -288,12 +288,18 @@ typedef struct {
     uint64_t k, i;
 } cn_rec128;
 
+/* tests/c sets this to 1 to run the copy path that a concurrent writer falls back to. */
+#ifndef CN_SORT_FORCE_COPY
+#define CN_SORT_FORCE_COPY 0
+#endif
+
 #ifndef CN_HYBRID_MIN
 #define CN_HYBRID_MIN 65536 /* below this the plain LSD passes already run in cache */
 #endif
 #define CN_INSERTION_MAX 48    /* buckets up to this size: stable insertion sort */
 #define CN_BUCKET_HIST (6 * 2048) /* counters for up to 6 digits of 11 bits (or 8 of 8) */
 
+#define CN_UNLIKELY_K(x) __builtin_expect(!!(x), 0)
 #define CN_REC64_KEY(r) ((r) >> 32)
 #define CN_REC64_MAKE(k, i) (((uint64_t)(uint32_t)(k) << 32) | (uint64_t)(i))
 #define CN_REC128_KEY(r) ((r).k)
@@ -368,7 +374,8 @@ static inline cn_rec128 cn_rec128_make(uint64_t k, uint64_t i)
     }                                                                                              \
     /* Sort n keys (ordered values, working key = ordered & wmask) into a; top digit first. */     \
     static int cn_hybrid_##SUF(cn_key_type t, const char *keys, ptrdiff_t stride, size_t n,       \
-                                uint64_t wmask, int hi, int top_bits, REC *a, REC *tmp)            \
+                                uint64_t wmask, int hi, int top_bits, REC *a, REC *tmp,            \
+                                int force_copy)                                                    \
     {                                                                                              \
         size_t nb = (size_t)1 << top_bits;                                                         \
         int tsh = hi - top_bits;                                                                   \
@@ -381,18 +388,54 @@ static inline cn_rec128 cn_rec128_make(uint64_t k, uint64_t i)
             free(hist);                                                                            \
             return CN_SORT_NOMEM;                                                                  \
         }                                                                                          \
-        for (size_t x = 0; x < n; x++)                                                             \
-            pos[((cn_key_get(t, keys + (ptrdiff_t)x * stride) & wmask) >> tsh) & (nb - 1)]++;     \
-        size_t sum = 0;                                                                            \
-        for (size_t b = 0; b < nb; b++) {                                                          \
-            size_t c = pos[b];                                                                     \
-            start[b] = pos[b] = sum;                                                               \
-            sum += c;                                                                              \
+        /* The keys are read twice (count, then scatter) and another thread may write them in \
+         * between: every scatter write is bounded by its bucket's end. If no bucket overflows, \
+         * the n writes filled every bucket exactly; if one would, the keys changed and the     \
+         * top pass is redone from a private copy, read once (the records in tmp). */            \
+        int copied = force_copy;                                                                   \
+        if (!copied) {                                                                             \
+            for (size_t x = 0; x < n; x++)                                                         \
+                pos[((cn_key_get(t, keys + (ptrdiff_t)x * stride) & wmask) >> tsh) & (nb - 1)]++; \
+        } else {                                                                                   \
+            for (size_t x = 0; x < n; x++) {                                                       \
+                uint64_t k = cn_key_get(t, keys + (ptrdiff_t)x * stride) & wmask;                  \
+                tmp[x] = MAKE(k, x);                                                               \
+                pos[(KEY(tmp[x]) >> tsh) & (nb - 1)]++;                                            \
+            }                                                                                      \
         }                                                                                          \
-        start[nb] = n;                                                                             \
-        for (size_t x = 0; x < n; x++) {                                                           \
-            uint64_t k = cn_key_get(t, keys + (ptrdiff_t)x * stride) & wmask;                      \
-            a[pos[(k >> tsh) & (nb - 1)]++] = MAKE(k, x);                                          \
+        for (;;) {                                                                                 \
+            size_t sum = 0;                                                                        \
+            for (size_t b = 0; b < nb; b++) {                                                      \
+                size_t c = pos[b];                                                                 \
+                start[b] = pos[b] = sum;                                                           \
+                sum += c;                                                                          \
+            }                                                                                      \
+            start[nb] = n;                                                                         \
+            if (copied) {                                                                          \
+                for (size_t x = 0; x < n; x++) {                                                   \
+                    REC r = tmp[x];                                                                \
+                    a[pos[(KEY(r) >> tsh) & (nb - 1)]++] = r;                                      \
+                }                                                                                  \
+                break;                                                                             \
+            }                                                                                      \
+            size_t x = 0;                                                                          \
+            for (; x < n; x++) {                                                                   \
+                uint64_t k = cn_key_get(t, keys + (ptrdiff_t)x * stride) & wmask;                  \
+                size_t b = (k >> tsh) & (nb - 1);                                                  \
+                size_t p = pos[b]++;                                                               \
+                if (CN_UNLIKELY_K(p >= start[b + 1]))                                              \
+                    break;                                                                         \
+                a[p] = MAKE(k, x);                                                                 \
+            }                                                                                      \
+            if (x == n)                                                                            \
+                break;                                                                             \
+            memset(pos, 0, (nb + 1) * sizeof(size_t));                                             \
+            for (x = 0; x < n; x++) {                                                              \
+                uint64_t k = cn_key_get(t, keys + (ptrdiff_t)x * stride) & wmask;                  \
+                tmp[x] = MAKE(k, x);                                                               \
+                pos[(KEY(tmp[x]) >> tsh) & (nb - 1)]++;                                            \
+            }                                                                                      \
+            copied = 1;                                                                            \
         }                                                                                          \
         for (size_t b = 0; b < nb; b++) {                                                          \
             size_t m = start[b + 1] - start[b];                                                    \
@@ -460,7 +503,8 @@ static int cn_radix_argsort(cn_key_type t, const char *keys, ptrdiff_t stride, s
                 if (tmp == NULL)
                     return CN_SORT_NOMEM;
             }
-            status = cn_hybrid_r64(t, keys, stride, n, 0xffffffffu, hi, top_bits, a, tmp);
+            status = cn_hybrid_r64(t, keys, stride, n, 0xffffffffu, hi, top_bits, a, tmp,
+                                   CN_SORT_FORCE_COPY);
             if (status == CN_SORT_OK) {
                 uint64_t high = first & ~(uint64_t)0xffffffffu;
                 for (size_t i = 0; i < n; i++) {
@@ -475,7 +519,8 @@ static int cn_radix_argsort(cn_key_type t, const char *keys, ptrdiff_t stride, s
             if (a == NULL)
                 status = CN_SORT_NOMEM;
             else
-                status = cn_hybrid_r128(t, keys, stride, n, ~(uint64_t)0, hi, top_bits, a, tmp);
+                status = cn_hybrid_r128(t, keys, stride, n, ~(uint64_t)0, hi, top_bits, a, tmp,
+                                        CN_SORT_FORCE_COPY);
             if (status == CN_SORT_OK) {
                 for (size_t i = 0; i < n; i++) {
                     order[i] = (int64_t)a[i].i;
