@@ -66,6 +66,12 @@ def _as_host(a, side: str, name: str) -> np.ndarray:
     """The NumPy array to compute on: the array itself, the fake's buffer, or array-likes."""
     if side == "fake":
         return _host(a)
+    if isinstance(a, np.ma.MaskedArray):
+        # The C core reads the data buffer only; a silently ignored mask gives wrong results.
+        raise TypeError(
+            f"'{name}' is a masked array (numpy.ma); masks are not supported: pass "
+            f"'{name}.filled(...)' or '{name}.compressed()'"
+        )
     if isinstance(a, np.ndarray):
         return a
     try:
@@ -104,11 +110,9 @@ def _native(a: np.ndarray) -> np.ndarray:
 
 
 def _c_keys(keys: np.ndarray) -> np.ndarray:
-    """Keys in a type the C segment functions read (int32, int64, uint64), copied only if needed."""
-    keys = _native(keys)
-    if keys.dtype in (np.int32, np.int64, np.uint64):
-        return keys
-    return keys.astype(np.int64)
+    """Keys the C segment functions read in place (any 8 to 64-bit integer); only byte-swapped
+    keys are copied, in their own width (never widened: 2**31 int8 keys stay 2 GiB)."""
+    return _native(keys)
 
 
 def _aligned(a: np.ndarray) -> np.ndarray:
@@ -354,13 +358,16 @@ def sort_by_key(keys, *arrays, axis=0):
 
 def _argsort_into(k: np.ndarray, order: np.ndarray, sorted_keys: np.ndarray) -> None:
     kind, size = k.dtype.kind, k.dtype.itemsize
-    if kind in "iu" and size in (4, 8) and k.dtype.isnative and k.flags.aligned:
-        core.radix_argsort(k, order, sorted_keys)
-    elif kind in "iub":
-        wide = k.astype(np.int64 if kind in "ib" else np.uint64 if size == 8 else np.int64)
-        tmp = np.empty(k.shape[0], dtype=wide.dtype)
-        core.radix_argsort(wide, order, tmp)
-        sorted_keys[...] = tmp
+    if kind in "iub" and size in (1, 2, 4, 8):
+        # Read in place, narrow keys too (no widened copy); a byte-swapped or misaligned
+        # array is copied once in its own width.
+        if not (k.dtype.isnative and k.flags.aligned):
+            k = k.astype(k.dtype.newbyteorder("="))
+            tmp = np.empty(k.shape[0], dtype=k.dtype)
+            core.radix_argsort(k, order, tmp)
+            sorted_keys[...] = tmp
+        else:
+            core.radix_argsort(k, order, sorted_keys)
     else:
         order[...] = np.argsort(k, kind="stable")
         np.take(k, order, out=sorted_keys)
@@ -688,8 +695,6 @@ def segment_boundaries(sorted_keys):
     _require_1d(k, "sorted_keys")
     _require_integer_keys(k, "sorted_keys")
     ck = _native(k)
-    if ck.dtype.itemsize not in (4, 8):
-        ck = ck.astype(np.int64 if ck.dtype.kind == "i" else np.uint64)
     runs = core.segment_runs(ck)
     alloc = _device_empty if side == "fake" else (lambda shape, dt: (lambda a: (a, a))(np.empty(shape, dt)))
     unique, u = alloc((runs,), k.dtype)

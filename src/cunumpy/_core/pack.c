@@ -42,6 +42,10 @@ typedef struct {
     PyObject *seen;      /* weak reference or NULL */
     PyObject *seen_shape;/* views: the shape the cached value was made from */
     long long seen_dev;  /* device id of the cached array (-1: unknown) */
+    /* Bumped on every change of the cache: a reader that ran Python code (a .shape read, a
+     * comparison, a GC pass) between its check and its copy re-checks it, because another
+     * thread may have replaced the entry meanwhile (one kernel launched from many threads). */
+    unsigned long long generation;
     unsigned char cached[CACHE_BYTES];
 } slot_t;
 
@@ -133,26 +137,39 @@ static PyObject *weak_target(PyObject *ref)
 #endif
 }
 
+/* Both change the entry with no Python code between the first and the last write (the old
+ * references are released after), so under the GIL a reader sees an old or a new entry whole. */
 static void slot_forget(slot_t *s)
 {
-    Py_CLEAR(s->seen);
-    Py_CLEAR(s->seen_shape);
+    PyObject *seen = s->seen, *shape = s->seen_shape;
+    s->seen = NULL;
+    s->seen_shape = NULL;
+    s->generation++;
+    Py_XDECREF(seen);
+    Py_XDECREF(shape);
 }
 
 static void slot_remember(slot_t *s, PyObject *obj, PyObject *shape, long long dev, const void *value,
                           Py_ssize_t size)
 {
-    slot_forget(s);
-    if (Py_TYPE(obj)->tp_weaklistoffset == 0 || size > CACHE_BYTES)
-        return;
-    s->seen = PyWeakref_NewRef(obj, NULL);
-    if (s->seen == NULL) {
-        PyErr_Clear();
+    if (Py_TYPE(obj)->tp_weaklistoffset == 0 || size > CACHE_BYTES) {
+        slot_forget(s);
         return;
     }
+    PyObject *ref = PyWeakref_NewRef(obj, NULL); /* may run a GC pass, hence other threads */
+    if (ref == NULL) {
+        PyErr_Clear();
+        slot_forget(s);
+        return;
+    }
+    PyObject *old_seen = s->seen, *old_shape = s->seen_shape;
+    s->seen = ref;
     s->seen_shape = Py_XNewRef(shape);
     s->seen_dev = dev;
     memcpy(s->cached, value, (size_t)size);
+    s->generation++;
+    Py_XDECREF(old_seen);
+    Py_XDECREF(old_shape);
 }
 
 static int dtype_equal(PyObject *a, PyObject *b)
@@ -394,15 +411,23 @@ static int pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned char *out
             memcpy(out, s->cached, (size_t)s->size);
             return 0;
         }
-        /* A view also depends on the shape, which CuPy lets code assign in place. */
+        /* A view also depends on the shape, which CuPy lets code assign in place. Reading
+         * and comparing it runs Python code: the entry is copied only if no other thread
+         * changed it meanwhile (else the full packing below runs). */
+        unsigned long long generation = s->generation;
+        PyObject *seen_shape = Py_XNewRef(s->seen_shape);
         PyObject *shape = obj == f->first ? Py_NewRef(f->first_shape) : PyObject_GetAttr(obj, s_shape);
-        if (shape == NULL)
+        if (shape == NULL) {
+            Py_XDECREF(seen_shape);
             return -1;
-        int same = shape == s->seen_shape || PyObject_RichCompareBool(shape, s->seen_shape, Py_EQ) == 1;
+        }
+        int same = shape == seen_shape ||
+                   (seen_shape != NULL && PyObject_RichCompareBool(shape, seen_shape, Py_EQ) == 1);
         Py_DECREF(shape);
+        Py_XDECREF(seen_shape);
         if (PyErr_Occurred())
             return -1;
-        if (same) {
+        if (same && s->generation == generation) {
             memcpy(out, s->cached, (size_t)s->size);
             return 0;
         }

@@ -1,0 +1,231 @@
+"""Regressions of issue 9 (defects found by hostile testing of the public API), one group per
+item of the issue; the race tests of the C kernels are in test_races.py."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import cunumpy as xp
+from cunumpy import _reference
+from cunumpy import algorithms as al
+from cunumpy._native import HAVE_C_CORE, core
+
+from test_c_robustness import run_isolated
+
+needs_c = pytest.mark.skipif(not HAVE_C_CORE, reason="needs the C core")
+
+
+def _fake_cupy():
+    cupy = sys.modules.get("cupy")
+    return cupy if cupy is not None and getattr(cupy, "__cunumpy_fake__", False) else None
+
+
+def dev(a):
+    """On the cupy backend (fake CuPy) a device copy, else the array itself."""
+    if xp.get_backend() == "cupy":
+        return xp.asarray(np.asarray(a))
+    return a
+
+
+# --------------------------------------------------------------------------- item 1
+
+
+@needs_c
+def test_compact_in_place_refuses_object_buffers_in_c():
+    """Regression: the C compaction moved object pointers as raw bytes (a duplicated pointer
+    was released twice: segfault at exit). The C entry point refuses them by itself."""
+    out = run_isolated(
+        """
+        import numpy as np
+        import cunumpy._core as core
+        for dt in (object, np.dtype([("a", object), ("b", "f8")]), np.dtype([("O", "f8"), ("x", object)])):
+            a = np.array([(1.5, 2.5)] * 6, dtype=[("p", "f8"), ("q", "f8")]).astype(dt) if dt is not object \
+                else np.array([object() for _ in range(6)], dtype=object)
+            try:
+                core.compact_in_place(np.array([False, True] * 3), (a,))
+            except TypeError as e:
+                assert "array 0" in str(e) and "objects" in str(e), e
+            else:
+                raise SystemExit("accepted")
+            del a
+        import gc; gc.collect()
+        print("clean")
+        """
+    )
+    assert "clean" in out
+
+
+@needs_c
+def test_compact_in_place_accepts_a_struct_field_named_o():
+    a = np.zeros(4, dtype=[("O", "f8"), ("x", "i4")])
+    a["O"] = [1, 2, 3, 4]
+    assert core.compact_in_place(np.array([False, True, False, True]), (a,)) == 2
+    assert a["O"][:2].tolist() == [2.0, 4.0]
+
+
+def test_compact_by_mask_refuses_object_arrays(on_backend):
+    mask = np.array([False, True] * 3)
+    objs = np.array([object() for _ in range(6)], dtype=object)
+    if on_backend == "cupy":
+        pytest.skip("device arrays hold no Python objects")
+    with pytest.raises(TypeError, match=r"array 1 .*objects"):
+        al.compact_by_mask(mask, np.zeros(6), objs)
+    rec = np.zeros(6, dtype=[("a", object), ("b", "f8")])
+    with pytest.raises(TypeError, match=r"array 0 .*objects"):
+        al.compact_by_mask(mask, rec)
+    # the twin agrees with the C entry point
+    with pytest.raises(TypeError, match="objects"):
+        _reference.compact_in_place(mask, (objs,))
+
+
+# --------------------------------------------------------------------------- item 4
+
+
+def test_one_cuda_kernel_packed_from_many_threads_keeps_each_threads_pointers():
+    """Regression: a view slot's cache was checked, then the array's .shape was read (Python
+    code, a thread switch), then the cached bytes copied; another thread could replace the
+    cache in between, so a launch carried another thread's array pointer."""
+    cupy = _fake_cupy()
+    if cupy is None:
+        pytest.skip("needs the fake CuPy (CUNUMPY_FAKE_CUPY=1)")
+    from cunumpy.kernels import CudaKernel
+
+    k = CudaKernel('extern "C" __global__ void k(const double* x, Array2D<float> v, CArray1D<int> c) {}', "k")
+    off_v, _ = k._plan.layout[1]
+    off_c, _ = k._plan.layout[2]
+    n_threads, rounds = 6, 6000
+    wrong = []
+    barrier = threading.Barrier(n_threads)
+
+    def work(t):
+        x = cupy.zeros(3)
+        # equal shapes in every thread: only the data pointers tell the entries apart
+        v = cupy.zeros((2, 3), dtype=np.float32)
+        c = cupy.zeros(4, dtype=np.int32)
+        barrier.wait()
+        for _ in range(rounds):
+            packed = k._plan.pack(x, v, c)[0]
+            pv = int.from_bytes(packed[off_v:off_v + 8], "little")
+            rows = int.from_bytes(packed[off_v + 8:off_v + 16], "little")
+            pc = int.from_bytes(packed[off_c:off_c + 8], "little")
+            if pv != v.data.ptr or rows != 2 or pc != c.data.ptr:
+                wrong.append(t)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(n_threads)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert wrong == []
+
+
+# --------------------------------------------------------------------------- item 8
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.bool_])
+@pytest.mark.parametrize("n", [0, 1, 5, 1000, 70_001])
+def test_sort_by_key_narrow_keys(on_backend, dtype, n):
+    rs = np.random.default_rng(n)
+    if dtype is np.bool_:
+        keys = rs.random(n) < 0.5
+    else:
+        info = np.iinfo(dtype)
+        keys = rs.integers(info.min, int(info.max) + 1, n).astype(dtype)
+    for k in (keys, keys[::-2]):
+        sk, order = al.sort_by_key(dev(k))[:2]
+        expect = np.argsort(k, kind="stable")
+        np.testing.assert_array_equal(xp.to_numpy(order), expect)
+        np.testing.assert_array_equal(xp.to_numpy(sk), k[expect])
+        assert xp.to_numpy(sk).dtype == k.dtype
+
+
+@needs_c
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, "?"])
+def test_radix_argsort_narrow_keys_match_twin(dtype):
+    rs = np.random.default_rng(2)
+    keys = rs.integers(0, 256, 5000).astype(np.uint8).view(np.int8).astype(dtype)
+    results = []
+    for fn in (core.radix_argsort, _reference.radix_argsort):
+        order, sk = np.empty(keys.size, np.int64), np.empty(keys.size, keys.dtype)
+        fn(keys, order, sk)
+        results.append((order, sk))
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    np.testing.assert_array_equal(results[0][1], results[1][1])
+
+
+@needs_c
+def test_narrow_keys_are_not_widened():
+    """Regression: int8/int16/bool keys were copied to int64 (8x the key memory)."""
+    n = 1 << 20
+    keys = np.random.default_rng(0).integers(-100, 100, n).astype(np.int8)
+    vals = np.ones(n)
+    tracemalloc.start()
+    try:
+        al.sort_by_key(keys)
+        _, peak_sort = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        sk = np.sort(keys)
+        tracemalloc.reset_peak()
+        al.segment_boundaries(sk)
+        _, peak_runs = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        pos = np.abs(keys)
+        tracemalloc.reset_peak()
+        al.segment_sum(vals, pos, 101)
+        al.cell_offsets(np.sort(pos), 101)
+        _, peak_sum = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # sort: an int64 order (8 MiB) and the sorted keys (1 MiB); a widened copy adds 8+ MiB
+    assert peak_sort < 10 * n
+    assert peak_runs < 4 * n
+    assert peak_sum < 4 * n
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.uint32])
+def test_segment_functions_with_narrow_keys(on_backend, dtype):
+    rs = np.random.default_rng(5)
+    n, nseg = 3000, 50
+    keys = rs.integers(0, nseg, n).astype(dtype)
+    if np.dtype(dtype).kind == "i":
+        keys[::7] = -1
+    vals = rs.standard_normal((n, 2))
+    got = xp.to_numpy(al.segment_sum(dev(vals), dev(keys), nseg))
+    want = np.zeros((nseg, 2))
+    live = keys.astype(np.int64) >= 0
+    np.add.at(want, keys[live].astype(np.int64), vals[live])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    sk = np.sort(keys[live])
+    off = xp.to_numpy(al.cell_offsets(dev(sk), nseg))
+    np.testing.assert_array_equal(off, np.searchsorted(sk, np.arange(nseg + 1)))
+    u, s, e = (xp.to_numpy(a) for a in al.segment_boundaries(dev(np.sort(keys))))
+    ref_u, ref_s = np.unique(np.sort(keys), return_index=True)
+    np.testing.assert_array_equal(u, ref_u)
+    np.testing.assert_array_equal(s, ref_s)
+    assert u.dtype == keys.dtype
+
+
+def test_masked_arrays_are_refused(on_backend):
+    if on_backend == "cupy":
+        pytest.skip("numpy.ma arrays are host arrays")
+    keys = np.ma.masked_array([3, 1, 2], mask=[False, True, False])
+    with pytest.raises(TypeError, match="'keys' is a masked array"):
+        al.sort_by_key(keys)
+    with pytest.raises(TypeError, match="'values' is a masked array"):
+        al.segment_sum(np.ma.masked_array(np.ones(3), mask=[0, 1, 0]), np.array([0, 1, 0]), 2)
+    with pytest.raises(TypeError, match="'keys' is a masked array"):
+        al.segment_sum(np.ones(3), keys, 4)
+    with pytest.raises(TypeError, match="masked array"):
+        al.SegmentPlan(keys, 4)
+    with pytest.raises(TypeError, match="masked array"):
+        al.segment_boundaries(keys)
