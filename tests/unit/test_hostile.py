@@ -229,3 +229,56 @@ def test_masked_arrays_are_refused(on_backend):
         al.SegmentPlan(keys, 4)
     with pytest.raises(TypeError, match="masked array"):
         al.segment_boundaries(keys)
+
+
+# --------------------------------------------------------------------------- item 5
+
+
+def _pk_case(make_args, body):
+    from cunumpy.kernels import PyccelKernel
+
+    return PyccelKernel(body)(*make_args())
+
+
+@pytest.mark.parametrize(
+    "views, body, expect",
+    [
+        # Regression: the unwritten view x[::2] was copied back last and undid the writes.
+        (lambda x: (x, x[::2]), lambda a, b: a.__imul__(2), [0, 2, 4, 6, 8, 10]),
+        (lambda x: (x[::2], x), lambda a, b: b.__imul__(2), [0, 2, 4, 6, 8, 10]),
+        (lambda x: (x, x[::-1]), lambda a, b: a.__setitem__(slice(0, 3), -1), [-1, -1, -1, 3, 4, 5]),
+        (lambda x: (x[::-1], x), lambda a, b: a.__setitem__(0, 50), [0, 1, 2, 3, 4, 50]),
+        # both views write, different elements: every write survives
+        (lambda x: (x[:4], x[2:]), lambda a, b: (a.__setitem__(0, 10), b.__setitem__(3, 20)), [10, 1, 2, 3, 4, 20]),
+        # the same array twice, written through the second
+        (lambda x: (x, x), lambda a, b: b.__setitem__(1, 7), [0, 7, 2, 3, 4, 5]),
+        # NaN that is not written stays; a write through the other view survives it
+        (lambda x: (x, x[1:]), lambda a, b: a.__setitem__(1, 9), [0, 9, 2, 3, 4, 5]),
+    ],
+)
+def test_pyccel_kernel_default_outputs_preserve_writes_through_overlapping_views(views, body, expect, device_only):
+    x = xp.asarray(np.arange(6, dtype=np.float64))
+    _pk_case(lambda: views(x), body)
+    np.testing.assert_array_equal(xp.to_numpy(x), expect)
+
+
+def test_pyccel_kernel_overlapping_views_keep_unwritten_nans(device_only):
+    x = xp.asarray(np.array([np.nan, 1.0, 2.0, 3.0]))
+
+    def body(a, b):
+        a[0] = 5.0  # b[0] (the same element) stays NaN on the host copy of b
+
+    _pk_case(lambda: (x, x[::2]), body)
+    np.testing.assert_array_equal(xp.to_numpy(x), [5.0, 1.0, 2.0, 3.0])
+
+
+def test_pyccel_kernel_separate_arrays_still_copy_back_whole(device_only):
+    x = xp.asarray(np.zeros(3))
+    y = xp.asarray(np.zeros(3))
+
+    def body(a, b):
+        a[:] = 1
+        b[:] = 2
+
+    _pk_case(lambda: (x, y), body)
+    assert xp.to_numpy(x).tolist() == [1, 1, 1] and xp.to_numpy(y).tolist() == [2, 2, 2]
