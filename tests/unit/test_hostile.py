@@ -282,3 +282,54 @@ def test_pyccel_kernel_separate_arrays_still_copy_back_whole(device_only):
 
     _pk_case(lambda: (x, y), body)
     assert xp.to_numpy(x).tolist() == [1, 1, 1] and xp.to_numpy(y).tolist() == [2, 2, 2]
+
+
+# --------------------------------------------------------------------------- item 6
+
+
+def _crafted_views(d=23):
+    """Two views whose exact overlap test takes NumPy's shares_memory seconds (it doubles with
+    every dimension); they do share memory."""
+    from numpy.lib.stride_tricks import as_strided
+
+    base = np.zeros(2 ** (d + 2), np.uint8)
+    strides = tuple(2**k + 1 for k in range(d))
+    a = as_strided(base, shape=(2,) * d, strides=strides)
+    b = as_strided(base[1:], shape=(2,) * d, strides=strides[::-1])
+    return a, b
+
+
+def test_compact_by_mask_overlap_check_is_bounded():
+    """Regression: 24 dimensions took 0.9 s and 28 took 20 s in the exact overlap test."""
+    import time
+
+    a, b = _crafted_views()
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match=r"share memory"):
+        al.compact_by_mask(np.array([True, False]), a, b)
+    assert time.perf_counter() - t0 < 2.0
+
+
+def test_segment_sum_out_overlap_check_is_bounded():
+    import time
+
+    from numpy.lib.stride_tricks import as_strided
+
+    d = 23
+    out = np.zeros((1,) + (2,) * (d - 1))  # float64, C-contiguous, the result's shape
+    raw = out.view(np.uint8).reshape(-1)
+    values = as_strided(raw[1:], shape=(2,) * d, strides=tuple(2**k + 1 for k in reversed(range(d))))
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match="share memory"):
+        al.segment_sum(values, np.zeros(2, np.int64), 1, out=out)
+    assert time.perf_counter() - t0 < 2.0
+
+
+def test_bounded_overlap_check_still_finds_ordinary_overlaps():
+    x = np.zeros((10, 3))
+    with pytest.raises(ValueError, match="share memory"):
+        al.compact_by_mask(np.ones(10, bool), x, x[::-1])
+    v = np.zeros((4, 2))
+    with pytest.raises(ValueError, match="share memory"):
+        al.segment_sum(v, np.zeros(4, np.int64), 4, out=v)
+    assert al.compact_by_mask(np.ones(10, bool), x[:, :1], x[:, 1:]) == 10  # interleaved, disjoint
