@@ -333,3 +333,64 @@ def test_bounded_overlap_check_still_finds_ordinary_overlaps():
     with pytest.raises(ValueError, match="share memory"):
         al.segment_sum(v, np.zeros(4, np.int64), 4, out=v)
     assert al.compact_by_mask(np.ones(10, bool), x[:, :1], x[:, 1:]) == 10  # interleaved, disjoint
+
+
+# --------------------------------------------------------------------------- item 7
+
+
+def _kernel_file_source(n):
+    return "\n".join(f'extern "C" __global__ void k{i}(double* x, int n) {{ x[0] = n; }}' for i in range(n))
+
+
+def _best_time(fn, repeat=3):
+    import time
+
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def test_cuda_kernel_names_is_linear():
+    """Regression: each name was looked up in the list of names found so far (quadratic)."""
+    from cunumpy import cuda
+
+    small, big = _kernel_file_source(2000), _kernel_file_source(32000)
+    assert cuda.cuda_kernel_names(big)[-1] == "k31999"
+    ratio = _best_time(lambda: cuda.cuda_kernel_names(big), 5) / _best_time(lambda: cuda.cuda_kernel_names(small), 5)
+    assert ratio < 80  # linear: about 16 (more with cache misses); quadratic: about 256
+
+
+def test_all_from_file_is_linear(tmp_path):
+    """Regression: every kernel tokenized the whole file again (4000 kernels took 50 s)."""
+    from cunumpy.kernels import CudaKernel
+
+    paths = []
+    for n in (250, 2000):
+        p = tmp_path / f"k{n}.cu"
+        p.write_text(_kernel_file_source(n))
+        paths.append(p)
+    kernels = CudaKernel.all_from_file(paths[1])
+    assert list(kernels)[-1] == "k1999" and kernels["k7"].signature[1].name == "n"
+    ratio = _best_time(lambda: CudaKernel.all_from_file(paths[1]), 2) / _best_time(
+        lambda: CudaKernel.all_from_file(paths[0]), 2
+    )
+    assert ratio < 24  # linear: about 8; quadratic: about 64
+
+
+def test_signature_memo_keeps_the_first_definition_and_per_source_results():
+    from cunumpy.cuda import parse_cuda_signature
+
+    src = (
+        'extern "C" __global__ void k(float* a);\n'
+        'extern "C" __global__ void k(float* a) {}\n'
+        'extern "C" __global__ void k(double* b) {}\n'
+    )
+    assert parse_cuda_signature(src, "k")[0].name == "a"
+    other = src.replace("float", "int")
+    assert str(parse_cuda_signature(other, "k")[0].dtype) == "int32"
+    assert str(parse_cuda_signature(src, "k")[0].dtype) == "float32"
+    with pytest.raises(ValueError, match="no __global__ function named 'nope'"):
+        parse_cuda_signature(src, "nope")
