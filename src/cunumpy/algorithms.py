@@ -294,7 +294,13 @@ def _check_cells(c, axis, bits, to_bool):
 
 def morton_decode(keys, ndim):
     """Inverse of :func:`morton_encode`: a tuple of ``ndim`` uint64 cell arrays."""
-    if isinstance(ndim, (bool, np.bool_)) or ndim not in (2, 3):
+    if isinstance(ndim, (bool, np.bool_)):
+        raise TypeError("'ndim' must be an integer (2 or 3), not bool")
+    try:
+        ndim = operator.index(ndim)
+    except TypeError:
+        raise TypeError(f"'ndim' must be an integer (2 or 3), not {type(ndim).__name__}") from None
+    if ndim not in (2, 3):
         raise ValueError(f"'ndim' must be 2 or 3, got {ndim!r}")
     side = _side(keys)
     if side == "cupy":
@@ -426,12 +432,19 @@ def _check_n_segments(n_segments) -> int:
     n_segments = _index(n_segments, "n_segments")
     if n_segments < 0:
         raise ValueError(f"'n_segments' must be >= 0, got {n_segments}")
+    if n_segments >= 2**63:
+        raise ValueError(f"'n_segments' must be < 2**63, got {n_segments}")
     return n_segments
 
 
 def _check_out(out, values, keys, shape, dtype, side):
     if out is None:
         return
+    if side == "cupy" or side == "fake":
+        if not _backend.is_cupy_array(out):
+            raise TypeError(f"'out' must be a device array like 'values', not {type(out).__name__}")
+    elif not isinstance(out, np.ndarray):
+        raise TypeError(f"'out' must be a numpy.ndarray, not {type(out).__name__}")
     if tuple(out.shape) != tuple(shape):
         raise ValueError(f"'out' must have shape {tuple(shape)}, got {tuple(out.shape)}")
     if np.dtype(out.dtype) != dtype:
@@ -538,8 +551,11 @@ class SegmentPlan:
             if side == "fake":
                 self._device = _cupy().cuda.runtime.getDevice()
                 self._keys = keys.copy()
+                # sum() trusts the validated keys: they cannot be written afterwards.
+                _host(self._keys).flags.writeable = False
             else:
                 self._keys = np.array(ck, copy=True)
+                self._keys.flags.writeable = False
         self._n_segments = n_segments
 
     @property
@@ -548,7 +564,8 @@ class SegmentPlan:
 
     @property
     def keys(self):
-        """The plan's own copy of the keys (do not modify)."""
+        """The plan's own copy of the keys: read-only on the host, since :meth:`sum` trusts
+        them (on a GPU the plan sums with its own scatter index, never with this array)."""
         return self._keys
 
     def __repr__(self) -> str:

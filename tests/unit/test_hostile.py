@@ -394,3 +394,125 @@ def test_signature_memo_keeps_the_first_definition_and_per_source_results():
     assert str(parse_cuda_signature(src, "k")[0].dtype) == "float32"
     with pytest.raises(ValueError, match="no __global__ function named 'nope'"):
         parse_cuda_signature(src, "nope")
+
+
+# --------------------------------------------------------------------------- item 10
+
+
+def test_patching_pyccel_kernel_call_on_the_class_takes_effect():
+    """Regression: on CPython 3.11 the instance's vectorcall bypassed a patched __call__."""
+    from unittest import mock
+
+    from cunumpy.kernels import PyccelKernel
+
+    k = PyccelKernel(lambda x: x + 1)
+    with mock.patch.object(PyccelKernel, "__call__", return_value="patched") as m:
+        assert k(np.zeros(1)) == "patched"
+        assert m.call_count == 1
+    np.testing.assert_array_equal(xp.to_numpy(k(np.zeros(1))), [1.0])  # restored: the fast path again
+
+    class Logged(PyccelKernel):
+        def __call__(self, *args, **kwargs):
+            return ("logged", super().__call__(*args, **kwargs))
+
+    tag, value = Logged(lambda x, y=0: x + y)(np.ones(1), y=2)
+    assert tag == "logged" and xp.to_numpy(value).tolist() == [3.0]
+
+
+# --------------------------------------------------------------------------- item 9
+
+
+def test_segment_sum_out_of_the_wrong_type_is_a_type_error(on_backend):
+    # (on the device backend the list is caught first, as an argument of the wrong backend)
+    with pytest.raises(TypeError, match="'out' must be|argument 2: numpy"):
+        al.segment_sum(dev(np.ones(3)), dev(np.array([0, 1, 0])), 2, out=[[0.0], [0.0]])
+    with pytest.raises(TypeError, match="'out' must be"):
+        al.segment_sum(np.ones(3), np.array([0, 1, 0]), 2, out=[[0.0], [0.0]])
+
+
+def test_segment_plan_huge_n_segments_names_the_argument(on_backend):
+    with pytest.raises(ValueError, match="'n_segments' must be < 2\\*\\*63"):
+        al.SegmentPlan(dev(np.array([0, 1])), 2**63)
+    with pytest.raises(ValueError, match="'n_segments'"):
+        al.segment_sum(dev(np.ones(2)), dev(np.array([0, 1])), 2**64)
+
+
+def test_morton_decode_ndim_must_be_an_integer(on_backend):
+    keys = dev(np.array([5, 9], dtype=np.uint64))
+    with pytest.raises(TypeError, match="'ndim' must be an integer"):
+        al.morton_decode(keys, 2.0)
+    with pytest.raises(TypeError, match="'ndim'"):
+        al.morton_decode(keys, True)
+    with pytest.raises(ValueError, match="'ndim' must be 2 or 3"):
+        al.morton_decode(keys, 4)
+    assert len(al.morton_decode(keys, np.int64(3))) == 3
+
+
+def test_segment_plan_keys_cannot_be_written(on_backend):
+    plan = al.SegmentPlan(dev(np.array([0, 1, 1])), 2)
+    if on_backend == "numpy" or _fake_cupy() is not None:
+        with pytest.raises(ValueError, match="read-only"):
+            plan.keys[0] = 99
+    out = plan.sum(dev(np.ones(3)))
+    assert xp.to_numpy(out).tolist() == [1.0, 2.0]
+
+
+def test_cuda_kernel_float_parameters_out_of_range_name_kernel_and_parameter():
+    cupy = _fake_cupy()
+    if cupy is None:
+        pytest.skip("needs the fake CuPy (CUNUMPY_FAKE_CUPY=1)")
+    from cunumpy.kernels import CudaKernel
+
+    k = CudaKernel(
+        'extern "C" __global__ void kf(double* x, float f, double d, complex<float> c) {}', "kf"
+    )
+    x = cupy.zeros(2)
+    for args, param in [
+        ((x, 1e300, 1.0, 0j), "float f"),
+        ((x, 10**400, 1.0, 0j), "float f"),
+        ((x, 1.0, 10**400, 0j), "double d"),
+        ((x, 1.0, 1.0, complex(0, 1e39)), "c"),
+        ((x, -3.5e38, 1.0, 0j), "float f"),
+    ]:
+        with pytest.raises(OverflowError, match=rf"kernel 'kf'.*{param}"):
+            k._plan.pack(*args)
+    # in range, and explicit infinities, are accepted
+    k._plan.pack(x, 3.4e38, 1e308, complex(1e38, -1e38))
+    k._plan.pack(x, float("inf"), float("-inf"), complex(float("inf"), 0))
+
+
+def test_pack_twin_agrees_on_float_overflow():
+    from cunumpy.kernels import CudaKernel
+    from cunumpy.kernels import _cuda_kernel as ck
+
+    name = "kf"
+    k = CudaKernel('extern "C" __global__ void kf(float f, double d, complex<float> c) {}', name)
+    specs = tuple(ck._spec(i, p) for i, p in enumerate(k.signature))
+    plans = [m.launch_plan(name, specs, np.void, np.generic) for m in (core, _reference)] if HAVE_C_CORE else [
+        _reference.launch_plan(name, specs, np.void, np.generic)]
+    for args in [(1e300, 1.0, 0j), (10**400, 1.0, 0j), (1.0, 10**400, 0j), (1.0, 1.0, complex(1e39, 0))]:
+        messages = []
+        for plan in plans:
+            with pytest.raises(OverflowError) as info:
+                plan.pack(*args)
+            messages.append(str(info.value))
+        assert len(set(messages)) == 1, messages
+        assert "kernel 'kf'" in messages[0]
+
+
+def test_device_mirror_to_host_into_a_read_only_array(device_only):
+    from cunumpy.memory import DeviceMirror
+
+    host = np.zeros(4)
+    mirror = DeviceMirror(host)
+    mirror.device  # allocate and upload
+    host.flags.writeable = False
+    with pytest.raises(ValueError, match=r"DeviceMirror.to_host\(\): the host array is read-only"):
+        mirror.to_host()
+
+
+def test_nul_in_cuda_source_is_named_not_truncated():
+    from cunumpy.cuda import parse_cuda_signature
+
+    with pytest.raises(ValueError, match=r"'source' contains a NUL character \(line 2"):
+        parse_cuda_signature('// kernel\nextern "C" __global__ void k(foo\0bar x) {}', "k")

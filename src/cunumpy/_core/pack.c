@@ -12,6 +12,8 @@
  * array's data pointer, dtype and contiguity never change for the life of the object. */
 #include "common.h"
 
+#include <float.h>
+#include <math.h>
 #include <string.h>
 #if defined(__unix__) || defined(__APPLE__)
 #include <dlfcn.h>
@@ -627,6 +629,35 @@ static void put_complex(const slot_t *s, Py_complex c, unsigned char *out)
     }
 }
 
+/* A double for a float or complex<float> parameter: past FLT_MAX it would silently become inf
+ * (the C conversion is even undefined): an OverflowError naming the kernel and the parameter,
+ * as for integers. An infinity passed as such stays one. */
+static int check_single_range(plan_t *p, Py_ssize_t i, PyObject *obj, double re, double im)
+{
+    const slot_t *s = &p->slots[i];
+    int single = (s->scalar == S_FLOAT && s->itemsize == 4) || (s->scalar == S_COMPLEX && s->itemsize == 8);
+    if (!single || ((!isfinite(re) || fabs(re) <= FLT_MAX) && (!isfinite(im) || fabs(im) <= FLT_MAX)))
+        return 0;
+    if (PyFloat_CheckExact(obj) || PyComplex_CheckExact(obj))
+        arg_error(PyExc_OverflowError, p, i, "%R is out of range for %S (largest finite value 3.4028235e+38)",
+                  obj, s->dtype);
+    else
+        arg_error(PyExc_OverflowError, p, i, "the value is out of range for %S (largest finite value 3.4028235e+38)",
+                  s->dtype);
+    return -1;
+}
+
+/* An int too large for a double: the OverflowError names the kernel and the parameter. */
+static double int_as_double(plan_t *p, Py_ssize_t i, PyObject *obj)
+{
+    double d = PyLong_AsDouble(obj);
+    if (d == -1.0 && PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_OverflowError)) {
+        PyErr_Clear();
+        arg_error(PyExc_OverflowError, p, i, "the int is out of range for %S", p->slots[i].dtype);
+    }
+    return d;
+}
+
 static int put_number(plan_t *p, Py_ssize_t i, PyObject *obj, int action, unsigned char *out)
 {
     slot_t *s = &p->slots[i];
@@ -657,6 +688,8 @@ static int put_number(plan_t *p, Py_ssize_t i, PyObject *obj, int action, unsign
         double d = PyFloat_AsDouble(obj);
         if (d == -1.0 && PyErr_Occurred())
             return -1;
+        if (check_single_range(p, i, obj, d, 0.0) < 0)
+            return -1;
         if (s->scalar == S_COMPLEX)
             put_complex(s, (Py_complex){d, 0.0}, out);
         else
@@ -666,6 +699,8 @@ static int put_number(plan_t *p, Py_ssize_t i, PyObject *obj, int action, unsign
     default: {
         Py_complex c = PyComplex_AsCComplex(obj);
         if (c.real == -1.0 && PyErr_Occurred())
+            return -1;
+        if (check_single_range(p, i, obj, c.real, c.imag) < 0)
             return -1;
         put_complex(s, c, out);
         return 0;
@@ -716,8 +751,10 @@ python_int:
     if (s->scalar == S_INT || s->scalar == S_UINT)
         return put_int(p, i, obj, out);
     if (s->scalar == S_FLOAT || s->scalar == S_COMPLEX) {
-        double d = PyLong_AsDouble(obj);
+        double d = int_as_double(p, i, obj);
         if (d == -1.0 && PyErr_Occurred())
+            return -1;
+        if (check_single_range(p, i, obj, d, 0.0) < 0)
             return -1;
         if (s->scalar == S_COMPLEX)
             put_complex(s, (Py_complex){d, 0.0}, out);

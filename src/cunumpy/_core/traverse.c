@@ -939,7 +939,53 @@ static PyObject *hk_convert(HostKernelObject *self, PyObject *const *args, size_
     return r;
 }
 
+static PyObject *hk_call(PyObject *op, PyObject *pos, PyObject *kw);
+
+/* The call through the class's current tp_call (a __call__ assigned after the class was made). */
+static PyObject *hk_call_replaced(PyObject *op, ternaryfunc call, PyObject *const *args, size_t nargsf,
+                                  PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *pos = PyTuple_New(nargs);
+    if (pos == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        PyTuple_SET_ITEM(pos, i, Py_NewRef(args[i]));
+    PyObject *kw = NULL;
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
+        kw = PyDict_New();
+        if (kw == NULL) {
+            Py_DECREF(pos);
+            return NULL;
+        }
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); i++) {
+            if (PyDict_SetItem(kw, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0) {
+                Py_DECREF(pos);
+                Py_DECREF(kw);
+                return NULL;
+            }
+        }
+    }
+    PyObject *r = call(op, pos, kw);
+    Py_DECREF(pos);
+    Py_XDECREF(kw);
+    return r;
+}
+
+static PyObject *hk_vectorcall_impl(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+
 static PyObject *hk_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    /* Before CPython 3.12 the instance's vectorcall pointer is used even after __call__ is
+     * assigned on the class (unittest.mock.patch.object(PyccelKernel, "__call__", ...)),
+     * which replaces tp_call: follow tp_call then. One pointer compare per call. */
+    ternaryfunc call = Py_TYPE(op)->tp_call;
+    if (CN_UNLIKELY(call != hk_call && call != NULL))
+        return hk_call_replaced(op, call, args, nargsf, kwnames);
+    return hk_vectorcall_impl(op, args, nargsf, kwnames);
+}
+
+static PyObject *hk_vectorcall_impl(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     HostKernelObject *self = (HostKernelObject *)op;
     if (CN_UNLIKELY(self->kernel == NULL))
@@ -964,7 +1010,8 @@ static PyObject *hk_vectorcall(PyObject *op, PyObject *const *args, size_t nargs
 
 static PyObject *hk_call(PyObject *op, PyObject *pos, PyObject *kw)
 {
-    /* Reached only for subclasses that lost the vectorcall flag. */
+    /* Reached for subclasses without the vectorcall flag and through HostKernel.__call__
+     * (super().__call__ of a replacing __call__): the work itself, never tp_call again. */
     Py_ssize_t nargs = PyTuple_GET_SIZE(pos);
     Py_ssize_t nkw = kw == NULL ? 0 : PyDict_GET_SIZE(kw);
     PyObject **stack = PyMem_Malloc((size_t)(nargs + nkw + 1) * sizeof(PyObject *));
@@ -986,7 +1033,7 @@ static PyObject *hk_call(PyObject *op, PyObject *pos, PyObject *kw)
             stack[nargs + i++] = v;
         }
     }
-    PyObject *r = hk_vectorcall(op, stack, (size_t)nargs, kwnames);
+    PyObject *r = hk_vectorcall_impl(op, stack, (size_t)nargs, kwnames);
     Py_XDECREF(kwnames);
     PyMem_Free(stack);
     return r;
