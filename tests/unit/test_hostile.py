@@ -516,3 +516,47 @@ def test_nul_in_cuda_source_is_named_not_truncated():
 
     with pytest.raises(ValueError, match=r"'source' contains a NUL character \(line 2"):
         parse_cuda_signature('// kernel\nextern "C" __global__ void k(foo\0bar x) {}', "k")
+
+
+@pytest.mark.parametrize(
+    "update, match",
+    [
+        ({"mask": object()}, "masked"),
+        ({"stream": 12345}, "producer stream"),
+        ({"stream": 2}, "producer stream"),
+        ({"shape": (-4,)}, "negative extent"),
+        ({"data": "readonly"}, "read-only"),
+    ],
+)
+def test_cuda_array_interface_fields_that_must_be_honoured_are_refused(update, match):
+    cupy = _fake_cupy()
+    if cupy is None:
+        pytest.skip("needs the fake CuPy (CUNUMPY_FAKE_CUPY=1)")
+    from cunumpy.kernels import CudaKernel
+    from cunumpy.kernels import _cuda_kernel as ck
+
+    x = cupy.zeros(4)
+
+    class Exported:
+        def __init__(self, **kw):
+            self.d = dict(x.__cuda_array_interface__)
+            if kw.get("data") == "readonly":
+                kw["data"] = (x.__cuda_array_interface__["data"][0], True)
+            self.d.update(kw)
+
+        @property
+        def __cuda_array_interface__(self):
+            return self.d
+
+    src = 'extern "C" __global__ void k(double* y, const double* c) {}'
+    k = CudaKernel(src, "k")
+    specs = tuple(ck._spec(i, p) for i, p in enumerate(k.signature))
+    plans = [k._plan, _reference.launch_plan("k", specs, np.void, np.generic)]
+    for plan in plans:
+        with pytest.raises(TypeError, match=match):
+            plan.pack(Exported(**update), x)
+        with pytest.raises(TypeError, match=match):
+            plan.pack(x, Exported(**update))
+    # the usual exports stay accepted: no stream, the legacy default stream, writable data
+    for plan in plans:
+        plan.pack(Exported(stream=None), Exported(stream=1))

@@ -70,7 +70,7 @@ typedef struct {
 } plan_t;
 
 static PyObject *s_dtype, *s_shape, *s_strides, *s_data, *s_ptr, *s_cai, *s_cuda_args, *s_typestr;
-static PyObject *s_device_id, *s_device;
+static PyObject *s_device_id, *s_device, *s_mask;
 static PyObject *s_plan, *s_call_slow, *s_launch_1d, *s_n_threads, *s_grid, *s_block, *s_shared_mem, *s_stream;
 
 /* ---------------------------------------------------------------- small helpers */
@@ -231,6 +231,7 @@ typedef struct {
     int strides_known; /* 0: C-contiguous by definition (CAI strides None) */
     unsigned long long ptr;
     long long dev; /* device id of the memory (CuPy's data.device_id); -1 if unknown */
+    int read_only; /* __cuda_array_interface__ data[1] is true */
 } array_info_t;
 
 static void info_clear(array_info_t *a)
@@ -313,6 +314,39 @@ static int array_info(PyObject *obj, int is_device, array_info_t *a)
         a->shape = Py_NewRef(shape);
         if ((a->ndim = read_ints(shape, a->shape_v, "shape")) < 0)
             goto fail;
+        /* What the CUDA Array Interface asks a consumer to honour, refused rather than ignored:
+         * a mask (elements to skip), a producer stream (work to wait for), negative extents. */
+        PyObject *mask = PyDict_GetItemWithError(cai, s_mask);
+        PyObject *stream = mask == NULL && PyErr_Occurred() ? NULL : PyDict_GetItemWithError(cai, s_stream);
+        if (PyErr_Occurred())
+            goto fail;
+        if (mask != NULL && mask != Py_None) {
+            PyErr_SetString(PyExc_TypeError, "a masked __cuda_array_interface__ ('mask' is not None) is "
+                                             "not supported: the kernel would read masked elements");
+            goto fail;
+        }
+        /* None: nothing to wait for. 1, the legacy default stream, is ordered with every
+         * blocking stream (CuPy's and the default ones) by CUDA itself. Others are refused. */
+        int legacy = stream != NULL && PyLong_CheckExact(stream) && PyLong_AsLong(stream) == 1;
+        if (stream != NULL && stream != Py_None && !legacy) {
+            PyErr_Format(PyExc_TypeError,
+                         "the __cuda_array_interface__ names a producer stream (%R) that CudaKernel does "
+                         "not wait for: synchronize it and export the array with 'stream': None",
+                         stream);
+            goto fail;
+        }
+        for (Py_ssize_t k = 0; k < a->ndim; k++) {
+            if (a->shape_v[k] < 0) {
+                PyErr_Format(PyExc_TypeError, "the array's shape has a negative extent (%lld)", a->shape_v[k]);
+                goto fail;
+            }
+        }
+        if (PyTuple_GET_SIZE(dt) >= 2) {
+            int ro = PyObject_IsTrue(PyTuple_GET_ITEM(dt, 1));
+            if (ro < 0)
+                goto fail;
+            a->read_only = ro;
+        }
         if (st != NULL && st != Py_None) {
             if (read_ints(st, a->strides_v, "strides") != a->ndim) {
                 if (!PyErr_Occurred())
@@ -464,6 +498,14 @@ static int pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned char *out
                       s->dtype, a.dtype_or_typestr);
             goto done;
         }
+    }
+    /* The parsed signature does not keep const, so whether the kernel writes the array is
+     * unknown: read-only memory is refused rather than possibly written. */
+    if (a.read_only) {
+        arg_error(PyExc_TypeError, p, i,
+                  "the array is read-only (__cuda_array_interface__ data[1] is True) and CudaKernel "
+                  "cannot tell whether the kernel writes it; pass a writable array");
+        goto done;
     }
     Py_ssize_t itemsize = s->itemsize;
     if (s->kind == K_VOID_POINTER) {
@@ -1475,7 +1517,7 @@ CN_INTERNAL int cn_register_pack(PyObject *module)
                  {&s_plan, "_plan"},      {&s_call_slow, "_call_slow"}, {&s_launch_1d, "_launch_1d"},
                  {&s_n_threads, "n_threads"}, {&s_grid, "grid"},     {&s_block, "block"},
                  {&s_shared_mem, "shared_mem"}, {&s_stream, "stream"},
-                 {&s_device_id, "device_id"}, {&s_device, "device"}};
+                 {&s_device_id, "device_id"}, {&s_device, "device"}, {&s_mask, "mask"}};
     for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
         *names[k].slot = PyUnicode_InternFromString(names[k].text);
         if (*names[k].slot == NULL)

@@ -139,6 +139,7 @@ class LaunchPlan:
             )
         try:
             dev = -1
+            read_only = False
             if is_device:
                 dtype = obj.dtype
                 shape = tuple(int(v) for v in obj.shape)
@@ -155,6 +156,21 @@ class LaunchPlan:
                 st = cai.get("strides")
                 strides = None if st is None else tuple(int(v) for v in st)
                 ptr = int(cai["data"][0])
+                if cai.get("mask") is not None:
+                    raise TypeError(
+                        "a masked __cuda_array_interface__ ('mask' is not None) is not supported: the kernel "
+                        "would read masked elements"
+                    )
+                stream = cai.get("stream")
+                if stream is not None and not (type(stream) is int and stream == 1):
+                    raise TypeError(
+                        f"the __cuda_array_interface__ names a producer stream ({cai['stream']!r}) that CudaKernel "
+                        "does not wait for: synchronize it and export the array with 'stream': None"
+                    )
+                for extent in shape:
+                    if extent < 0:
+                        raise TypeError(f"the array's shape has a negative extent ({extent})")
+                read_only = len(cai["data"]) >= 2 and bool(cai["data"][1])
                 digits = "".join(ch for ch in dtype[2:] if ch.isdigit())
                 itemsize_of_array = int(digits) if digits else 1
             if len(shape) > _MAX_NDIM:
@@ -175,6 +191,12 @@ class LaunchPlan:
                 raise self._error(
                     TypeError, i, f"expected dtype {slot.dtype}, got {dtype} (arrays are never cast or copied)"
                 )
+        if read_only:
+            raise self._error(
+                TypeError, i,
+                "the array is read-only (__cuda_array_interface__ data[1] is True) and CudaKernel cannot tell "
+                "whether the kernel writes it; pass a writable array",
+            )
         itemsize = slot.itemsize if slot.kind != K_VOID_POINTER else itemsize_of_array
         if slot.kind in (K_POINTER, K_VOID_POINTER, K_CVIEW) and not _c_contiguous(shape, strides, itemsize):
             raise self._error(
