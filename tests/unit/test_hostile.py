@@ -560,3 +560,53 @@ def test_cuda_array_interface_fields_that_must_be_honoured_are_refused(update, m
     # the usual exports stay accepted: no stream, the legacy default stream, writable data
     for plan in plans:
         plan.pack(Exported(stream=None), Exported(stream=1))
+
+
+# --------------------------------------------------------------------------- item 9: containers
+
+import collections  # noqa: E402
+
+Pair = collections.namedtuple("Pair", "a b")
+
+
+@pytest.mark.parametrize("impl", ["c", "twin"])
+def test_traversal_converts_namedtuples_and_dict_subclasses_keeping_their_type(impl, device_only):
+    """Regression: namedtuples and dict subclasses were passed through with device arrays in."""
+    from cunumpy import _reference
+
+    mod = core if impl == "c" else _reference
+    if impl == "c" and not HAVE_C_CORE:
+        pytest.skip("needs the C core")
+    x = xp.asarray(np.arange(3.0))
+    od = collections.OrderedDict([("z", x), ("a", 1)])
+    dd = collections.defaultdict(list, {"k": x})
+    args = (Pair(x, 2), od, dd)
+    assert mod.reaches_device((Pair(x, 1),), None) is True
+    assert mod.reaches_device(({"k": 1},), {"d": collections.OrderedDict(k=x)}) is True
+    host_args, _, n, plan = mod.host_arguments(args, None, lambda a: a.get(), (), None)
+    p, o, d = host_args
+    assert type(p) is Pair and isinstance(p.a, np.ndarray) and p.b == 2
+    assert type(o) is collections.OrderedDict and list(o) == ["z", "a"] and isinstance(o["z"], np.ndarray)
+    assert type(d) is collections.defaultdict and d.default_factory is list and isinstance(d["k"], np.ndarray)
+    assert p.a is o["z"] is d["k"] and n == 1 and len(plan) == 1
+    assert type(od["z"]) is type(x)  # the caller's containers are untouched
+    back = mod.device_result(Pair(np.zeros(2), (np.ones(1), 3)), xp.asarray, np.ndarray)
+    assert type(back) is Pair and type(back.a) is type(x) and type(back.b[0]) is type(x)
+
+
+def test_host_call_and_pyccel_kernel_see_inside_namedtuples_and_dict_subclasses(device_only):
+    from cunumpy.kernels import PyccelKernel
+
+    x = xp.asarray(np.arange(3.0))
+
+    def total(p, d):
+        assert isinstance(p, Pair) and isinstance(d, collections.OrderedDict)
+        assert isinstance(p.a, np.ndarray) and isinstance(d["v"], np.ndarray)
+        d["v"][0] = 100.0
+        return Pair(p.a.sum() + d["v"].sum(), p.a)
+
+    r = xp.host_call(total, Pair(x, 0), collections.OrderedDict(v=xp.asarray(np.ones(2))))
+    assert type(r) is Pair and float(r.a) == 3.0 + 101.0 and type(r.b) is type(x)
+    y = xp.asarray(np.ones(2))
+    r = PyccelKernel(total)(Pair(x, 0), collections.OrderedDict(v=y))
+    assert type(r) is Pair and xp.to_numpy(y).tolist() == [100.0, 1.0]  # written back
