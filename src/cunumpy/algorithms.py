@@ -4,7 +4,9 @@ segment sums, cell offsets, run boundaries and compaction.
 Host arrays are handled by the C core (``cunumpy._core``) with the GIL released; outputs are
 allocated here with NumPy and filled there. Arrays of a real CuPy are handled with CuPy;
 arrays of the fake CuPy (a host stand-in) run the same C code on their host buffers. Every
-argument is checked before anything is written.
+argument is checked before anything is written. Masked arrays (``numpy.ma``) are refused
+with a TypeError (their masks would be ignored); narrow integer and bool keys are read in
+place, never widened.
 """
 
 from __future__ import annotations

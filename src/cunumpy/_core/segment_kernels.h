@@ -58,11 +58,17 @@ static ptrdiff_t cn_segment_check(cn_skey_type t, const char *keys, ptrdiff_t ks
  * random accesses overlapped. A sample of the keys picks the loop. */
 #define CN_SEGMENT_PREFETCH 16
 
+/* A uint64 key as int64, clamped (a function: the test on narrower types would warn). */
+static inline int64_t cn_seg_clamp_u64(uint64_t u)
+{
+    return u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)u;
+}
+
 #define CN_SEG_READ_KEY(KT, KSUF, i)                                                               \
     ({                                                                                             \
         KT kr_;                                                                                    \
         memcpy(&kr_, keys + (ptrdiff_t)(i) * ks, sizeof kr_);                                      \
-        (KSUF == CN_SKEY_U64 && (uint64_t)kr_ > (uint64_t)INT64_MAX) ? INT64_MAX : (int64_t)kr_;   \
+        KSUF == CN_SKEY_U64 ? cn_seg_clamp_u64((uint64_t)kr_) : (int64_t)kr_;                      \
     })
 
 #define CN_DEFINE_SEGMENT_SUM(NAME, T, KT, KSUF)                                                   \

@@ -229,6 +229,8 @@ class PyccelKernel(core.HostKernel):
     replaced on the copy). ``is_array``: what counts as a host array in the return value.
     ``outputs``: indices or names of the arguments the function may write (None: all;
     ``()``: none). ``parameters``: the parameter names when the signature cannot be read.
+    Device arguments that share memory (``x`` and ``x[::2]``) are written back element by
+    element where the function changed them, so no argument undoes another's writes.
     """
 
     def __init__(self, kernel, use_cupy=None, object_modules=(), is_array=None, outputs=None, parameters=None):
