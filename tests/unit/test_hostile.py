@@ -357,10 +357,11 @@ def test_cuda_kernel_names_is_linear():
     """Regression: each name was looked up in the list of names found so far (quadratic)."""
     from cunumpy import cuda
 
-    small, big = _kernel_file_source(2000), _kernel_file_source(32000)
+    big = _kernel_file_source(32000)
     assert cuda.cuda_kernel_names(big)[-1] == "k31999"
-    ratio = _best_time(lambda: cuda.cuda_kernel_names(big), 5) / _best_time(lambda: cuda.cuda_kernel_names(small), 5)
-    assert ratio < 80  # linear: about 16 (more with cache misses); quadratic: about 256
+    # Linear: about 0.1 s on a loaded 2-core machine. Quadratic (before): 0.6 s at 4000
+    # kernels, about 40 s at 32000. A ratio of two timings was too noisy under load.
+    assert _best_time(lambda: cuda.cuda_kernel_names(big), 3) < 3.0
 
 
 def test_all_from_file_is_linear(tmp_path):
@@ -377,7 +378,7 @@ def test_all_from_file_is_linear(tmp_path):
     ratio = _best_time(lambda: CudaKernel.all_from_file(paths[1]), 2) / _best_time(
         lambda: CudaKernel.all_from_file(paths[0]), 2
     )
-    assert ratio < 24  # linear: about 8; quadratic: about 64
+    assert ratio < 30  # linear: about 8; quadratic: about 64
 
 
 def test_signature_memo_keeps_the_first_definition_and_per_source_results():
