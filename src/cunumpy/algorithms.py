@@ -4,7 +4,9 @@ segment sums, cell offsets, run boundaries and compaction.
 Host arrays are handled by the C core (``cunumpy._core``) with the GIL released; outputs are
 allocated here with NumPy and filled there. Arrays of a real CuPy are handled with CuPy;
 arrays of the fake CuPy (a host stand-in) run the same C code on their host buffers. Every
-argument is checked before anything is written.
+argument is checked before anything is written. Masked arrays (``numpy.ma``) are refused
+with a TypeError (their masks would be ignored); narrow integer and bool keys are read in
+place, never widened.
 """
 
 from __future__ import annotations
@@ -66,6 +68,12 @@ def _as_host(a, side: str, name: str) -> np.ndarray:
     """The NumPy array to compute on: the array itself, the fake's buffer, or array-likes."""
     if side == "fake":
         return _host(a)
+    if isinstance(a, np.ma.MaskedArray):
+        # The C core reads the data buffer only; a silently ignored mask gives wrong results.
+        raise TypeError(
+            f"'{name}' is a masked array (numpy.ma); masks are not supported: pass "
+            f"'{name}.filled(...)' or '{name}.compressed()'"
+        )
     if isinstance(a, np.ndarray):
         return a
     try:
@@ -104,11 +112,30 @@ def _native(a: np.ndarray) -> np.ndarray:
 
 
 def _c_keys(keys: np.ndarray) -> np.ndarray:
-    """Keys in a type the C segment functions read (int32, int64, uint64), copied only if needed."""
-    keys = _native(keys)
-    if keys.dtype in (np.int32, np.int64, np.uint64):
-        return keys
-    return keys.astype(np.int64)
+    """Keys the C segment functions read in place (any 8 to 64-bit integer); only byte-swapped
+    keys are copied, in their own width (never widened: 2**31 int8 keys stay 2 GiB)."""
+    return _native(keys)
+
+
+# Work bound of the exact overlap test: NumPy's exact shares_memory doubles its time with every
+# dimension of a crafted strided view (seconds at 24 dimensions, minutes at 30; NumPy allows
+# 64). Ordinary views need a handful of steps; what is not decided within the bound is refused.
+_OVERLAP_MAX_WORK = 100_000
+_TooHardError = getattr(getattr(np, "exceptions", np), "TooHardError")
+
+
+def _shares_memory(a: np.ndarray, b: np.ndarray, what: str) -> bool:
+    """Do two host arrays share memory? Exact, with bounded work; ValueError naming `what`
+    when the answer cannot be found quickly."""
+    if not np.may_share_memory(a, b):
+        return False
+    try:
+        return bool(np.shares_memory(a, b, max_work=_OVERLAP_MAX_WORK))
+    except _TooHardError:
+        raise ValueError(
+            f"cannot tell quickly whether {what} share memory (strided views with many "
+            "dimensions); pass a copy (numpy.ascontiguousarray)"
+        ) from None
 
 
 def _aligned(a: np.ndarray) -> np.ndarray:
@@ -269,7 +296,13 @@ def _check_cells(c, axis, bits, to_bool):
 
 def morton_decode(keys, ndim):
     """Inverse of :func:`morton_encode`: a tuple of ``ndim`` uint64 cell arrays."""
-    if isinstance(ndim, (bool, np.bool_)) or ndim not in (2, 3):
+    if isinstance(ndim, (bool, np.bool_)):
+        raise TypeError("'ndim' must be an integer (2 or 3), not bool")
+    try:
+        ndim = operator.index(ndim)
+    except TypeError:
+        raise TypeError(f"'ndim' must be an integer (2 or 3), not {type(ndim).__name__}") from None
+    if ndim not in (2, 3):
         raise ValueError(f"'ndim' must be 2 or 3, got {ndim!r}")
     side = _side(keys)
     if side == "cupy":
@@ -354,13 +387,16 @@ def sort_by_key(keys, *arrays, axis=0):
 
 def _argsort_into(k: np.ndarray, order: np.ndarray, sorted_keys: np.ndarray) -> None:
     kind, size = k.dtype.kind, k.dtype.itemsize
-    if kind in "iu" and size in (4, 8) and k.dtype.isnative and k.flags.aligned:
-        core.radix_argsort(k, order, sorted_keys)
-    elif kind in "iub":
-        wide = k.astype(np.int64 if kind in "ib" else np.uint64 if size == 8 else np.int64)
-        tmp = np.empty(k.shape[0], dtype=wide.dtype)
-        core.radix_argsort(wide, order, tmp)
-        sorted_keys[...] = tmp
+    if kind in "iub" and size in (1, 2, 4, 8):
+        # Read in place, narrow keys too (no widened copy); a byte-swapped or misaligned
+        # array is copied once in its own width.
+        if not (k.dtype.isnative and k.flags.aligned):
+            k = k.astype(k.dtype.newbyteorder("="))
+            tmp = np.empty(k.shape[0], dtype=k.dtype)
+            core.radix_argsort(k, order, tmp)
+            sorted_keys[...] = tmp
+        else:
+            core.radix_argsort(k, order, sorted_keys)
     else:
         order[...] = np.argsort(k, kind="stable")
         np.take(k, order, out=sorted_keys)
@@ -398,12 +434,19 @@ def _check_n_segments(n_segments) -> int:
     n_segments = _index(n_segments, "n_segments")
     if n_segments < 0:
         raise ValueError(f"'n_segments' must be >= 0, got {n_segments}")
+    if n_segments >= 2**63:
+        raise ValueError(f"'n_segments' must be < 2**63, got {n_segments}")
     return n_segments
 
 
 def _check_out(out, values, keys, shape, dtype, side):
     if out is None:
         return
+    if side == "cupy" or side == "fake":
+        if not _backend.is_cupy_array(out):
+            raise TypeError(f"'out' must be a device array like 'values', not {type(out).__name__}")
+    elif not isinstance(out, np.ndarray):
+        raise TypeError(f"'out' must be a numpy.ndarray, not {type(out).__name__}")
     if tuple(out.shape) != tuple(shape):
         raise ValueError(f"'out' must have shape {tuple(shape)}, got {tuple(out.shape)}")
     if np.dtype(out.dtype) != dtype:
@@ -423,10 +466,10 @@ def _check_out(out, values, keys, shape, dtype, side):
         if not ho.flags.aligned:
             raise ValueError("'out' must be aligned")
         hv = _host(values) if side == "fake" else values
-        alias = np.shares_memory(ho, hv)
+        alias = isinstance(hv, np.ndarray) and _shares_memory(ho, hv, "'out' and 'values'")
         if keys is not None:
             hk = _host(keys) if side == "fake" else keys
-            alias = alias or (isinstance(hk, np.ndarray) and np.shares_memory(ho, hk))
+            alias = alias or (isinstance(hk, np.ndarray) and _shares_memory(ho, hk, "'out' and 'keys'"))
     if alias:
         raise ValueError("'out' must not share memory with 'values' or the keys")
 
@@ -510,8 +553,11 @@ class SegmentPlan:
             if side == "fake":
                 self._device = _cupy().cuda.runtime.getDevice()
                 self._keys = keys.copy()
+                # sum() trusts the validated keys: they cannot be written afterwards.
+                _host(self._keys).flags.writeable = False
             else:
                 self._keys = np.array(ck, copy=True)
+                self._keys.flags.writeable = False
         self._n_segments = n_segments
 
     @property
@@ -520,7 +566,8 @@ class SegmentPlan:
 
     @property
     def keys(self):
-        """The plan's own copy of the keys (do not modify)."""
+        """The plan's own copy of the keys: read-only on the host, since :meth:`sum` trusts
+        them (on a GPU the plan sums with its own scatter index, never with this array)."""
         return self._keys
 
     def __repr__(self) -> str:
@@ -688,8 +735,6 @@ def segment_boundaries(sorted_keys):
     _require_1d(k, "sorted_keys")
     _require_integer_keys(k, "sorted_keys")
     ck = _native(k)
-    if ck.dtype.itemsize not in (4, 8):
-        ck = ck.astype(np.int64 if ck.dtype.kind == "i" else np.uint64)
     runs = core.segment_runs(ck)
     alloc = _device_empty if side == "fake" else (lambda shape, dt: (lambda a: (a, a))(np.empty(shape, dt)))
     unique, u = alloc((runs,), k.dtype)
@@ -730,6 +775,11 @@ def compact_by_mask(mask, *arrays, axis=0) -> int:
         ax = _axis_of(h, axis, i, n, "mask entry")
         if not h.flags.writeable:
             raise ValueError(f"array {i} is read-only")
+        if h.dtype.hasobject:
+            raise TypeError(
+                f"array {i} has dtype {h.dtype}, which holds Python objects; compact_by_mask "
+                "moves raw bytes and does not move object references"
+            )
         views.append(np.moveaxis(h, ax, 0))
     # The same array passed twice is compacted once (a second pass would move moved data).
     unique, seen, index = [], set(), []
@@ -742,10 +792,10 @@ def compact_by_mask(mask, *arrays, axis=0) -> int:
     # Other overlapping views (a and a[::-1], a and a.view(int64)) would move the same bytes
     # twice, and an array over the mask's bytes would change the mask while it is read.
     for a, va in enumerate(unique):
-        if va.size and not _same_view(va, m) and np.shares_memory(va, m):
+        if va.size and not _same_view(va, m) and _shares_memory(va, m, f"array {index[a]} and 'mask'"):
             raise ValueError(f"array {index[a]} shares memory with 'mask'")
         for b in range(a):
-            if va.size and unique[b].size and np.shares_memory(va, unique[b]):
+            if va.size and unique[b].size and _shares_memory(va, unique[b], f"arrays {index[b]} and {index[a]}"):
                 raise ValueError(f"arrays {index[b]} and {index[a]} share memory (pass each array once)")
     return core.compact_in_place(m, tuple(unique))
 

@@ -454,6 +454,11 @@ class DeviceMirror:
         if event is not None:
             copier.wait_event(event)
         host = self._host
+        if not host.flags.writeable:
+            raise ValueError(
+                "DeviceMirror.to_host(): the host array is read-only (flags.writeable is False); "
+                "the device data cannot be copied into it"
+            )
         if host.flags.c_contiguous:
             self._device.get(stream=copier, out=host, blocking=True)
         else:

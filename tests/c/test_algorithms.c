@@ -147,7 +147,7 @@ static void reference_argsort(cn_key_type t, const char *keys, size_t isz, size_
 
 static void check_sort(cn_key_type t, size_t n, int pattern)
 {
-    size_t isz = (t == CN_KEY_I32 || t == CN_KEY_U32) ? 4 : 8;
+    size_t isz = cn_key_size(t);
     char *keys = malloc(n * isz + 1), *sorted = malloc(n * isz + 1);
     int64_t *order = malloc((n + 1) * sizeof(int64_t)), *want = malloc((n + 1) * sizeof(int64_t));
     for (size_t i = 0; i < n; i++) {
@@ -184,7 +184,7 @@ static void check_sort(cn_key_type t, size_t n, int pattern)
  * their original order; checked directly for sizes too large for the quadratic reference. */
 static void check_sort_large(cn_key_type t, size_t n, int pattern)
 {
-    size_t isz = (t == CN_KEY_I32 || t == CN_KEY_U32) ? 4 : 8;
+    size_t isz = cn_key_size(t);
     char *keys = malloc(n * isz), *sorted = malloc(n * isz);
     int64_t *order = malloc(n * sizeof(int64_t));
     char *seen = calloc(n, 1);
@@ -223,11 +223,11 @@ static void check_sort_large(cn_key_type t, size_t n, int pattern)
 
 static void test_sort(void)
 {
-    for (int t = 0; t < 4; t++)
+    for (int t = 0; t < 8; t++)
         for (int p = 0; p < 5; p++)
             check_sort_large((cn_key_type)t, 70001 + (size_t)p, p);
     static const size_t sizes[] = {0, 1, 2, 3, 17, 1000, 3001};
-    for (int t = 0; t < 4; t++)
+    for (int t = 0; t < 8; t++)
         for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
             for (int p = 0; p < 7; p++)
                 check_sort((cn_key_type)t, sizes[s], p);
@@ -283,10 +283,15 @@ static void test_segments(void)
     uint64_t u[] = {1, 1, 0x8000000000000000ull, UINT64_MAX, UINT64_MAX};
     uint64_t uniq[3];
     int64_t st[3], sp[3];
-    CHECK(cn_segment_runs(1, 0, (const char *)u, 8, 5, NULL, NULL, NULL) == 3);
-    CHECK(cn_segment_runs(1, 0, (const char *)u, 8, 5, (char *)uniq, st, sp) == 3);
+    CHECK(cn_segment_runs(1, 8, (const char *)u, 8, 5, NULL, NULL, NULL, 0) == 3);
+    CHECK(cn_segment_runs(1, 8, (const char *)u, 8, 5, (char *)uniq, st, sp, 3) == 3);
     CHECK(uniq[1] == 0x8000000000000000ull && st[2] == 3 && sp[2] == 5 && sp[0] == 2);
-    CHECK(cn_segment_runs(0, 0, (const char *)u, 8, 5, NULL, NULL, NULL) == -3); /* signed view */
+    CHECK(cn_segment_runs(0, 8, (const char *)u, 8, 5, NULL, NULL, NULL, 0) == -3); /* signed view */
+    /* Outputs sized for fewer runs than the keys now have (keys written in between): no write
+     * past them. ASan sees a write to uniq2[2] or st2[2]. */
+    uint64_t uniq2[2];
+    int64_t st2[2], sp2[2];
+    CHECK(cn_segment_runs(1, 8, (const char *)u, 8, 5, (char *)uniq2, st2, sp2, 2) == CN_RUNS_CHANGED);
 }
 
 /* ---------------------------------------------------------------- compaction */

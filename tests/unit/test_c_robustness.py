@@ -357,7 +357,7 @@ def test_core_functions_with_junk_arguments():
         (lambda: core.radix_argsort(np.arange(10), np.empty(10, np.int64)[::-1], np.empty(10, np.int64)), ValueError, "order"),
         (lambda: core.segment_sum_into(np.ones((4, 2)), np.zeros(3, np.int64), np.zeros((2, 2)), True), ValueError, "keys"),
         (lambda: core.segment_sum_into(np.ones((4, 2)), np.zeros(4, np.int64), np.zeros((2, 3)), True), ValueError, "out"),
-        (lambda: core.segment_sum_into(np.ones((4, 2)), np.zeros(4, np.int8), np.zeros((2, 2)), True), TypeError, "keys"),
+        (lambda: core.segment_sum_into(np.ones((4, 2)), np.zeros(4, np.float16), np.zeros((2, 2)), True), TypeError, "keys"),
         (lambda: core.segment_check_keys(np.zeros(4, np.int64), -1), ValueError, "n_segments"),
         (lambda: core.segment_check_keys(np.zeros(4, np.int64), 2**64), OverflowError, None),
         (lambda: core.cell_offsets_into(np.zeros(4, np.int64), 2**63 - 1, np.zeros(1, np.int64)), ValueError, "n_cells"),

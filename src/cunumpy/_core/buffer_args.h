@@ -26,6 +26,27 @@ static inline cn_kind cn_buffer_kind(const Py_buffer *v)
     }
 }
 
+/* 1 if a buffer format describes Python object references ('O'), alone or inside a struct
+ * ("T{O:a:d:b:}"). Field names between colons are skipped, so a field named "O" is no object.
+ * Such elements must never be copied as bytes: a duplicated pointer is released twice. */
+static inline int cn_format_has_objects(const char *f)
+{
+    if (f == NULL)
+        return 0;
+    for (; *f != '\0'; f++) {
+        if (*f == ':') {
+            f++;
+            while (*f != '\0' && *f != ':')
+                f++;
+            if (*f == '\0')
+                return 0;
+        } else if (*f == 'O') {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Get a strided buffer of `obj` (writable if asked) with `ndim` dimensions (-1: any).
  * On failure a Python exception naming `name` is set and -1 returned. */
 static inline int cn_get_buffer(PyObject *obj, Py_buffer *view, int writable, int ndim, const char *name)

@@ -82,6 +82,16 @@ static PyObject *compact_in_place(PyObject *self, PyObject *const *args, Py_ssiz
             got++;
             goto done;
         }
+        /* Raw byte moves would duplicate object pointers and drop others without a
+         * reference count (use after free): refused here whatever the caller checked. */
+        if (cn_format_has_objects(views[got].format)) {
+            PyErr_Format(PyExc_TypeError,
+                         "array %zd holds Python objects (format '%s'); compaction moves raw "
+                         "bytes and cannot move object references",
+                         got, views[got].format);
+            got++;
+            goto done;
+        }
     }
     for (Py_ssize_t a = 0; a < na; a++) {
         if (describe(&views[a], &arrs[a], &lanes[a]) < 0) {

@@ -39,6 +39,7 @@ static int pick_kernel(const kernel_t *k, void *ctx)
 
 typedef struct {
     PyObject *list;
+    PyObject *seen; /* set of the names in list: a membership test per kernel stays O(1) */
     int failed;
 } names_t;
 
@@ -50,8 +51,8 @@ static int collect_name(const kernel_t *k, void *ctx)
         c->failed = 1;
         return 1;
     }
-    int has = PySequence_Contains(c->list, s);
-    if (has < 0 || (has == 0 && PyList_Append(c->list, s) < 0)) {
+    int has = PySet_Contains(c->seen, s);
+    if (has < 0 || (has == 0 && (PyList_Append(c->list, s) < 0 || PySet_Add(c->seen, s) < 0))) {
         Py_DECREF(s);
         c->failed = 1;
         return 1;
@@ -91,18 +92,136 @@ static PyObject *cuda_kernel_names(PyObject *self, PyObject *const *args, Py_ssi
         toks_free(&tv);
         return PyErr_NoMemory();
     }
-    names_t c = {PyList_New(0), 0};
-    if (c.list == NULL) {
+    names_t c = {PyList_New(0), PySet_New(NULL), 0};
+    if (c.list == NULL || c.seen == NULL) {
+        Py_XDECREF(c.list);
+        Py_XDECREF(c.seen);
         toks_free(&tv);
         return NULL;
     }
     find_kernels(&tv, collect_name, &c);
     toks_free(&tv);
+    Py_DECREF(c.seen);
     if (c.failed) {
         Py_DECREF(c.list);
         return NULL;
     }
     return c.list;
+}
+
+/* ---------------------------------------------------------------- per-source memo
+ *
+ * CudaKernel.all_from_file parses one file once per kernel: tokenizing the whole file and
+ * walking all its kernels each time made a file of n kernels cost O(n^2). The tokens and the
+ * kernel chosen for each name (the first definition, else the first declaration, as
+ * pick_kernel) are kept for the last source object parsed. The memo is a capsule: a call
+ * holds its own reference, so another thread replacing the memo (when a GC pass or a message
+ * runs Python code) cannot free the tokens in use. Tokens point into the source's UTF-8
+ * buffer, kept alive by the memo's reference to the (immutable) str. */
+typedef struct {
+    PyObject *source; /* the str the tokens point into */
+    toks_t tv;
+    kernel_t *kernels;
+    size_t nk, cap;
+    PyObject *index; /* dict: kernel name -> index into kernels */
+    int failed;
+} memo_t;
+
+static PyObject *memo_capsule = NULL;
+
+static void memo_free(memo_t *m)
+{
+    Py_XDECREF(m->source);
+    Py_XDECREF(m->index);
+    toks_free(&m->tv);
+    PyMem_RawFree(m->kernels);
+    PyMem_RawFree(m);
+}
+
+static void memo_destroy(PyObject *capsule)
+{
+    memo_free((memo_t *)PyCapsule_GetPointer(capsule, "cunumpy.cudasig.memo"));
+}
+
+static int memo_visit(const kernel_t *k, void *ctx)
+{
+    memo_t *m = (memo_t *)ctx;
+    PyObject *name = PyUnicode_DecodeUTF8(k->name->p, (Py_ssize_t)k->name->len, "surrogatepass");
+    if (name == NULL) {
+        m->failed = 1;
+        return 1;
+    }
+    PyObject *at = PyDict_GetItemWithError(m->index, name); /* borrowed */
+    if (at == NULL && PyErr_Occurred()) {
+        Py_DECREF(name);
+        m->failed = 1;
+        return 1;
+    }
+    if (at != NULL) {
+        kernel_t *chosen = &m->kernels[PyLong_AsSize_t(at)];
+        if (k->is_def && !chosen->is_def)
+            *chosen = *k;
+        Py_DECREF(name);
+        return 0;
+    }
+    if (m->nk == m->cap) {
+        size_t cap = m->cap ? 2 * m->cap : 16;
+        kernel_t *grown = (kernel_t *)PyMem_RawRealloc(m->kernels, cap * sizeof(kernel_t));
+        if (grown == NULL) {
+            Py_DECREF(name);
+            PyErr_NoMemory();
+            m->failed = 1;
+            return 1;
+        }
+        m->kernels = grown;
+        m->cap = cap;
+    }
+    PyObject *index = PyLong_FromSize_t(m->nk);
+    if (index == NULL || PyDict_SetItem(m->index, name, index) < 0) {
+        Py_XDECREF(index);
+        Py_DECREF(name);
+        m->failed = 1;
+        return 1;
+    }
+    Py_DECREF(index);
+    Py_DECREF(name);
+    m->kernels[m->nk++] = *k;
+    return 0;
+}
+
+/* A new reference to the memo of `source` (built if it is not the last one), or NULL. */
+static PyObject *memo_of(PyObject *source, const char *src, Py_ssize_t len)
+{
+    if (memo_capsule != NULL) {
+        memo_t *m = (memo_t *)PyCapsule_GetPointer(memo_capsule, "cunumpy.cudasig.memo");
+        if (m != NULL && m->source == source)
+            return Py_NewRef(memo_capsule);
+    }
+    memo_t *m = (memo_t *)PyMem_RawCalloc(1, sizeof(memo_t));
+    if (m == NULL)
+        return PyErr_NoMemory();
+    m->source = Py_NewRef(source);
+    m->index = PyDict_New();
+    if (m->index == NULL) {
+        memo_free(m);
+        return NULL;
+    }
+    if (tokenize(src, (size_t)len, &m->tv) < 0) {
+        memo_free(m);
+        return PyErr_NoMemory();
+    }
+    find_kernels(&m->tv, memo_visit, m);
+    if (m->failed) {
+        memo_free(m);
+        return NULL;
+    }
+    PyObject *capsule = PyCapsule_New(m, "cunumpy.cudasig.memo", memo_destroy);
+    if (capsule == NULL) {
+        memo_free(m);
+        return NULL;
+    }
+    Py_XSETREF(memo_capsule, Py_NewRef(capsule));
+    return capsule;
 }
 
 static PyObject *param_tuple(const param_t *p)
@@ -164,6 +283,8 @@ static PyObject *cuda_parse_signature(PyObject *self, PyObject *const *args, Py_
 
     PyObject *result = NULL;
     toks_t tv = {0}, structs = {0};
+    PyObject *memo = NULL;    /* the source's memo (tv borrowed from it), or NULL */
+    const memo_t *mm = NULL;
     toks_t *targ_toks = NULL;
     tok_t *tnames = NULL;
     range_t *tparts = NULL, *parts = NULL;
@@ -174,8 +295,18 @@ static PyObject *cuda_parse_signature(PyObject *self, PyObject *const *args, Py_
     errbuf[0] = '\0';
     cn_status st = CN_ERR_NOMEM;
 
-    if (tokenize(src, (size_t)src_len, &tv) < 0)
+    /* Only exact str objects are memoised (a subclass could be mutable in ways that matter). */
+    memo = PyUnicode_CheckExact(args[0]) ? memo_of(args[0], src, src_len) : NULL;
+    if (memo == NULL && PyErr_Occurred()) {
+        st = CN_ERR_PYTHON;
         goto fail;
+    }
+    mm = memo ? (const memo_t *)PyCapsule_GetPointer(memo, "cunumpy.cudasig.memo") : NULL;
+    if (mm != NULL) {
+        tv = mm->tv; /* borrowed: not freed below */
+    } else if (tokenize(src, (size_t)src_len, &tv) < 0) {
+        goto fail;
+    }
     for (Py_ssize_t i = 0; i < n_snames; i++) {
         Py_ssize_t l;
         const char *p = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(snames, i), &l);
@@ -187,7 +318,19 @@ static PyObject *cuda_parse_signature(PyObject *self, PyObject *const *args, Py_
             goto fail;
     }
     pick_t pick = {NULL, (size_t)name_len, kname, {0}, 0};
-    find_kernels(&tv, pick_kernel, &pick);
+    if (mm != NULL) {
+        PyObject *at = PyDict_GetItemWithError(mm->index, args[1]);
+        if (at == NULL && PyErr_Occurred()) {
+            st = CN_ERR_PYTHON;
+            goto fail;
+        }
+        if (at != NULL) {
+            pick.chosen = mm->kernels[PyLong_AsSize_t(at)];
+            pick.found = 1;
+        }
+    } else {
+        find_kernels(&tv, pick_kernel, &pick);
+    }
     if (!pick.found) {
         cn_raise(CN_ERR_VALUE, "no __global__ function named '%s' in the source", kname);
         st = CN_ERR_PYTHON;
@@ -336,7 +479,9 @@ static PyObject *cuda_parse_signature(PyObject *self, PyObject *const *args, Py_
 fail:
     if (st == CN_ERR_NOMEM)
         PyErr_NoMemory();
-    toks_free(&tv);
+    if (mm == NULL)
+        toks_free(&tv);
+    Py_XDECREF(memo);
     toks_free(&structs);
     if (targ_toks != NULL) {
         for (size_t i = 0; i < n_tparams; i++)

@@ -13,6 +13,8 @@
 #include "common.h"
 #include "pack.h"
 
+#include <float.h>
+#include <math.h>
 #include <string.h>
 #if defined(__unix__) || defined(__APPLE__)
 #include <dlfcn.h>
@@ -43,6 +45,10 @@ typedef struct {
     PyObject *seen;      /* weak reference or NULL */
     PyObject *seen_shape;/* views: the shape the cached value was made from */
     long long seen_dev;  /* device id of the cached array (-1: unknown) */
+    /* Bumped on every change of the cache: a reader that ran Python code (a .shape read, a
+     * comparison, a GC pass) between its check and its copy re-checks it, because another
+     * thread may have replaced the entry meanwhile (one kernel launched from many threads). */
+    unsigned long long generation;
     unsigned char cached[CACHE_BYTES];
 } slot_t;
 
@@ -66,7 +72,7 @@ typedef struct {
 } plan_t;
 
 static PyObject *s_dtype, *s_shape, *s_strides, *s_data, *s_ptr, *s_cai, *s_cuda_args, *s_typestr;
-static PyObject *s_device_id, *s_device;
+static PyObject *s_device_id, *s_device, *s_mask;
 static PyObject *s_plan, *s_call_slow, *s_launch_1d, *s_n_threads, *s_grid, *s_block, *s_shared_mem, *s_stream;
 
 /* ---------------------------------------------------------------- small helpers */
@@ -135,26 +141,39 @@ static PyObject *weak_target(PyObject *ref)
 #endif
 }
 
+/* Both change the entry with no Python code between the first and the last write (the old
+ * references are released after), so under the GIL a reader sees an old or a new entry whole. */
 static void slot_forget(slot_t *s)
 {
-    Py_CLEAR(s->seen);
-    Py_CLEAR(s->seen_shape);
+    PyObject *seen = s->seen, *shape = s->seen_shape;
+    s->seen = NULL;
+    s->seen_shape = NULL;
+    s->generation++;
+    Py_XDECREF(seen);
+    Py_XDECREF(shape);
 }
 
 static void slot_remember(slot_t *s, PyObject *obj, PyObject *shape, long long dev, const void *value,
                           Py_ssize_t size)
 {
-    slot_forget(s);
-    if (Py_TYPE(obj)->tp_weaklistoffset == 0 || size > CACHE_BYTES)
-        return;
-    s->seen = PyWeakref_NewRef(obj, NULL);
-    if (s->seen == NULL) {
-        PyErr_Clear();
+    if (Py_TYPE(obj)->tp_weaklistoffset == 0 || size > CACHE_BYTES) {
+        slot_forget(s);
         return;
     }
+    PyObject *ref = PyWeakref_NewRef(obj, NULL); /* may run a GC pass, hence other threads */
+    if (ref == NULL) {
+        PyErr_Clear();
+        slot_forget(s);
+        return;
+    }
+    PyObject *old_seen = s->seen, *old_shape = s->seen_shape;
+    s->seen = ref;
     s->seen_shape = Py_XNewRef(shape);
     s->seen_dev = dev;
     memcpy(s->cached, value, (size_t)size);
+    s->generation++;
+    Py_XDECREF(old_seen);
+    Py_XDECREF(old_shape);
 }
 
 static int dtype_equal(PyObject *a, PyObject *b)
@@ -217,6 +236,7 @@ typedef struct {
     int strides_known; /* 0: C-contiguous by definition (CAI strides None) */
     unsigned long long ptr;
     long long dev; /* device id of the memory (CuPy's data.device_id); -1 if unknown */
+    int read_only; /* __cuda_array_interface__ data[1] is true */
 } array_info_t;
 
 static void info_clear(array_info_t *a)
@@ -299,6 +319,39 @@ static int array_info(PyObject *obj, int is_device, array_info_t *a)
         a->shape = Py_NewRef(shape);
         if ((a->ndim = read_ints(shape, a->shape_v, "shape")) < 0)
             goto fail;
+        /* What the CUDA Array Interface asks a consumer to honour, refused rather than ignored:
+         * a mask (elements to skip), a producer stream (work to wait for), negative extents. */
+        PyObject *mask = PyDict_GetItemWithError(cai, s_mask);
+        PyObject *stream = mask == NULL && PyErr_Occurred() ? NULL : PyDict_GetItemWithError(cai, s_stream);
+        if (PyErr_Occurred())
+            goto fail;
+        if (mask != NULL && mask != Py_None) {
+            PyErr_SetString(PyExc_TypeError, "a masked __cuda_array_interface__ ('mask' is not None) is "
+                                             "not supported: the kernel would read masked elements");
+            goto fail;
+        }
+        /* None: nothing to wait for. 1, the legacy default stream, is ordered with every
+         * blocking stream (CuPy's and the default ones) by CUDA itself. Others are refused. */
+        int legacy = stream != NULL && PyLong_CheckExact(stream) && PyLong_AsLong(stream) == 1;
+        if (stream != NULL && stream != Py_None && !legacy) {
+            PyErr_Format(PyExc_TypeError,
+                         "the __cuda_array_interface__ names a producer stream (%R) that CudaKernel does "
+                         "not wait for: synchronize it and export the array with 'stream': None",
+                         stream);
+            goto fail;
+        }
+        for (Py_ssize_t k = 0; k < a->ndim; k++) {
+            if (a->shape_v[k] < 0) {
+                PyErr_Format(PyExc_TypeError, "the array's shape has a negative extent (%lld)", a->shape_v[k]);
+                goto fail;
+            }
+        }
+        if (PyTuple_GET_SIZE(dt) >= 2) {
+            int ro = PyObject_IsTrue(PyTuple_GET_ITEM(dt, 1));
+            if (ro < 0)
+                goto fail;
+            a->read_only = ro;
+        }
         if (st != NULL && st != Py_None) {
             if (read_ints(st, a->strides_v, "strides") != a->ndim) {
                 if (!PyErr_Occurred())
@@ -399,15 +452,23 @@ static int pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned char *out
             memcpy(out, s->cached, (size_t)s->size);
             return 0;
         }
-        /* A view also depends on the shape, which CuPy lets code assign in place. */
+        /* A view also depends on the shape, which CuPy lets code assign in place. Reading
+         * and comparing it runs Python code: the entry is copied only if no other thread
+         * changed it meanwhile (else the full packing below runs). */
+        unsigned long long generation = s->generation;
+        PyObject *seen_shape = Py_XNewRef(s->seen_shape);
         PyObject *shape = obj == f->first ? Py_NewRef(f->first_shape) : PyObject_GetAttr(obj, s_shape);
-        if (shape == NULL)
+        if (shape == NULL) {
+            Py_XDECREF(seen_shape);
             return -1;
-        int same = shape == s->seen_shape || PyObject_RichCompareBool(shape, s->seen_shape, Py_EQ) == 1;
+        }
+        int same = shape == seen_shape ||
+                   (seen_shape != NULL && PyObject_RichCompareBool(shape, seen_shape, Py_EQ) == 1);
         Py_DECREF(shape);
+        Py_XDECREF(seen_shape);
         if (PyErr_Occurred())
             return -1;
-        if (same) {
+        if (same && s->generation == generation) {
             memcpy(out, s->cached, (size_t)s->size);
             return 0;
         }
@@ -442,6 +503,14 @@ static int pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned char *out
                       s->dtype, a.dtype_or_typestr);
             goto done;
         }
+    }
+    /* The parsed signature does not keep const, so whether the kernel writes the array is
+     * unknown: read-only memory is refused rather than possibly written. */
+    if (a.read_only) {
+        arg_error(PyExc_TypeError, p, i,
+                  "the array is read-only (__cuda_array_interface__ data[1] is True) and CudaKernel "
+                  "cannot tell whether the kernel writes it; pass a writable array");
+        goto done;
     }
     Py_ssize_t itemsize = s->itemsize;
     if (s->kind == K_VOID_POINTER) {
@@ -607,6 +676,35 @@ static void put_complex(const slot_t *s, Py_complex c, unsigned char *out)
     }
 }
 
+/* A double for a float or complex<float> parameter: past FLT_MAX it would silently become inf
+ * (the C conversion is even undefined): an OverflowError naming the kernel and the parameter,
+ * as for integers. An infinity passed as such stays one. */
+static int check_single_range(plan_t *p, Py_ssize_t i, PyObject *obj, double re, double im)
+{
+    const slot_t *s = &p->slots[i];
+    int single = (s->scalar == S_FLOAT && s->itemsize == 4) || (s->scalar == S_COMPLEX && s->itemsize == 8);
+    if (!single || ((!isfinite(re) || fabs(re) <= FLT_MAX) && (!isfinite(im) || fabs(im) <= FLT_MAX)))
+        return 0;
+    if (PyFloat_CheckExact(obj) || PyComplex_CheckExact(obj))
+        arg_error(PyExc_OverflowError, p, i, "%R is out of range for %S (largest finite value 3.4028235e+38)",
+                  obj, s->dtype);
+    else
+        arg_error(PyExc_OverflowError, p, i, "the value is out of range for %S (largest finite value 3.4028235e+38)",
+                  s->dtype);
+    return -1;
+}
+
+/* An int too large for a double: the OverflowError names the kernel and the parameter. */
+static double int_as_double(plan_t *p, Py_ssize_t i, PyObject *obj)
+{
+    double d = PyLong_AsDouble(obj);
+    if (d == -1.0 && PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_OverflowError)) {
+        PyErr_Clear();
+        arg_error(PyExc_OverflowError, p, i, "the int is out of range for %S", p->slots[i].dtype);
+    }
+    return d;
+}
+
 static int put_number(plan_t *p, Py_ssize_t i, PyObject *obj, int action, unsigned char *out)
 {
     slot_t *s = &p->slots[i];
@@ -637,6 +735,8 @@ static int put_number(plan_t *p, Py_ssize_t i, PyObject *obj, int action, unsign
         double d = PyFloat_AsDouble(obj);
         if (d == -1.0 && PyErr_Occurred())
             return -1;
+        if (check_single_range(p, i, obj, d, 0.0) < 0)
+            return -1;
         if (s->scalar == S_COMPLEX)
             put_complex(s, (Py_complex){d, 0.0}, out);
         else
@@ -646,6 +746,8 @@ static int put_number(plan_t *p, Py_ssize_t i, PyObject *obj, int action, unsign
     default: {
         Py_complex c = PyComplex_AsCComplex(obj);
         if (c.real == -1.0 && PyErr_Occurred())
+            return -1;
+        if (check_single_range(p, i, obj, c.real, c.imag) < 0)
             return -1;
         put_complex(s, c, out);
         return 0;
@@ -696,8 +798,10 @@ python_int:
     if (s->scalar == S_INT || s->scalar == S_UINT)
         return put_int(p, i, obj, out);
     if (s->scalar == S_FLOAT || s->scalar == S_COMPLEX) {
-        double d = PyLong_AsDouble(obj);
+        double d = int_as_double(p, i, obj);
         if (d == -1.0 && PyErr_Occurred())
+            return -1;
+        if (check_single_range(p, i, obj, d, 0.0) < 0)
             return -1;
         if (s->scalar == S_COMPLEX)
             put_complex(s, (Py_complex){d, 0.0}, out);
@@ -1479,7 +1583,7 @@ CN_INTERNAL int cn_register_pack(PyObject *module)
                  {&s_plan, "_plan"},      {&s_call_slow, "_call_slow"}, {&s_launch_1d, "_launch_1d"},
                  {&s_n_threads, "n_threads"}, {&s_grid, "grid"},     {&s_block, "block"},
                  {&s_shared_mem, "shared_mem"}, {&s_stream, "stream"},
-                 {&s_device_id, "device_id"}, {&s_device, "device"}};
+                 {&s_device_id, "device_id"}, {&s_device, "device"}, {&s_mask, "mask"}};
     for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
         *names[k].slot = PyUnicode_InternFromString(names[k].text);
         if (*names[k].slot == NULL)

@@ -27,15 +27,22 @@ static void run_job(segment_job *j)
 {
 #define CN_SEGMENT_CALL(FN, T)                                                                     \
     j->bad = FN(j->keys, j->ks, j->n, j->vals, j->vs0, j->vs1, j->m, (T *)j->out, j->nseg)
-    if (j->is_double) {
-        if (j->kt == CN_SKEY_I32) CN_SEGMENT_CALL(cn_segment_sum_d_i32, double);
-        else if (j->kt == CN_SKEY_I64) CN_SEGMENT_CALL(cn_segment_sum_d_i64, double);
-        else CN_SEGMENT_CALL(cn_segment_sum_d_u64, double);
-    } else {
-        if (j->kt == CN_SKEY_I32) CN_SEGMENT_CALL(cn_segment_sum_f_i32, float);
-        else if (j->kt == CN_SKEY_I64) CN_SEGMENT_CALL(cn_segment_sum_f_i64, float);
-        else CN_SEGMENT_CALL(cn_segment_sum_f_u64, float);
+#define CN_SEGMENT_BY_KEY(P, T)                                                                    \
+    switch (j->kt) {                                                                               \
+    case CN_SKEY_I32: CN_SEGMENT_CALL(cn_segment_sum_##P##_i32, T); break;                         \
+    case CN_SKEY_I64: CN_SEGMENT_CALL(cn_segment_sum_##P##_i64, T); break;                         \
+    case CN_SKEY_U64: CN_SEGMENT_CALL(cn_segment_sum_##P##_u64, T); break;                         \
+    case CN_SKEY_I8: CN_SEGMENT_CALL(cn_segment_sum_##P##_i8, T); break;                           \
+    case CN_SKEY_U8: CN_SEGMENT_CALL(cn_segment_sum_##P##_u8, T); break;                           \
+    case CN_SKEY_I16: CN_SEGMENT_CALL(cn_segment_sum_##P##_i16, T); break;                         \
+    case CN_SKEY_U16: CN_SEGMENT_CALL(cn_segment_sum_##P##_u16, T); break;                         \
+    case CN_SKEY_U32: CN_SEGMENT_CALL(cn_segment_sum_##P##_u32, T); break;                         \
     }
+    if (j->is_double)
+        CN_SEGMENT_BY_KEY(d, double)
+    else
+        CN_SEGMENT_BY_KEY(f, float)
+#undef CN_SEGMENT_BY_KEY
 #undef CN_SEGMENT_CALL
 }
 
@@ -92,18 +99,18 @@ static void run_segment_sum(segment_job *job)
         job->bad = second.bad + (ptrdiff_t)half;
 }
 
-/* Key buffer type: int32, int64 or uint64 (the Python layer converts the others). */
+/* Key buffer type: any native 8 to 64-bit integer, read in place. */
 static int key_type(const Py_buffer *k, const char *name, cn_skey_type *t)
 {
     cn_kind kind = cn_buffer_kind(k);
-    if (kind == CN_KIND_INT && k->itemsize == 4)
-        *t = CN_SKEY_I32;
-    else if (kind == CN_KIND_INT && k->itemsize == 8)
-        *t = CN_SKEY_I64;
-    else if (kind == CN_KIND_UINT && k->itemsize == 8)
-        *t = CN_SKEY_U64;
-    else {
-        PyErr_Format(PyExc_TypeError, "'%s' must be int32, int64 or uint64 here (format '%s')",
+    int is_int = kind == CN_KIND_INT, is_uint = kind == CN_KIND_UINT;
+    switch (is_int || is_uint ? k->itemsize : 0) {
+    case 1: *t = is_int ? CN_SKEY_I8 : CN_SKEY_U8; return 0;
+    case 2: *t = is_int ? CN_SKEY_I16 : CN_SKEY_U16; return 0;
+    case 4: *t = is_int ? CN_SKEY_I32 : CN_SKEY_U32; return 0;
+    case 8: *t = is_int ? CN_SKEY_I64 : CN_SKEY_U64; return 0;
+    default:
+        PyErr_Format(PyExc_TypeError, "'%s' must be 8 to 64-bit integers here (format '%s')",
                      name, k->format ? k->format : "B");
         return -1;
     }
@@ -307,9 +314,10 @@ static PyObject *segment_runs(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (cn_get_buffer(args[0], &k, 0, 1, "sorted_keys") < 0)
         return NULL;
     cn_kind kind = cn_buffer_kind(&k);
-    if ((kind != CN_KIND_INT && kind != CN_KIND_UINT) || (k.itemsize != 4 && k.itemsize != 8)) {
+    if ((kind != CN_KIND_INT && kind != CN_KIND_UINT) ||
+        (k.itemsize != 1 && k.itemsize != 2 && k.itemsize != 4 && k.itemsize != 8)) {
         PyBuffer_Release(&k);
-        return cn_raise(CN_ERR_TYPE, "'sorted_keys' must be 32 or 64-bit integers here");
+        return cn_raise(CN_ERR_TYPE, "'sorted_keys' must be 8 to 64-bit integers here");
     }
     if (fill) {
         if (cn_get_buffer(args[1], &u, 1, 1, "unique") < 0)
@@ -321,10 +329,11 @@ static PyObject *segment_runs(PyObject *self, PyObject *const *args, Py_ssize_t 
     }
     ptrdiff_t runs;
     {
-        int is_unsigned = kind == CN_KIND_UINT, is_32 = k.itemsize == 4;
+        int is_unsigned = kind == CN_KIND_UINT;
+        size_t isz = (size_t)k.itemsize;
         size_t n = (size_t)k.shape[0];
         CN_BEGIN_NOGIL
-        runs = cn_segment_runs(is_unsigned, is_32, k.buf, k.strides[0], n, NULL, NULL, NULL);
+        runs = cn_segment_runs(is_unsigned, isz, k.buf, k.strides[0], n, NULL, NULL, NULL, 0);
         CN_END_NOGIL
         if (runs < 0) {
             PyErr_Format(PyExc_ValueError,
@@ -338,9 +347,19 @@ static PyObject *segment_runs(PyObject *self, PyObject *const *args, Py_ssize_t 
                 cn_require_contig(&s, CN_KIND_INT, 8, runs, "starts") < 0 ||
                 cn_require_contig(&e, CN_KIND_INT, 8, runs, "stops") < 0)
                 goto fail;
+            ptrdiff_t filled;
             CN_BEGIN_NOGIL
-            cn_segment_runs(is_unsigned, is_32, k.buf, k.strides[0], n, u.buf, s.buf, e.buf);
+            filled = cn_segment_runs(is_unsigned, isz, k.buf, k.strides[0], n, u.buf, s.buf,
+                                     e.buf, (size_t)runs);
             CN_END_NOGIL
+            /* The keys are read twice with the GIL released: a second read that disagrees
+             * with the first (another thread wrote them) is an error, never a longer write. */
+            if (filled != runs) {
+                PyErr_SetString(PyExc_ValueError,
+                                "'sorted_keys' changed while being read (another thread wrote "
+                                "them); the runs are not consistent");
+                goto fail;
+            }
         }
     }
     if (fill) {

@@ -7,11 +7,21 @@
 #include <stdint.h>
 #include <string.h>
 
-typedef enum { CN_SKEY_I32 = 0, CN_SKEY_I64 = 1, CN_SKEY_U64 = 2 } cn_skey_type;
+/* Narrow keys are read in place (no widened copy). */
+typedef enum { CN_SKEY_I32 = 0, CN_SKEY_I64 = 1, CN_SKEY_U64 = 2, CN_SKEY_I8 = 3, CN_SKEY_U8 = 4,
+               CN_SKEY_I16 = 5, CN_SKEY_U16 = 6, CN_SKEY_U32 = 7 } cn_skey_type;
 
 /* A key as int64; uint64 keys above INT64_MAX become INT64_MAX (out of any range). */
 static inline int64_t cn_skey(cn_skey_type t, const char *p)
 {
+    switch (t) {
+    case CN_SKEY_I8: { int8_t v; memcpy(&v, p, 1); return v; }
+    case CN_SKEY_U8: { uint8_t v; memcpy(&v, p, 1); return v; }
+    case CN_SKEY_I16: { int16_t v; memcpy(&v, p, 2); return v; }
+    case CN_SKEY_U16: { uint16_t v; memcpy(&v, p, 2); return v; }
+    case CN_SKEY_U32: { uint32_t v; memcpy(&v, p, 4); return v; }
+    default: break;
+    }
     if (t == CN_SKEY_I32) {
         int32_t v;
         memcpy(&v, p, 4);
@@ -48,11 +58,17 @@ static ptrdiff_t cn_segment_check(cn_skey_type t, const char *keys, ptrdiff_t ks
  * random accesses overlapped. A sample of the keys picks the loop. */
 #define CN_SEGMENT_PREFETCH 16
 
+/* A uint64 key as int64, clamped (a function: the test on narrower types would warn). */
+static inline int64_t cn_seg_clamp_u64(uint64_t u)
+{
+    return u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)u;
+}
+
 #define CN_SEG_READ_KEY(KT, KSUF, i)                                                               \
     ({                                                                                             \
         KT kr_;                                                                                    \
         memcpy(&kr_, keys + (ptrdiff_t)(i) * ks, sizeof kr_);                                      \
-        (KSUF == CN_SKEY_U64 && (uint64_t)kr_ > (uint64_t)INT64_MAX) ? INT64_MAX : (int64_t)kr_;   \
+        KSUF == CN_SKEY_U64 ? cn_seg_clamp_u64((uint64_t)kr_) : (int64_t)kr_;                      \
     })
 
 #define CN_DEFINE_SEGMENT_SUM(NAME, T, KT, KSUF)                                                   \
@@ -147,6 +163,16 @@ CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_u64, double, uint64_t, CN_SKEY_U64)
 CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_i32, float, int32_t, CN_SKEY_I32)
 CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_i64, float, int64_t, CN_SKEY_I64)
 CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_u64, float, uint64_t, CN_SKEY_U64)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_i8, double, int8_t, CN_SKEY_I8)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_u8, double, uint8_t, CN_SKEY_U8)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_i16, double, int16_t, CN_SKEY_I16)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_u16, double, uint16_t, CN_SKEY_U16)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_u32, double, uint32_t, CN_SKEY_U32)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_i8, float, int8_t, CN_SKEY_I8)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_u8, float, uint8_t, CN_SKEY_U8)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_i16, float, int16_t, CN_SKEY_I16)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_u16, float, uint16_t, CN_SKEY_U16)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_u32, float, uint32_t, CN_SKEY_U32)
 
 /* Offsets of n sorted cell ids in [0, n_cells): off has n_cells + 1 entries. Returns -1, or
  * the first row that is out of range or smaller than its predecessor (off then unspecified). */
@@ -169,11 +195,14 @@ static ptrdiff_t cn_cell_offsets(cn_skey_type t, const char *keys, ptrdiff_t ks,
 }
 
 /* Runs of sorted keys; signed or unsigned 64-bit comparison. With unique == NULL only counts.
- * Returns the number of runs, or -(1 + i) when row i is smaller than row i - 1. */
-static ptrdiff_t cn_segment_runs(int is_unsigned, int is_32bit, const char *keys, ptrdiff_t ks,
-                                 size_t n, char *unique, int64_t *starts, int64_t *stops)
+ * Returns the number of runs, or -(1 + i) when row i is smaller than row i - 1. The outputs
+ * hold `capacity` runs (the count of a first pass): if the keys changed since (another thread
+ * writing them) and there are more runs, returns CN_RUNS_CHANGED without writing past them. */
+#define CN_RUNS_CHANGED PTRDIFF_MIN
+static ptrdiff_t cn_segment_runs(int is_unsigned, size_t isz, const char *keys, ptrdiff_t ks,
+                                 size_t n, char *unique, int64_t *starts, int64_t *stops,
+                                 size_t capacity)
 {
-    size_t isz = is_32bit ? 4 : 8;
     ptrdiff_t runs = 0;
     uint64_t prev_u = 0;
     int64_t prev_s = 0;
@@ -181,7 +210,17 @@ static ptrdiff_t cn_segment_runs(int is_unsigned, int is_32bit, const char *keys
         const char *p = keys + (ptrdiff_t)i * ks;
         uint64_t u;
         int64_t s;
-        if (is_32bit) {
+        if (isz == 1) {
+            uint8_t u8;
+            memcpy(&u8, p, 1);
+            u = u8;
+            s = (int8_t)u8;
+        } else if (isz == 2) {
+            uint16_t u16;
+            memcpy(&u16, p, 2);
+            u = u16;
+            s = (int16_t)u16;
+        } else if (isz == 4) {
             uint32_t u32;
             memcpy(&u32, p, 4);
             u = u32;
@@ -199,6 +238,8 @@ static ptrdiff_t cn_segment_runs(int is_unsigned, int is_32bit, const char *keys
         }
         if (new_run) {
             if (unique != NULL) {
+                if ((size_t)runs >= capacity)
+                    return CN_RUNS_CHANGED;
                 memcpy(unique + (size_t)runs * isz, p, isz);
                 starts[runs] = (int64_t)i;
                 if (runs > 0)

@@ -47,7 +47,7 @@ static void scratch_free(void *ptr)
 
 PyDoc_STRVAR(radix_argsort_doc,
              "radix_argsort(keys, order, sorted_keys)\n--\n\n"
-             "Stable argsort of 1-D int32/uint32/int64/uint64 keys (any strides): the order\n"
+             "Stable argsort of 1-D integer (8 to 64-bit) or bool keys (any strides): the order\n"
              "(C-contiguous int64) and the sorted keys (C-contiguous, the keys' type).");
 
 static PyObject *radix_argsort(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -71,8 +71,16 @@ static PyObject *radix_argsort(PyObject *self, PyObject *const *args, Py_ssize_t
         t = CN_KEY_I64;
     else if (kind == CN_KIND_UINT && k.itemsize == 8)
         t = CN_KEY_U64;
+    else if (kind == CN_KIND_INT && k.itemsize == 1)
+        t = CN_KEY_I8;
+    else if ((kind == CN_KIND_UINT || kind == CN_KIND_BOOL) && k.itemsize == 1)
+        t = CN_KEY_U8;
+    else if (kind == CN_KIND_INT && k.itemsize == 2)
+        t = CN_KEY_I16;
+    else if (kind == CN_KIND_UINT && k.itemsize == 2)
+        t = CN_KEY_U16;
     else {
-        PyErr_SetString(PyExc_TypeError, "'keys' must be 32 or 64-bit integers here");
+        PyErr_SetString(PyExc_TypeError, "'keys' must be 8, 16, 32 or 64-bit integers or bool here");
         goto fail;
     }
     Py_ssize_t n = k.shape[0];

@@ -32,7 +32,20 @@
 #define CN_SORT_SCRATCH_FREE(ptr) free(ptr)
 #endif
 
-typedef enum { CN_KEY_I32 = 0, CN_KEY_U32 = 1, CN_KEY_I64 = 2, CN_KEY_U64 = 3 } cn_key_type;
+/* 8 and 16-bit keys (bool as uint8) are read in place: their ordered values span at most 16
+ * bits, so they take the 32-bit paths without a widened copy of the keys. */
+typedef enum { CN_KEY_I32 = 0, CN_KEY_U32 = 1, CN_KEY_I64 = 2, CN_KEY_U64 = 3, CN_KEY_I8 = 4,
+               CN_KEY_U8 = 5, CN_KEY_I16 = 6, CN_KEY_U16 = 7 } cn_key_type;
+
+static inline size_t cn_key_size(cn_key_type t)
+{
+    switch (t) {
+    case CN_KEY_I8: case CN_KEY_U8: return 1;
+    case CN_KEY_I16: case CN_KEY_U16: return 2;
+    case CN_KEY_I32: case CN_KEY_U32: return 4;
+    default: return 8;
+    }
+}
 
 /* ---- per-type helpers: read one ordered value, write one back ---- */
 #define CN_DEFINE_KEY_IO(SUF, T, UT, FLIP)                                                          \
@@ -68,6 +81,10 @@ CN_DEFINE_KEY_IO(i32, int32_t, uint32_t, 0x80000000u)
 CN_DEFINE_KEY_IO(u32, uint32_t, uint32_t, 0u)
 CN_DEFINE_KEY_IO(i64, int64_t, uint64_t, 0x8000000000000000ull)
 CN_DEFINE_KEY_IO(u64, uint64_t, uint64_t, 0ull)
+CN_DEFINE_KEY_IO(i8, int8_t, uint8_t, 0x80u)
+CN_DEFINE_KEY_IO(u8, uint8_t, uint8_t, 0u)
+CN_DEFINE_KEY_IO(i16, int16_t, uint16_t, 0x8000u)
+CN_DEFINE_KEY_IO(u16, uint16_t, uint16_t, 0u)
 
 static inline uint64_t cn_key_get(cn_key_type t, const char *p)
 {
@@ -75,6 +92,10 @@ static inline uint64_t cn_key_get(cn_key_type t, const char *p)
     case CN_KEY_I32: return cn_key_get_i32(p);
     case CN_KEY_U32: return cn_key_get_u32(p);
     case CN_KEY_I64: return cn_key_get_i64(p);
+    case CN_KEY_I8: return cn_key_get_i8(p);
+    case CN_KEY_U8: return cn_key_get_u8(p);
+    case CN_KEY_I16: return cn_key_get_i16(p);
+    case CN_KEY_U16: return cn_key_get_u16(p);
     default: return cn_key_get_u64(p);
     }
 }
@@ -85,6 +106,10 @@ static inline void cn_key_put(cn_key_type t, char *p, uint64_t o)
     case CN_KEY_I32: cn_key_put_i32(p, o); break;
     case CN_KEY_U32: cn_key_put_u32(p, o); break;
     case CN_KEY_I64: cn_key_put_i64(p, o); break;
+    case CN_KEY_I8: cn_key_put_i8(p, o); break;
+    case CN_KEY_U8: cn_key_put_u8(p, o); break;
+    case CN_KEY_I16: cn_key_put_i16(p, o); break;
+    case CN_KEY_U16: cn_key_put_u16(p, o); break;
     default: cn_key_put_u64(p, o); break;
     }
 }
@@ -106,6 +131,10 @@ CN_DEFINE_CONVERT(i32, uint32_t)
 CN_DEFINE_CONVERT(u32, uint32_t)
 CN_DEFINE_CONVERT(i64, uint32_t)
 CN_DEFINE_CONVERT(u64, uint32_t)
+CN_DEFINE_CONVERT(i8, uint32_t)
+CN_DEFINE_CONVERT(u8, uint32_t)
+CN_DEFINE_CONVERT(i16, uint32_t)
+CN_DEFINE_CONVERT(u16, uint32_t)
 CN_DEFINE_CONVERT(i64, uint64_t)
 CN_DEFINE_CONVERT(u64, uint64_t)
 
@@ -230,6 +259,10 @@ CN_DEFINE_PACK(i32)
 CN_DEFINE_PACK(u32)
 CN_DEFINE_PACK(i64)
 CN_DEFINE_PACK(u64)
+CN_DEFINE_PACK(i8)
+CN_DEFINE_PACK(u8)
+CN_DEFINE_PACK(i16)
+CN_DEFINE_PACK(u16)
 
 static int cn_radix_packed(cn_key_type t, const char *keys, ptrdiff_t stride, size_t n,
                            uint64_t high, int ndig, const int *shift, size_t nb, size_t *hist,
@@ -250,6 +283,10 @@ static int cn_radix_packed(cn_key_type t, const char *keys, ptrdiff_t stride, si
     case CN_KEY_I32: cn_radix_pack_i32(keys, stride, n, a, ndig, shift, mask, hist, nb); break;
     case CN_KEY_U32: cn_radix_pack_u32(keys, stride, n, a, ndig, shift, mask, hist, nb); break;
     case CN_KEY_I64: cn_radix_pack_i64(keys, stride, n, a, ndig, shift, mask, hist, nb); break;
+    case CN_KEY_I8: cn_radix_pack_i8(keys, stride, n, a, ndig, shift, mask, hist, nb); break;
+    case CN_KEY_U8: cn_radix_pack_u8(keys, stride, n, a, ndig, shift, mask, hist, nb); break;
+    case CN_KEY_I16: cn_radix_pack_i16(keys, stride, n, a, ndig, shift, mask, hist, nb); break;
+    case CN_KEY_U16: cn_radix_pack_u16(keys, stride, n, a, ndig, shift, mask, hist, nb); break;
     default: cn_radix_pack_u64(keys, stride, n, a, ndig, shift, mask, hist, nb); break;
     }
     for (int d = 0; d < ndig; d++) {
@@ -288,12 +325,18 @@ typedef struct {
     uint64_t k, i;
 } cn_rec128;
 
+/* tests/c sets this to 1 to run the copy path that a concurrent writer falls back to. */
+#ifndef CN_SORT_FORCE_COPY
+#define CN_SORT_FORCE_COPY 0
+#endif
+
 #ifndef CN_HYBRID_MIN
 #define CN_HYBRID_MIN 65536 /* below this the plain LSD passes already run in cache */
 #endif
 #define CN_INSERTION_MAX 48    /* buckets up to this size: stable insertion sort */
 #define CN_BUCKET_HIST (6 * 2048) /* counters for up to 6 digits of 11 bits (or 8 of 8) */
 
+#define CN_UNLIKELY_K(x) __builtin_expect(!!(x), 0)
 #define CN_REC64_KEY(r) ((r) >> 32)
 #define CN_REC64_MAKE(k, i) (((uint64_t)(uint32_t)(k) << 32) | (uint64_t)(i))
 #define CN_REC128_KEY(r) ((r).k)
@@ -368,7 +411,8 @@ static inline cn_rec128 cn_rec128_make(uint64_t k, uint64_t i)
     }                                                                                              \
     /* Sort n keys (ordered values, working key = ordered & wmask) into a; top digit first. */     \
     static int cn_hybrid_##SUF(cn_key_type t, const char *keys, ptrdiff_t stride, size_t n,       \
-                                uint64_t wmask, int hi, int top_bits, REC *a, REC *tmp)            \
+                                uint64_t wmask, int hi, int top_bits, REC *a, REC *tmp,            \
+                                int force_copy)                                                    \
     {                                                                                              \
         size_t nb = (size_t)1 << top_bits;                                                         \
         int tsh = hi - top_bits;                                                                   \
@@ -381,18 +425,54 @@ static inline cn_rec128 cn_rec128_make(uint64_t k, uint64_t i)
             free(hist);                                                                            \
             return CN_SORT_NOMEM;                                                                  \
         }                                                                                          \
-        for (size_t x = 0; x < n; x++)                                                             \
-            pos[((cn_key_get(t, keys + (ptrdiff_t)x * stride) & wmask) >> tsh) & (nb - 1)]++;     \
-        size_t sum = 0;                                                                            \
-        for (size_t b = 0; b < nb; b++) {                                                          \
-            size_t c = pos[b];                                                                     \
-            start[b] = pos[b] = sum;                                                               \
-            sum += c;                                                                              \
+        /* The keys are read twice (count, then scatter) and another thread may write them in \
+         * between: every scatter write is bounded by its bucket's end. If no bucket overflows, \
+         * the n writes filled every bucket exactly; if one would, the keys changed and the     \
+         * top pass is redone from a private copy, read once (the records in tmp). */            \
+        int copied = force_copy;                                                                   \
+        if (!copied) {                                                                             \
+            for (size_t x = 0; x < n; x++)                                                         \
+                pos[((cn_key_get(t, keys + (ptrdiff_t)x * stride) & wmask) >> tsh) & (nb - 1)]++; \
+        } else {                                                                                   \
+            for (size_t x = 0; x < n; x++) {                                                       \
+                uint64_t k = cn_key_get(t, keys + (ptrdiff_t)x * stride) & wmask;                  \
+                tmp[x] = MAKE(k, x);                                                               \
+                pos[(KEY(tmp[x]) >> tsh) & (nb - 1)]++;                                            \
+            }                                                                                      \
         }                                                                                          \
-        start[nb] = n;                                                                             \
-        for (size_t x = 0; x < n; x++) {                                                           \
-            uint64_t k = cn_key_get(t, keys + (ptrdiff_t)x * stride) & wmask;                      \
-            a[pos[(k >> tsh) & (nb - 1)]++] = MAKE(k, x);                                          \
+        for (;;) {                                                                                 \
+            size_t sum = 0;                                                                        \
+            for (size_t b = 0; b < nb; b++) {                                                      \
+                size_t c = pos[b];                                                                 \
+                start[b] = pos[b] = sum;                                                           \
+                sum += c;                                                                          \
+            }                                                                                      \
+            start[nb] = n;                                                                         \
+            if (copied) {                                                                          \
+                for (size_t x = 0; x < n; x++) {                                                   \
+                    REC r = tmp[x];                                                                \
+                    a[pos[(KEY(r) >> tsh) & (nb - 1)]++] = r;                                      \
+                }                                                                                  \
+                break;                                                                             \
+            }                                                                                      \
+            size_t x = 0;                                                                          \
+            for (; x < n; x++) {                                                                   \
+                uint64_t k = cn_key_get(t, keys + (ptrdiff_t)x * stride) & wmask;                  \
+                size_t b = (k >> tsh) & (nb - 1);                                                  \
+                size_t p = pos[b]++;                                                               \
+                if (CN_UNLIKELY_K(p >= start[b + 1]))                                              \
+                    break;                                                                         \
+                a[p] = MAKE(k, x);                                                                 \
+            }                                                                                      \
+            if (x == n)                                                                            \
+                break;                                                                             \
+            memset(pos, 0, (nb + 1) * sizeof(size_t));                                             \
+            for (x = 0; x < n; x++) {                                                              \
+                uint64_t k = cn_key_get(t, keys + (ptrdiff_t)x * stride) & wmask;                  \
+                tmp[x] = MAKE(k, x);                                                               \
+                pos[(KEY(tmp[x]) >> tsh) & (nb - 1)]++;                                            \
+            }                                                                                      \
+            copied = 1;                                                                            \
         }                                                                                          \
         for (size_t b = 0; b < nb; b++) {                                                          \
             size_t m = start[b + 1] - start[b];                                                    \
@@ -413,7 +493,7 @@ CN_DEFINE_HYBRID(r128, cn_rec128, CN_REC128_KEY, CN_REC128_MAKE)
 static int cn_radix_argsort(cn_key_type t, const char *keys, ptrdiff_t stride, size_t n,
                             int64_t *order, char *sorted_out)
 {
-    size_t isz = (t == CN_KEY_I32 || t == CN_KEY_U32) ? 4 : 8;
+    size_t isz = cn_key_size(t);
     if (n == 0)
         return CN_SORT_OK;
     uint64_t first, diff;
@@ -422,6 +502,10 @@ static int cn_radix_argsort(cn_key_type t, const char *keys, ptrdiff_t stride, s
     case CN_KEY_I32: sorted = cn_key_scan_i32(keys, stride, n, &first, &diff); break;
     case CN_KEY_U32: sorted = cn_key_scan_u32(keys, stride, n, &first, &diff); break;
     case CN_KEY_I64: sorted = cn_key_scan_i64(keys, stride, n, &first, &diff); break;
+    case CN_KEY_I8: sorted = cn_key_scan_i8(keys, stride, n, &first, &diff); break;
+    case CN_KEY_U8: sorted = cn_key_scan_u8(keys, stride, n, &first, &diff); break;
+    case CN_KEY_I16: sorted = cn_key_scan_i16(keys, stride, n, &first, &diff); break;
+    case CN_KEY_U16: sorted = cn_key_scan_u16(keys, stride, n, &first, &diff); break;
     default: sorted = cn_key_scan_u64(keys, stride, n, &first, &diff); break;
     }
     if (sorted) {
@@ -460,7 +544,8 @@ static int cn_radix_argsort(cn_key_type t, const char *keys, ptrdiff_t stride, s
                 if (tmp == NULL)
                     return CN_SORT_NOMEM;
             }
-            status = cn_hybrid_r64(t, keys, stride, n, 0xffffffffu, hi, top_bits, a, tmp);
+            status = cn_hybrid_r64(t, keys, stride, n, 0xffffffffu, hi, top_bits, a, tmp,
+                                   CN_SORT_FORCE_COPY);
             if (status == CN_SORT_OK) {
                 uint64_t high = first & ~(uint64_t)0xffffffffu;
                 for (size_t i = 0; i < n; i++) {
@@ -475,7 +560,8 @@ static int cn_radix_argsort(cn_key_type t, const char *keys, ptrdiff_t stride, s
             if (a == NULL)
                 status = CN_SORT_NOMEM;
             else
-                status = cn_hybrid_r128(t, keys, stride, n, ~(uint64_t)0, hi, top_bits, a, tmp);
+                status = cn_hybrid_r128(t, keys, stride, n, ~(uint64_t)0, hi, top_bits, a, tmp,
+                                        CN_SORT_FORCE_COPY);
             if (status == CN_SORT_OK) {
                 for (size_t i = 0; i < n; i++) {
                     order[i] = (int64_t)a[i].i;
@@ -500,6 +586,10 @@ static int cn_radix_argsort(cn_key_type t, const char *keys, ptrdiff_t stride, s
             case CN_KEY_I32: cn_radix_convert_i32_uint32_t(keys, stride, n, k0, ndig, shift, (uint32_t)(nb - 1), hist, nb); break;
             case CN_KEY_U32: cn_radix_convert_u32_uint32_t(keys, stride, n, k0, ndig, shift, (uint32_t)(nb - 1), hist, nb); break;
             case CN_KEY_I64: cn_radix_convert_i64_uint32_t(keys, stride, n, k0, ndig, shift, (uint32_t)(nb - 1), hist, nb); break;
+            case CN_KEY_I8: cn_radix_convert_i8_uint32_t(keys, stride, n, k0, ndig, shift, (uint32_t)(nb - 1), hist, nb); break;
+            case CN_KEY_U8: cn_radix_convert_u8_uint32_t(keys, stride, n, k0, ndig, shift, (uint32_t)(nb - 1), hist, nb); break;
+            case CN_KEY_I16: cn_radix_convert_i16_uint32_t(keys, stride, n, k0, ndig, shift, (uint32_t)(nb - 1), hist, nb); break;
+            case CN_KEY_U16: cn_radix_convert_u16_uint32_t(keys, stride, n, k0, ndig, shift, (uint32_t)(nb - 1), hist, nb); break;
             default: cn_radix_convert_u64_uint32_t(keys, stride, n, k0, ndig, shift, (uint32_t)(nb - 1), hist, nb); break;
             }
             status = cn_radix_passes_w32(n, k0, k1, ndig, shift, (uint32_t)(nb - 1), hist, nb, order, &ks);

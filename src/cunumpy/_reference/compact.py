@@ -14,6 +14,9 @@ def compact_in_place(mask, arrays):
     for i, a in enumerate(arrays):
         if a.ndim < 1 or a.shape[0] != n:
             raise ValueError(f"array {i} must have {n} entries along the compaction axis")
+        if a.dtype.hasobject:
+            # As the C entry point: object references are never moved as raw bytes.
+            raise TypeError(f"array {i} holds Python objects; compaction cannot move object references")
     live = np.flatnonzero(mask)
     for a in arrays:
         a[: live.size] = a[live]

@@ -7,8 +7,11 @@ nothing to launch: ``driver_available()`` is False and ``launch`` raises.
 
 from __future__ import annotations
 
+import math
 import struct
 import sys
+
+_FLT_MAX = 3.4028234663852886e38  # numpy.finfo(numpy.float32).max
 
 __all__ = ["LaunchPlan", "driver_available", "kernel_call_method", "launch", "launch_plan", "packed_address"]
 
@@ -136,6 +139,7 @@ class LaunchPlan:
             )
         try:
             dev = -1
+            read_only = False
             if is_device:
                 dtype = obj.dtype
                 shape = tuple(int(v) for v in obj.shape)
@@ -152,6 +156,21 @@ class LaunchPlan:
                 st = cai.get("strides")
                 strides = None if st is None else tuple(int(v) for v in st)
                 ptr = int(cai["data"][0])
+                if cai.get("mask") is not None:
+                    raise TypeError(
+                        "a masked __cuda_array_interface__ ('mask' is not None) is not supported: the kernel "
+                        "would read masked elements"
+                    )
+                stream = cai.get("stream")
+                if stream is not None and not (type(stream) is int and stream == 1):
+                    raise TypeError(
+                        f"the __cuda_array_interface__ names a producer stream ({cai['stream']!r}) that CudaKernel "
+                        "does not wait for: synchronize it and export the array with 'stream': None"
+                    )
+                for extent in shape:
+                    if extent < 0:
+                        raise TypeError(f"the array's shape has a negative extent ({extent})")
+                read_only = len(cai["data"]) >= 2 and bool(cai["data"][1])
                 digits = "".join(ch for ch in dtype[2:] if ch.isdigit())
                 itemsize_of_array = int(digits) if digits else 1
             if not 0 <= ptr < 2**64:
@@ -174,6 +193,12 @@ class LaunchPlan:
                 raise self._error(
                     TypeError, i, f"expected dtype {slot.dtype}, got {dtype} (arrays are never cast or copied)"
                 )
+        if read_only:
+            raise self._error(
+                TypeError, i,
+                "the array is read-only (__cuda_array_interface__ data[1] is True) and CudaKernel cannot tell "
+                "whether the kernel writes it; pass a writable array",
+            )
         itemsize = slot.itemsize if slot.kind != K_VOID_POINTER else itemsize_of_array
         if slot.kind in (K_POINTER, K_VOID_POINTER, K_CVIEW) and not _c_contiguous(shape, strides, itemsize):
             raise self._error(
@@ -224,13 +249,33 @@ class LaunchPlan:
             raise self._error(OverflowError, i, f"{value!r} is out of range for {slot.dtype} [{lo}, {hi}]")
         return struct.pack("<" + fmt, value)
 
-    def _float(self, slot, d):
+    def _float(self, slot, d, i=None, obj=None):
         if slot.scalar == S_COMPLEX:
-            return self._complex(slot, complex(d, 0.0))
+            return self._complex(slot, complex(d, 0.0), i, obj)
+        if slot.itemsize == 4:
+            self._single_range(i, obj, d)
         return struct.pack("<f" if slot.itemsize == 4 else "<d", d)
 
-    def _complex(self, slot, c):
+    def _complex(self, slot, c, i=None, obj=None):
+        if slot.itemsize == 8:
+            self._single_range(i, obj, c.real)
+            self._single_range(i, obj, c.imag)
         return struct.pack("<ff" if slot.itemsize == 8 else "<dd", c.real, c.imag)
+
+    def _single_range(self, i, obj, x):
+        """As pack.c: a finite value past the largest float32 is an OverflowError, not inf."""
+        if math.isfinite(x) and abs(x) > _FLT_MAX:
+            slot = self._slots[i]
+            what = repr(obj) if type(obj) in (float, complex) else "the value"
+            raise self._error(
+                OverflowError, i, f"{what} is out of range for {slot.dtype} (largest finite value 3.4028235e+38)"
+            )
+
+    def _int_as_float(self, i, obj):
+        try:
+            return float(obj)
+        except OverflowError:
+            raise self._error(OverflowError, i, f"the int is out of range for {self._slots[i].dtype}") from None
 
     def _number(self, i, obj, action):
         slot = self._slots[i]
@@ -244,8 +289,8 @@ class LaunchPlan:
                 return self._complex(slot, complex(float(t), 0.0))
             return bytes([int(t)]) + bytes(slot.itemsize - 1)
         if action == A_FLOAT:
-            return self._float(slot, float(obj))
-        return self._complex(slot, complex(obj))
+            return self._float(slot, float(obj), i, obj)
+        return self._complex(slot, complex(obj), i, obj)
 
     def _scalar(self, i, obj):
         slot = self._slots[i]
@@ -266,17 +311,17 @@ class LaunchPlan:
             if slot.scalar in (S_INT, S_UINT):
                 return self._int(i, int(obj))
             if slot.scalar in (S_FLOAT, S_COMPLEX):
-                return self._float(slot, float(obj))
+                return self._float(slot, self._int_as_float(i, obj), i, obj)
             raise self._error(
                 TypeError, i, "a Python int is not accepted for a bool parameter (pass True/False)"
             )
         if isinstance(obj, float):
             if slot.scalar in (S_FLOAT, S_COMPLEX):
-                return self._float(slot, float(obj))
+                return self._float(slot, float(obj), i, obj)
             raise self._error(TypeError, i, f"a Python float is not accepted for {_kind_name(slot)} parameter")
         if isinstance(obj, complex):
             if slot.scalar == S_COMPLEX:
-                return self._complex(slot, complex(obj))
+                return self._complex(slot, complex(obj), i, obj)
             raise self._error(
                 TypeError, i, f"a Python complex is not accepted for {_kind_name(slot)} parameter"
             )

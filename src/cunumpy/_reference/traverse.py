@@ -12,7 +12,6 @@ import sys
 
 __all__ = ["HostKernel", "device_result", "enable_vectorcall", "host_arguments", "reaches_device"]
 
-_LIST_TUPLE_DICT = (list, tuple, dict)
 
 
 def _device_type():
@@ -49,6 +48,20 @@ def _traversed_object(obj, modules) -> bool:
     return module.startswith(modules)
 
 
+def _tuple_like(obj) -> bool:
+    """Exact tuples and namedtuples (tuple subclasses with a callable _make), as traverse.c."""
+    t = type(obj)
+    return t is tuple or (isinstance(obj, tuple) and callable(getattr(t, "_make", None)))
+
+
+def _container(obj) -> bool:
+    return type(obj) is list or isinstance(obj, dict) or _tuple_like(obj)
+
+
+def _rebuild_tuple(proto, items: tuple):
+    return items if type(proto) is tuple else type(proto)._make(items)
+
+
 def reaches_device(args, kwargs=None, object_modules=()):
     """True if a device array is reachable from the arguments (see the C docstring)."""
     _check_call_args(args, kwargs, "reaches_device")
@@ -64,17 +77,17 @@ def reaches_device(args, kwargs=None, object_modules=()):
         obj = stack.pop()
         if isinstance(obj, device):
             return True
-        t = type(obj)
-        if t not in _LIST_TUPLE_DICT and not _traversed_object(obj, object_modules):
+        container = _container(obj)
+        if not container and not _traversed_object(obj, object_modules):
             continue
         if id(obj) in seen:
             continue
         seen.add(id(obj))
         keep.append(obj)
-        if t is dict:
+        if isinstance(obj, dict):
             children = list(obj.values())
-        elif t is list or t is tuple:
-            children = list(obj)
+        elif container:
+            children = list(tuple.__iter__(obj) if isinstance(obj, tuple) else obj)
         else:
             children = list(vars(obj).values())
         children.reverse()
@@ -109,7 +122,7 @@ class _Traversal:
             self.arrays.append([obj, host, bool(output)])
             return host
         t = type(obj)
-        if t not in _LIST_TUPLE_DICT and not _traversed_object(obj, self.modules):
+        if not _container(obj) and not _traversed_object(obj, self.modules):
             return obj
         found = self.memo.get(id(obj), None)
         if found is not None or id(obj) in self.memo:
@@ -125,16 +138,18 @@ class _Traversal:
                 new.append(self.visit(obj[i], output))
                 i += 1
             return new
-        if t is dict:
-            items = list(obj.items())
-            new = {}
+        if isinstance(obj, dict):
+            items = list(dict.items(obj))
+            new = {} if t is dict else _copy.copy(obj)  # a subclass keeps its type and state
+            if not isinstance(new, dict):
+                raise TypeError(f"copy.copy() of a {t.__name__} argument did not return a dict")
             self.memo[id(obj)] = new
             for key, value in items:
-                new[key] = self.visit(value, output)
+                dict.__setitem__(new, key, self.visit(value, output))
             return new
-        if t is tuple:
+        if isinstance(obj, tuple):
             self.memo[id(obj)] = _BUILDING
-            new = tuple([self.visit(item, output) for item in obj])
+            new = _rebuild_tuple(obj, tuple([self.visit(item, output) for item in tuple.__iter__(obj)]))
             self.memo[id(obj)] = new
             return new
         items = list(vars(obj).items())
@@ -186,7 +201,7 @@ def device_result(result, to_device, is_array):
     def visit(obj):
         hit = bool(check(obj))
         t = type(obj)
-        if not hit and t is not list and t is not tuple:
+        if not hit and t is not list and not _tuple_like(obj):
             return obj
         if id(obj) in memo:
             found = memo[id(obj)]
@@ -205,7 +220,7 @@ def device_result(result, to_device, is_array):
                 i += 1
             return new
         memo[id(obj)] = _BUILDING
-        memo[id(obj)] = new = tuple([visit(item) for item in obj])
+        memo[id(obj)] = new = _rebuild_tuple(obj, tuple([visit(item) for item in tuple.__iter__(obj)]))
         return new
 
     return visit(result)

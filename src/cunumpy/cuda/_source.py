@@ -87,6 +87,15 @@ def ctype_of(dtype) -> str:
         ) from None
 
 
+def _refuse_nul(source, function: str) -> None:
+    """A NUL character would cut the C parser's messages short: refuse it with its place."""
+    if isinstance(source, str):
+        at = source.find("\0")
+        if at >= 0:
+            line = source.count("\n", 0, at) + 1
+            raise ValueError(f"{function}: 'source' contains a NUL character (line {line}, offset {at})")
+
+
 def cuda_kernel_names(source: str) -> list[str]:
     """``__global__`` names in order of appearance; comments ignored, forward declarations once."""
     if not isinstance(source, str):
@@ -147,7 +156,12 @@ def parse_signature_full(source, name, *, structs=(), template_args=None):
         if isinstance(template_args, (str, bytes)) or not hasattr(template_args, "__iter__"):
             template_args = (template_args,)
         targs = tuple(template_arg_text(a) for a in template_args)
-    raw, is_template, extern_c = core.cuda_parse_signature(source, name, tuple(by_name), targs)
+    try:
+        raw, is_template, extern_c = core.cuda_parse_signature(source, name, tuple(by_name), targs)
+    except ValueError:
+        # The C messages quote source text as C strings: a NUL would cut them short.
+        _refuse_nul(source, "parse_cuda_signature()")
+        raise
     params = []
     for pname, ctype, dtype, pointer, struct_name, view_ndim, contiguous in raw:
         struct = by_name.get(struct_name) if struct_name is not None else None

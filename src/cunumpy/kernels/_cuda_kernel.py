@@ -498,8 +498,9 @@ class CudaKernel:
             kernels[n] = cls(source, n, **kn)
         # One compilation for the file: the kernels share their per-device modules.
         shared: dict = {}
-        for k in kernels.values():
-            k._module_share = (shared, tuple(kernels.values()))
+        share = (shared, tuple(kernels.values()))  # one tuple for all: linear in the kernels
+        for k in share[1]:
+            k._module_share = share
         return kernels
 
     # -------------------------------------------------------------- properties

@@ -118,6 +118,80 @@ def _copy_back(device, host, what):
         _transfers.record("to_device", f"{what} {_transfers.describe(host)}", int(host.nbytes))
 
 
+def _extent(device):
+    """The byte range [low, high) a device array can touch (any strides, negative too)."""
+    low = high = int(device.data.ptr)
+    if device.size == 0:
+        return low, low
+    for n, st in zip(device.shape, device.strides):
+        span = (n - 1) * st
+        if span < 0:
+            low += span
+        else:
+            high += span
+    return low, high + device.itemsize
+
+
+def _overlap_groups(plan):
+    """Indices of the copy-back plan grouped by overlapping device memory (sorted sweep);
+    entries that share memory with no other come out as groups of one."""
+    spans = sorted((*_extent(device), i) for i, (device, _) in enumerate(plan))
+    groups, current, end = [], [], None
+    for low, high, i in spans:
+        if current and low < end:
+            current.append(i)
+            end = max(end, high)
+        else:
+            if current:
+                groups.append(current)
+            current, end = [i], high
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _changed_elements(host, before):
+    """Elements of `host` whose bytes differ from `before` (NaN payloads and -0.0 included)."""
+    h = np.ascontiguousarray(host)
+    b = np.ascontiguousarray(before)
+    size = h.dtype.itemsize
+    if h.size == 0 or size == 0:
+        return np.zeros(h.shape, dtype=bool)
+    hb = h.reshape(-1).view(np.uint8).reshape(h.size, size)
+    bb = b.reshape(-1).view(np.uint8).reshape(b.size, size)
+    return (hb != bb).any(axis=1).reshape(h.shape)
+
+
+def _copy_back_all(plan, what):
+    """Copy every host result back. Device arguments that share memory (x and x[::2], x and
+    x[::-1], a view passed twice) are written element-wise where the function changed them, so
+    an argument it did not write cannot undo the writes made through another one."""
+    if len(plan) < 2:
+        for device, host in plan:
+            _copy_back(device, host, what)
+        return
+    for group in _overlap_groups(plan):
+        if len(group) == 1:
+            device, host = plan[group[0]]
+            _copy_back(device, host, what)
+            continue
+        # The device memory still holds the values from before the call: read them first.
+        before = [_backend.device_to_host(plan[i][0], f"{what} (overlapping arguments)") for i in group]
+        changes = [_changed_elements(plan[i][1], b) for i, b in zip(group, before)]
+        for i, changed in zip(group, changes):
+            if changed.any():
+                _copy_back_changed(plan[i][0], plan[i][1], changed, what)
+
+
+def _copy_back_changed(device, host, changed, what):
+    """Write only the changed elements of `host` into `device`; counted ``to_device``."""
+    cupy = sys.modules["cupy"]
+    values = np.ascontiguousarray(host[changed])
+    device[cupy.asarray(changed)] = cupy.asarray(values)
+    if _transfers.sinks:
+        _transfers.record("to_device", f"{what} {_transfers.describe(values)}", int(values.nbytes))
+
+
 def _convert_call(self, args, kwargs):
     """The conversion path (the C base calls it when conversion is needed)."""
     slots = self._resolve_outputs(args, kwargs)
@@ -138,8 +212,7 @@ def _convert_call(self, args, kwargs):
             result = self._kernel(*host_args, **host_kwargs)
     finally:
         # Writes made before an exception reach the device, as without the wrapper.
-        for device, host in plan:
-            _copy_back(device, host, what)
+        _copy_back_all(plan, what)
 
     def to_device(a):
         return _backend.host_to_device(a, f"{what} result")
@@ -156,6 +229,8 @@ class PyccelKernel(core.HostKernel):
     replaced on the copy). ``is_array``: what counts as a host array in the return value.
     ``outputs``: indices or names of the arguments the function may write (None: all;
     ``()``: none). ``parameters``: the parameter names when the signature cannot be read.
+    Device arguments that share memory (``x`` and ``x[::2]``) are written back element by
+    element where the function changed them, so no argument undoes another's writes.
     """
 
     def __init__(self, kernel, use_cupy=None, object_modules=(), is_array=None, outputs=None, parameters=None):
