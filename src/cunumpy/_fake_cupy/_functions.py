@@ -17,7 +17,7 @@ from . import _names
 from ._convert import Call, host_data, kind_of, parameter_kinds
 from ._ndarray import ndarray
 
-__all__ = ["strict", "ufunc", "creation_functions", "vectorize", "asnumpy", "get_array_module"]
+__all__ = ["strict", "ufunc", "creation_functions", "vectorize", "asnumpy", "get_array_module", "take", "put", "place"]
 
 
 #: Keywords NumPy functions take that no CuPy 14.2 function accepts.
@@ -128,7 +128,13 @@ class ufunc:
         return self._run("outer", (A, B), kwargs, 2)
 
     def at(self, a, indices, b=None):
-        return self._run("at", (a, indices) if b is None else (a, indices, b), {}, 3)
+        """``ufunc.at``: the indices follow indexing rules (lists and host index arrays are copied)."""
+        from ._ndarray import _index
+
+        call = Call(f"{self._module}.{self.__name__}.at()")
+        host_a = call.array(a, "a")
+        host_b = () if b is None else (call.array(b, "b"),)
+        self._ufunc.at(host_a, _index(indices), *host_b)
 
 
 class vectorize:
@@ -268,6 +274,23 @@ def piecewise(x, condlist, funclist):
         raise NotImplementedError("Callable functions are not supported currently")
     call = Call("cupy.piecewise()")
     return call.wrap(np.piecewise(call.array(x, "x"), call.sequence(condlist, "condlist"), list(funclist)))
+
+
+def take(a, indices, axis=None, out=None):
+    """``cupy.take``: calls ``a.take`` as CuPy does (indices may be a list or a host array)."""
+    return a.take(indices, axis, out)
+
+
+def put(a, ind, v, mode="wrap"):
+    """``cupy.put``: calls ``a.put`` as CuPy does (CuPy's default mode is "wrap")."""
+    a.put(ind, v, mode=mode)
+
+
+def place(arr, mask, vals):
+    """``cupy.place``: ``arr`` must be a device array; CuPy copies ``mask`` and ``vals`` with asarray."""
+    call = Call("cupy.place()")
+    host = call.array(arr, "arr")
+    np.place(host, np.asarray(host_data(mask)), np.asarray(host_data(vals)))
 
 
 def asnumpy(a, stream=None, order="C", out=None, blocking=True):
