@@ -14,7 +14,7 @@ import inspect
 import numpy as np
 
 from . import _names
-from ._convert import Call, host_data, kind_of, parameter_kinds
+from ._convert import Call, ListArgumentError, host_data, kind_of, parameter_kinds
 from ._ndarray import ndarray
 
 __all__ = ["strict", "ufunc", "creation_functions", "vectorize", "asnumpy", "get_array_module", "take", "put", "place"]
@@ -29,35 +29,58 @@ def strict(func, name: str, *, module: str = "cupy", host_ok: bool = False, perm
     """A CuPy-rules wrapper of the NumPy function ``func``."""
     where = f"{module}.{name}()"
     kinds = parameter_kinds(func)
+    host_params = _names.HOST_DATA_PARAMETERS.get(f"{module}.{name}", frozenset())
+    refusal = ValueError if module == "cupy" and name in _names.VALUE_ERROR_REFUSALS else None
+    delegating = module == "cupy" and name in _names.METHOD_DELEGATING
+
+    def kind(param, variadic=False):
+        if param in host_params:
+            return "host_or_device"
+        return kind_of(param, name, variadic=variadic)
 
     def converter(index=None, keyword=None):
         if kinds is None:
             param = "a" if index == 0 else keyword
-            return kind_of(param, name), param or f"#{index}"
+            return kind(param), param or f"#{index}"
         positional, variadic = kinds
         if keyword is not None:
-            return kind_of(keyword, name), keyword
+            return kind(keyword), keyword
         if index < len(positional):
-            return kind_of(positional[index], name), positional[index]
-        return kind_of(variadic, name, variadic=True), variadic or f"#{index}"
+            return kind(positional[index]), positional[index]
+        return kind(variadic, variadic=True), variadic or f"#{index}"
+
+    def convert_arguments(call, args, kwargs):
+        new_args = []
+        for i, v in enumerate(args):
+            kind_name, param = converter(index=i)
+            new_args.append(getattr(call, kind_name)(v, param))
+        new_kwargs = {}
+        for k, v in kwargs.items():
+            kind_name, param = converter(keyword=k)
+            new_kwargs[k] = getattr(call, kind_name)(v, param)
+        return new_args, new_kwargs
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         for keyword in _NUMPY_ONLY_KEYWORDS.intersection(kwargs):
             raise TypeError(f"{name}() got an unexpected keyword argument {keyword!r} (CuPy has no {keyword}=)")
         call = Call(where, host_ok=host_ok)
+        if delegating and args and isinstance(args[0], (list, tuple)):
+            raise ListArgumentError(
+                f"{where}: got a Python {type(args[0]).__name__} as its first argument; CuPy calls a method of "
+                f"it ('{type(args[0]).__name__}' object has no such attribute): make a device array first "
+                "with cupy.asarray()"
+            )
         if permissive:
             new_args = [call.other(v, "") if type(v) is ndarray else v for v in args]
             new_kwargs = {k: call.other(v, k) if type(v) is ndarray else v for k, v in kwargs.items()}
+        elif refusal is not None:
+            try:
+                new_args, new_kwargs = convert_arguments(call, args, kwargs)
+            except TypeError as exc:  # CuPy checks this one explicitly, with ValueError
+                raise refusal(str(exc)) from None
         else:
-            new_args = []
-            for i, v in enumerate(args):
-                kind, param = converter(index=i)
-                new_args.append(getattr(call, kind)(v, param))
-            new_kwargs = {}
-            for k, v in kwargs.items():
-                kind, param = converter(keyword=k)
-                new_kwargs[k] = getattr(call, kind)(v, param)
+            new_args, new_kwargs = convert_arguments(call, args, kwargs)
         result = func(*new_args, **new_kwargs)
         if device_bool and isinstance(result, bool):
             result = np.bool_(result)
