@@ -30,7 +30,8 @@ def strict(func, name: str, *, module: str = "cupy", host_ok: bool = False, perm
     where = f"{module}.{name}()"
     kinds = parameter_kinds(func)
     host_params = _names.HOST_DATA_PARAMETERS.get(f"{module}.{name}", frozenset())
-    refusal = ValueError if module == "cupy" and name in _names.VALUE_ERROR_REFUSALS else None
+    refusal = {"ValueError": ValueError, "LinAlgError": np.linalg.LinAlgError, None: None}[
+        _names.REFUSAL_EXCEPTIONS.get(f"{module}.{name}")]
     delegating = module == "cupy" and name in _names.METHOD_DELEGATING
 
     def kind(param, variadic=False):

@@ -90,9 +90,15 @@ HOST_DATA_PARAMETERS = {
     "cupy.fft.ifftshift": frozenset({"x"}),
 }
 
-#: Functions whose refusal of a host array is a ValueError in CuPy (an explicit check),
-#: not the usual TypeError.
-VALUE_ERROR_REFUSALS = frozenset("delete histogram".split())
+#: Functions whose refusal of host data is not the usual TypeError in CuPy (an explicit
+#: check): qualified name -> exception. ``cupy.linalg`` checks with ``_assert_cupy_array``,
+#: which raises ``LinAlgError`` (a ValueError).
+REFUSAL_EXCEPTIONS = {
+    "cupy.delete": "ValueError",
+    "cupy.histogram": "ValueError",
+    **{f"cupy.linalg.{n}": "LinAlgError" for n in (
+        "cholesky qr svd solve lstsq inv pinv tensorinv matrix_power cond".split())},
+}
 
 #: Functions CuPy implements as ``a.<method>(...)`` on their first argument (CuPy 14.2's
 #: Python sources): a list there fails with AttributeError in CuPy; the fake's refusal is
