@@ -129,6 +129,10 @@ def test_take_of_a_list_fails_as_in_cupy(cp):
     """Row "take": CuPy calls ``a.take``; a list has none (AttributeError)."""
     with pytest.raises(AttributeError):
         cp.take([1, 2, 3], [0])
+    with pytest.raises(TypeError, match=r"cupy.take\(\).*host numpy.ndarray"):  # see the delegating row
+        cp.take(np.arange(3), [0])
+    with pytest.raises(TypeError, match=r"cupy.put\(\).*host numpy.ndarray"):
+        cp.put(np.zeros(3), [0], 1.0)
 
 
 def test_put_takes_lists_and_host_arrays_and_wraps_by_default(cp):

@@ -300,14 +300,25 @@ def piecewise(x, condlist, funclist):
     return call.wrap(np.piecewise(call.array(x, "x"), call.sequence(condlist, "condlist"), list(funclist)))
 
 
+def _method_target(a, where):
+    """The first argument of a function CuPy implements as ``a.<method>()``.
+
+    A host array would run NumPy's method on the host in CuPy; the fake refuses it like
+    every device-only argument (see FIDELITY.md, method-delegating row).
+    """
+    if isinstance(a, np.ndarray) and a.ndim > 0:
+        Call(where).array(a, "a")
+    return a
+
+
 def take(a, indices, axis=None, out=None):
     """``cupy.take``: calls ``a.take`` as CuPy does (indices may be a list or a host array)."""
-    return a.take(indices, axis, out)
+    return _method_target(a, "cupy.take()").take(indices, axis, out)
 
 
 def put(a, ind, v, mode="wrap"):
     """``cupy.put``: calls ``a.put`` as CuPy does (CuPy's default mode is "wrap")."""
-    a.put(ind, v, mode=mode)
+    _method_target(a, "cupy.put()").put(ind, v, mode=mode)
 
 
 def place(arr, mask, vals):
