@@ -236,6 +236,43 @@ def _resolve(backend: str, strict: bool):
     return "cupy", namespace
 
 
+# Callbacks run after every switch (cunumpy.xp.array_backend.add_listener); each gets the
+# namespace module that became active.
+_listeners: list = []
+
+
+def add_backend_listener(callback) -> None:
+    """Call ``callback(namespace)`` after every backend switch (set_backend, use_backend)."""
+    if not callable(callback):
+        raise TypeError(f"add_listener(): 'callback' must be callable, not {type(callback).__name__}")
+    _listeners.append(callback)
+
+
+def remove_backend_listener(callback) -> None:
+    """Forget a callback added with :func:`add_backend_listener` (ValueError if unknown)."""
+    try:
+        _listeners.remove(callback)
+    except ValueError:
+        raise ValueError("remove_listener(): 'callback' was not added") from None
+
+
+def _notify_listeners() -> None:
+    """Every listener runs, after the switch is complete; the first failure is re-raised.
+
+    The switch itself is never undone here, so a raising listener cannot leave the
+    package half-switched (names of one backend, state of the other).
+    """
+    failure = None
+    namespace = _state.namespace
+    for callback in tuple(_listeners):
+        try:
+            callback(namespace)
+        except Exception as exc:  # noqa: BLE001 - re-raised below, after the others ran
+            failure = failure or exc
+    if failure is not None:
+        raise failure
+
+
 def set_backend(backend: str, *, strict: bool = False) -> None:
     """Activate ``"numpy"`` or ``"cupy"`` for the whole process.
 
@@ -245,6 +282,8 @@ def set_backend(backend: str, *, strict: bool = False) -> None:
     """
     _check_backend_name(backend)
     _install(*_resolve(backend, bool(strict)))
+    if _listeners:
+        _notify_listeners()
 
 
 def get_backend() -> str:
@@ -264,10 +303,22 @@ class use_backend(contextlib.ContextDecorator):
         resolved = _resolve(self._backend, self._strict)
         self._saved.append((_state.backend, _state.namespace))
         _install(*resolved)
+        if _listeners:
+            try:
+                _notify_listeners()
+            except BaseException:
+                # The body will not run and __exit__ will not be called: put the previous
+                # backend back (telling the listeners again) before the error propagates.
+                _install(*self._saved.pop())
+                with contextlib.suppress(Exception):
+                    _notify_listeners()
+                raise
         return _state.backend
 
     def __exit__(self, *exc) -> None:
         _install(*self._saved.pop())
+        if _listeners:
+            _notify_listeners()
 
 
 # --------------------------------------------------------------------------- inspection

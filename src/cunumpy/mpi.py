@@ -82,6 +82,55 @@ def _count_serial_copy(kind: str, host) -> None:
 set_copy_hook(_count_serial_copy)
 
 
+def _is_host_array(value) -> bool:
+    return isinstance(value, np.ndarray) and value.ndim > 0
+
+
+def _explicit_upload(host):
+    """One counted host-to-device copy (``to_device``), as cunumpy.to_cupy makes."""
+    return _backend.host_to_device(host, "serial MPI stand-in copy")
+
+
+def _copy_with_explicit_upload(copy):
+    """Wrap maybempi's ``_copy(source, target, offset)``: a host source for a device target
+    is uploaded first, because CuPy (and the fake) refuse ``device[a:b] = host_array``."""
+
+    def copy_to_target(source, target, offset=0):
+        if _is_host_array(source) and _is_device(target):
+            source = _explicit_upload(source)
+        return copy(source, target, offset)
+
+    copy_to_target.__wrapped__ = copy
+    return copy_to_target
+
+
+def _copy_pieces_with_explicit_upload(copy_pieces):
+    """Wrap maybempi's ``_copy_pieces(sources, targets)`` (receives): same rule per piece."""
+
+    def copy_pieces_to_targets(sources, targets):
+        if targets and _is_device(targets[0]):
+            sources = [_explicit_upload(p) if _is_host_array(p) else p for p in sources]
+        return copy_pieces(sources, targets)
+
+    copy_pieces_to_targets.__wrapped__ = copy_pieces
+    return copy_pieces_to_targets
+
+
+def _install_explicit_uploads() -> None:
+    """maybempi's stand-in copies host data into device buffers by slice assignment, which
+    CuPy refuses (ValueError); its copy hook only reports a copy after it happened, so the
+    copy functions themselves are wrapped (once; absent ones are left alone)."""
+    import maybempi.serial as serial
+
+    for name, wrap in (("_copy", _copy_with_explicit_upload), ("_copy_pieces", _copy_pieces_with_explicit_upload)):
+        original = getattr(serial, name, None)
+        if callable(original) and not hasattr(original, "__wrapped__"):
+            setattr(serial, name, wrap(original))
+
+
+_install_explicit_uploads()
+
+
 # --------------------------------------------------------------------------- CUDA-awareness
 
 _cuda_aware: bool | None = None

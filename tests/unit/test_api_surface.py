@@ -42,7 +42,7 @@ def test_documented_name_resolves(path):
 
 
 def test_public_submodules_declare_all():
-    for name in ("profiling", "cuda", "memory", "rng", "mpi", "kernels", "algorithms", "arguments"):
+    for name in ("profiling", "cuda", "memory", "rng", "mpi", "kernels", "algorithms", "arguments", "xp"):
         module = importlib.import_module(f"cunumpy.{name}")
         assert isinstance(module.__all__, list)
         for exported in module.__all__:
@@ -73,6 +73,11 @@ def test_import_cunumpy_imports_no_heavy_library():
 def test_kernel_testing_is_not_imported_by_cunumpy():
     result = _fresh("import sys, cunumpy; print('cunumpy.kernel_testing' in sys.modules)")
     assert result.stdout.strip() == "False", result.stderr
+
+
+def test_compat_module_xp_is_not_imported_by_cunumpy():
+    result = _fresh("import sys, cunumpy; print('cunumpy.xp' in sys.modules, hasattr(cunumpy, 'xp'))")
+    assert result.stdout.strip() == "False False", result.stderr
 
 
 def test_llm_guide_ships_with_the_package():

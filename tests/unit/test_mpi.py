@@ -119,6 +119,30 @@ def test_serial_copies_between_device_and_host_are_counted(device_only):
     assert counter.total == 0
 
 
+def test_serial_host_to_device_copies_are_explicit_uploads(device_only):
+    # CuPy refuses device[a:b] = host_array; the stand-in's copy must upload explicitly
+    comm = serial_comm()
+    host = np.arange(4.0)
+    recv = xp.zeros(6)
+    with xp.profiling.count_transfers() as counter:
+        comm.Allreduce(host, recv[:4])
+        comm.Allgather(host[:2], recv[4:])
+    np.testing.assert_array_equal(xp.to_numpy(recv), [0.0, 1.0, 2.0, 3.0, 0.0, 1.0])
+    assert counter.to_device == 2 and counter.bytes_to_device == 48
+    with pytest.raises(ValueError, match="too small"):
+        comm.Allreduce(host, xp.zeros(2))
+
+
+def test_serial_receive_of_host_message_into_device_buffer(device_only):
+    comm = serial_comm()
+    recv = xp.zeros(3)
+    with xp.profiling.count_transfers() as counter:
+        comm.Send(np.array([1.0, 2.0, 3.0]), dest=0, tag=5)
+        comm.Recv(recv, source=0, tag=5)
+    np.testing.assert_array_equal(xp.to_numpy(recv), [1.0, 2.0, 3.0])
+    assert counter.to_device == 1
+
+
 # --------------------------------------------------------------------------- recorded answer
 
 

@@ -32,6 +32,12 @@ def _list_error(where: str, value) -> TypeError:
     )
 
 
+class ListArgumentError(TypeError, AttributeError):
+    """A list where a CuPy function calls a method of its argument: CuPy raises
+    AttributeError (``'list' object has no attribute ...``), the fake's usual refusal is
+    TypeError; this is both, so either ``except`` clause matches."""
+
+
 class Call:
     """Conversions of one call: remembers the fake arrays it unwrapped."""
 
@@ -61,6 +67,14 @@ class Call:
                 return host_data(value)
             raise _list_error(f"{self.where}: argument {name!r}", value)
         return value
+
+    def host_or_device(self, value, name):
+        """A parameter CuPy converts with ``cupy.asarray``: device arrays and host data."""
+        from ._ndarray import ndarray
+
+        if type(value) is ndarray:
+            return self._fake(value)
+        return host_data(value)
 
     def sequence(self, value, name):
         """A sequence of arrays (``concatenate``, ``stack``, ``choose`` …)."""

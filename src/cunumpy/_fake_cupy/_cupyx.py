@@ -147,7 +147,7 @@ def _device_value(value, where):
     return value
 
 
-def _call(func, where, args, kwargs, first_is_self=False):
+def _call(func, where, args, kwargs, first_is_self=False, host_first=False):
     call = Call(where)
     new_args = []
     for i, v in enumerate(args):
@@ -156,7 +156,7 @@ def _call(func, where, args, kwargs, first_is_self=False):
         elif isinstance(v, HostObjectProxy):
             new_args.append(v._obj)
         elif i == (1 if first_is_self else 0):
-            new_args.append(call.array_or_sequence(v, "#0"))
+            new_args.append(call.host_or_device(v, "#0") if host_first else call.array_or_sequence(v, "#0"))
         else:
             new_args.append(call.other(v, f"#{i}"))
     new_kwargs = {k: v._obj if isinstance(v, HostObjectProxy) else call.other(v, k) for k, v in kwargs.items()}
@@ -165,7 +165,7 @@ def _call(func, where, args, kwargs, first_is_self=False):
     return _device_value(wrapped, where) if wrapped is result else wrapped
 
 
-def _scipy_callable(obj, where):
+def _scipy_callable(obj, where, host_first=False):
     if isinstance(obj, np.ufunc):
         module, _, name = where.rpartition(".")
         return ufunc(obj, name, module=module)
@@ -178,7 +178,7 @@ def _scipy_callable(obj, where):
         return construct
 
     def function(*args, **kwargs):
-        return _call(obj, f"{where}()", args, kwargs)
+        return _call(obj, f"{where}()", args, kwargs, host_first=host_first)
 
     function.__name__ = function.__qualname__ = getattr(obj, "__name__", where)
     function.__module__ = where.rpartition(".")[0]
@@ -199,7 +199,8 @@ def build_scipy_subpackage(sub: str) -> types.ModuleType:
         if isinstance(obj, type) and issubclass(obj, BaseException):
             module.__dict__[attr] = obj  # warnings and errors stay classes (``except``, ``filterwarnings``)
         else:
-            module.__dict__[attr] = _scipy_callable(obj, f"{name}.{attr}") if callable(obj) else obj
+            host_first = attr in _scipy_names.HOST_FIRST_ARGUMENT.get(sub, ())
+            module.__dict__[attr] = _scipy_callable(obj, f"{name}.{attr}", host_first) if callable(obj) else obj
     return module
 
 

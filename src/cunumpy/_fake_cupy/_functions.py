@@ -14,10 +14,10 @@ import inspect
 import numpy as np
 
 from . import _names
-from ._convert import Call, host_data, kind_of, parameter_kinds
+from ._convert import Call, ListArgumentError, host_data, kind_of, parameter_kinds
 from ._ndarray import ndarray
 
-__all__ = ["strict", "ufunc", "creation_functions", "vectorize", "asnumpy", "get_array_module"]
+__all__ = ["strict", "ufunc", "creation_functions", "vectorize", "asnumpy", "get_array_module", "take", "put", "place"]
 
 
 #: Keywords NumPy functions take that no CuPy 14.2 function accepts.
@@ -29,35 +29,59 @@ def strict(func, name: str, *, module: str = "cupy", host_ok: bool = False, perm
     """A CuPy-rules wrapper of the NumPy function ``func``."""
     where = f"{module}.{name}()"
     kinds = parameter_kinds(func)
+    host_params = _names.HOST_DATA_PARAMETERS.get(f"{module}.{name}", frozenset())
+    refusal = {"ValueError": ValueError, "LinAlgError": np.linalg.LinAlgError, None: None}[
+        _names.REFUSAL_EXCEPTIONS.get(f"{module}.{name}")]
+    delegating = module == "cupy" and name in _names.METHOD_DELEGATING
+
+    def kind(param, variadic=False):
+        if param in host_params:
+            return "host_or_device"
+        return kind_of(param, name, variadic=variadic)
 
     def converter(index=None, keyword=None):
         if kinds is None:
             param = "a" if index == 0 else keyword
-            return kind_of(param, name), param or f"#{index}"
+            return kind(param), param or f"#{index}"
         positional, variadic = kinds
         if keyword is not None:
-            return kind_of(keyword, name), keyword
+            return kind(keyword), keyword
         if index < len(positional):
-            return kind_of(positional[index], name), positional[index]
-        return kind_of(variadic, name, variadic=True), variadic or f"#{index}"
+            return kind(positional[index]), positional[index]
+        return kind(variadic, variadic=True), variadic or f"#{index}"
+
+    def convert_arguments(call, args, kwargs):
+        new_args = []
+        for i, v in enumerate(args):
+            kind_name, param = converter(index=i)
+            new_args.append(getattr(call, kind_name)(v, param))
+        new_kwargs = {}
+        for k, v in kwargs.items():
+            kind_name, param = converter(keyword=k)
+            new_kwargs[k] = getattr(call, kind_name)(v, param)
+        return new_args, new_kwargs
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         for keyword in _NUMPY_ONLY_KEYWORDS.intersection(kwargs):
             raise TypeError(f"{name}() got an unexpected keyword argument {keyword!r} (CuPy has no {keyword}=)")
         call = Call(where, host_ok=host_ok)
+        if delegating and args and isinstance(args[0], (list, tuple)):
+            raise ListArgumentError(
+                f"{where}: got a Python {type(args[0]).__name__} as its first argument; CuPy calls a method of "
+                f"it ('{type(args[0]).__name__}' object has no such attribute): make a device array first "
+                "with cupy.asarray()"
+            )
         if permissive:
             new_args = [call.other(v, "") if type(v) is ndarray else v for v in args]
             new_kwargs = {k: call.other(v, k) if type(v) is ndarray else v for k, v in kwargs.items()}
+        elif refusal is not None:
+            try:
+                new_args, new_kwargs = convert_arguments(call, args, kwargs)
+            except TypeError as exc:  # CuPy checks this one explicitly, with ValueError
+                raise refusal(str(exc)) from None
         else:
-            new_args = []
-            for i, v in enumerate(args):
-                kind, param = converter(index=i)
-                new_args.append(getattr(call, kind)(v, param))
-            new_kwargs = {}
-            for k, v in kwargs.items():
-                kind, param = converter(keyword=k)
-                new_kwargs[k] = getattr(call, kind)(v, param)
+            new_args, new_kwargs = convert_arguments(call, args, kwargs)
         result = func(*new_args, **new_kwargs)
         if device_bool and isinstance(result, bool):
             result = np.bool_(result)
@@ -128,7 +152,13 @@ class ufunc:
         return self._run("outer", (A, B), kwargs, 2)
 
     def at(self, a, indices, b=None):
-        return self._run("at", (a, indices) if b is None else (a, indices, b), {}, 3)
+        """``ufunc.at``: the indices follow indexing rules (lists and host index arrays are copied)."""
+        from ._ndarray import _index
+
+        call = Call(f"{self._module}.{self.__name__}.at()")
+        host_a = call.array(a, "a")
+        host_b = () if b is None else (call.array(b, "b"),)
+        self._ufunc.at(host_a, _index(indices), *host_b)
 
 
 class vectorize:
@@ -268,6 +298,34 @@ def piecewise(x, condlist, funclist):
         raise NotImplementedError("Callable functions are not supported currently")
     call = Call("cupy.piecewise()")
     return call.wrap(np.piecewise(call.array(x, "x"), call.sequence(condlist, "condlist"), list(funclist)))
+
+
+def _method_target(a, where):
+    """The first argument of a function CuPy implements as ``a.<method>()``.
+
+    A host array would run NumPy's method on the host in CuPy; the fake refuses it like
+    every device-only argument (see FIDELITY.md, method-delegating row).
+    """
+    if isinstance(a, np.ndarray) and a.ndim > 0:
+        Call(where).array(a, "a")
+    return a
+
+
+def take(a, indices, axis=None, out=None):
+    """``cupy.take``: calls ``a.take`` as CuPy does (indices may be a list or a host array)."""
+    return _method_target(a, "cupy.take()").take(indices, axis, out)
+
+
+def put(a, ind, v, mode="wrap"):
+    """``cupy.put``: calls ``a.put`` as CuPy does (CuPy's default mode is "wrap")."""
+    _method_target(a, "cupy.put()").put(ind, v, mode=mode)
+
+
+def place(arr, mask, vals):
+    """``cupy.place``: ``arr`` must be a device array; CuPy copies ``mask`` and ``vals`` with asarray."""
+    call = Call("cupy.place()")
+    host = call.array(arr, "arr")
+    np.place(host, np.asarray(host_data(mask)), np.asarray(host_data(vals)))
 
 
 def asnumpy(a, stream=None, order="C", out=None, blocking=True):

@@ -59,6 +59,58 @@ CREATION = frozenset(
 #: Routines CuPy documents as taking array-likes (besides the creation functions).
 ARRAY_LIKE_ROUTINES = frozenset("diff unique roll cumsum".split())
 
+#: Parameters CuPy converts with ``cupy.asarray``/``cupy.array`` (host data and lists are
+#: copied to the device), keyed by the fake function's qualified name. Read from CuPy
+#: 14.2's Python sources; the other parameters of these functions follow the usual rules.
+HOST_DATA_PARAMETERS = {
+    "cupy.tril": frozenset({"m"}),
+    "cupy.triu": frozenset({"m"}),
+    "cupy.vander": frozenset({"x"}),
+    "cupy.cross": frozenset({"a", "b"}),
+    "cupy.linalg.cross": frozenset({"x1", "x2", "a", "b"}),
+    "cupy.gradient": frozenset({"f"}),
+    "cupy.unwrap": frozenset({"p"}),
+    "cupy.real": frozenset({"val"}),
+    "cupy.imag": frozenset({"val"}),
+    "cupy.around": frozenset({"a"}),
+    "cupy.round": frozenset({"a"}),
+    "cupy.round_": frozenset({"a"}),
+    "cupy.isclose": frozenset({"a", "b"}),
+    "cupy.extract": frozenset({"condition"}),
+    "cupy.cov": frozenset({"m", "y"}),
+    "cupy.average": frozenset({"a", "weights"}),
+    "cupy.require": frozenset({"a"}),
+    "cupy.delete": frozenset({"obj"}),
+    "cupy.append": frozenset({"arr", "values"}),
+    "cupy.resize": frozenset({"a"}),
+    "cupy.tile": frozenset({"A"}),
+    "cupy.diag": frozenset({"v"}),
+    "cupy.asarray_chkfinite": frozenset({"a"}),
+    "cupy.fft.fftshift": frozenset({"x"}),
+    "cupy.fft.ifftshift": frozenset({"x"}),
+}
+
+#: Functions whose refusal of host data is not the usual TypeError in CuPy (an explicit
+#: check): qualified name -> exception. ``cupy.linalg`` checks with ``_assert_cupy_array``,
+#: which raises ``LinAlgError`` (a ValueError).
+REFUSAL_EXCEPTIONS = {
+    "cupy.delete": "ValueError",
+    "cupy.histogram": "ValueError",
+    **{f"cupy.linalg.{n}": "LinAlgError" for n in (
+        "cholesky qr svd solve lstsq inv pinv tensorinv matrix_power cond".split())},
+}
+
+#: Functions CuPy implements as ``a.<method>(...)`` on their first argument (CuPy 14.2's
+#: Python sources): a list there fails with AttributeError in CuPy; the fake's refusal is
+#: an exception that is both a TypeError and an AttributeError.
+METHOD_DELEGATING = frozenset(
+    """
+    all amax amin any argmax argmin argpartition argsort choose clip diagonal dot
+    matrix_transpose mean nanmean nanstd nanvar nonzero prod ptp ravel repeat reshape
+    sort_complex squeeze std sum swapaxes trace transpose var
+    """.split()
+)
+
 #: Functions that take any object (dtypes, shapes, scalars) and only see through fake
 #: arrays; no strictness applies.
 PERMISSIVE = frozenset(

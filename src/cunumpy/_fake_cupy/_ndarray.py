@@ -111,7 +111,6 @@ class ndarray:
     __module__ = "cupy"  # as real CuPy reports it: user code and libraries test it by name
     __slots__ = ("_a", "_base", "__weakref__")
     __array_priority__ = 1000.0
-    __array_ufunc__ = None  # NumPy ufuncs refuse fake arrays instead of converting them
 
     # ------------------------------------------------------------------ construction
 
@@ -159,6 +158,29 @@ class ndarray:
             "Implicit conversion to a NumPy array is not allowed (fake CuPy, as CuPy). "
             "Please use `.get()` to construct a NumPy array explicitly."
         )
+
+    def __array_ufunc__(self, numpy_ufunc, method, *inputs, **kwargs):
+        """NumPy ufuncs on device arrays run the CuPy ufunc of the same name, as in CuPy.
+
+        The CuPy ufunc then applies CuPy's argument rules (a host array among the inputs
+        or as ``out`` raises TypeError); a ufunc CuPy lacks is declined (NotImplemented,
+        so NumPy raises TypeError).
+        """
+        import sys
+
+        target = getattr(sys.modules.get("cupy"), getattr(numpy_ufunc, "__name__", ""), None)
+        if target is None or not hasattr(target, "reduce"):
+            return NotImplemented
+        out = kwargs.get("out")
+        if isinstance(out, tuple):  # NumPy always passes out= as a tuple; CuPy takes one array
+            if len(out) != 1:
+                raise ValueError("The 'out' parameter must have exactly one array value")
+            kwargs["out"] = out[0]
+        if method == "__call__":
+            return target(*inputs, **kwargs)
+        if method in _UFUNC_METHODS:
+            return getattr(target, method)(*inputs, **kwargs)
+        return NotImplemented
 
     def __array_function__(self, func, types, args, kwargs):
         from . import _modules
@@ -368,7 +390,13 @@ class ndarray:
         return self._view(result)
 
     def __setitem__(self, key, value):
-        self._a[_index(key)] = _value(value, "__setitem__")
+        key = _index(key)
+        if _is_advanced(key):
+            # CuPy converts the values of an advanced-index assignment with cupy.array
+            value = _advanced_value(value, self.dtype)
+        else:
+            value = _value(value, "__setitem__")
+        self._a[key] = value
 
     def __contains__(self, value):
         o = _operand(value, "in")
@@ -426,7 +454,11 @@ class ndarray:
 
 
 def _value(value, what):
-    """A value stored into a fake array: scalars, 0-d host arrays or fake arrays."""
+    """A value stored into a fake array: scalars, 0-d host arrays or fake arrays.
+
+    A host array with ``ndim > 0`` raises ValueError, as CuPy's ``fill`` (which a basic
+    slice assignment of a non-device value goes through) does; lists raise TypeError.
+    """
     if type(value) is ndarray:
         return value._a
     if isinstance(value, (bool, int, float, complex, np.generic)):
@@ -434,10 +466,68 @@ def _value(value, what):
     if isinstance(value, np.ndarray):
         if value.ndim == 0:
             return value
-        raise _host_array_error(f"cupy.ndarray.{what}", value)
+        raise ValueError(
+            f"cupy.ndarray.{what}: non-scalar numpy.ndarray cannot be used for fill (shape {value.shape}); "
+            "copy it explicitly with cupy.asarray() or xp.to_cupy()"
+        )
     if isinstance(value, (list, tuple)):
         raise _list_error(f"cupy.ndarray.{what}", value)
     raise TypeError(f"cupy.ndarray.{what}: unsupported value of type {type(value).__name__}")
+
+
+def _is_advanced(key) -> bool:
+    """True for an advanced (integer- or boolean-array) index, after :func:`_index`."""
+    if isinstance(key, tuple):
+        return any(_is_advanced(k) for k in key)
+    if isinstance(key, list):
+        return True
+    if isinstance(key, np.ndarray):
+        return key.ndim > 0 or key.dtype == np.bool_
+    return isinstance(key, (bool, np.bool_))
+
+
+def _advanced_value(value, dtype):
+    """Values of an advanced-index assignment: device arrays, scalars, or host data."""
+    from ._convert import host_data
+
+    if type(value) is ndarray:
+        return value._a
+    if isinstance(value, (bool, int, float, complex, np.generic)):
+        return value
+    return np.asarray(host_data(value), dtype=dtype)
+
+
+def _host_indices(indices):
+    """Index arrays for ``take``/``put``: CuPy copies lists and host arrays to the device."""
+    from ._convert import host_data
+
+    if type(indices) is ndarray:
+        return indices._a
+    if isinstance(indices, (int, np.integer)):
+        return indices
+    return np.asarray(host_data(indices))
+
+
+def _take(self, indices, axis=None, out=None):
+    """``a.take(indices, axis=None, out=None)``: indices may be a list or a host array."""
+    if out is not None and type(out) is not ndarray:
+        raise TypeError(f"cupy.ndarray.take(): 'out' must be a cupy.ndarray, not {type(out).__name__}")
+    host_out = None if out is None else out._a
+    result = self._a.take(_host_indices(indices), axis=axis, out=host_out)
+    return out if out is not None else self._view(result if isinstance(result, np.ndarray) else np.asarray(result))
+
+
+def _put(self, indices, values, mode="wrap"):
+    """``a.put(indices, values, mode="wrap")``: CuPy's default mode; host indices/values copied."""
+    if mode not in ("raise", "wrap", "clip"):
+        raise TypeError(f"cupy.ndarray.put(): 'mode' must be 'raise', 'wrap' or 'clip', got {mode!r}")
+    self._a.put(_host_indices(indices), _advanced_value(values, self.dtype), mode=mode)
+
+
+ndarray.take = _take
+ndarray.put = _put
+_take.__qualname__ = "ndarray.take"
+_put.__qualname__ = "ndarray.put"
 
 
 def _check_dtype(dtype):
@@ -492,6 +582,7 @@ def _rdivmod(self, other):
 
 
 ndarray.__divmod__ = _divmod
+ndarray.__module__ = "cupy"  # as type(cupy_array).__module__ on CuPy
 ndarray.__rdivmod__ = _rdivmod
 ndarray.__hash__ = None
 
@@ -518,9 +609,12 @@ def _method(name):
 
 _FORWARDED_METHODS = (
     "all any argmax argmin argpartition argsort choose clip compress conj conjugate cumprod "
-    "cumsum diagonal dot flatten max mean min nonzero partition prod put repeat round sort "
-    "squeeze std sum swapaxes take trace var"
+    "cumsum diagonal dot flatten max mean min nonzero partition prod repeat round sort "
+    "squeeze std sum swapaxes trace var"
 ).split()
+
+#: ufunc methods ``__array_ufunc__`` forwards (CuPy's ufuncs provide these).
+_UFUNC_METHODS = frozenset(("reduce", "accumulate", "reduceat", "outer", "at"))
 
 for _name in _FORWARDED_METHODS:
     setattr(ndarray, _name, _method(_name))

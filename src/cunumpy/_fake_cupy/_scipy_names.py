@@ -128,5 +128,23 @@ CUPYX_SCIPY = {
     ),
 }
 
+#: Functions whose first argument CuPy 14.2 converts with ``cupy.asarray`` (read from its
+#: Python sources), so host data and lists are accepted there; other arguments and other
+#: functions refuse host arrays.
+HOST_FIRST_ARGUMENT = {
+    "linalg": _split("bandwidth solve_triangular"),
+    "ndimage": _split("labeled_comprehension"),
+    "signal": _split(
+        """
+        argrelextrema argrelmax argrelmin check_COLA check_NOLA chirp csd czt decimate detrend
+        gauss_spline gausspulse istft lombscargle periodogram resample resample_poly
+        savgol_filter sawtooth sos2tf square unique_roots vectorstrength zoom_fft
+        """
+    ),
+    "spatial": _split("distance_matrix"),
+    "spatial.distance": _split("cdist"),
+    "special": _split("multigammaln"),
+}
+
 #: Subpackages in import order (a parent before its children).
 SUBPACKAGES = tuple(sorted(CUPYX_SCIPY, key=lambda s: s.count(".")))
