@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import subprocess
 import sys
@@ -193,11 +192,22 @@ def plot(results: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+def _int_in(low: int, high: int):
+    def parse(text: str) -> int:
+        value = int(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low} and {high}, got {value}")
+        return value
+
+    return parse
+
+
 def parse_arguments(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--particles", type=int, default=60_000)
-    parser.add_argument("--levels", type=int, default=6, help="Morton bits per axis (the grid is 2**levels a side)")
-    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--particles", type=_int_in(1, 10**8), default=40_000)
+    parser.add_argument("--levels", type=_int_in(2, 10), default=6,
+                        help="Morton bits per axis: the grid is 2**levels cells a side")
+    parser.add_argument("--steps", type=_int_in(1, 10**6), default=100)
     parser.add_argument("--output", help="PNG path (default: build/demo/pic_demo.png, or a temporary folder)")
     parser.add_argument("--save-result", help=argparse.SUPPRESS)  # the fake-CuPy child's hand-over file
     return parser.parse_args(argv)
