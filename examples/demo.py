@@ -135,9 +135,13 @@ def simulate(n_particles: int, levels: int, steps: int, log: PhaseLog) -> dict:
     return {"alive": np.asarray(alive), "density": density}
 
 
+def on_the_fake_device() -> bool:
+    """The CuPy backend is active and it is the fake CuPy (not merely installed)."""
+    return xp.get_backend() == "cupy" and bool(xp.backend_info().get("fake_cupy"))
+
+
 def run(args) -> dict:
-    fake = bool(xp.backend_info().get("fake_cupy"))
-    label = xp.get_backend() + (" (fake CuPy: the strict host stand-in)" if fake else "")
+    label = xp.get_backend() + (" (fake CuPy: the strict host stand-in)" if on_the_fake_device() else "")
     print(f"backend: {label}")
     log = PhaseLog()
     with profiling.count_transfers() as transfers:
@@ -220,7 +224,7 @@ def main(argv=None) -> None:
         np.savez(args.save_result, alive=result["alive"], density=result["density"], label=result["label"])
         return
     results = [result]
-    if not xp.backend_info().get("fake_cupy"):
+    if not on_the_fake_device():
         print("\n--- the same loop on the device path, under the fake CuPy ---", flush=True)
         env = dict(os.environ, CUNUMPY_FAKE_CUPY="1", CUNUMPY_BACKEND="cupy")
         with tempfile.TemporaryDirectory() as scratch:

@@ -11,7 +11,9 @@ import pytest
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo.py"
 SMALL = ["--particles=3000", "--levels=4", "--steps=6"]
-SESSION_FAKE = os.environ.get("CUNUMPY_FAKE_CUPY", "") == "1"
+# The suite runs on the fake device (CUNUMPY_FAKE_CUPY=1 CUNUMPY_BACKEND=cupy); the
+# sanitizer run sets only the first: the fake is installed, the backend is NumPy.
+SESSION_ON_FAKE = os.environ.get("CUNUMPY_FAKE_CUPY", "") == "1" and os.environ.get("CUNUMPY_BACKEND", "").lower() == "cupy"
 
 
 def _demo(*args):
@@ -30,10 +32,11 @@ def test_the_demo_runs_every_phase_and_writes_its_plot(tmp_path):
     assert "transfer(s):" in out
     assert out.rstrip().endswith(f"plot written to {png}")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    if SESSION_FAKE:
+    if SESSION_ON_FAKE:
         assert "backend: cupy (fake CuPy" in out and "under the fake CuPy ---" not in out
     else:
         # The child under the fake CuPy runs the same numbers: counter-based random draws.
+        assert out.startswith("backend: numpy\n")
         assert "backend: cupy (fake CuPy" in out
         assert "particle counts per step on both runs: identical" in out
 
