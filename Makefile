@@ -9,24 +9,25 @@ PYTEST := $(PY) -m pytest -q -p no:cacheprovider
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 C_SOURCES  := $(wildcard src/cunumpy/_core/*.c src/cunumpy/_core/*.h src/cunumpy/_core/*/*.c src/cunumpy/_core/*/*.h)
-PY_SOURCES := $(shell find src/cunumpy -name '*.py' -o -name '*.md' -o -name '*.cuh' -o -name '*.typed' 2>/dev/null)
+PY_SOURCES := $(shell find src -name '*.py' -o -name '*.md' -o -name '*.cuh' -o -name '*.typed' 2>/dev/null)
 
 .PHONY: all demo test test-unit test-fake test-mpi test-c check-c bench gpu-check install clean
 
 all: install
 
-# The virtual environment with the build tools.
+# The virtual environment with the build tools (and tomli, which reads pyproject.toml for
+# tools/print_requirements.py on Python 3.10).
 $(DEPS): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "meson-python>=0.16" "meson>=1.3" ninja
+	$(PY) -m pip install -q "meson-python>=0.16" "meson>=1.3" ninja "tomli>=2; python_version < '3.11'"
 	touch $@
 
 # Dependencies install with pip's normal build isolation: some (pyccel) are sdists with
 # build backends of their own. Only cunumpy itself is built without isolation, so that
 # build/release is reused incrementally. `make demo` needs only the demo extra.
 $(VENV)/.req-%: $(DEPS) tools/print_requirements.py
-	$(PYTHON) tools/print_requirements.py $(subst +, ,$*) > $(VENV)/requirements-$*.txt
+	$(PY) tools/print_requirements.py $(subst +, ,$*) > $(VENV)/requirements-$*.txt
 	$(PY) -m pip install -q -r $(VENV)/requirements-$*.txt
 	touch $@
 

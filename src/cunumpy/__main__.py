@@ -1,0 +1,48 @@
+"""``python -m cunumpy [info] [--json]``: diagnostics to paste into a bug report.
+
+Prints the cunumpy, Python and platform versions, the versions of the optional packages
+(from their metadata, without importing them), whether the C extension or the pure-Python
+fallback is in use, the CUDA toolkit and devices in sight, and the active backend with the
+reason CuPy is unavailable when it is. Bad arguments print the usage and exit with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m cunumpy",
+        description="Diagnostics of the cunumpy installation, for bug reports.",
+    )
+    parser.add_argument(
+        "command",
+        nargs="?",
+        default="info",
+        choices=["info"],
+        help="what to print (only 'info' for now; the default)",
+    )
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON instead of text")
+    return parser
+
+
+def main(argv=None) -> int:
+    """Run the command line; returns the exit code (argparse exits with 2 on bad arguments)."""
+    args = _parser().parse_args(argv)
+    from ._info import collect, format_text
+
+    info = collect()
+    if args.json:
+        print(json.dumps(info, indent=2, sort_keys=False))
+    else:
+        print(format_text(info))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

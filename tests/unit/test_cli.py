@@ -1,0 +1,225 @@
+"""`python -m cunumpy [info] [--json]`: the diagnostics a user pastes into a bug report.
+
+Every test runs the command in a fresh interpreter. The suite's own CUNUMPY_* variables
+are passed on where the test says so, so that the fake-CuPy run of the suite checks the
+report of the fake CuPy and the NumPy run the report without it.
+"""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import cunumpy as xp
+
+HEAVY = ("cupy", "mpi4py", "scipy", "pytest", "pyccel", "numba", "petsc4py", "mlx")
+SESSION_FAKE = os.environ.get("CUNUMPY_FAKE_CUPY", "") == "1"
+
+
+def _environment(inherit_cunumpy: bool, **extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if inherit_cunumpy or not k.startswith("CUNUMPY_")}
+    env.update(extra)
+    return env
+
+
+def _cli(*args, inherit_cunumpy=True, env=None, code=None):
+    command = [sys.executable, "-m", "cunumpy", *args] if code is None else [sys.executable, "-c", code]
+    return subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_environment(inherit_cunumpy, **(env or {})),
+    )
+
+
+def _json(*args, **kw) -> dict:
+    result = _cli(*args, "--json", **kw)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_text_report_has_every_section():
+    result = _cli()
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.startswith(f"cunumpy {xp.__version__}\n")
+    for line in ("python:", "platform:", "numpy:", "array-api-compat:", "cupy:", "mpi4py:", "scipy:",
+                 "pyccel:", "numba:", "in use:", "active:", "CuPy:", "nvcc:", "devices:"):
+        assert line in out, f"{line!r} missing from:\n{out}"
+    assert f"python:   {sys.version.split()[0]}" in out
+    assert "C extension (" in out  # the build under test has its C core
+
+
+def test_info_is_the_default_command():
+    plain, info = _cli(), _cli("info")
+    assert plain.returncode == info.returncode == 0
+    strip = lambda text: [line for line in text.splitlines() if "python:" not in line]  # noqa: E731
+    assert strip(plain.stdout) == strip(info.stdout)
+
+
+def test_json_matches_the_running_interpreter():
+    info = _json("info")
+    assert info["cunumpy"] == xp.__version__
+    assert info["python"]["version"] == "%d.%d.%d" % sys.version_info[:3]
+    assert info["packages"]["numpy"] == __import__("numpy").__version__
+    assert set(info["packages"]) >= {"numpy", "array-api-compat", "cupy", "mpi4py", "scipy", "pyccel", "numba"}
+    assert info["c_core"]["in_use"] is True and info["c_core"]["path"].endswith(tuple([".so", ".pyd"]))
+    assert info["backend"]["active"] == xp.get_backend()
+    assert info["backend"]["fake_cupy"] is SESSION_FAKE
+    assert set(info["cuda"]) >= {"toolkit", "device_count", "device", "cuda_visible_devices"}
+    assert info["environment"] == {k: v for k, v in os.environ.items() if k.startswith("CUNUMPY_")}
+
+
+def test_json_without_cupy_says_why():
+    info = _json(inherit_cunumpy=False)
+    backend = info["backend"]
+    if backend["cupy_available"]:
+        pytest.skip("a functional CuPy is installed here")
+    assert backend["active"] == "numpy"
+    assert backend["cupy_unavailable_reason"]
+    assert info["cuda"]["device_count"] == 0 and info["cuda"]["device"] is None
+
+
+def test_json_under_the_fake_cupy_reports_its_device():
+    info = _json(env={"CUNUMPY_FAKE_CUPY": "1", "CUNUMPY_BACKEND": "cupy"})
+    assert info["backend"] == info["backend"] | {"active": "cupy", "cupy_available": True, "fake_cupy": True,
+                                                 "cupy_unavailable_reason": None}
+    assert info["cuda"]["device_count"] >= 1
+    assert info["cuda"]["device"]["name"]
+    text = _cli(env={"CUNUMPY_FAKE_CUPY": "1", "CUNUMPY_BACKEND": "cupy"}).stdout
+    assert "available (the fake CuPy" in text and "current device:" in text
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("bogus",), ("--jsn",), ("info", "extra"), ("info", "--json", "--nope"), ("--json=1",)],
+)
+def test_bad_arguments_print_usage_and_exit_2(args):
+    result = _cli(*args)
+    assert result.returncode == 2
+    assert result.stderr.startswith("usage: python -m cunumpy")
+    assert result.stdout == ""
+
+
+def test_help_exits_0():
+    result = _cli("--help")
+    assert result.returncode == 0
+    assert "--json" in result.stdout
+
+
+def test_the_report_imports_no_optional_package():
+    code = textwrap.dedent(
+        f"""
+        import contextlib, io, sys
+        from cunumpy.__main__ import main
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert main(["info"]) == 0
+            assert main(["--json"]) == 0
+        print(",".join(m for m in {HEAVY!r} if m in sys.modules))
+        """
+    )
+    result = _cli(code=code, inherit_cunumpy=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == ""
+
+
+def _stub_package(root, name, source):
+    package = root / name
+    package.mkdir()
+    (package / "__init__.py").write_text(textwrap.dedent(source))
+    return str(root)
+
+
+def test_the_reason_cupy_fails_to_import_is_reported(tmp_path):
+    path = _stub_package(tmp_path, "cupy", "raise ImportError('libcudart.so.13: cannot open shared object file')")
+    env = {"PYTHONPATH": path, "CUNUMPY_BACKEND": "cupy"}
+    info = _json(inherit_cunumpy=False, env=env)
+    assert info["backend"]["active"] == "numpy"  # the silent fallback of set_backend
+    assert info["backend"]["cupy_unavailable_reason"] == (
+        "ImportError: libcudart.so.13: cannot open shared object file"
+    )
+    text = _cli(inherit_cunumpy=False, env=env).stdout
+    assert "CuPy:         unavailable: ImportError: libcudart.so.13" in text
+
+
+def test_a_cupy_without_devices_is_reported(tmp_path):
+    stub = """
+        __version__ = "14.1.0"
+        class _Runtime:
+            @staticmethod
+            def getDeviceCount():
+                return 0
+        class cuda:
+            runtime = _Runtime
+    """
+    env = {"PYTHONPATH": _stub_package(tmp_path, "cupy", stub)}
+    info = _json(inherit_cunumpy=False, env=env)
+    assert "no usable CUDA device" in info["backend"]["cupy_unavailable_reason"]
+    assert info["backend"]["imported_cupy_version"] == "14.1.0"
+
+
+def _fake_nvcc(folder, body):
+    bin_dir = folder / "bin"
+    bin_dir.mkdir(parents=True)
+    nvcc = bin_dir / "nvcc"
+    nvcc.write_text("#!/bin/sh\n" + body)
+    nvcc.chmod(nvcc.stat().st_mode | stat.S_IXUSR)
+    return nvcc
+
+
+def _path_without_nvcc() -> str:
+    keep = [d for d in os.environ.get("PATH", "").split(os.pathsep)
+            if d and not os.path.exists(os.path.join(d, "nvcc"))]
+    return os.pathsep.join(keep)
+
+
+def test_the_cuda_toolkit_is_found_through_cuda_home(tmp_path):
+    nvcc = _fake_nvcc(tmp_path / "cuda", "echo 'Cuda compilation tools, release 12.4, V12.4.131'\n")
+    env = {"PATH": _path_without_nvcc(), "CUDA_HOME": str(tmp_path / "cuda"), "CUDA_PATH": ""}
+    toolkit = _json(env=env)["cuda"]["toolkit"]
+    assert toolkit == toolkit | {"nvcc": str(nvcc), "nvcc_found_via": "CUDA_HOME", "nvcc_version": "12.4",
+                                 "cuda_home": str(tmp_path / "cuda")}
+    assert f"nvcc:                 {nvcc} (release 12.4)" in _cli(env=env).stdout
+
+
+def test_a_broken_nvcc_is_reported_not_raised(tmp_path):
+    _fake_nvcc(tmp_path / "cuda", "exit 3\n")
+    env = {"PATH": _path_without_nvcc(), "CUDA_HOME": str(tmp_path / "cuda"), "CUDA_PATH": ""}
+    toolkit = _json(env=env)["cuda"]["toolkit"]
+    assert toolkit["nvcc_version"] is None
+    assert "exit code 3" in toolkit["nvcc_error"]
+
+
+def test_no_toolkit_anywhere():
+    env = {"PATH": _path_without_nvcc(), "CUDA_HOME": "", "CUDA_PATH": ""}
+    toolkit = _json(env=env)["cuda"]["toolkit"]
+    assert toolkit["nvcc"] is None and toolkit["cuda_home"] is None
+    assert "nvcc:                 not found" in _cli(env=env).stdout
+
+
+def test_the_pure_python_fallback_is_reported():
+    # Block the extension the way a platform without it (Pyodide) would see it.
+    code = textwrap.dedent(
+        """
+        import importlib.abc, sys
+        class NoCore(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name == "cunumpy._core":
+                    raise ImportError("no C extension on this platform")
+        sys.meta_path.insert(0, NoCore())
+        from cunumpy.__main__ import main
+        main(["info"])
+        main(["--json"])
+        """
+    )
+    result = _cli(code=code)
+    assert result.returncode == 0, result.stderr
+    text, _, raw = result.stdout.partition("\n{")
+    assert "in use: pure-Python fallback (cunumpy._reference)" in text
+    core = json.loads("{" + raw)["c_core"]
+    assert core["in_use"] is False and core["module"] == "cunumpy._reference"
