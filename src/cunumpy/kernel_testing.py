@@ -4,9 +4,12 @@ Not imported by ``import cunumpy``. Importing this module imports neither pytest
 CuPy and leaves ``xp.testing`` alone; the pytest objects (``BACKENDS``, ``backend``,
 ``requires_cupy``, ``requires_device_backend``) are created on first access.
 
-TODO(emulation, API.md section 15): ``assert_kernels_agree``, ``parity_cases``,
-``check_parity``, ``device_function_kernel``, ``emulate_cuda_kernel`` and
-``emulated_launches`` belong here and come with the CPU-emulation issue.
+The CPU emulation of CUDA kernels (API.md section 15: ``emulate_cuda_kernel``,
+``emulated_launches``, ``compile_for_emulation``, ``emulation_compiler``,
+``emulation_cache_dir``) is implemented in ``cunumpy._emulation`` and re-exported here.
+
+TODO(kernel layer, API.md section 13): ``assert_kernels_agree``, ``parity_cases``,
+``check_parity`` and ``device_function_kernel`` come with their own issue.
 """
 
 from __future__ import annotations
@@ -18,6 +21,24 @@ import subprocess
 import sys
 
 from ._fake_cupy import fake_cupy_active, host_buffer, install_fake_cupy
+
+# --- CPU emulation (API.md section 15) --------------------------------------------------
+from ._emulation import (
+    compile_for_emulation,
+    emulate_cuda_kernel,
+    emulated_launches,
+    emulation_cache_dir,
+    emulation_compiler,
+)
+
+_EMULATION_NAMES = [
+    "compile_for_emulation",
+    "emulate_cuda_kernel",
+    "emulated_launches",
+    "emulation_cache_dir",
+    "emulation_compiler",
+]
+# --- end of CPU emulation ----------------------------------------------------------------
 
 __all__ = [
     "BACKENDS",
@@ -32,6 +53,7 @@ __all__ = [
     "requires_cupy",
     "requires_device_backend",
     "run_in_fake_cupy_subprocess",
+    *_EMULATION_NAMES,
 ]
 
 #: Environment-variable prefixes (and names) set by MPI launchers; removed from the
@@ -178,9 +200,9 @@ def __dir__():
 
 @contextlib.contextmanager
 def fake_cupy_session(*, compiler=None, options=()):
-    """Strictly activate the CuPy backend on the fake CuPy for the block; restore after.
-
-    RuntimeError without the fake (set ``CUNUMPY_FAKE_CUPY=1``).
+    """Strictly activate the CuPy backend on the fake CuPy for the block and emulate every
+    CUDA launch and compilation in it on the CPU (``emulated_launches(compiler=, options=)``);
+    restore both after. RuntimeError without the fake (set ``CUNUMPY_FAKE_CUPY=1``).
     """
     if not fake_cupy_active():
         raise RuntimeError(
@@ -189,10 +211,7 @@ def fake_cupy_session(*, compiler=None, options=()):
         )
     from ._backend import use_backend
 
-    # TODO(emulation, API.md section 15): also emulate every CUDA launch and compilation
-    # in the block (``emulated_launches(compiler=compiler, options=options)``); that is a
-    # later issue. Until then kernel launches on the fake raise NotImplementedError.
-    with use_backend("cupy", strict=True):
+    with use_backend("cupy", strict=True), emulated_launches(compiler=compiler, options=options):
         yield
 
 
