@@ -105,23 +105,31 @@ def _compiler_identity(command: list[str]) -> str:
 
 
 class EmulationLibrary:
-    """A loaded emulation library: the kernel's entry addresses and its execution mode."""
+    """A loaded emulation library: the entry addresses of its kernels and its execution mode."""
 
-    __slots__ = ("path", "key", "fibers", "bind", "thread_fn", "block_fn", "abi_version", "_dll")
+    __slots__ = ("path", "key", "fibers", "entries", "bind", "abi_version", "_dll", "_addresses")
 
-    def __init__(self, path: Path, key: str, fibers: bool):
+    def __init__(self, path: Path, key: str, fibers: bool, entries):
         self.path = path
         self.key = key
         self.fibers = fibers
+        self.entries = tuple(entries)
         # RTLD_LOCAL: every library keeps its own bound-worker pointer and its own symbols.
         self._dll = dll = ctypes.CDLL(str(path), mode=os.RTLD_NOW | os.RTLD_LOCAL)
         self.bind = ctypes.cast(dll.cunumpy_emu_bind, ctypes.c_void_p).value
-        self.thread_fn = ctypes.cast(dll.cunumpy_emu_thread_0, ctypes.c_void_p).value
-        self.block_fn = ctypes.cast(dll.cunumpy_emu_block_0, ctypes.c_void_p).value
         version = dll.cunumpy_emu_abi_version
         version.restype = ctypes.c_int
         version.argtypes = ()
         self.abi_version = int(version())
+        self._addresses = {}
+        for k, expression in enumerate(self.entries):
+            thread_fn = ctypes.cast(getattr(dll, f"cunumpy_emu_thread_{k}"), ctypes.c_void_p).value
+            block_fn = ctypes.cast(getattr(dll, f"cunumpy_emu_block_{k}"), ctypes.c_void_p).value
+            self._addresses[expression] = (thread_fn, block_fn)
+
+    def entry(self, expression: str) -> tuple[int, int]:
+        """(thread function, block function) addresses of kernel ``expression``."""
+        return self._addresses[expression]
 
     def __repr__(self):
         return f"<EmulationLibrary {self.path.name} ({'fibers' if self.fibers else 'loops'})>"
@@ -229,7 +237,7 @@ def _unlink(path) -> None:
         pass
 
 
-def _load_cached(directory: Path, key: str) -> EmulationLibrary | None:
+def _load_cached(directory: Path, key: str, entries) -> EmulationLibrary | None:
     so = directory / f"{key}.so"
     meta = directory / f"{key}.json"
     if not so.is_file():
@@ -240,7 +248,7 @@ def _load_cached(directory: Path, key: str) -> EmulationLibrary | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     try:
-        return EmulationLibrary(so, key, fibers)
+        return EmulationLibrary(so, key, fibers, entries)
     except (OSError, AttributeError):
         return None  # a damaged entry: build again over it
 
@@ -265,10 +273,10 @@ def _run(command: list[str], what: str, name: str) -> str:
     return done.stdout
 
 
-def build_library(unit: str, *, name: str, compiler: str, flags: tuple, headers=()) -> EmulationLibrary:
+def build_library(unit: str, *, name: str, entries, compiler: str, flags: tuple, headers=()) -> EmulationLibrary:
     """The library of translation unit ``unit``: from memory, from disk, or built now.
 
-    ``flags`` are the kernel's ``-D``/``-U``/``-I`` and extra options; ``headers`` the files
+    ``entries`` are the kernel expressions whose stubs the unit defines, in order; ``flags`` the kernel's ``-D``/``-U``/``-I`` and extra options; ``headers`` the files
     the unit includes (their contents are part of the key). RuntimeError with the compiler
     output when the build fails (nothing is cached then).
     """
@@ -289,16 +297,16 @@ def build_library(unit: str, *, name: str, compiler: str, flags: tuple, headers=
         with open(lock_path, "a+b") as lock_file:
             fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX)
             try:
-                lib = _load_cached(directory, key)
+                lib = _load_cached(directory, key, entries)
                 if lib is None:
-                    lib = _build(directory, key, unit, name, command, flags)
+                    lib = _build(directory, key, unit, name, entries, command, flags)
             finally:
                 fcntl.flock(lock_file.fileno(), fcntl.LOCK_UN)
         _memory[key] = lib
         return lib
 
 
-def _build(directory: Path, key: str, unit: str, name: str, command: list[str], flags: tuple) -> EmulationLibrary:
+def _build(directory, key, unit, name, entries, command, flags) -> EmulationLibrary:
     source = directory / f"{key}.cpp"
     _write_atomic(source, unit.encode("utf-8", "surrogatepass"))
     includes = [f"-I{_PRELUDE_DIR}"]
@@ -310,11 +318,12 @@ def _build(directory: Path, key: str, unit: str, name: str, command: list[str], 
     os.close(fd)
     try:
         _run(command + list(_BASE_FLAGS) + includes + list(flags) + [str(source), "-o", tmp], "compilation", name)
-        _builds[0] += 1
+        with _memory_lock:
+            _builds[0] += 1
         _write_atomic(directory / f"{key}.json", json.dumps({"fibers": fibers, "kernel": name}).encode())
         so = directory / f"{key}.so"
         os.replace(tmp, so)
     except BaseException:
         _unlink(tmp)
         raise
-    return EmulationLibrary(so, key, fibers)
+    return EmulationLibrary(so, key, fibers, entries)

@@ -18,7 +18,7 @@ from ..kernels import _cuda_kernel
 from ..kernels._cuda_kernel import CudaKernel
 from ._arguments import marshal_arguments
 from ._build import build_library, emulation_compiler
-from ._source import translation_unit
+from ._source import entry_points, translation_unit
 
 __all__ = [
     "compile_for_emulation",
@@ -102,22 +102,25 @@ _per_kernel_lock = threading.Lock()
 
 
 def library_for(kernel: CudaKernel, compiler, options: tuple, *, fresh: bool = False):
-    """The emulation library of ``kernel`` (built once; ``fresh`` re-reads headers and options)."""
-    compiler = _resolve_compiler(compiler)
-    kernel_options = kernel.compile_options()
-    memo_key = (compiler, options, kernel_options)
+    """The emulation library of ``kernel``, built once per kernel object and settings, as a
+    CUDA kernel compiles once per device; ``fresh`` (recompile) re-reads headers and options."""
+    memo_key = (compiler, options, kernel.debug_active())
     with _per_kernel_lock:
         memo = _per_kernel.setdefault(kernel, {})
         lib = None if fresh else memo.get(memo_key)
     if lib is not None:
         return lib
+    resolved = _resolve_compiler(compiler)
     flags = []
     if kernel.source_dir is not None:
         flags += ["-iquote", kernel.source_dir]
-    flags += host_compiler_flags(kernel_options)
+    flags += host_compiler_flags(kernel.compile_options())
     flags += list(options)
-    unit = translation_unit(kernel.source, kernel.name, kernel.expression)
-    lib = build_library(unit, name=kernel.name, compiler=compiler, flags=tuple(flags), headers=kernel.included_headers)
+    entries = entry_points(kernel.source, kernel.expression)
+    unit = translation_unit(kernel.source, entries, entries[0])
+    lib = build_library(
+        unit, name=kernel.name, entries=entries, compiler=resolved, flags=tuple(flags), headers=kernel.included_headers
+    )
     with _per_kernel_lock:
         memo[memo_key] = lib
     return lib
@@ -144,14 +147,25 @@ def _run(kernel, marshalled, grid, block, shared_mem, compiler, options, checked
     if 0 in grid or 0 in block:
         return None  # nothing to launch, and nothing is compiled
     lib = library_for(kernel, compiler, options)
+    runtime_abi = getattr(core, "EMU_ABI_VERSION", None)
+    if runtime_abi is None or not hasattr(core, "emu_launch"):
+        raise RuntimeError(
+            f"kernel '{kernel.name}': this build of cunumpy._core has no CPU emulation runtime (emu_launch)"
+        )
+    if lib.abi_version != runtime_abi:
+        raise RuntimeError(
+            f"kernel '{kernel.name}': the emulation library {str(lib.path)!r} was built for ABI version "
+            f"{lib.abi_version}, the runtime has version {runtime_abi}"
+        )
+    thread_fn, block_fn = lib.entry(kernel.expression)
     grid3 = tuple(grid) + (1,) * (3 - len(grid))
     block3 = tuple(block) + (1,) * (3 - len(block))
     checked = bool(checked) or kernel.debug_active()
     try:
         core.emu_launch(
             lib.bind,
-            lib.thread_fn,
-            0 if lib.fibers else lib.block_fn,
+            thread_fn,
+            0 if lib.fibers else block_fn,
             grid3,
             block3,
             marshalled.buffer,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["rewrite_source", "translation_unit"]
+__all__ = ["entry_points", "rewrite_source", "translation_unit"]
 
 _IDENT = r"[A-Za-z_]\w*"
 _EXTERN_SHARED = re.compile(
@@ -135,41 +135,18 @@ def rewrite_source(source: str) -> str:
     return out
 
 
-# The part of every unit that the prelude does not provide: dynamic shared memory as a
-# pointer, the trap of inline PTX, and the typed call of a kernel from its argument table.
+# What the prelude does not provide: the trap of rewritten inline PTX and the file-scope
+# form of an ``extern __shared__`` array.
 _SUPPORT = r"""
-#include <cstddef>
-#include <type_traits>
-#include <utility>
-
-static inline void *cunumpy_emu_dynamic_shared(void)
-{
-    return cunumpy_emu_current_worker()->dynamic_shared;
-}
-
 static inline int cunumpy_emu_inline_ptx(const char *message)
 {
-    cunumpy_emu_trap_message(message);
-    return 0;
+    cunumpy_emu_trap(message);
 }
 
 template <typename T> struct cunumpy_emu_extern_shared {
     operator T *() const { return static_cast<T *>(cunumpy_emu_dynamic_shared()); }
     template <typename U> explicit operator U *() const { return static_cast<U *>(cunumpy_emu_dynamic_shared()); }
     template <typename I> T &operator[](I i) const { return static_cast<T *>(cunumpy_emu_dynamic_shared())[i]; }
-};
-
-template <typename F> struct cunumpy_emu_entry;
-template <typename... P> struct cunumpy_emu_entry<void (*)(P...)> {
-    template <void (*K)(P...), std::size_t... I>
-    static inline void call(void *const *args, std::index_sequence<I...>)
-    {
-        K(*static_cast<std::remove_cv_t<std::remove_reference_t<P>> *>(args[I])...);
-    }
-    template <void (*K)(P...)> static inline void run(void *const *args)
-    {
-        call<K>(args, std::index_sequence_for<P...>{});
-    }
 };
 """
 
@@ -179,26 +156,32 @@ def _line_directive(name: str) -> str:
     return f'#line 1 "{safe}.cu"\n'
 
 
-def translation_unit(source: str, name: str, expression: str) -> str:
-    """Prelude, rewritten source and the entry stubs of kernel ``expression``."""
+def entry_points(source: str, expression: str) -> list[str]:
+    """The kernels a library of ``source`` exports, in order: every non-template ``__global__``
+    function of the source (so kernels sharing a source share one library), then
+    ``expression`` if it is not among them (a template instance)."""
+    from ..cuda._source import cuda_kernel_names
+    from ..kernels._cuda_kernel import _is_template
+
+    names = [n for n in cuda_kernel_names(source) if not _is_template(source, n)]
+    if expression not in names:
+        names.append(expression)
+    return names
+
+
+def translation_unit(source: str, entries, file_name: str) -> str:
+    """Prelude, rewritten source and the stubs of each entry ``k``: ``cunumpy_emu_thread_<k>``
+    and ``cunumpy_emu_block_<k>`` (k is the entry's index)."""
     body = rewrite_source(source)
-    stubs = f"""
-#line 1 "cunumpy-emulation-stubs"
-using cunumpy_emu_entry_0 = cunumpy_emu_entry<decltype(&{expression})>;
-extern "C" CUNUMPY_EMU_EXPORT void cunumpy_emu_thread_0(void *const *args)
-{{
-    cunumpy_emu_entry_0::run<&{expression}>(args);
-}}
-extern "C" CUNUMPY_EMU_EXPORT void cunumpy_emu_block_0(cunumpy_emu_worker *w, void *const *args)
-{{
-    CUNUMPY_EMU_BLOCK_LOOP(w, cunumpy_emu_entry_0::run<&{expression}>(args));
-}}
-"""
+    stubs = ['#line 1 "cunumpy-emulation-stubs"']
+    for k, expression in enumerate(entries):
+        stubs.append(f"CUNUMPY_EMU_EXPORT_KERNEL({k}, {expression})")
     return (
         "#include <cunumpy_emu/prelude.h>\n"
         + _SUPPORT
-        + _line_directive(name)
+        + _line_directive(file_name)
         + body
         + ("\n" if not body.endswith("\n") else "")
-        + stubs
+        + "\n".join(stubs)
+        + "\n"
     )
