@@ -1,0 +1,109 @@
+/* The ABI between the CPU emulator's C runtime (src/cunumpy/_core/emu/) and a kernel
+ * library built from CUDA source by the host C++ compiler against the prelude
+ * (cunumpy/_emulation/include/cunumpy_emu/prelude.h).
+ *
+ * Where this file lives: the one source copy is src/cunumpy/_core/emu/emu_abi.h (the
+ * runtime includes it from here). meson installs a copy beside the prelude, as
+ * cunumpy/_emulation/include/cunumpy_emu/emu_abi.h; the prelude includes "emu_abi.h" from
+ * its own directory when that copy exists and otherwise reaches this file through the
+ * source tree (../../../_core/emu/emu_abi.h), so both an installed package and a checkout work.
+ *
+ * Plain C, includable from C and C++. Any change to a struct layout or to the meaning of a
+ * call bumps CUNUMPY_EMU_ABI_VERSION; the Python layer compares the library's
+ * cunumpy_emu_abi_version() with cunumpy._core.EMU_ABI_VERSION before launching.
+ *
+ * Symbols a kernel library exports, with C linkage:
+ *   int  cunumpy_emu_abi_version(void);                 (prelude)
+ *   void cunumpy_emu_bind(cunumpy_emu_worker *w);       (prelude) stores w in the library's
+ *        thread_local pointer; the runtime calls it on every worker thread before that
+ *        thread runs blocks of a launch.
+ *   void cunumpy_emu_thread_<k>(void *const *args);    runs ONE CUDA thread, the worker's
+ *        `current` one (fiber mode). args[i] points at the value of parameter i (CUDA's
+ *        kernelParams convention).
+ *   void cunumpy_emu_block_<k>(cunumpy_emu_worker *w, void *const *args);  runs every thread
+ *        of w's current block as a plain loop, x fastest (loop mode: no barrier, no warp
+ *        operation). The prelude's CUNUMPY_EMU_EXPORT_KERNEL(k, kernel) defines both.
+ */
+#ifndef CUNUMPY_EMU_ABI_H
+#define CUNUMPY_EMU_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CUNUMPY_EMU_ABI_VERSION 1
+
+/* CUDA's warp size; warps are formed from the linear thread index (x fastest). */
+#define CUNUMPY_EMU_WARP_SIZE 32
+
+/* Shuffle kinds for cunumpy_emu_api.shfl. */
+#define CUNUMPY_EMU_SHFL_IDX 0
+#define CUNUMPY_EMU_SHFL_UP 1
+#define CUNUMPY_EMU_SHFL_DOWN 2
+#define CUNUMPY_EMU_SHFL_XOR 3
+
+typedef struct cunumpy_emu_dim3 {
+    unsigned int x, y, z;
+} cunumpy_emu_dim3;
+
+/* One CUDA thread (one fiber in fiber mode; one loop iteration in loop mode). In loop mode
+ * the block loop owns the struct and rewrites thread_idx/linear at every iteration. */
+typedef struct cunumpy_emu_thread {
+    cunumpy_emu_dim3 thread_idx;
+    unsigned int linear; /* thread_idx.x + block_dim.x * (thread_idx.y + block_dim.y * thread_idx.z) */
+    /* runtime-private fields may follow; kernel code reads only the ones above */
+} cunumpy_emu_thread;
+
+struct cunumpy_emu_api;
+
+/* One OS worker thread of a launch. It runs one block at a time, and in fiber mode every
+ * fiber of that block runs on this OS thread, so thread_local storage in the kernel library
+ * (the prelude's __shared__) is one copy per running block. */
+typedef struct cunumpy_emu_worker {
+    cunumpy_emu_thread *current; /* the running CUDA thread; updated at every fiber switch */
+    cunumpy_emu_dim3 block_idx, block_dim, grid_dim;
+    void *dynamic_shared;        /* extern __shared__ storage of the current block, 16-byte aligned */
+    size_t dynamic_shared_bytes; /* the launch's shared_mem */
+    const struct cunumpy_emu_api *api;
+    /* runtime-private fields follow; the prelude reads only the ones above */
+} cunumpy_emu_worker;
+
+/* Collective operations. Every call is made by the current CUDA thread of `w`; the fibers
+ * named by the call meet, the result is computed for all of them, then they resume. Masks
+ * name lanes of the caller's warp; the caller must be in its mask and every lane named must
+ * exist, be alive and call the same operation with the same mask, otherwise the launch fails
+ * with a RuntimeError naming the kernel, block and thread (never a hang). In loop mode every
+ * collective fails the launch the same way (the kernel needed fiber mode). */
+typedef struct cunumpy_emu_api {
+    int abi_version; /* CUNUMPY_EMU_ABI_VERSION of the runtime */
+    void (*syncthreads)(cunumpy_emu_worker *w);
+    /* Barrier that returns, to every thread of the block, how many threads passed a nonzero
+     * predicate; __syncthreads_and/_or derive from it. */
+    int (*syncthreads_count)(cunumpy_emu_worker *w, int predicate);
+    void (*syncwarp)(cunumpy_emu_worker *w, unsigned int mask);
+    /* kind: CUNUMPY_EMU_SHFL_*; value: the raw bits of a value of up to 8 bytes; arg: source
+     * lane (idx), delta (up/down) or lane mask (xor); width: a power of two in [1, 32]. A
+     * source lane outside the segment, or not named in mask, yields the caller's own value. */
+    uint64_t (*shfl)(cunumpy_emu_worker *w, int kind, unsigned int mask, uint64_t value, int arg, int width);
+    unsigned int (*ballot)(cunumpy_emu_worker *w, unsigned int mask, int predicate);
+    /* Lanes of the caller's warp that reach this same call site together (the runtime lets
+     * the warp run until every live lane is blocked, then groups lanes by call site). */
+    unsigned int (*activemask)(cunumpy_emu_worker *w);
+    /* Fails the launch with `message` (a RuntimeError naming kernel, block and thread);
+     * never returns. */
+    void (*trap)(cunumpy_emu_worker *w, const char *message);
+} cunumpy_emu_api;
+
+typedef int (*cunumpy_emu_abi_version_fn)(void);
+typedef void (*cunumpy_emu_bind_fn)(cunumpy_emu_worker *w);
+typedef void (*cunumpy_emu_thread_fn)(void *const *args);
+typedef void (*cunumpy_emu_block_fn)(cunumpy_emu_worker *w, void *const *args);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CUNUMPY_EMU_ABI_H */

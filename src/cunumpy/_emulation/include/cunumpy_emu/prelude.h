@@ -1,0 +1,769 @@
+// cunumpy_emu/prelude.h: CUDA built-ins for kernels compiled by the host C++ compiler (C++17)
+// and run by the CPU emulator's C runtime (src/cunumpy/_core/emu/). Included first in every
+// emulated translation unit; the ABI it follows is emu_abi.h (see that file for where it lives).
+//
+// What maps onto what:
+//   threadIdx/blockIdx/blockDim/gridDim   fields of the worker bound to this OS thread
+//   __shared__                            static thread_local: one copy per worker, and a
+//                                         worker runs one block at a time with all its fibers
+//   __syncthreads*, __syncwarp, __shfl*_sync, __ballot/any/all_sync, __activemask
+//                                         collective calls into the runtime (fiber mode)
+//   atomics                               real atomics (__atomic builtins, CAS loops for floats)
+//   __trap(), assert, bounds checks       the runtime's trap: the launch fails with a RuntimeError
+//   printf                                the host's printf
+// Not provided: textures/surfaces, half precision, cooperative groups, inline PTX (the Python
+// layer rewrites asm statements into traps), dynamic parallelism.
+#ifndef CUNUMPY_EMU_PRELUDE_H
+#define CUNUMPY_EMU_PRELUDE_H
+
+#ifndef __cplusplus
+#error "cunumpy_emu/prelude.h is compiled as C++17"
+#endif
+
+#if __has_include("emu_abi.h")
+#include "emu_abi.h"
+#else
+#include "../../../_core/emu/emu_abi.h"
+#endif
+
+#include <cassert>
+#include <cfloat>
+#include <climits>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <limits>
+#include <memory> // before __noinline__ is defined: libstdc++ spells an attribute with that token
+#include <new>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+// CUDA sources carry `#pragma unroll`, unknown to the host compiler: GCC warns about it in
+// the preprocessor, where no diagnostic pragma reaches, so compile with -Wno-unknown-pragmas.
+
+#define __CUDACC__ 1
+#define __CUDA_ARCH__ 900
+#define CUNUMPY_EMULATION 1
+
+// ---------------------------------------------------------------------------------------------
+// Function and variable qualifiers.
+#define __device__
+#define __host__
+#define __constant__
+#define __managed__
+#define __grid_constant__
+// Hidden so that the per-kernel entry stubs can inline the kernel into the block loop.
+#define __global__ __attribute__((visibility("hidden")))
+#define __forceinline__ __inline__ __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __align__(n) __attribute__((aligned(n)))
+#define __launch_bounds__(...)
+#define __shared__ static thread_local
+
+// ---------------------------------------------------------------------------------------------
+// The worker bound to this OS thread (cunumpy_emu_bind); every built-in reads through it.
+__attribute__((visibility("hidden"))) inline thread_local cunumpy_emu_worker *cunumpy_emu_tls_worker = nullptr;
+
+extern "C" __attribute__((visibility("default"), used)) inline int cunumpy_emu_abi_version(void)
+{
+    return CUNUMPY_EMU_ABI_VERSION;
+}
+
+extern "C" __attribute__((visibility("default"), used)) inline void cunumpy_emu_bind(cunumpy_emu_worker *w)
+{
+    cunumpy_emu_tls_worker = w;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Vector types (CUDA's sizes and alignments) and their make_* functions.
+#define CUNUMPY_EMU_VEC1(name, T, al)                                                                                  \
+    struct __attribute__((aligned(al))) name {                                                                         \
+        T x;                                                                                                           \
+    };                                                                                                                 \
+    static __inline__ name make_##name(T x) { return name{x}; }
+#define CUNUMPY_EMU_VEC2(name, T, al)                                                                                  \
+    struct __attribute__((aligned(al))) name {                                                                         \
+        T x, y;                                                                                                        \
+    };                                                                                                                 \
+    static __inline__ name make_##name(T x, T y) { return name{x, y}; }
+#define CUNUMPY_EMU_VEC3(name, T)                                                                                      \
+    struct name {                                                                                                      \
+        T x, y, z;                                                                                                     \
+    };                                                                                                                 \
+    static __inline__ name make_##name(T x, T y, T z) { return name{x, y, z}; }
+#define CUNUMPY_EMU_VEC4(name, T, al)                                                                                  \
+    struct __attribute__((aligned(al))) name {                                                                         \
+        T x, y, z, w;                                                                                                  \
+    };                                                                                                                 \
+    static __inline__ name make_##name(T x, T y, T z, T w) { return name{x, y, z, w}; }
+
+#define CUNUMPY_EMU_VECS(base, T, a1, a2, a4)                                                                          \
+    CUNUMPY_EMU_VEC1(base##1, T, a1)                                                                                   \
+    CUNUMPY_EMU_VEC2(base##2, T, a2)                                                                                   \
+    CUNUMPY_EMU_VEC4(base##4, T, a4)
+
+CUNUMPY_EMU_VECS(char, signed char, 1, 2, 4)
+CUNUMPY_EMU_VECS(uchar, unsigned char, 1, 2, 4)
+CUNUMPY_EMU_VECS(short, short, 2, 4, 8)
+CUNUMPY_EMU_VECS(ushort, unsigned short, 2, 4, 8)
+CUNUMPY_EMU_VECS(int, int, 4, 8, 16)
+CUNUMPY_EMU_VECS(uint, unsigned int, 4, 8, 16)
+CUNUMPY_EMU_VECS(long, long, 8, 16, 16)
+CUNUMPY_EMU_VECS(ulong, unsigned long, 8, 16, 16)
+CUNUMPY_EMU_VECS(longlong, long long, 8, 16, 16)
+CUNUMPY_EMU_VECS(ulonglong, unsigned long long, 8, 16, 16)
+CUNUMPY_EMU_VECS(float, float, 4, 8, 16)
+CUNUMPY_EMU_VECS(double, double, 8, 16, 16)
+CUNUMPY_EMU_VEC3(char3, signed char)
+CUNUMPY_EMU_VEC3(uchar3, unsigned char)
+CUNUMPY_EMU_VEC3(short3, short)
+CUNUMPY_EMU_VEC3(ushort3, unsigned short)
+CUNUMPY_EMU_VEC3(int3, int)
+CUNUMPY_EMU_VEC3(long3, long)
+CUNUMPY_EMU_VEC3(ulong3, unsigned long)
+CUNUMPY_EMU_VEC3(longlong3, long long)
+CUNUMPY_EMU_VEC3(ulonglong3, unsigned long long)
+CUNUMPY_EMU_VEC3(float3, float)
+CUNUMPY_EMU_VEC3(double3, double)
+
+// uint3 is the ABI's dim3 struct, so threadIdx & co. are uint3 lvalues as in CUDA.
+typedef cunumpy_emu_dim3 uint3;
+static __inline__ uint3 make_uint3(unsigned int x, unsigned int y, unsigned int z) { return uint3{x, y, z}; }
+
+struct dim3 {
+    unsigned int x, y, z;
+    constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1) : x(vx), y(vy), z(vz) {}
+    constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+    constexpr operator uint3() const { return uint3{x, y, z}; }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Built-in variables.
+#define threadIdx (::cunumpy_emu_tls_worker->current->thread_idx)
+#define blockIdx (::cunumpy_emu_tls_worker->block_idx)
+#define blockDim (::cunumpy_emu_tls_worker->block_dim)
+#define gridDim (::cunumpy_emu_tls_worker->grid_dim)
+static constexpr int warpSize = CUNUMPY_EMU_WARP_SIZE;
+
+// extern __shared__ storage of the running block (the Python layer rewrites declarations of
+// `extern __shared__ T name[]` into pointers to this).
+static __inline__ void *cunumpy_emu_dynamic_shared(void) { return ::cunumpy_emu_tls_worker->dynamic_shared; }
+
+// ---------------------------------------------------------------------------------------------
+// Traps and assertions.
+[[noreturn]] static __inline__ void cunumpy_emu_trap(const char *message)
+{
+    cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
+    w->api->trap(w, message);
+    __builtin_unreachable();
+}
+
+[[noreturn]] static __inline__ void __trap(void) { cunumpy_emu_trap("__trap() called"); }
+[[noreturn]] static __inline__ void __brkpt(void) { cunumpy_emu_trap("__brkpt() called"); }
+
+// glibc's assert() calls __assert_fail; renaming the token sends every assert, including
+// ones from a later re-inclusion of <assert.h>, to the runtime's trap instead of abort().
+extern "C" [[noreturn]] __attribute__((visibility("hidden"))) inline void
+cunumpy_emu_assert_fail(const char *expr, const char *file, unsigned int line, const char *) noexcept
+{
+    char message[512];
+    std::snprintf(message, sizeof message, "assertion `%s` failed at %s:%u", expr, file, line);
+    cunumpy_emu_trap(message);
+}
+#define __assert_fail cunumpy_emu_assert_fail
+
+// ---------------------------------------------------------------------------------------------
+// Barriers and warp collectives.
+static __inline__ void __syncthreads(void)
+{
+    cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
+    w->api->syncthreads(w);
+}
+
+static __inline__ int __syncthreads_count(int predicate)
+{
+    cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
+    return w->api->syncthreads_count(w, predicate != 0);
+}
+
+static __inline__ int __syncthreads_and(int predicate)
+{
+    cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
+    const int n = (int)(w->block_dim.x * w->block_dim.y * w->block_dim.z);
+    return w->api->syncthreads_count(w, predicate != 0) == n;
+}
+
+static __inline__ int __syncthreads_or(int predicate)
+{
+    cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
+    return w->api->syncthreads_count(w, predicate != 0) != 0;
+}
+
+static __inline__ void __syncwarp(unsigned int mask = 0xffffffffu)
+{
+    cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
+    w->api->syncwarp(w, mask);
+}
+
+static __inline__ unsigned int __ballot_sync(unsigned int mask, int predicate)
+{
+    cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
+    return w->api->ballot(w, mask, predicate != 0);
+}
+
+static __inline__ int __any_sync(unsigned int mask, int predicate) { return __ballot_sync(mask, predicate) != 0u; }
+
+static __inline__ int __all_sync(unsigned int mask, int predicate)
+{
+    return __ballot_sync(mask, predicate) == mask;
+}
+
+// Always inlined: the runtime groups lanes by the call site (its return address).
+static __inline__ __attribute__((always_inline)) unsigned int __activemask(void)
+{
+    cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
+    return w->api->activemask(w);
+}
+
+namespace cunumpy_emu {
+
+template <typename T> static __inline__ T shfl(int kind, unsigned int mask, T value, int arg, int width)
+{
+    static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value,
+                  "warp shuffles move values of at most 8 bytes");
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, &value, sizeof(T));
+    cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
+    bits = w->api->shfl(w, kind, mask, bits, arg, width);
+    T out;
+    std::memcpy(&out, &bits, sizeof(T));
+    return out;
+}
+
+} // namespace cunumpy_emu
+
+template <typename T> static __inline__ T __shfl_sync(unsigned int mask, T var, int src_lane, int width = 32)
+{
+    return cunumpy_emu::shfl<T>(CUNUMPY_EMU_SHFL_IDX, mask, var, src_lane, width);
+}
+
+template <typename T> static __inline__ T __shfl_up_sync(unsigned int mask, T var, unsigned int delta, int width = 32)
+{
+    return cunumpy_emu::shfl<T>(CUNUMPY_EMU_SHFL_UP, mask, var, (int)delta, width);
+}
+
+template <typename T>
+static __inline__ T __shfl_down_sync(unsigned int mask, T var, unsigned int delta, int width = 32)
+{
+    return cunumpy_emu::shfl<T>(CUNUMPY_EMU_SHFL_DOWN, mask, var, (int)delta, width);
+}
+
+template <typename T> static __inline__ T __shfl_xor_sync(unsigned int mask, T var, int lane_mask, int width = 32)
+{
+    return cunumpy_emu::shfl<T>(CUNUMPY_EMU_SHFL_XOR, mask, var, lane_mask, width);
+}
+
+// sm_80 warp reductions and match, built from shuffles over the mask's lanes (collective in
+// the same way: every named lane runs the same loop).
+namespace cunumpy_emu {
+template <typename Op> static __inline__ unsigned int warp_fold(unsigned int mask, unsigned int v, Op op)
+{
+    unsigned int r = 0;
+    bool first = true;
+    for (unsigned int m = mask; m != 0u; m &= m - 1u) {
+        const unsigned int x = __shfl_sync(mask, v, __builtin_ctz(m));
+        r = first ? x : op(r, x);
+        first = false;
+    }
+    return r;
+}
+template <typename T> static __inline__ unsigned int match_any(unsigned int mask, T v)
+{
+    unsigned int same = 0;
+    for (unsigned int m = mask; m != 0u; m &= m - 1u) {
+        const int lane = __builtin_ctz(m);
+        if (__shfl_sync(mask, v, lane) == v)
+            same |= 1u << lane;
+    }
+    return same;
+}
+} // namespace cunumpy_emu
+
+static __inline__ unsigned int __reduce_add_sync(unsigned int mask, unsigned int v)
+{
+    return cunumpy_emu::warp_fold(mask, v, [](unsigned int a, unsigned int b) { return a + b; });
+}
+static __inline__ int __reduce_add_sync(unsigned int mask, int v) { return (int)__reduce_add_sync(mask, (unsigned int)v); }
+static __inline__ unsigned int __reduce_min_sync(unsigned int mask, unsigned int v)
+{
+    return cunumpy_emu::warp_fold(mask, v, [](unsigned int a, unsigned int b) { return b < a ? b : a; });
+}
+static __inline__ int __reduce_min_sync(unsigned int mask, int v)
+{
+    return (int)cunumpy_emu::warp_fold(mask, (unsigned int)v, [](unsigned int a, unsigned int b) {
+        return (int)b < (int)a ? b : a;
+    });
+}
+static __inline__ unsigned int __reduce_max_sync(unsigned int mask, unsigned int v)
+{
+    return cunumpy_emu::warp_fold(mask, v, [](unsigned int a, unsigned int b) { return a < b ? b : a; });
+}
+static __inline__ int __reduce_max_sync(unsigned int mask, int v)
+{
+    return (int)cunumpy_emu::warp_fold(mask, (unsigned int)v, [](unsigned int a, unsigned int b) {
+        return (int)a < (int)b ? b : a;
+    });
+}
+static __inline__ unsigned int __reduce_and_sync(unsigned int mask, unsigned int v)
+{
+    return cunumpy_emu::warp_fold(mask, v, [](unsigned int a, unsigned int b) { return a & b; });
+}
+static __inline__ unsigned int __reduce_or_sync(unsigned int mask, unsigned int v)
+{
+    return cunumpy_emu::warp_fold(mask, v, [](unsigned int a, unsigned int b) { return a | b; });
+}
+static __inline__ unsigned int __reduce_xor_sync(unsigned int mask, unsigned int v)
+{
+    return cunumpy_emu::warp_fold(mask, v, [](unsigned int a, unsigned int b) { return a ^ b; });
+}
+template <typename T> static __inline__ unsigned int __match_any_sync(unsigned int mask, T v)
+{
+    return cunumpy_emu::match_any(mask, v);
+}
+template <typename T> static __inline__ unsigned int __match_all_sync(unsigned int mask, T v, int *pred)
+{
+    const unsigned int same = cunumpy_emu::match_any(mask, v);
+    const int all = __all_sync(mask, same == mask);
+    *pred = all;
+    return all ? mask : 0u;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory fences, cached loads, clocks.
+static __inline__ void __threadfence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static __inline__ void __threadfence_block(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static __inline__ void __threadfence_system(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+
+template <typename T> static __inline__ T __ldg(const T *p) { return *p; }
+template <typename T> static __inline__ T __ldcg(const T *p) { return *p; }
+template <typename T> static __inline__ T __ldca(const T *p) { return *p; }
+template <typename T> static __inline__ T __ldcs(const T *p) { return *p; }
+template <typename T> static __inline__ T __ldlu(const T *p) { return *p; }
+template <typename T> static __inline__ T __ldcv(const T *p) { return *p; }
+template <typename T> static __inline__ void __stwb(T *p, T v) { *p = v; }
+template <typename T> static __inline__ void __stcg(T *p, T v) { *p = v; }
+template <typename T> static __inline__ void __stcs(T *p, T v) { *p = v; }
+template <typename T> static __inline__ void __stwt(T *p, T v) { *p = v; }
+
+static __inline__ long long clock64(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+// Sleeping does not yield to other fibers: a thread spinning on another thread of its own
+// block would never see it progress (documented as unsupported).
+static __inline__ void __nanosleep(unsigned int) {}
+
+// ---------------------------------------------------------------------------------------------
+// Atomics: blocks run in parallel on several OS threads, so these are real atomics
+// (relaxed, as on the GPU; __threadfence orders).
+namespace cunumpy_emu {
+template <typename T, typename F> static __inline__ T cas_loop(T *p, F update)
+{
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atomic on 4 or 8 bytes");
+    using U = typename std::conditional<sizeof(T) == 4, std::uint32_t, std::uint64_t>::type;
+    U *up = reinterpret_cast<U *>(p);
+    U old_bits = __atomic_load_n(up, __ATOMIC_RELAXED);
+    for (;;) {
+        T old;
+        std::memcpy(&old, &old_bits, sizeof(T));
+        const T next = update(old);
+        U next_bits;
+        std::memcpy(&next_bits, &next, sizeof(T));
+        if (__atomic_compare_exchange_n(up, &old_bits, next_bits, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            return old;
+    }
+}
+} // namespace cunumpy_emu
+
+#define CUNUMPY_EMU_INT_ATOMICS(T)                                                                                     \
+    static __inline__ T atomicAdd(T *p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }                  \
+    static __inline__ T atomicSub(T *p, T v) { return __atomic_fetch_sub(p, v, __ATOMIC_RELAXED); }                  \
+    static __inline__ T atomicExch(T *p, T v) { return __atomic_exchange_n(p, v, __ATOMIC_RELAXED); }                \
+    static __inline__ T atomicAnd(T *p, T v) { return __atomic_fetch_and(p, v, __ATOMIC_RELAXED); }                  \
+    static __inline__ T atomicOr(T *p, T v) { return __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }                    \
+    static __inline__ T atomicXor(T *p, T v) { return __atomic_fetch_xor(p, v, __ATOMIC_RELAXED); }                  \
+    static __inline__ T atomicMin(T *p, T v)                                                                           \
+    {                                                                                                                  \
+        return cunumpy_emu::cas_loop(p, [v](T o) { return v < o ? v : o; });                                           \
+    }                                                                                                                  \
+    static __inline__ T atomicMax(T *p, T v)                                                                           \
+    {                                                                                                                  \
+        return cunumpy_emu::cas_loop(p, [v](T o) { return o < v ? v : o; });                                           \
+    }                                                                                                                  \
+    static __inline__ T atomicCAS(T *p, T compare, T v)                                                                \
+    {                                                                                                                  \
+        __atomic_compare_exchange_n(p, &compare, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);                        \
+        return compare;                                                                                                \
+    }
+
+CUNUMPY_EMU_INT_ATOMICS(int)
+CUNUMPY_EMU_INT_ATOMICS(unsigned int)
+CUNUMPY_EMU_INT_ATOMICS(long long)
+CUNUMPY_EMU_INT_ATOMICS(unsigned long long)
+
+static __inline__ unsigned short atomicCAS(unsigned short *p, unsigned short compare, unsigned short v)
+{
+    __atomic_compare_exchange_n(p, &compare, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    return compare;
+}
+
+static __inline__ float atomicAdd(float *p, float v)
+{
+    return cunumpy_emu::cas_loop(p, [v](float o) { return o + v; });
+}
+static __inline__ double atomicAdd(double *p, double v)
+{
+    return cunumpy_emu::cas_loop(p, [v](double o) { return o + v; });
+}
+static __inline__ float atomicExch(float *p, float v)
+{
+    return cunumpy_emu::cas_loop(p, [v](float) { return v; });
+}
+static __inline__ unsigned int atomicInc(unsigned int *p, unsigned int limit)
+{
+    return cunumpy_emu::cas_loop(p, [limit](unsigned int o) { return o >= limit ? 0u : o + 1u; });
+}
+static __inline__ unsigned int atomicDec(unsigned int *p, unsigned int limit)
+{
+    return cunumpy_emu::cas_loop(p, [limit](unsigned int o) { return (o == 0u || o > limit) ? limit : o - 1u; });
+}
+
+// Scoped variants: every scope is the whole process here.
+#define CUNUMPY_EMU_SCOPED(name)                                                                                       \
+    template <typename... A> static __inline__ auto name##_block(A... a) { return name(a...); }                      \
+    template <typename... A> static __inline__ auto name##_system(A... a) { return name(a...); }
+CUNUMPY_EMU_SCOPED(atomicAdd)
+CUNUMPY_EMU_SCOPED(atomicSub)
+CUNUMPY_EMU_SCOPED(atomicExch)
+CUNUMPY_EMU_SCOPED(atomicMin)
+CUNUMPY_EMU_SCOPED(atomicMax)
+CUNUMPY_EMU_SCOPED(atomicInc)
+CUNUMPY_EMU_SCOPED(atomicDec)
+CUNUMPY_EMU_SCOPED(atomicCAS)
+CUNUMPY_EMU_SCOPED(atomicAnd)
+CUNUMPY_EMU_SCOPED(atomicOr)
+CUNUMPY_EMU_SCOPED(atomicXor)
+
+// ---------------------------------------------------------------------------------------------
+// Bit reinterpretation and integer intrinsics.
+namespace cunumpy_emu {
+template <typename To, typename From> static __inline__ To bit_cast(From v)
+{
+    static_assert(sizeof(To) == sizeof(From), "same size");
+    To out;
+    std::memcpy(&out, &v, sizeof(To));
+    return out;
+}
+} // namespace cunumpy_emu
+
+static __inline__ float __int_as_float(int v) { return cunumpy_emu::bit_cast<float>(v); }
+static __inline__ int __float_as_int(float v) { return cunumpy_emu::bit_cast<int>(v); }
+static __inline__ float __uint_as_float(unsigned int v) { return cunumpy_emu::bit_cast<float>(v); }
+static __inline__ unsigned int __float_as_uint(float v) { return cunumpy_emu::bit_cast<unsigned int>(v); }
+static __inline__ double __longlong_as_double(long long v) { return cunumpy_emu::bit_cast<double>(v); }
+static __inline__ long long __double_as_longlong(double v) { return cunumpy_emu::bit_cast<long long>(v); }
+static __inline__ int __double2hiint(double v) { return (int)(cunumpy_emu::bit_cast<unsigned long long>(v) >> 32); }
+static __inline__ int __double2loint(double v) { return (int)(unsigned int)cunumpy_emu::bit_cast<unsigned long long>(v); }
+static __inline__ double __hiloint2double(int hi, int lo)
+{
+    return cunumpy_emu::bit_cast<double>(((unsigned long long)(unsigned int)hi << 32) | (unsigned int)lo);
+}
+
+static __inline__ int __popc(unsigned int v) { return __builtin_popcount(v); }
+static __inline__ int __popcll(unsigned long long v) { return __builtin_popcountll(v); }
+static __inline__ int __clz(int v) { return v == 0 ? 32 : __builtin_clz((unsigned int)v); }
+static __inline__ int __clzll(long long v) { return v == 0 ? 64 : __builtin_clzll((unsigned long long)v); }
+static __inline__ int __ffs(int v) { return __builtin_ffs(v); }
+static __inline__ int __ffsll(long long v) { return __builtin_ffsll(v); }
+static __inline__ unsigned int __brev(unsigned int v)
+{
+    v = ((v >> 1) & 0x55555555u) | ((v & 0x55555555u) << 1);
+    v = ((v >> 2) & 0x33333333u) | ((v & 0x33333333u) << 2);
+    v = ((v >> 4) & 0x0f0f0f0fu) | ((v & 0x0f0f0f0fu) << 4);
+    return __builtin_bswap32(v);
+}
+static __inline__ unsigned long long __brevll(unsigned long long v)
+{
+    return ((unsigned long long)__brev((unsigned int)v) << 32) | __brev((unsigned int)(v >> 32));
+}
+static __inline__ unsigned int __byte_perm(unsigned int x, unsigned int y, unsigned int s)
+{
+    const unsigned long long bytes = ((unsigned long long)y << 32) | x;
+    unsigned int r = 0;
+    for (int i = 0; i < 4; ++i)
+        r |= (unsigned int)((bytes >> (8 * ((s >> (4 * i)) & 7u))) & 0xffu) << (8 * i);
+    return r;
+}
+static __inline__ unsigned int __umulhi(unsigned int a, unsigned int b)
+{
+    return (unsigned int)(((unsigned long long)a * b) >> 32);
+}
+static __inline__ int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
+static __inline__ unsigned long long __umul64hi(unsigned long long a, unsigned long long b)
+{
+    return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
+static __inline__ long long __mul64hi(long long a, long long b) { return (long long)(((__int128)a * b) >> 64); }
+static __inline__ int __mul24(int a, int b)
+{
+    const int a24 = (int)((unsigned int)a << 8) >> 8, b24 = (int)((unsigned int)b << 8) >> 8;
+    return (int)((unsigned int)a24 * (unsigned int)b24);
+}
+static __inline__ unsigned int __umul24(unsigned int a, unsigned int b) { return (a & 0xffffffu) * (b & 0xffffffu); }
+static __inline__ unsigned int __sad(int x, int y, unsigned int z)
+{
+    return z + (unsigned int)(x > y ? (long long)x - y : (long long)y - x);
+}
+static __inline__ unsigned int __usad(unsigned int x, unsigned int y, unsigned int z) { return z + (x > y ? x - y : y - x); }
+static __inline__ int __hadd(int x, int y) { return (int)(((long long)x + y) >> 1); }
+static __inline__ int __rhadd(int x, int y) { return (int)(((long long)x + y + 1) >> 1); }
+static __inline__ unsigned int __uhadd(unsigned int x, unsigned int y) { return (unsigned int)(((unsigned long long)x + y) >> 1); }
+static __inline__ unsigned int __urhadd(unsigned int x, unsigned int y)
+{
+    return (unsigned int)(((unsigned long long)x + y + 1) >> 1);
+}
+static __inline__ unsigned int __funnelshift_l(unsigned int lo, unsigned int hi, unsigned int shift)
+{
+    return (unsigned int)(((((unsigned long long)hi << 32) | lo) << (shift & 31u)) >> 32);
+}
+static __inline__ unsigned int __funnelshift_lc(unsigned int lo, unsigned int hi, unsigned int shift)
+{
+    const unsigned int s = shift > 32u ? 32u : shift;
+    return (unsigned int)(((((unsigned long long)hi << 32) | lo) << s) >> 32);
+}
+static __inline__ unsigned int __funnelshift_r(unsigned int lo, unsigned int hi, unsigned int shift)
+{
+    return (unsigned int)((((unsigned long long)hi << 32) | lo) >> (shift & 31u));
+}
+static __inline__ unsigned int __funnelshift_rc(unsigned int lo, unsigned int hi, unsigned int shift)
+{
+    const unsigned int s = shift > 32u ? 32u : shift;
+    return (unsigned int)((((unsigned long long)hi << 32) | lo) >> s);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Math: the C library's functions come from <cmath>; these are CUDA's additions. The
+// fast-math and explicitly rounded variants use round-to-nearest host arithmetic.
+template <typename A, typename B,
+          typename = typename std::enable_if<std::is_arithmetic<A>::value && std::is_arithmetic<B>::value>::type>
+static __inline__ typename std::common_type<A, B>::type min(A a, B b)
+{
+    typedef typename std::common_type<A, B>::type C;
+    return (C)b < (C)a ? (C)b : (C)a;
+}
+template <typename A, typename B,
+          typename = typename std::enable_if<std::is_arithmetic<A>::value && std::is_arithmetic<B>::value>::type>
+static __inline__ typename std::common_type<A, B>::type max(A a, B b)
+{
+    typedef typename std::common_type<A, B>::type C;
+    return (C)a < (C)b ? (C)b : (C)a;
+}
+
+static __inline__ double rsqrt(double x) { return 1.0 / std::sqrt(x); }
+static __inline__ float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+static __inline__ double rcbrt(double x) { return 1.0 / std::cbrt(x); }
+static __inline__ float rcbrtf(float x) { return 1.0f / std::cbrt(x); }
+static __inline__ double rhypot(double x, double y) { return 1.0 / std::hypot(x, y); }
+static __inline__ float rhypotf(float x, float y) { return 1.0f / std::hypot(x, y); }
+static __inline__ double norm3d(double a, double b, double c) { return std::sqrt(a * a + b * b + c * c); }
+static __inline__ float norm3df(float a, float b, float c) { return std::sqrt(a * a + b * b + c * c); }
+static __inline__ double rnorm3d(double a, double b, double c) { return 1.0 / norm3d(a, b, c); }
+static __inline__ float rnorm3df(float a, float b, float c) { return 1.0f / norm3df(a, b, c); }
+static __inline__ double norm4d(double a, double b, double c, double d) { return std::sqrt(a * a + b * b + c * c + d * d); }
+static __inline__ float norm4df(float a, float b, float c, float d) { return std::sqrt(a * a + b * b + c * c + d * d); }
+static __inline__ double normcdf(double x) { return 0.5 * std::erfc(-x * 0.70710678118654752440); }
+static __inline__ float normcdff(float x) { return 0.5f * std::erfc(-x * 0.70710678f); }
+#if !(defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 41)))
+// C23 adds these to the C library (glibc 2.41); before that they are CUDA-only.
+static __inline__ double sinpi(double x) { return std::sin(M_PI * x); }
+static __inline__ float sinpif(float x) { return (float)std::sin(M_PI * (double)x); }
+static __inline__ double cospi(double x) { return std::cos(M_PI * x); }
+static __inline__ float cospif(float x) { return (float)std::cos(M_PI * (double)x); }
+#endif
+static __inline__ void sincospi(double x, double *s, double *c)
+{
+    *s = std::sin(M_PI * x);
+    *c = std::cos(M_PI * x);
+}
+static __inline__ void sincospif(float x, float *s, float *c)
+{
+    *s = (float)std::sin(M_PI * (double)x);
+    *c = (float)std::cos(M_PI * (double)x);
+}
+static __inline__ float __saturatef(float x) { return x >= 1.0f ? 1.0f : (x > 0.0f ? x : 0.0f); }
+// glibc declares these names (without exporting them); define them with the same linkage.
+#if defined(__GLIBC__)
+#define CUNUMPY_EMU_LIBM_NAME extern "C" inline
+#define CUNUMPY_EMU_LIBM_NOEXCEPT noexcept
+#else
+#define CUNUMPY_EMU_LIBM_NAME static __inline__
+#define CUNUMPY_EMU_LIBM_NOEXCEPT
+#endif
+CUNUMPY_EMU_LIBM_NAME float __expf(float x) CUNUMPY_EMU_LIBM_NOEXCEPT { return ::expf(x); }
+CUNUMPY_EMU_LIBM_NAME float __exp10f(float x) CUNUMPY_EMU_LIBM_NOEXCEPT { return ::powf(10.0f, x); }
+CUNUMPY_EMU_LIBM_NAME float __logf(float x) CUNUMPY_EMU_LIBM_NOEXCEPT { return ::logf(x); }
+CUNUMPY_EMU_LIBM_NAME float __log2f(float x) CUNUMPY_EMU_LIBM_NOEXCEPT { return ::log2f(x); }
+CUNUMPY_EMU_LIBM_NAME float __log10f(float x) CUNUMPY_EMU_LIBM_NOEXCEPT { return ::log10f(x); }
+CUNUMPY_EMU_LIBM_NAME float __sinf(float x) CUNUMPY_EMU_LIBM_NOEXCEPT { return ::sinf(x); }
+CUNUMPY_EMU_LIBM_NAME float __cosf(float x) CUNUMPY_EMU_LIBM_NOEXCEPT { return ::cosf(x); }
+CUNUMPY_EMU_LIBM_NAME float __tanf(float x) CUNUMPY_EMU_LIBM_NOEXCEPT { return ::tanf(x); }
+CUNUMPY_EMU_LIBM_NAME float __powf(float x, float y) CUNUMPY_EMU_LIBM_NOEXCEPT { return ::powf(x, y); }
+CUNUMPY_EMU_LIBM_NAME void __sincosf(float x, float *s, float *c) CUNUMPY_EMU_LIBM_NOEXCEPT
+{
+    *s = ::sinf(x);
+    *c = ::cosf(x);
+}
+static __inline__ float __fdividef(float a, float b) { return a / b; }
+static __inline__ double fdivide(double a, double b) { return a / b; }
+static __inline__ float fdividef(float a, float b) { return a / b; }
+
+#define CUNUMPY_EMU_ROUNDED(T, s)                                                                                      \
+    static __inline__ T __##s##add_rn(T a, T b) { return a + b; }                                                     \
+    static __inline__ T __##s##add_rz(T a, T b) { return a + b; }                                                     \
+    static __inline__ T __##s##add_rd(T a, T b) { return a + b; }                                                     \
+    static __inline__ T __##s##add_ru(T a, T b) { return a + b; }                                                     \
+    static __inline__ T __##s##sub_rn(T a, T b) { return a - b; }                                                     \
+    static __inline__ T __##s##mul_rn(T a, T b) { return a * b; }                                                     \
+    static __inline__ T __##s##mul_rz(T a, T b) { return a * b; }                                                     \
+    static __inline__ T __##s##mul_rd(T a, T b) { return a * b; }                                                     \
+    static __inline__ T __##s##mul_ru(T a, T b) { return a * b; }                                                     \
+    static __inline__ T __##s##div_rn(T a, T b) { return a / b; }                                                     \
+    static __inline__ T __##s##sqrt_rn(T a) { return std::sqrt(a); }                                                  \
+    static __inline__ T __##s##rcp_rn(T a) { return T(1) / a; }
+CUNUMPY_EMU_ROUNDED(float, f)
+CUNUMPY_EMU_ROUNDED(double, d)
+static __inline__ float __frsqrt_rn(float x) { return 1.0f / std::sqrt(x); }
+static __inline__ float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+static __inline__ double __fma_rn(double a, double b, double c) { return std::fma(a, b, c); }
+
+// Float to integer conversions saturate and map NaN to 0, as on the GPU.
+namespace cunumpy_emu {
+template <typename I, typename F> static __inline__ I to_int(F v)
+{
+    if (v != v)
+        return 0;
+    if (v <= (F)std::numeric_limits<I>::min())
+        return std::numeric_limits<I>::min();
+    if (v >= (F)std::numeric_limits<I>::max())
+        return std::numeric_limits<I>::max();
+    return (I)v;
+}
+} // namespace cunumpy_emu
+
+#define CUNUMPY_EMU_TO_INT(name, I, F)                                                                                 \
+    static __inline__ I name##_rn(F v) { return cunumpy_emu::to_int<I>(std::nearbyint(v)); }                          \
+    static __inline__ I name##_rz(F v) { return cunumpy_emu::to_int<I>(std::trunc(v)); }                              \
+    static __inline__ I name##_rd(F v) { return cunumpy_emu::to_int<I>(std::floor(v)); }                              \
+    static __inline__ I name##_ru(F v) { return cunumpy_emu::to_int<I>(std::ceil(v)); }
+CUNUMPY_EMU_TO_INT(__float2int, int, float)
+CUNUMPY_EMU_TO_INT(__float2uint, unsigned int, float)
+CUNUMPY_EMU_TO_INT(__float2ll, long long, float)
+CUNUMPY_EMU_TO_INT(__float2ull, unsigned long long, float)
+CUNUMPY_EMU_TO_INT(__double2int, int, double)
+CUNUMPY_EMU_TO_INT(__double2uint, unsigned int, double)
+CUNUMPY_EMU_TO_INT(__double2ll, long long, double)
+CUNUMPY_EMU_TO_INT(__double2ull, unsigned long long, double)
+static __inline__ float __double2float_rn(double v) { return (float)v; }
+static __inline__ float __int2float_rn(int v) { return (float)v; }
+static __inline__ float __uint2float_rn(unsigned int v) { return (float)v; }
+static __inline__ float __ll2float_rn(long long v) { return (float)v; }
+static __inline__ float __ull2float_rn(unsigned long long v) { return (float)v; }
+static __inline__ double __int2double_rn(int v) { return (double)v; }
+static __inline__ double __uint2double_rn(unsigned int v) { return (double)v; }
+static __inline__ double __ll2double_rn(long long v) { return (double)v; }
+static __inline__ double __ull2double_rn(unsigned long long v) { return (double)v; }
+
+// ---------------------------------------------------------------------------------------------
+// Entry stubs. CUNUMPY_EMU_EXPORT_KERNEL(k, kernel) defines cunumpy_emu_thread_k (one CUDA
+// thread, fiber mode) and cunumpy_emu_block_k (every thread of the current block as a loop
+// with the kernel inlined, loop mode). `kernel` may be a template instance, e.g. f<float, 2>.
+namespace cunumpy_emu {
+
+template <typename F> struct kernel_params;
+template <typename... P> struct kernel_params<void (*)(P...)> {
+    typedef std::tuple<typename std::decay<P>::type...> values;
+};
+template <typename... P> struct kernel_params<void (*)(P...) noexcept> {
+    typedef std::tuple<typename std::decay<P>::type...> values;
+};
+
+template <auto K, std::size_t... I> static __inline__ void run_thread_impl(void *const *args, std::index_sequence<I...>)
+{
+    typedef typename kernel_params<decltype(K)>::values values;
+    (void)args;
+    K(*static_cast<typename std::tuple_element<I, values>::type *>(args[I])...);
+}
+
+template <auto K> static __inline__ void run_thread(void *const *args)
+{
+    typedef typename kernel_params<decltype(K)>::values values;
+    run_thread_impl<K>(args, std::make_index_sequence<std::tuple_size<values>::value>{});
+}
+
+template <auto K, std::size_t... I>
+static __inline__ void run_block_impl(cunumpy_emu_worker *w, void *const *args, std::index_sequence<I...>)
+{
+    typedef typename kernel_params<decltype(K)>::values values;
+    (void)args;
+    // The parameters are read once per block; each thread gets its own copies, as on the GPU.
+    const values params(*static_cast<typename std::tuple_element<I, values>::type *>(args[I])...);
+    cunumpy_emu_thread t;
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdangling-pointer"
+#endif
+    w->current = &t; // reset below, before t goes out of scope
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#pragma GCC diagnostic pop
+#endif
+    const unsigned int nx = w->block_dim.x, ny = w->block_dim.y, nz = w->block_dim.z;
+    unsigned int linear = 0;
+    for (unsigned int z = 0; z < nz; ++z)
+        for (unsigned int y = 0; y < ny; ++y)
+            for (unsigned int x = 0; x < nx; ++x) {
+                t.thread_idx.x = x;
+                t.thread_idx.y = y;
+                t.thread_idx.z = z;
+                t.linear = linear++;
+                K(std::get<I>(params)...);
+            }
+    w->current = nullptr;
+}
+
+template <auto K> static __inline__ void run_block(cunumpy_emu_worker *w, void *const *args)
+{
+    typedef typename kernel_params<decltype(K)>::values values;
+    run_block_impl<K>(w, args, std::make_index_sequence<std::tuple_size<values>::value>{});
+}
+
+} // namespace cunumpy_emu
+
+#define CUNUMPY_EMU_EXPORT_KERNEL(k, ...)                                                                              \
+    extern "C" __attribute__((visibility("default"))) void cunumpy_emu_thread_##k(void *const *args)                   \
+    {                                                                                                                  \
+        cunumpy_emu::run_thread<&__VA_ARGS__>(args);                                                                   \
+    }                                                                                                                  \
+    extern "C" __attribute__((visibility("default"))) void cunumpy_emu_block_##k(cunumpy_emu_worker *w,              \
+                                                                                   void *const *args)                  \
+    {                                                                                                                  \
+        cunumpy_emu::run_block<&__VA_ARGS__>(w, args);                                                                 \
+    }
+
+#endif // CUNUMPY_EMU_PRELUDE_H
