@@ -58,5 +58,6 @@ CN_INTERNAL int cn_register_philox(PyObject *module);
 CN_INTERNAL int cn_register_segment(PyObject *module);
 CN_INTERNAL int cn_register_sort(PyObject *module);
 CN_INTERNAL int cn_register_compact(PyObject *module);
+CN_INTERNAL int cn_register_emu(PyObject *module);
 
 #endif /* CUNUMPY__CORE_COMMON_H */

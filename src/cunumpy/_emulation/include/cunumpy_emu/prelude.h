@@ -724,6 +724,7 @@ static __inline__ void run_block_impl(cunumpy_emu_worker *w, void *const *args, 
     (void)args;
     // The parameters are read once per block; each thread gets its own copies, as on the GPU.
     const values params(*static_cast<typename std::tuple_element<I, values>::type *>(args[I])...);
+    (void)params; // kernels without parameters
     cunumpy_emu_thread t;
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
 #pragma GCC diagnostic push

@@ -1,0 +1,393 @@
+/* Fibers for the CPU emulator: a user-space context switch written by hand for x86-64 and
+ * aarch64 (ucontext elsewhere), and pooled fiber stacks with guard pages.
+ *
+ * Why not ucontext everywhere: swapcontext saves and restores the signal mask with a
+ * system call, which makes it a few hundred ns per switch; a block of 1024 threads meeting
+ * at a barrier switches 1024 times. The hand-written switch saves only what the calling
+ * convention says a callee must preserve, plus the floating-point control state. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include "emu_runtime.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#if EMU_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+/* ---- the assembly switch ------------------------------------------------------------------
+ * void cn_emu_switch_asm(void **save_sp, void *load_sp): pushes the callee-saved state on the
+ * current stack, stores the stack pointer in *save_sp, loads load_sp and pops the state saved
+ * there by an earlier switch (or laid out by emu_context_make), then returns into that context.
+ * cn_emu_start_asm is where a new fiber's first switch "returns" to: it calls entry(arg),
+ * both laid out in callee-saved registers by emu_context_make; entry never returns. */
+#if EMU_ASM_SWITCH && defined(__x86_64__)
+/* Frame (low to high): MXCSR (4 bytes) and x87 control word (2), padding, then r15, r14,
+ * r13, r12, rbx, rbp, return address: 64 bytes. */
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".globl cn_emu_switch_asm\n"
+        ".hidden cn_emu_switch_asm\n"
+        ".type cn_emu_switch_asm,@function\n"
+        "cn_emu_switch_asm:\n"
+        "    pushq %rbp\n"
+        "    pushq %rbx\n"
+        "    pushq %r12\n"
+        "    pushq %r13\n"
+        "    pushq %r14\n"
+        "    pushq %r15\n"
+        "    subq $8, %rsp\n"
+        "    stmxcsr (%rsp)\n"
+        "    fnstcw 4(%rsp)\n"
+        "    movq %rsp, (%rdi)\n"
+        "    movq %rsi, %rsp\n"
+        "    ldmxcsr (%rsp)\n"
+        "    fldcw 4(%rsp)\n"
+        "    addq $8, %rsp\n"
+        "    popq %r15\n"
+        "    popq %r14\n"
+        "    popq %r13\n"
+        "    popq %r12\n"
+        "    popq %rbx\n"
+        "    popq %rbp\n"
+        "    ret\n"
+        ".size cn_emu_switch_asm, .-cn_emu_switch_asm\n"
+        ".p2align 4\n"
+        ".globl cn_emu_start_asm\n"
+        ".hidden cn_emu_start_asm\n"
+        ".type cn_emu_start_asm,@function\n"
+        "cn_emu_start_asm:\n"
+        "    .cfi_startproc\n"
+        "    .cfi_undefined rip\n"
+        "    movq %r13, %rdi\n"
+        "    callq *%r12\n"
+        "    ud2\n"
+        "    .cfi_endproc\n"
+        ".size cn_emu_start_asm, .-cn_emu_start_asm\n");
+#define EMU_FRAME_BYTES 64
+#elif EMU_ASM_SWITCH && defined(__aarch64__)
+/* Frame (low to high): x19..x30 (96 bytes), d8..d15 (64), fpcr (8), padding: 176 bytes. */
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".globl cn_emu_switch_asm\n"
+        ".hidden cn_emu_switch_asm\n"
+        ".type cn_emu_switch_asm,%function\n"
+        "cn_emu_switch_asm:\n"
+        "    sub sp, sp, #176\n"
+        "    stp x19, x20, [sp, #0]\n"
+        "    stp x21, x22, [sp, #16]\n"
+        "    stp x23, x24, [sp, #32]\n"
+        "    stp x25, x26, [sp, #48]\n"
+        "    stp x27, x28, [sp, #64]\n"
+        "    stp x29, x30, [sp, #80]\n"
+        "    stp d8, d9, [sp, #96]\n"
+        "    stp d10, d11, [sp, #112]\n"
+        "    stp d12, d13, [sp, #128]\n"
+        "    stp d14, d15, [sp, #144]\n"
+        "    mrs x9, fpcr\n"
+        "    str x9, [sp, #160]\n"
+        "    mov x9, sp\n"
+        "    str x9, [x0]\n"
+        "    mov sp, x1\n"
+        "    ldp x19, x20, [sp, #0]\n"
+        "    ldp x21, x22, [sp, #16]\n"
+        "    ldp x23, x24, [sp, #32]\n"
+        "    ldp x25, x26, [sp, #48]\n"
+        "    ldp x27, x28, [sp, #64]\n"
+        "    ldp x29, x30, [sp, #80]\n"
+        "    ldp d8, d9, [sp, #96]\n"
+        "    ldp d10, d11, [sp, #112]\n"
+        "    ldp d12, d13, [sp, #128]\n"
+        "    ldp d14, d15, [sp, #144]\n"
+        "    ldr x9, [sp, #160]\n"
+        "    msr fpcr, x9\n"
+        "    add sp, sp, #176\n"
+        "    ret\n"
+        ".size cn_emu_switch_asm, .-cn_emu_switch_asm\n"
+        ".p2align 4\n"
+        ".globl cn_emu_start_asm\n"
+        ".hidden cn_emu_start_asm\n"
+        ".type cn_emu_start_asm,%function\n"
+        "cn_emu_start_asm:\n"
+        "    mov x0, x20\n"
+        "    blr x19\n"
+        "    brk #0\n"
+        ".size cn_emu_start_asm, .-cn_emu_start_asm\n");
+#define EMU_FRAME_BYTES 176
+#endif
+
+#if EMU_ASM_SWITCH
+extern void cn_emu_switch_asm(void **save_sp, void *load_sp) EMU_INTERNAL;
+extern void cn_emu_start_asm(void) EMU_INTERNAL;
+#endif
+
+/* ---- switching ---------------------------------------------------------------------------- */
+
+#if EMU_ASAN
+/* The context that switched to the running one, so that a context whose stack ASan had not
+ * told us yet (a worker's own stack) learns it when the first fiber starts or resumes. */
+static _Thread_local emu_context *emu_switch_origin;
+
+static void emu_asan_arrived(emu_context *self)
+{
+    const void *low = NULL;
+    size_t size = 0;
+    __sanitizer_finish_switch_fiber(self ? self->asan_fake_stack : NULL, &low, &size);
+    emu_context *origin = emu_switch_origin;
+    if (origin != NULL && origin->stack_low == NULL) {
+        origin->stack_low = low;
+        origin->stack_size = size;
+    }
+}
+#endif
+
+typedef struct emu_start_record {
+    void (*entry)(void *);
+    void *arg;
+} emu_start_record;
+
+void emu_context_switch(emu_context *from, emu_context *to, int from_done)
+{
+#if EMU_ASAN
+    emu_switch_origin = from;
+    __sanitizer_start_switch_fiber(from_done ? NULL : &from->asan_fake_stack, to->stack_low, to->stack_size);
+#else
+    (void)from_done;
+#endif
+#if EMU_ASM_SWITCH
+    cn_emu_switch_asm(&from->sp, to->sp);
+#else
+    swapcontext((ucontext_t *)from->ucontext, (ucontext_t *)to->ucontext);
+#endif
+#if EMU_ASAN
+    emu_asan_arrived(from);
+#endif
+}
+
+#if EMU_ASAN || !EMU_ASM_SWITCH
+/* First code a new fiber runs (through the fallback switch, or under ASan): tells ASan the
+ * switch is complete, then runs the entry. */
+static void emu_fiber_begin(void (*entry)(void *), void *arg)
+{
+#if EMU_ASAN
+    emu_asan_arrived(NULL);
+#endif
+    entry(arg);
+    abort(); /* entries switch away for good instead of returning */
+}
+#endif
+
+#if EMU_ASAN && EMU_ASM_SWITCH
+typedef struct emu_asan_start {
+    void (*entry)(void *);
+    void *arg;
+} emu_asan_start;
+
+static void emu_asan_start_entry(void *p)
+{
+    emu_asan_start s = *(emu_asan_start *)p;
+    emu_fiber_begin(s.entry, s.arg);
+}
+#endif
+
+#if !EMU_ASM_SWITCH
+static void emu_ucontext_start(unsigned int hi, unsigned int lo)
+{
+    emu_start_record *r = (emu_start_record *)(((uintptr_t)hi << 16 << 16) | (uintptr_t)lo);
+    emu_fiber_begin(r->entry, r->arg);
+}
+#endif
+
+void emu_context_make(emu_context *ctx, void *stack_low, size_t stack_size, void (*entry)(void *), void *arg)
+{
+    ctx->stack_low = stack_low;
+    ctx->stack_size = stack_size;
+    ctx->asan_fake_stack = NULL;
+    char *top = (char *)stack_low + stack_size;
+#if EMU_ASM_SWITCH
+#if EMU_ASAN
+    /* The start record lives at the top of the fiber's own stack. */
+    top -= 64;
+    emu_asan_start *s = (emu_asan_start *)top;
+    s->entry = entry;
+    s->arg = arg;
+    entry = emu_asan_start_entry;
+    arg = s;
+#endif
+    top = (char *)((uintptr_t)top & ~(uintptr_t)15) - 16;
+    uint64_t *frame = (uint64_t *)(top - EMU_FRAME_BYTES);
+    memset(frame, 0, EMU_FRAME_BYTES);
+#if defined(__x86_64__)
+    /* Fresh fibers start with the creating thread's floating-point control state. */
+    uint32_t mxcsr;
+    uint16_t fcw;
+    __asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
+    __asm__ volatile("fnstcw %0" : "=m"(fcw));
+    memcpy((char *)frame, &mxcsr, 4);
+    memcpy((char *)frame + 4, &fcw, 2);
+    frame[3] = (uint64_t)(uintptr_t)arg;   /* r13 */
+    frame[4] = (uint64_t)(uintptr_t)entry; /* r12 */
+    frame[7] = (uint64_t)(uintptr_t)cn_emu_start_asm;
+#else
+    uint64_t fpcr;
+    __asm__ volatile("mrs %0, fpcr" : "=r"(fpcr));
+    frame[0] = (uint64_t)(uintptr_t)entry;            /* x19 */
+    frame[1] = (uint64_t)(uintptr_t)arg;              /* x20 */
+    frame[11] = (uint64_t)(uintptr_t)cn_emu_start_asm; /* x30: where the switch returns */
+    frame[20] = fpcr;
+#endif
+    ctx->sp = frame;
+#else
+    top -= 64;
+    emu_start_record *r = (emu_start_record *)top;
+    r->entry = entry;
+    r->arg = arg;
+    ucontext_t *uc = (ucontext_t *)ctx->ucontext;
+    getcontext(uc);
+    uc->uc_stack.ss_sp = stack_low;
+    uc->uc_stack.ss_size = (size_t)(top - (char *)stack_low) & ~(size_t)15;
+    uc->uc_link = NULL;
+    uintptr_t p = (uintptr_t)r;
+    makecontext(uc, (void (*)(void))emu_ucontext_start, 2, (unsigned int)(p >> 16 >> 16), (unsigned int)p);
+#endif
+}
+
+/* ---- stacks -------------------------------------------------------------------------------- */
+
+#if EMU_ASAN
+#define EMU_STACK_BYTES (512u * 1024u) /* redzones and fake frames make ASan frames larger */
+#else
+#define EMU_STACK_BYTES (128u * 1024u)
+#endif
+
+void emu_stack_pool_release(emu_stack_pool *pool)
+{
+    if (pool->base != NULL)
+        munmap(pool->base, pool->count * pool->stride);
+    free(pool->ucontexts);
+    memset(pool, 0, sizeof *pool);
+}
+
+int emu_stack_pool_reserve(emu_stack_pool *pool, size_t count)
+{
+    if (pool->count >= count)
+        return 0;
+    emu_stack_pool_release(pool);
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const size_t stride = page + EMU_STACK_BYTES;
+    char *base = mmap(NULL, count * stride, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                      -1, 0);
+    if (base == MAP_FAILED)
+        return -1;
+    for (size_t i = 0; i < count; ++i) {
+        /* The guard page sits below each stack: an overflow faults instead of writing into
+         * the next fiber's stack. */
+        if (mprotect(base + i * stride, page, PROT_NONE) != 0) {
+            munmap(base, count * stride);
+            return -1;
+        }
+    }
+#if !EMU_ASM_SWITCH
+    pool->ucontexts = calloc(count, sizeof(ucontext_t));
+    if (pool->ucontexts == NULL) {
+        munmap(base, count * stride);
+        return -1;
+    }
+#endif
+    pool->base = base;
+    pool->count = count;
+    pool->stride = stride;
+    pool->stack_size = EMU_STACK_BYTES;
+    return 0;
+}
+
+void *emu_stack_low(const emu_stack_pool *pool, size_t i)
+{
+    return pool->base + i * pool->stride + (pool->stride - pool->stack_size);
+}
+
+/* ---- switch benchmark ---------------------------------------------------------------------- */
+
+typedef struct emu_pingpong {
+    emu_context main, fiber;
+    ucontext_t uc_main, uc_fiber;
+} emu_pingpong;
+
+static void emu_pingpong_fiber(void *p)
+{
+    emu_pingpong *pp = (emu_pingpong *)p;
+    for (;;)
+        emu_context_switch(&pp->fiber, &pp->main, 0);
+}
+
+static emu_pingpong *emu_uc_pingpong;
+
+static void emu_pingpong_ucontext(void)
+{
+    for (;;)
+        swapcontext(&emu_uc_pingpong->uc_fiber, &emu_uc_pingpong->uc_main);
+}
+
+static double emu_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+int emu_switch_benchmark(long n, double *fiber_ns, double *ucontext_ns)
+{
+    if (n < 1)
+        n = 1;
+    emu_stack_pool pool = {0};
+    if (emu_stack_pool_reserve(&pool, 2) != 0)
+        return -1;
+    emu_pingpong *pp = calloc(1, sizeof *pp);
+    if (pp == NULL) {
+        emu_stack_pool_release(&pool);
+        return -1;
+    }
+    /* The runtime's own switch (ucontext where no assembly switch exists). */
+    pp->main.ucontext = &pp->uc_main;
+    pp->fiber.ucontext = &pp->uc_fiber;
+    emu_context_make(&pp->fiber, emu_stack_low(&pool, 0), pool.stack_size, emu_pingpong_fiber, pp);
+    emu_context_switch(&pp->main, &pp->fiber, 0); /* warm up: start the fiber */
+    double t0 = emu_now_ns();
+    for (long i = 0; i < n; ++i)
+        emu_context_switch(&pp->main, &pp->fiber, 0);
+    double t1 = emu_now_ns();
+    *fiber_ns = (t1 - t0) / (2.0 * (double)n);
+
+    /* swapcontext, the usual portable way. Fewer rounds: it is slow. */
+    long m = n / 20 > 1000 ? n / 20 : (n < 1000 ? n : 1000);
+    emu_uc_pingpong = pp;
+    getcontext(&pp->uc_fiber);
+    pp->uc_fiber.uc_stack.ss_sp = emu_stack_low(&pool, 1);
+    pp->uc_fiber.uc_stack.ss_size = pool.stack_size;
+    pp->uc_fiber.uc_link = NULL;
+    makecontext(&pp->uc_fiber, emu_pingpong_ucontext, 0);
+#if EMU_ASAN
+    /* ASan does not follow raw swapcontext stack switches well; the figure is not needed
+     * under the sanitizers. */
+    *ucontext_ns = 0.0;
+    (void)m;
+#else
+    swapcontext(&pp->uc_main, &pp->uc_fiber);
+    t0 = emu_now_ns();
+    for (long i = 0; i < m; ++i)
+        swapcontext(&pp->uc_main, &pp->uc_fiber);
+    t1 = emu_now_ns();
+    *ucontext_ns = (t1 - t0) / (2.0 * (double)m);
+#endif
+    /* Both fibers are parked for good; their stacks go with the pool. */
+    free(pp);
+    emu_stack_pool_release(&pool);
+    return 0;
+}

@@ -1,0 +1,270 @@
+/* Python boundary of the CPU emulator runtime: cunumpy._core.emu_launch and friends.
+ * The kernel library is loaded by the Python layer (ctypes); it passes the addresses of the
+ * library's exported functions, which this file checks for shape only (they are trusted, as
+ * ctypes function pointers are). */
+#include "../common.h"
+
+#include "emu_runtime.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EMU_MAX_SHARED_MEM ((Py_ssize_t)1 << 30)
+
+static PyObject *emu_bad_threads_variable(void)
+{
+    const char *raw = getenv("CUNUMPY_EMULATION_THREADS");
+    PyObject *value = PyUnicode_DecodeFSDefault(raw != NULL ? raw : "");
+    if (value == NULL)
+        return NULL;
+    PyErr_Format(PyExc_ValueError, "CUNUMPY_EMULATION_THREADS must be a positive integer, got %R", value);
+    Py_DECREF(value);
+    return NULL;
+}
+
+/* A function address given as a non-negative int; 0 allowed only when `optional`. */
+static int emu_read_address(PyObject *obj, const char *name, int optional, void **out)
+{
+    if (!PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "emu_launch(): '%s' must be an int (a function address), not %.100s", name,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    const unsigned long long v = PyLong_AsUnsignedLongLong(obj);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "emu_launch(): '%s' must be a function address (a non-negative int)", name);
+        return -1;
+    }
+    if (v == 0 && !optional) {
+        PyErr_Format(PyExc_ValueError, "emu_launch(): '%s' must not be 0", name);
+        return -1;
+    }
+    if (v > (unsigned long long)UINTPTR_MAX) {
+        PyErr_Format(PyExc_ValueError, "emu_launch(): '%s' is not an address", name);
+        return -1;
+    }
+    *out = (void *)(uintptr_t)v;
+    return 0;
+}
+
+/* A 3-tuple of positive ints (1 or 2 items are padded with 1). */
+static int emu_read_dim3(PyObject *obj, const char *name, cunumpy_emu_dim3 *out)
+{
+    /* A tuple snapshot: an item's __index__ may change a list while it is read. */
+    PyObject *tuple = PySequence_Check(obj) && !PyUnicode_Check(obj) ? PySequence_Tuple(obj) : NULL;
+    if (tuple == NULL) {
+        if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_TypeError))
+            return -1;
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "emu_launch(): '%s' must be a tuple of 1 to 3 ints, not %.100s", name,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    const Py_ssize_t n = PyTuple_GET_SIZE(tuple);
+    if (n < 1 || n > 3) {
+        Py_DECREF(tuple);
+        PyErr_Format(PyExc_ValueError, "emu_launch(): '%s' must have 1 to 3 items, got %zd", name, n);
+        return -1;
+    }
+    unsigned int v[3] = {1, 1, 1};
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject *item = PyTuple_GET_ITEM(tuple, i);
+        PyObject *index = PyNumber_Index(item);
+        if (index == NULL) {
+            Py_DECREF(tuple);
+            if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+                PyErr_Clear();
+                PyErr_Format(PyExc_TypeError, "emu_launch(): '%s' items must be ints, got %.100s", name,
+                             Py_TYPE(item)->tp_name);
+            }
+            return -1;
+        }
+        int overflow = 0;
+        const long long x = PyLong_AsLongLongAndOverflow(index, &overflow);
+        Py_DECREF(index);
+        if (overflow != 0 || x < 1 || x > (long long)UINT_MAX) {
+            Py_DECREF(tuple);
+            PyErr_Format(PyExc_ValueError, "emu_launch(): '%s' items must be positive and fit 32 bits", name);
+            return -1;
+        }
+        v[i] = (unsigned int)x;
+    }
+    Py_DECREF(tuple);
+    out->x = v[0];
+    out->y = v[1];
+    out->z = v[2];
+    return 0;
+}
+
+PyDoc_STRVAR(emu_launch_doc,
+             "emu_launch(bind, thread_fn, block_fn, grid, block, args, *, shared_mem=0, fibers=False,\n"
+             "           checked=False, workers=0, kernel_name='kernel')\n--\n\n"
+             "Run an emulated CUDA kernel launch (see src/cunumpy/_core/emu/emu_abi.h). bind, thread_fn\n"
+             "and block_fn are addresses of a kernel library's cunumpy_emu_bind, cunumpy_emu_thread_<k>\n"
+             "and cunumpy_emu_block_<k> (block_fn may be 0 with fibers=True, thread_fn 0 without);\n"
+             "grid and block are tuples of up to 3 ints; args exposes the array of parameter pointers\n"
+             "through the buffer protocol (or None for no parameters) and is not kept. fibers=True runs\n"
+             "every CUDA thread as a fiber (barriers, warp operations); checked=True turns a segmentation\n"
+             "fault or bus error in the kernel into an error; workers=0 uses CUNUMPY_EMULATION_THREADS or\n"
+             "the CPU count. The GIL is released while blocks run. A trap, barrier divergence, warp mask\n"
+             "mismatch or checked fault raises RuntimeError naming the kernel and the block.");
+
+static PyObject *emu_launch(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    (void)self;
+    static char *keywords[] = {"bind",       "thread_fn", "block_fn", "grid",    "block",       "args",
+                               "shared_mem", "fibers",    "checked",  "workers", "kernel_name", NULL};
+    PyObject *bind_obj, *thread_obj, *block_obj, *grid_obj, *blockdim_obj, *args_obj;
+    Py_ssize_t shared_mem = 0, workers = 0;
+    int fibers = 0, checked = 0;
+    PyObject *name_obj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO|$nppnU:emu_launch", keywords, &bind_obj, &thread_obj,
+                                     &block_obj, &grid_obj, &blockdim_obj, &args_obj, &shared_mem, &fibers, &checked,
+                                     &workers, &name_obj))
+        return NULL;
+    emu_launch_params p;
+    memset(&p, 0, sizeof p);
+    void *bind = NULL, *thread_fn = NULL, *block_fn = NULL;
+    if (emu_read_address(bind_obj, "bind", 0, &bind) < 0 ||
+        emu_read_address(thread_obj, "thread_fn", !fibers, &thread_fn) < 0 ||
+        emu_read_address(block_obj, "block_fn", fibers, &block_fn) < 0)
+        return NULL;
+    if (emu_read_dim3(grid_obj, "grid", &p.grid) < 0 || emu_read_dim3(blockdim_obj, "block", &p.block) < 0)
+        return NULL;
+    const char *bad_shape = emu_check_shape(p.grid, p.block);
+    if (bad_shape != NULL)
+        return cn_raise(CN_ERR_VALUE, "emu_launch(): %s", bad_shape);
+    if (shared_mem < 0 || shared_mem > EMU_MAX_SHARED_MEM)
+        return cn_raise(CN_ERR_VALUE, "emu_launch(): 'shared_mem' must be from 0 to %zd bytes, got %zd",
+                        EMU_MAX_SHARED_MEM, shared_mem);
+    if (workers < 0)
+        return cn_raise(CN_ERR_VALUE, "emu_launch(): 'workers' must be >= 0 (0: the default), got %zd", workers);
+    if (workers == 0 && emu_default_workers() < 0)
+        return emu_bad_threads_variable();
+    const char *name = "kernel";
+    if (name_obj != NULL) {
+        name = PyUnicode_AsUTF8(name_obj);
+        if (name == NULL) {
+            PyErr_Clear();
+            return cn_raise(CN_ERR_VALUE, "emu_launch(): 'kernel_name' must be encodable as UTF-8");
+        }
+    }
+
+    /* The parameter pointers, copied: the caller's object is not kept nor read without the GIL. */
+    void **arg_copy = NULL;
+    if (args_obj != Py_None) {
+        Py_buffer view;
+        if (PyObject_GetBuffer(args_obj, &view, PyBUF_SIMPLE) < 0) {
+            if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+                PyErr_Clear();
+                PyErr_Format(PyExc_TypeError,
+                             "emu_launch(): 'args' must expose an array of pointers through the buffer protocol "
+                             "(e.g. a ctypes array of c_void_p) or be None, not %.100s",
+                             Py_TYPE(args_obj)->tp_name);
+            }
+            return NULL;
+        }
+        if (view.len % (Py_ssize_t)sizeof(void *) != 0) {
+            PyBuffer_Release(&view);
+            return cn_raise(CN_ERR_VALUE, "emu_launch(): 'args' must hold whole pointers (%zd bytes given)",
+                            view.len);
+        }
+        arg_copy = malloc(view.len > 0 ? (size_t)view.len : 1);
+        if (arg_copy == NULL) {
+            PyBuffer_Release(&view);
+            return PyErr_NoMemory();
+        }
+        memcpy(arg_copy, view.buf, (size_t)view.len);
+        PyBuffer_Release(&view);
+    }
+
+    p.bind = (cunumpy_emu_bind_fn)bind;
+    p.thread_fn = (cunumpy_emu_thread_fn)thread_fn;
+    p.block_fn = (cunumpy_emu_block_fn)block_fn;
+    p.args = (void *const *)arg_copy;
+    p.shared_mem = (size_t)shared_mem;
+    p.fibers = fibers;
+    p.checked = checked;
+    p.workers = (int)(workers > EMU_MAX_WORKERS ? EMU_MAX_WORKERS : workers);
+    p.kernel_name = name;
+    char error[1024];
+    int status;
+    CN_BEGIN_NOGIL
+    status = emu_launch_run(&p, error, sizeof error);
+    CN_END_NOGIL
+    free(arg_copy);
+    if (status != 0) {
+        PyErr_SetString(PyExc_RuntimeError, error);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(emu_switch_benchmark_doc,
+             "emu_switch_benchmark(n=1000000)\n--\n\n"
+             "(fiber_ns, ucontext_ns): the cost of one context switch of the emulator's fibers and of one\n"
+             "ucontext swapcontext, measured in this call by ping-ponging between two contexts\n"
+             "(ucontext_ns is 0.0 in sanitizer builds).");
+
+static PyObject *emu_switch_benchmark_py(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs > 1)
+        return cn_raise(CN_ERR_TYPE, "emu_switch_benchmark() takes at most 1 argument (%zd given)", nargs);
+    Py_ssize_t n = 1000000;
+    if (nargs == 1) {
+        n = PyNumber_AsSsize_t(args[0], PyExc_OverflowError);
+        if (n == -1 && PyErr_Occurred())
+            return NULL;
+        if (n < 1 || n > ((Py_ssize_t)1 << 34))
+            return cn_raise(CN_ERR_VALUE, "emu_switch_benchmark(): 'n' must be from 1 to 2**34, got %zd", n);
+    }
+    double fiber_ns = 0.0, ucontext_ns = 0.0;
+    int status;
+    CN_BEGIN_NOGIL
+    status = emu_switch_benchmark((long)n, &fiber_ns, &ucontext_ns);
+    CN_END_NOGIL
+    if (status != 0)
+        return PyErr_NoMemory();
+    return Py_BuildValue("(dd)", fiber_ns, ucontext_ns);
+}
+
+PyDoc_STRVAR(emu_workers_doc, "emu_workers()\n--\n\n"
+                              "The worker count of a launch with workers=0: CUNUMPY_EMULATION_THREADS, else the\n"
+                              "CPUs this process may run on (ValueError when the variable is not a positive int).");
+
+static PyObject *emu_workers(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    const int n = emu_default_workers();
+    if (n < 0)
+        return emu_bad_threads_variable();
+    return PyLong_FromLong(n);
+}
+
+static PyMethodDef emu_methods[] = {
+    {"emu_launch", (PyCFunction)(void (*)(void))emu_launch, METH_VARARGS | METH_KEYWORDS, emu_launch_doc},
+    {"emu_switch_benchmark", (PyCFunction)(void (*)(void))emu_switch_benchmark_py, METH_FASTCALL,
+     emu_switch_benchmark_doc},
+    {"emu_workers", emu_workers, METH_NOARGS, emu_workers_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+CN_INTERNAL int cn_register_emu(PyObject *module)
+{
+    if (PyModule_AddFunctions(module, emu_methods) < 0)
+        return -1;
+    if (PyModule_AddIntConstant(module, "EMU_ABI_VERSION", CUNUMPY_EMU_ABI_VERSION) < 0)
+        return -1;
+#if EMU_ASM_SWITCH && defined(__x86_64__)
+    const char *kind = "x86-64 assembly";
+#elif EMU_ASM_SWITCH && defined(__aarch64__)
+    const char *kind = "aarch64 assembly";
+#else
+    const char *kind = "ucontext";
+#endif
+    return PyModule_AddStringConstant(module, "EMU_CONTEXT_SWITCH", kind);
+}

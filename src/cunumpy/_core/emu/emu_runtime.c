@@ -1,0 +1,976 @@
+/* The CPU emulator's launch machinery: the worker pool, the per-block fiber scheduler, the
+ * collective operations of the ABI, traps, and checked execution (faults become errors).
+ *
+ * A launch hands blocks out through an atomic counter to the workers (the calling thread
+ * is worker 0, pool threads the others). A worker runs one block at a time: in loop mode it
+ * calls the kernel library's block function once; in fiber mode it runs one fiber per CUDA
+ * thread on pooled stacks, all on its own OS thread, switching only when a fiber waits in a
+ * collective or finishes. A fiber that waits hands control straight to the next ready fiber;
+ * the worker's own context regains control only when no fiber of the block is ready, and
+ * then the block is finished, failed, or stuck (an error naming what waits on what).
+ *
+ * Errors: the first failing block stops the hand-out (other workers finish the blocks they
+ * hold and take no more). Blocks are handed out in increasing order and every block handed
+ * out runs to its end, so the error reported, the one of the lowest failing block index, is
+ * the same whatever the timing. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+/* siglongjmp leaves a fiber stack for the worker's: glibc's fortified longjmp would take
+ * that for a corrupt jump. */
+#undef _FORTIFY_SOURCE
+
+#include "emu_runtime.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#define EMU_MESSAGE 512
+#define EMU_ALTSTACK_BYTES (64u * 1024u)
+
+enum { EMU_RUN = 0, EMU_BARRIER, EMU_WARP, EMU_ACTIVEMASK, EMU_DONE };
+
+/* Warp operation codes (shuffle kinds first, matching CUNUMPY_EMU_SHFL_*). */
+enum { EMU_OP_SHFL_IDX = 0, EMU_OP_SHFL_UP, EMU_OP_SHFL_DOWN, EMU_OP_SHFL_XOR, EMU_OP_SYNCWARP, EMU_OP_BALLOT };
+
+static const char *const emu_op_names[] = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync",
+                                           "__shfl_xor_sync", "__syncwarp", "__ballot_sync/__any_sync/__all_sync"};
+
+typedef struct emu_fiber {
+    cunumpy_emu_thread pub; /* first: the worker's `current` points here */
+    emu_context ctx;
+    struct emu_worker *worker;
+    int state;
+    /* the pending warp operation */
+    int op, arg, width, predicate;
+    unsigned int mask;
+    uint64_t value, result;
+    const void *site; /* __activemask call site */
+} emu_fiber;
+
+typedef struct emu_group { /* lanes of one warp meeting in one warp operation */
+    unsigned int mask, arrived;
+    int op;
+} emu_group;
+
+typedef struct emu_warp {
+    unsigned int present; /* lanes that exist in this block */
+    unsigned int live;    /* present and not finished */
+    unsigned int activemask_waiting;
+    int n_groups;
+    emu_group groups[CUNUMPY_EMU_WARP_SIZE];
+} emu_warp;
+
+typedef struct emu_launch emu_launch;
+
+typedef struct emu_worker {
+    cunumpy_emu_worker pub; /* first: the ABI's view */
+    int index;
+    int fiber_mode;
+    emu_launch *launch;
+    emu_context main_ctx;
+    emu_stack_pool stacks;
+    emu_fiber *fibers;
+    size_t fibers_cap;
+    emu_warp *warps;
+    unsigned int *ready; /* ring of fiber indices */
+    unsigned int *barrier_list;
+    unsigned int n_threads, ready_head, ready_count, barrier_waiting, done_count;
+    int barrier_sum;
+    void *shared;
+    size_t shared_cap;
+    void *altstack;
+    /* current block and error state */
+    uint64_t block_linear;
+    int failed;
+    char error[EMU_MESSAGE];
+    sigjmp_buf jump;
+    volatile sig_atomic_t in_kernel;
+    volatile int fault_signal;
+    void *volatile fault_address;
+    /* pool thread */
+    pthread_t thread;
+    int started;
+    unsigned long seen_generation;
+} emu_worker;
+
+struct emu_launch {
+    const emu_launch_params *params;
+    void *const *args;
+    uint64_t total_blocks;
+    atomic_uint_least64_t next_block;
+    atomic_int stop;
+    pthread_mutex_t error_lock;
+    int failed;
+    uint64_t error_block;
+    char error[EMU_MESSAGE + 256];
+};
+
+/* ---- messages ---------------------------------------------------------------------------- */
+
+static void emu_block_coords(const emu_worker *w, char *out, size_t size)
+{
+    snprintf(out, size, "block (%u, %u, %u)", w->pub.block_idx.x, w->pub.block_idx.y, w->pub.block_idx.z);
+}
+
+/* Records the failure of the worker's current block; formats "block (...), thread (...): msg". */
+static void emu_set_error(emu_worker *w, int with_thread, const char *fmt, ...)
+{
+    char where[128], body[EMU_MESSAGE - 160];
+    emu_block_coords(w, where, sizeof where);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(body, sizeof body, fmt, ap);
+    va_end(ap);
+    const cunumpy_emu_thread *t = w->pub.current;
+    if (with_thread && t != NULL)
+        snprintf(w->error, sizeof w->error, "%s, thread (%u, %u, %u): %s", where, t->thread_idx.x, t->thread_idx.y,
+                 t->thread_idx.z, body);
+    else
+        snprintf(w->error, sizeof w->error, "%s: %s", where, body);
+    w->failed = 1;
+}
+
+static void emu_thread_coords(const emu_worker *w, unsigned int linear, char *out, size_t size)
+{
+    const unsigned int bx = w->pub.block_dim.x, by = w->pub.block_dim.y;
+    snprintf(out, size, "(%u, %u, %u)", linear % bx, (linear / bx) % by, linear / (bx * by));
+}
+
+/* ---- fiber scheduling -------------------------------------------------------------------- */
+
+static void emu_ready_push(emu_worker *w, unsigned int i)
+{
+    unsigned int slot = w->ready_head + w->ready_count;
+    if (slot >= w->n_threads)
+        slot -= w->n_threads;
+    w->ready[slot] = i;
+    w->ready_count++;
+}
+
+static unsigned int emu_ready_pop(emu_worker *w)
+{
+    const unsigned int i = w->ready[w->ready_head];
+    w->ready_head = w->ready_head + 1 == w->n_threads ? 0 : w->ready_head + 1;
+    w->ready_count--;
+    return i;
+}
+
+/* Leaves the running fiber (which has recorded why it waits, or finished): straight into
+ * the next ready fiber, or back to the worker. Returns when this fiber is resumed. */
+static void emu_fiber_leave(emu_worker *w, emu_fiber *self, int done)
+{
+    emu_context *to;
+    if (w->ready_count > 0 && !w->failed) {
+        emu_fiber *next = &w->fibers[emu_ready_pop(w)];
+        w->pub.current = &next->pub;
+        to = &next->ctx;
+    } else {
+        to = &w->main_ctx;
+    }
+    emu_context_switch(&self->ctx, to, done);
+}
+
+/* Fails the launch from inside a fiber or a loop-mode thread: never returns. */
+static void emu_abort_thread(emu_worker *w) __attribute__((noreturn));
+static void emu_abort_thread(emu_worker *w)
+{
+    if (w->fiber_mode) {
+        emu_fiber *self = (emu_fiber *)w->pub.current;
+        self->state = EMU_DONE;
+        emu_context_switch(&self->ctx, &w->main_ctx, 1);
+        abort(); /* the worker never resumes a failed fiber */
+    }
+    siglongjmp(w->jump, 1);
+}
+
+static emu_worker *emu_worker_of(cunumpy_emu_worker *pub) { return (emu_worker *)pub; }
+
+static void emu_require_fibers(emu_worker *w, const char *what)
+{
+    if (!w->fiber_mode) {
+        emu_set_error(w, 1, "%s needs fiber mode, but the kernel was launched in loop mode", what);
+        emu_abort_thread(w);
+    }
+}
+
+static void emu_fiber_entry(void *arg)
+{
+    emu_fiber *self = (emu_fiber *)arg;
+    emu_worker *w = self->worker;
+    w->launch->params->thread_fn(w->launch->args);
+    /* The thread returned. */
+    self->state = EMU_DONE;
+    w->done_count++;
+    const unsigned int lane = self->pub.linear % CUNUMPY_EMU_WARP_SIZE;
+    emu_warp *warp = &w->warps[self->pub.linear / CUNUMPY_EMU_WARP_SIZE];
+    warp->live &= ~(1u << lane);
+    if (w->barrier_waiting > 0) {
+        emu_set_error(w, 1,
+                      "barrier divergence: this thread exited while %u thread(s) of the block wait at "
+                      "__syncthreads()",
+                      w->barrier_waiting);
+    } else {
+        for (int g = 0; g < warp->n_groups; ++g)
+            if (warp->groups[g].mask & (1u << lane)) {
+                emu_set_error(w, 1,
+                              "inconsistent warp operations: %s with mask 0x%08x can never complete, lane %u "
+                              "exited without calling it",
+                              emu_op_names[warp->groups[g].op], warp->groups[g].mask, lane);
+                break;
+            }
+    }
+    if (w->failed) {
+        emu_context_switch(&self->ctx, &w->main_ctx, 1);
+    } else {
+        emu_fiber_leave(w, self, 1);
+    }
+    abort(); /* a finished fiber is never resumed */
+}
+
+/* The scheduler's view when no fiber is ready: releases lanes waiting in __activemask (grouped
+ * by call site) and says whether any fiber became ready. */
+static int emu_release_activemask(emu_worker *w)
+{
+    int released = 0;
+    const unsigned int n_warps = (w->n_threads + CUNUMPY_EMU_WARP_SIZE - 1) / CUNUMPY_EMU_WARP_SIZE;
+    for (unsigned int wi = 0; wi < n_warps; ++wi) {
+        emu_warp *warp = &w->warps[wi];
+        while (warp->activemask_waiting != 0u) {
+            const int first = __builtin_ctz(warp->activemask_waiting);
+            const void *site = w->fibers[wi * CUNUMPY_EMU_WARP_SIZE + (unsigned int)first].site;
+            unsigned int group = 0;
+            for (unsigned int m = warp->activemask_waiting; m != 0u; m &= m - 1u) {
+                const unsigned int lane = (unsigned int)__builtin_ctz(m);
+                if (w->fibers[wi * CUNUMPY_EMU_WARP_SIZE + lane].site == site)
+                    group |= 1u << lane;
+            }
+            for (unsigned int m = group; m != 0u; m &= m - 1u) {
+                const unsigned int i = wi * CUNUMPY_EMU_WARP_SIZE + (unsigned int)__builtin_ctz(m);
+                w->fibers[i].result = group;
+                w->fibers[i].state = EMU_RUN;
+                emu_ready_push(w, i);
+            }
+            warp->activemask_waiting &= ~group;
+            released = 1;
+        }
+    }
+    return released;
+}
+
+/* No fiber can run and some have not finished: say what they wait for. */
+static void emu_report_stuck(emu_worker *w)
+{
+    unsigned int at_barrier = 0, in_warp = 0, done = 0, first_warp = 0, first_barrier = 0;
+    int have_warp = 0, have_barrier = 0;
+    for (unsigned int i = 0; i < w->n_threads; ++i) {
+        const emu_fiber *f = &w->fibers[i];
+        if (f->state == EMU_BARRIER) {
+            if (!have_barrier)
+                first_barrier = i;
+            have_barrier = 1;
+            at_barrier++;
+        } else if (f->state == EMU_WARP) {
+            if (!have_warp)
+                first_warp = i;
+            have_warp = 1;
+            in_warp++;
+        } else if (f->state == EMU_DONE) {
+            done++;
+        }
+    }
+    char coords[64];
+    w->pub.current = NULL;
+    if (have_warp) {
+        const emu_fiber *f = &w->fibers[first_warp];
+        emu_thread_coords(w, first_warp, coords, sizeof coords);
+        emu_set_error(w, 0,
+                      "inconsistent warp operations or barriers: %u thread(s) wait in warp operations that cannot "
+                      "complete (thread %s waits in %s with mask 0x%08x), %u at __syncthreads(), %u exited",
+                      in_warp, coords, emu_op_names[f->op], f->mask, at_barrier, done);
+    } else {
+        emu_thread_coords(w, have_barrier ? first_barrier : 0, coords, sizeof coords);
+        emu_set_error(w, 0,
+                      "barrier divergence: %u of %u thread(s) wait at __syncthreads() (thread %s first) and "
+                      "%u exited without reaching it",
+                      at_barrier, w->n_threads, coords, done);
+    }
+}
+
+static int emu_prepare_fibers(emu_worker *w, unsigned int n)
+{
+    if (w->fibers_cap < n) {
+        free(w->fibers);
+        free(w->warps);
+        free(w->ready);
+        free(w->barrier_list);
+        w->fibers = calloc(n, sizeof *w->fibers);
+        w->warps = calloc((n + CUNUMPY_EMU_WARP_SIZE - 1) / CUNUMPY_EMU_WARP_SIZE, sizeof *w->warps);
+        w->ready = calloc(n, sizeof *w->ready);
+        w->barrier_list = calloc(n, sizeof *w->barrier_list);
+        w->fibers_cap = 0;
+        if (w->fibers == NULL || w->warps == NULL || w->ready == NULL || w->barrier_list == NULL)
+            return -1;
+        w->fibers_cap = n;
+    }
+    if (emu_stack_pool_reserve(&w->stacks, n) != 0)
+        return -1;
+    return 0;
+}
+
+/* Runs every thread of the worker's current block as fibers. 0, or -1 with w->error set. */
+static int emu_run_block_fibers(emu_worker *w)
+{
+    const unsigned int n = w->n_threads;
+    const unsigned int bx = w->pub.block_dim.x, by = w->pub.block_dim.y;
+    for (unsigned int i = 0; i < n; ++i) {
+        emu_fiber *f = &w->fibers[i];
+        f->pub.thread_idx.x = i % bx;
+        f->pub.thread_idx.y = (i / bx) % by;
+        f->pub.thread_idx.z = i / (bx * by);
+        f->pub.linear = i;
+        f->worker = w;
+        f->state = EMU_RUN;
+        f->ctx.ucontext = w->stacks.ucontexts != NULL ? (char *)w->stacks.ucontexts + i * sizeof(ucontext_t) : NULL;
+        emu_context_make(&f->ctx, emu_stack_low(&w->stacks, i), w->stacks.stack_size, emu_fiber_entry, f);
+        w->ready[i] = i;
+    }
+    const unsigned int n_warps = (n + CUNUMPY_EMU_WARP_SIZE - 1) / CUNUMPY_EMU_WARP_SIZE;
+    for (unsigned int wi = 0; wi < n_warps; ++wi) {
+        const unsigned int left = n - wi * CUNUMPY_EMU_WARP_SIZE;
+        const unsigned int present = left >= 32 ? 0xffffffffu : ((1u << left) - 1u);
+        w->warps[wi].present = present;
+        w->warps[wi].live = present;
+        w->warps[wi].activemask_waiting = 0;
+        w->warps[wi].n_groups = 0;
+    }
+    w->ready_head = 0;
+    w->ready_count = n;
+    w->barrier_waiting = 0;
+    w->barrier_sum = 0;
+    w->done_count = 0;
+    for (;;) {
+        if (w->ready_count > 0) {
+            emu_fiber *next = &w->fibers[emu_ready_pop(w)];
+            w->pub.current = &next->pub;
+            emu_context_switch(&w->main_ctx, &next->ctx, 0);
+        }
+        if (w->failed)
+            return -1;
+        if (w->done_count == n)
+            return 0;
+        if (w->ready_count == 0 && !emu_release_activemask(w)) {
+            emu_report_stuck(w);
+            return -1;
+        }
+    }
+}
+
+/* ---- collectives (the ABI's api table) --------------------------------------------------- */
+
+static int emu_api_syncthreads_count(cunumpy_emu_worker *pub, int predicate)
+{
+    emu_worker *w = emu_worker_of(pub);
+    emu_require_fibers(w, "__syncthreads()");
+    emu_fiber *self = (emu_fiber *)pub->current;
+    if (w->done_count > 0) {
+        emu_set_error(w, 1,
+                      "barrier divergence: __syncthreads() reached after %u thread(s) of the block exited "
+                      "without reaching it",
+                      w->done_count);
+        emu_abort_thread(w);
+    }
+    w->barrier_sum += predicate != 0;
+    w->barrier_list[w->barrier_waiting++] = self->pub.linear;
+    if (w->barrier_waiting == w->n_threads) {
+        const int sum = w->barrier_sum;
+        for (unsigned int k = 0; k < w->barrier_waiting; ++k) {
+            emu_fiber *f = &w->fibers[w->barrier_list[k]];
+            f->result = (uint64_t)sum;
+            if (f != self) {
+                f->state = EMU_RUN;
+                emu_ready_push(w, f->pub.linear);
+            }
+        }
+        w->barrier_waiting = 0;
+        w->barrier_sum = 0;
+        return sum;
+    }
+    self->state = EMU_BARRIER;
+    emu_fiber_leave(w, self, 0);
+    return (int)self->result;
+}
+
+static void emu_api_syncthreads(cunumpy_emu_worker *pub) { (void)emu_api_syncthreads_count(pub, 0); }
+
+/* Result of a shuffle for lane `lane` of a completed group. */
+static uint64_t emu_shuffle_result(const emu_fiber *lanes, unsigned int mask, unsigned int lane)
+{
+    const emu_fiber *f = &lanes[lane];
+    const int width = f->width;
+    const int seg_start = (int)lane & ~(width - 1);
+    const int seg_end = seg_start + width - 1;
+    long src;
+    int valid;
+    switch (f->op) {
+    case EMU_OP_SHFL_IDX:
+        src = seg_start | (f->arg & (width - 1));
+        valid = 1;
+        break;
+    case EMU_OP_SHFL_UP:
+        src = (long)lane - (long)(unsigned int)f->arg;
+        valid = src >= seg_start;
+        break;
+    case EMU_OP_SHFL_DOWN:
+        src = (long)lane + (long)(unsigned int)f->arg;
+        valid = src <= seg_end;
+        break;
+    default: /* xor */
+        src = (long)(lane ^ ((unsigned int)f->arg & 31u));
+        valid = src <= seg_end;
+        break;
+    }
+    if (!valid || !(mask & (1u << src)))
+        return f->value;
+    return lanes[src].value;
+}
+
+static uint64_t emu_warp_op(cunumpy_emu_worker *pub, int op, unsigned int mask, uint64_t value, int arg, int width,
+                            int predicate)
+{
+    emu_worker *w = emu_worker_of(pub);
+    emu_require_fibers(w, emu_op_names[op]);
+    emu_fiber *self = (emu_fiber *)pub->current;
+    const unsigned int lane = self->pub.linear % CUNUMPY_EMU_WARP_SIZE;
+    const unsigned int warp_index = self->pub.linear / CUNUMPY_EMU_WARP_SIZE;
+    const unsigned int bit = 1u << lane;
+    emu_warp *warp = &w->warps[warp_index];
+    if (!(mask & bit)) {
+        emu_set_error(w, 1, "%s called with mask 0x%08x, which does not name the calling lane %u", emu_op_names[op],
+                      mask, lane);
+        emu_abort_thread(w);
+    }
+    if (mask & ~warp->present) {
+        emu_set_error(w, 1, "%s called with mask 0x%08x, which names lanes that do not exist (warp %u has lanes 0x%08x)",
+                      emu_op_names[op], mask, warp_index, warp->present);
+        emu_abort_thread(w);
+    }
+    if (mask & ~warp->live) {
+        emu_set_error(w, 1,
+                      "inconsistent warp operations: %s called with mask 0x%08x, which names lanes that have "
+                      "exited (0x%08x)",
+                      emu_op_names[op], mask, mask & ~warp->live);
+        emu_abort_thread(w);
+    }
+    if (op <= EMU_OP_SHFL_XOR && (width < 1 || width > 32 || (width & (width - 1)) != 0)) {
+        emu_set_error(w, 1, "%s called with width %d; it must be a power of two from 1 to 32", emu_op_names[op],
+                      width);
+        emu_abort_thread(w);
+    }
+    self->op = op;
+    self->mask = mask;
+    self->value = value;
+    self->arg = arg;
+    self->width = width;
+    self->predicate = predicate != 0;
+    if (mask == bit) { /* alone: nothing to wait for */
+        emu_fiber *lanes = &w->fibers[warp_index * CUNUMPY_EMU_WARP_SIZE];
+        if (op == EMU_OP_BALLOT)
+            return self->predicate ? bit : 0u;
+        if (op == EMU_OP_SYNCWARP)
+            return 0;
+        return emu_shuffle_result(lanes, mask, lane);
+    }
+    /* Join the lanes already waiting in the same operation with the same mask. A lane named
+     * by another group may first take part in this one (CUDA allows it: a sparse shuffle
+     * among some lanes before a full-warp one), so a mismatch is only certain when a group
+     * can never complete: a lane it names exits, or the block stalls (emu_report_stuck). */
+    emu_group *group = NULL;
+    for (int g = 0; g < warp->n_groups; ++g) {
+        emu_group *candidate = &warp->groups[g];
+        if (candidate->mask == mask && candidate->op == op && !(candidate->arrived & bit)) {
+            group = candidate;
+            break;
+        }
+    }
+    if (group == NULL) {
+        group = &warp->groups[warp->n_groups++];
+        group->mask = mask;
+        group->arrived = 0;
+        group->op = op;
+    }
+    group->arrived |= bit;
+    if (group->arrived != mask) {
+        self->state = EMU_WARP;
+        emu_fiber_leave(w, self, 0);
+        return self->result;
+    }
+    /* Everyone is here: compute every lane's result, then release them. */
+    emu_fiber *lanes = &w->fibers[warp_index * CUNUMPY_EMU_WARP_SIZE];
+    if (op == EMU_OP_BALLOT) {
+        unsigned int votes = 0;
+        for (unsigned int m = mask; m != 0u; m &= m - 1u) {
+            const unsigned int l = (unsigned int)__builtin_ctz(m);
+            if (lanes[l].predicate)
+                votes |= 1u << l;
+        }
+        for (unsigned int m = mask; m != 0u; m &= m - 1u)
+            lanes[__builtin_ctz(m)].result = votes;
+    } else if (op != EMU_OP_SYNCWARP) {
+        /* Results first, into `result`: sources are read from `value`, which stays intact. */
+        for (unsigned int m = mask; m != 0u; m &= m - 1u) {
+            const unsigned int l = (unsigned int)__builtin_ctz(m);
+            lanes[l].result = emu_shuffle_result(lanes, mask, l);
+        }
+    }
+    for (unsigned int m = mask; m != 0u; m &= m - 1u) {
+        const unsigned int l = (unsigned int)__builtin_ctz(m);
+        if (l != lane) {
+            lanes[l].state = EMU_RUN;
+            emu_ready_push(w, warp_index * CUNUMPY_EMU_WARP_SIZE + l);
+        }
+    }
+    *group = warp->groups[--warp->n_groups];
+    return self->result;
+}
+
+static void emu_api_syncwarp(cunumpy_emu_worker *pub, unsigned int mask)
+{
+    (void)emu_warp_op(pub, EMU_OP_SYNCWARP, mask, 0, 0, 32, 0);
+}
+
+static uint64_t emu_api_shfl(cunumpy_emu_worker *pub, int kind, unsigned int mask, uint64_t value, int arg, int width)
+{
+    if (kind < EMU_OP_SHFL_IDX || kind > EMU_OP_SHFL_XOR) {
+        emu_worker *w = emu_worker_of(pub);
+        emu_set_error(w, 1, "unknown shuffle kind %d", kind);
+        emu_abort_thread(w);
+    }
+    return emu_warp_op(pub, kind, mask, value, arg, width, 0);
+}
+
+static unsigned int emu_api_ballot(cunumpy_emu_worker *pub, unsigned int mask, int predicate)
+{
+    return (unsigned int)emu_warp_op(pub, EMU_OP_BALLOT, mask, 0, 0, 32, predicate);
+}
+
+static unsigned int __attribute__((noinline)) emu_api_activemask(cunumpy_emu_worker *pub)
+{
+    const void *site = __builtin_return_address(0);
+    emu_worker *w = emu_worker_of(pub);
+    emu_require_fibers(w, "__activemask()");
+    emu_fiber *self = (emu_fiber *)pub->current;
+    const unsigned int lane = self->pub.linear % CUNUMPY_EMU_WARP_SIZE;
+    emu_warp *warp = &w->warps[self->pub.linear / CUNUMPY_EMU_WARP_SIZE];
+    self->site = site;
+    self->state = EMU_ACTIVEMASK;
+    warp->activemask_waiting |= 1u << lane;
+    emu_fiber_leave(w, self, 0);
+    return (unsigned int)self->result;
+}
+
+static void emu_api_trap(cunumpy_emu_worker *pub, const char *message)
+{
+    emu_worker *w = emu_worker_of(pub);
+    emu_set_error(w, 1, "%s", message != NULL ? message : "trap");
+    emu_abort_thread(w);
+}
+
+static const cunumpy_emu_api emu_api = {
+    CUNUMPY_EMU_ABI_VERSION, emu_api_syncthreads, emu_api_syncthreads_count, emu_api_syncwarp, emu_api_shfl,
+    emu_api_ballot,          emu_api_activemask,  emu_api_trap,
+};
+
+/* ---- checked execution ------------------------------------------------------------------- */
+
+static _Thread_local emu_worker *emu_tls_worker;
+static struct sigaction emu_previous_segv, emu_previous_bus;
+
+static void emu_fault_handler(int sig, siginfo_t *info, void *context)
+{
+    emu_worker *w = emu_tls_worker;
+    if (w != NULL && w->in_kernel) {
+        w->in_kernel = 0;
+        w->fault_signal = sig;
+        w->fault_address = info != NULL ? info->si_addr : NULL;
+        siglongjmp(w->jump, 2);
+    }
+    /* Not ours: hand it to whoever handled it before. */
+    const struct sigaction *previous = sig == SIGBUS ? &emu_previous_bus : &emu_previous_segv;
+    if (previous->sa_flags & SA_SIGINFO) {
+        previous->sa_sigaction(sig, info, context);
+    } else if (previous->sa_handler != SIG_DFL && previous->sa_handler != SIG_IGN) {
+        previous->sa_handler(sig);
+    } else {
+        signal(sig, SIG_DFL);
+        if (info == NULL || info->si_code <= 0)
+            raise(sig); /* sent, not raised by a fault: returning would not repeat it */
+        /* a fault: returning repeats the faulting access, now with the default action */
+    }
+}
+
+static void emu_install_fault_handlers(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = emu_fault_handler;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &emu_previous_segv);
+    sigaction(SIGBUS, &sa, &emu_previous_bus);
+}
+
+static void emu_restore_fault_handlers(void)
+{
+    sigaction(SIGSEGV, &emu_previous_segv, NULL);
+    sigaction(SIGBUS, &emu_previous_bus, NULL);
+}
+
+/* ---- workers ----------------------------------------------------------------------------- */
+
+static void emu_record_error(emu_launch *launch, emu_worker *w)
+{
+    pthread_mutex_lock(&launch->error_lock);
+    if (!launch->failed || w->block_linear < launch->error_block) {
+        launch->failed = 1;
+        launch->error_block = w->block_linear;
+        snprintf(launch->error, sizeof launch->error, "emulated kernel '%s' failed in %s",
+                 launch->params->kernel_name ? launch->params->kernel_name : "?", w->error);
+    }
+    pthread_mutex_unlock(&launch->error_lock);
+    atomic_store(&launch->stop, 1);
+}
+
+static void emu_set_block(emu_worker *w, uint64_t b)
+{
+    const emu_launch_params *p = w->launch->params;
+    w->block_linear = b;
+    w->pub.block_idx.x = (unsigned int)(b % p->grid.x);
+    b /= p->grid.x;
+    w->pub.block_idx.y = (unsigned int)(b % p->grid.y);
+    w->pub.block_idx.z = (unsigned int)(b / p->grid.y);
+}
+
+/* Runs blocks of `launch` until none are left or the launch stops. */
+static void emu_worker_run(emu_worker *w, emu_launch *launch)
+{
+    const emu_launch_params *p = launch->params;
+    w->launch = launch;
+    w->fiber_mode = p->fibers;
+    w->failed = 0;
+    w->error[0] = '\0';
+    w->pub.current = NULL;
+    w->pub.block_dim = p->block;
+    w->pub.grid_dim = p->grid;
+    w->pub.api = &emu_api;
+    w->n_threads = p->block.x * p->block.y * p->block.z;
+    memset(&w->main_ctx, 0, sizeof w->main_ctx); /* this OS thread's stack: ASan learns it anew */
+#if !EMU_ASM_SWITCH
+    ucontext_t main_uc;
+    w->main_ctx.ucontext = &main_uc;
+#endif
+    if (p->shared_mem > w->shared_cap) {
+        free(w->shared);
+        w->shared_cap = 0;
+        w->shared = aligned_alloc(64, (p->shared_mem + 63) & ~(size_t)63);
+        if (w->shared == NULL) {
+            snprintf(w->error, sizeof w->error, "block (0, 0, 0): out of memory for %zu bytes of shared memory",
+                     p->shared_mem);
+            w->block_linear = 0;
+            emu_record_error(launch, w);
+            return;
+        }
+        w->shared_cap = p->shared_mem;
+    }
+    w->pub.dynamic_shared = p->shared_mem > 0 ? w->shared : NULL;
+    w->pub.dynamic_shared_bytes = p->shared_mem;
+    if (w->fiber_mode && emu_prepare_fibers(w, w->n_threads) != 0) {
+        snprintf(w->error, sizeof w->error, "block (0, 0, 0): out of memory for %u fiber stacks", w->n_threads);
+        w->block_linear = 0;
+        emu_record_error(launch, w);
+        return;
+    }
+    p->bind(&w->pub);
+
+    stack_t old_stack;
+    int altstack_set = 0;
+    if (p->checked) {
+        if (w->altstack == NULL)
+            w->altstack = malloc(EMU_ALTSTACK_BYTES);
+        if (w->altstack != NULL) {
+            stack_t ss;
+            ss.ss_sp = w->altstack;
+            ss.ss_size = EMU_ALTSTACK_BYTES;
+            ss.ss_flags = 0;
+            altstack_set = sigaltstack(&ss, &old_stack) == 0;
+        }
+        emu_tls_worker = w;
+    }
+    if (sigsetjmp(w->jump, 1) != 0) {
+        /* A trap in loop mode, or a fault in checked mode. */
+        w->in_kernel = 0;
+        if (w->fault_signal != 0) {
+            w->pub.current = NULL; /* the faulting thread is not known reliably in fiber mode */
+            emu_set_error(w, 0, "%s at address %p (invalid memory access in the kernel)",
+                          w->fault_signal == SIGBUS ? "bus error" : "segmentation fault", w->fault_address);
+            w->fault_signal = 0;
+        }
+        emu_record_error(launch, w);
+        goto done;
+    }
+    for (;;) {
+        if (atomic_load_explicit(&launch->stop, memory_order_relaxed))
+            break;
+        const uint64_t b = atomic_fetch_add(&launch->next_block, 1);
+        if (b >= launch->total_blocks)
+            break;
+        emu_set_block(w, b);
+        w->in_kernel = 1;
+        int status = 0;
+        if (w->fiber_mode)
+            status = emu_run_block_fibers(w);
+        else
+            p->block_fn(&w->pub, launch->args);
+        w->in_kernel = 0;
+        if (status != 0) {
+            emu_record_error(launch, w);
+            break;
+        }
+    }
+done:
+    w->in_kernel = 0;
+    if (p->checked) {
+        emu_tls_worker = NULL;
+        if (altstack_set) {
+            /* The previous alternate stack, or none. */
+            if (old_stack.ss_flags & SS_DISABLE) {
+                stack_t off;
+                memset(&off, 0, sizeof off);
+                off.ss_flags = SS_DISABLE;
+                sigaltstack(&off, NULL);
+            } else {
+                sigaltstack(&old_stack, NULL);
+            }
+        }
+    }
+    w->pub.current = NULL;
+    w->launch = NULL;
+}
+
+/* ---- the pool ---------------------------------------------------------------------------- */
+
+static struct {
+    pthread_mutex_t launch_lock; /* one launch at a time */
+    pthread_mutex_t lock;
+    pthread_cond_t wake, finished_cond;
+    unsigned long generation;
+    emu_launch *launch;
+    int participants; /* workers of the current launch, the caller included */
+    int finished;     /* pool workers done with the current launch */
+    int n_slots;
+    emu_worker *slots[EMU_MAX_WORKERS];
+} emu_pool = {.launch_lock = PTHREAD_MUTEX_INITIALIZER,
+              .lock = PTHREAD_MUTEX_INITIALIZER,
+              .wake = PTHREAD_COND_INITIALIZER,
+              .finished_cond = PTHREAD_COND_INITIALIZER};
+
+static void *emu_pool_thread(void *arg)
+{
+    emu_worker *w = (emu_worker *)arg;
+    /* Created with every signal blocked; a fault while blocked would kill the process
+     * without running any handler, so faults stay deliverable. */
+    sigset_t faults;
+    sigemptyset(&faults);
+    sigaddset(&faults, SIGSEGV);
+    sigaddset(&faults, SIGBUS);
+    sigaddset(&faults, SIGFPE);
+    sigaddset(&faults, SIGILL);
+    pthread_sigmask(SIG_UNBLOCK, &faults, NULL);
+    pthread_mutex_lock(&emu_pool.lock);
+    for (;;) {
+        while (emu_pool.generation == w->seen_generation)
+            pthread_cond_wait(&emu_pool.wake, &emu_pool.lock);
+        w->seen_generation = emu_pool.generation;
+        emu_launch *launch = emu_pool.launch;
+        const int take_part = w->index < emu_pool.participants;
+        pthread_mutex_unlock(&emu_pool.lock);
+        if (take_part)
+            emu_worker_run(w, launch);
+        pthread_mutex_lock(&emu_pool.lock);
+        if (take_part && ++emu_pool.finished == emu_pool.participants - 1)
+            pthread_cond_signal(&emu_pool.finished_cond);
+    }
+    return NULL;
+}
+
+/* After fork the child has none of the pool's threads: forget them (their slots, stacks
+ * included, stay valid memory) and start afresh. */
+static void emu_pool_after_fork_child(void)
+{
+    pthread_mutex_init(&emu_pool.launch_lock, NULL);
+    pthread_mutex_init(&emu_pool.lock, NULL);
+    pthread_cond_init(&emu_pool.wake, NULL);
+    pthread_cond_init(&emu_pool.finished_cond, NULL);
+    for (int i = 0; i < emu_pool.n_slots; ++i)
+        if (emu_pool.slots[i] != NULL)
+            emu_pool.slots[i]->started = 0;
+}
+
+static pthread_once_t emu_pool_once = PTHREAD_ONCE_INIT;
+static void emu_pool_init(void) { pthread_atfork(NULL, NULL, emu_pool_after_fork_child); }
+
+/* Makes slots 0..n-1 exist and pool threads 1..n-1 run; returns how many workers are usable. */
+static int emu_pool_ensure(int n)
+{
+    for (int i = 0; i < n; ++i) {
+        if (emu_pool.slots[i] == NULL) {
+            emu_worker *w = calloc(1, sizeof *w);
+            if (w == NULL)
+                return i > 0 ? i : 0;
+            w->index = i;
+            emu_pool.slots[i] = w;
+            if (emu_pool.n_slots < i + 1)
+                emu_pool.n_slots = i + 1;
+        }
+        emu_worker *w = emu_pool.slots[i];
+        if (i > 0 && !w->started) {
+            pthread_attr_t attr;
+            pthread_attr_init(&attr);
+            pthread_attr_setstacksize(&attr, 8u << 20);
+            /* Pool threads take no signals meant for the process (faults are synchronous and
+             * still arrive). */
+            sigset_t all, old;
+            sigfillset(&all);
+            pthread_sigmask(SIG_SETMASK, &all, &old);
+            pthread_mutex_lock(&emu_pool.lock);
+            w->seen_generation = emu_pool.generation;
+            pthread_mutex_unlock(&emu_pool.lock);
+            const int rc = pthread_create(&w->thread, &attr, emu_pool_thread, w);
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
+            pthread_attr_destroy(&attr);
+            if (rc != 0)
+                return i;
+            w->started = 1;
+        }
+    }
+    return n;
+}
+
+const char *emu_check_shape(cunumpy_emu_dim3 grid, cunumpy_emu_dim3 block)
+{
+    if (block.x == 0 || block.y == 0 || block.z == 0)
+        return "block: every dimension must be at least 1";
+    if (block.x > 1024 || block.y > 1024 || block.z > 64)
+        return "block: dimensions are limited to (1024, 1024, 64)";
+    if ((uint64_t)block.x * block.y * block.z > EMU_MAX_BLOCK_THREADS)
+        return "block: at most 1024 threads per block";
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0)
+        return "grid: every dimension must be at least 1";
+    if (grid.x > 2147483647u || grid.y > 65535u || grid.z > 65535u)
+        return "grid: dimensions are limited to (2147483647, 65535, 65535)";
+    return NULL;
+}
+
+int emu_default_workers(void)
+{
+    const char *env = getenv("CUNUMPY_EMULATION_THREADS");
+    if (env != NULL && env[0] != '\0') {
+        char *end = NULL;
+        errno = 0;
+        const long v = strtol(env, &end, 10);
+        while (end != NULL && (*end == ' ' || *end == '\t' || *end == '\n'))
+            ++end;
+        if (errno != 0 || end == env || *end != '\0' || v < 1)
+            return -1;
+        return v > EMU_MAX_WORKERS ? EMU_MAX_WORKERS : (int)v;
+    }
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        const int n = CPU_COUNT(&set);
+        if (n > 0)
+            return n > EMU_MAX_WORKERS ? EMU_MAX_WORKERS : n;
+    }
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (n > EMU_MAX_WORKERS ? EMU_MAX_WORKERS : (int)n);
+}
+
+int emu_launch_run(const emu_launch_params *params, char *error, size_t error_size)
+{
+    const char *bad = emu_check_shape(params->grid, params->block);
+    if (bad != NULL) {
+        snprintf(error, error_size, "%s", bad);
+        return -1;
+    }
+    if (params->bind == NULL || (params->fibers ? params->thread_fn == NULL : params->block_fn == NULL)) {
+        snprintf(error, error_size, "emulated kernel '%s': missing %s", params->kernel_name,
+                 params->bind == NULL ? "bind function" : (params->fibers ? "thread function" : "block function"));
+        return -1;
+    }
+    pthread_once(&emu_pool_once, emu_pool_init);
+    emu_launch launch;
+    memset(&launch, 0, sizeof launch);
+    launch.params = params;
+    launch.args = params->args;
+    launch.total_blocks = (uint64_t)params->grid.x * params->grid.y * params->grid.z;
+    atomic_init(&launch.next_block, 0);
+    atomic_init(&launch.stop, 0);
+    pthread_mutex_init(&launch.error_lock, NULL);
+
+    int workers = params->workers > 0 ? params->workers : emu_default_workers();
+    if (workers < 1)
+        workers = 1;
+    if (workers > EMU_MAX_WORKERS)
+        workers = EMU_MAX_WORKERS;
+    if ((uint64_t)workers > launch.total_blocks)
+        workers = (int)launch.total_blocks;
+
+    pthread_mutex_lock(&emu_pool.launch_lock);
+    workers = emu_pool_ensure(workers);
+    if (workers < 1) {
+        pthread_mutex_unlock(&emu_pool.launch_lock);
+        pthread_mutex_destroy(&launch.error_lock);
+        snprintf(error, error_size, "emulated kernel '%s': out of memory for the workers", params->kernel_name);
+        return -1;
+    }
+    if (params->checked)
+        emu_install_fault_handlers();
+    if (workers > 1) {
+        pthread_mutex_lock(&emu_pool.lock);
+        emu_pool.launch = &launch;
+        emu_pool.participants = workers;
+        emu_pool.finished = 0;
+        emu_pool.generation++;
+        pthread_cond_broadcast(&emu_pool.wake);
+        pthread_mutex_unlock(&emu_pool.lock);
+    }
+    emu_worker_run(emu_pool.slots[0], &launch);
+    if (workers > 1) {
+        pthread_mutex_lock(&emu_pool.lock);
+        while (emu_pool.finished < workers - 1)
+            pthread_cond_wait(&emu_pool.finished_cond, &emu_pool.lock);
+        emu_pool.launch = NULL;
+        pthread_mutex_unlock(&emu_pool.lock);
+    }
+    if (params->checked)
+        emu_restore_fault_handlers();
+    pthread_mutex_unlock(&emu_pool.launch_lock);
+
+    int status = 0;
+    if (launch.failed) {
+        snprintf(error, error_size, "%s", launch.error);
+        status = -1;
+    }
+    pthread_mutex_destroy(&launch.error_lock);
+    return status;
+}

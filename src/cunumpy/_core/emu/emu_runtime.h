@@ -1,0 +1,106 @@
+/* The CPU emulator's runtime, internal interface (pure C, no Python): fibers and their
+ * stacks (emu_fiber.c) and the launch, worker pool, block scheduler and collectives
+ * (emu_runtime.c). emu_module.c is the Python boundary; tests/c/test_emu*.c drive the same
+ * functions directly. */
+#ifndef CUNUMPY_EMU_RUNTIME_H
+#define CUNUMPY_EMU_RUNTIME_H
+
+#include "emu_abi.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define EMU_INTERNAL __attribute__((visibility("hidden")))
+#else
+#define EMU_INTERNAL
+#endif
+
+/* Address sanitizer: stack switches must be announced to it. */
+#if defined(__SANITIZE_ADDRESS__)
+#define EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EMU_ASAN 1
+#endif
+#endif
+#ifndef EMU_ASAN
+#define EMU_ASAN 0
+#endif
+
+/* Hand-written context switch where we have one; ucontext elsewhere. */
+#if (defined(__x86_64__) || defined(__aarch64__)) && defined(__linux__) && !defined(CUNUMPY_EMU_FORCE_UCONTEXT)
+#define EMU_ASM_SWITCH 1
+#else
+#define EMU_ASM_SWITCH 0
+#endif
+
+/* ---- fibers ---------------------------------------------------------------------------- */
+
+typedef struct emu_context {
+    void *sp;               /* saved stack pointer (assembly switch) */
+    void *ucontext;         /* ucontext_t * (fallback switch), owned by the stack pool slot */
+    const void *stack_low;  /* for ASan: the stack's lowest usable address and size */
+    size_t stack_size;
+    void *asan_fake_stack;
+} emu_context;
+
+/* Switches from `from` (saving the running state into it) to `to`. `from_done` says the
+ * context being left is finished and never resumed (ASan may drop its fake stack). */
+EMU_INTERNAL void emu_context_switch(emu_context *from, emu_context *to, int from_done);
+
+/* Prepares `ctx` to start `entry(arg)` on the given stack at the next switch into it.
+ * `entry` must never return (it switches away when done). */
+EMU_INTERNAL void emu_context_make(emu_context *ctx, void *stack_low, size_t stack_size, void (*entry)(void *),
+                                   void *arg);
+
+/* A pool of fiber stacks: one mapping, each stack preceded by a PROT_NONE guard page. */
+typedef struct emu_stack_pool {
+    char *base;
+    size_t count;     /* stacks available */
+    size_t stride;    /* guard + stack */
+    size_t stack_size;
+    void *ucontexts;  /* one ucontext_t per stack when the fallback switch is used */
+} emu_stack_pool;
+
+/* Makes sure `pool` has at least `count` stacks; 0 on success, -1 when out of memory. */
+EMU_INTERNAL int emu_stack_pool_reserve(emu_stack_pool *pool, size_t count);
+EMU_INTERNAL void emu_stack_pool_release(emu_stack_pool *pool);
+EMU_INTERNAL void *emu_stack_low(const emu_stack_pool *pool, size_t i);
+
+/* Switch cost in ns per switch: the runtime's switch and a ucontext swapcontext, measured
+ * in the same call by ping-ponging `n` times between two contexts. 0 on success. */
+EMU_INTERNAL int emu_switch_benchmark(long n, double *fiber_ns, double *ucontext_ns);
+
+/* ---- launches -------------------------------------------------------------------------- */
+
+typedef struct emu_launch_params {
+    cunumpy_emu_bind_fn bind;
+    cunumpy_emu_thread_fn thread_fn; /* fiber mode */
+    cunumpy_emu_block_fn block_fn;   /* loop mode */
+    void *const *args;
+    cunumpy_emu_dim3 grid, block;
+    size_t shared_mem;
+    int fibers;
+    int checked;
+    int workers; /* 0: CUNUMPY_EMULATION_THREADS or the CPU count */
+    const char *kernel_name;
+} emu_launch_params;
+
+/* Limits checked by emu_check_shape (CUDA's). */
+#define EMU_MAX_BLOCK_THREADS 1024u
+#define EMU_MAX_WORKERS 256
+
+/* NULL when the shape is legal, else a static message naming `grid` or `block`. */
+EMU_INTERNAL const char *emu_check_shape(cunumpy_emu_dim3 grid, cunumpy_emu_dim3 block);
+
+/* Default worker count: CUNUMPY_EMULATION_THREADS when set (a positive integer; -1 when
+ * it is set to anything else), otherwise the CPUs this process may run on. */
+EMU_INTERNAL int emu_default_workers(void);
+
+/* Runs a launch to completion (blocks in parallel on the worker pool, the calling thread
+ * included). Returns 0, or -1 with a message naming the kernel and the block (and thread
+ * where known) in `error`. Launches from several threads are serialised. */
+EMU_INTERNAL int emu_launch_run(const emu_launch_params *params, char *error, size_t error_size);
+
+#endif /* CUNUMPY_EMU_RUNTIME_H */
