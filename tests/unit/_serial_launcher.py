@@ -40,7 +40,7 @@ def serial_emu_launch(bind, thread_fn, block_fn, grid, block, args, *, shared_me
     w.dynamic_shared = shared.ctypes.data
     w.dynamic_shared_bytes = shared_mem
     BIND(bind)(ctypes.byref(w))
-    table = np.frombuffer(args, np.uint8).ctypes.data
+    table = np.frombuffer(args, np.uint8).ctypes.data if args is not None else 0
     run = BLOCK(block_fn)
     for z in range(grid[2]):
         for y in range(grid[1]):

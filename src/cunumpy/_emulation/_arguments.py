@@ -44,10 +44,12 @@ class _HostArray:
 class MarshalledArguments:
     """The packed parameter values, the arrays they point into, and the pending copies back."""
 
-    __slots__ = ("buffer", "keep", "copies", "first_shape")
+    __slots__ = ("buffer", "table", "keep", "copies", "first_shape")
 
     def __init__(self):
         self.buffer = None
+        #: the parameter address table at the start of ``buffer`` (None without parameters)
+        self.table = None
         self.keep: list = []
         #: (the user's array, the contiguous copy the kernel wrote)
         self.copies: list = []
@@ -268,8 +270,8 @@ def _flatten(args, signature):
 def marshal_arguments(kernel, args) -> MarshalledArguments:
     """Check ``args`` against ``kernel``'s signature and pack them for the emulation.
 
-    The result's ``buffer`` starts with the table of parameter addresses (CUDA's
-    ``kernelParams``), 16-byte aligned; ``keep`` holds every array it points into.
+    The result's ``buffer`` (16-byte aligned) starts with ``table``, the addresses of the
+    parameter values in it (CUDA's ``kernelParams``); ``keep`` holds every array they point into.
     """
     signature = kernel.signature
     if signature is None:
@@ -310,4 +312,5 @@ def marshal_arguments(kernel, args) -> MarshalledArguments:
         offsets = np.array([off for off, _ in kernel._plan.layout], np.uint64)
         buffer[: 8 * n].view(np.uint64)[:] = offsets + np.uint64(buffer.ctypes.data)
     out.buffer = buffer
+    out.table = buffer[: 8 * n] if n else None
     return out

@@ -168,7 +168,7 @@ def _run(kernel, marshalled, grid, block, shared_mem, compiler, options, checked
             0 if lib.fibers else block_fn,
             grid3,
             block3,
-            marshalled.buffer,
+            marshalled.table,
             shared_mem=shared_mem,
             fibers=lib.fibers,
             checked=checked,
