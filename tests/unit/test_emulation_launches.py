@@ -235,8 +235,8 @@ def test_cuda_kernel_launches_on_fake_arrays(dev):
         k(x, 2.0, 100)
     with kt.emulated_launches():
         k(x, 2.0, 100)
-        k(x, 2.0, 100, n_threads=50)
-    np.testing.assert_array_equal(kt.host_buffer(x), np.concatenate([8 * np.arange(50.0), 4 * np.arange(50.0, 100)]))
+        k(x, 2.0, 50, n_threads=50)
+    np.testing.assert_array_equal(kt.host_buffer(x), np.concatenate([4 * np.arange(50.0), 2 * np.arange(50.0, 100)]))
     out = dev(np.zeros(8))
     with kt.emulated_launches():
         kernel("tiled_sum")(dev(np.ones(1000)), out, 1000, block=128)
