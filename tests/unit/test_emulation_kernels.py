@@ -629,3 +629,32 @@ def test_null_dereference_in_a_fiber_is_a_runtime_error(fiber_library):
     y = np.zeros_like(x)
     emulate(fiber_kernel("block_reverse"), x, y, n_threads=1024, block=256)
     np.testing.assert_array_equal(y, x.reshape(4, 256)[:, ::-1].ravel())
+
+
+def test_one_kernel_object_launched_from_many_threads(fiber_library):
+    import threading
+
+    loop = loop_kernel("axpy")
+    fibers = fiber_kernel("block_reverse")
+    errors = []
+
+    def work(seed):
+        try:
+            rng = np.random.default_rng(seed)
+            for _ in range(5):
+                x = rng.standard_normal(512)
+                y = np.zeros(512)
+                emulate(fibers, x, y, n_threads=512, block=256)
+                np.testing.assert_array_equal(y, x.reshape(2, 256)[:, ::-1].ravel())
+                z = x.copy()
+                emulate(loop, 2.0, x, z, 512)
+                np.testing.assert_array_equal(z, 3 * x)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
