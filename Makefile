@@ -68,14 +68,22 @@ check-c: $(DEPS)
 	  LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 	  $(PYTEST) -m "not nosan" tests/unit
 
-# C unit tests of _core (pure C parts), each compiled with the sanitizers and run.
+# C unit tests of _core (pure C parts), each compiled with the sanitizers and run. A test
+# tests/c/test_X.c may come with tests/c/test_X_kernels.cpp: CUDA kernels compiled by g++
+# against the emulator prelude and linked in (the emulator runtime's tests).
+SAN_FLAGS := -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer
 test-c:
 	@mkdir -p build/ctests
 	@for t in $(wildcard tests/c/test_*.c); do \
-	  exe=build/ctests/$$(basename $$t .c); \
-	  gcc -std=c11 -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer \
-	    -Isrc/cunumpy/_core $$t -o $$exe -lm || exit 1; \
-	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 $$exe || exit 1; \
+	  exe=build/ctests/$$(basename $$t .c); extra=""; \
+	  kernels=$${t%.c}_kernels.cpp; \
+	  if [ -f $$kernels ]; then \
+	    g++ -std=c++17 $(SAN_FLAGS) -Wall -Wextra -Wno-unknown-pragmas -Isrc/cunumpy/_emulation/include \
+	      -Isrc/cunumpy/cuda/include -c $$kernels -o $$exe.kernels.o || exit 1; \
+	    extra="$$exe.kernels.o -lstdc++"; \
+	  fi; \
+	  gcc -std=c11 $(SAN_FLAGS) -Isrc/cunumpy/_core $$t $$extra -o $$exe -lm -lpthread || exit 1; \
+	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 $$exe || exit 1; \
 	done; echo "C unit tests passed"
 
 bench: install

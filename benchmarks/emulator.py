@@ -1,13 +1,18 @@
-"""The CPU emulator of CUDA kernels (kernel_testing.emulate_cuda_kernel), end to end.
+"""The CPU emulator of CUDA kernels: its runtime's context switch, and kernels end to end.
 
 Figures, each against a baseline measured in the same run (the machine is shared: run it
 when it is quiet, and read the ratios, not the absolute times):
+- the fiber context switch against a ucontext switch (target: at most 10 ns, at least 50x
+  faster), from cunumpy._core.emu_switch_benchmark;
 - an elementwise kernel (y[i] = a*x[i] + y[i], 4M doubles) against the NumPy expression
   a*x + y (target: at most 3x NumPy's time);
 - a 256-thread block sum with cunumpy/reduce.cuh over 4M doubles against numpy.sum, with the
   cost per thread per barrier;
 - parallel blocks: the block sum with 2 workers against 1 (target: at least 1.7x).
-Exit status 1 when a target is missed.
+The kernel figures are measured twice: through the C runtime alone (_core.emu_launch on a
+library compiled here against the prelude) and end to end through
+kernel_testing.emulate_cuda_kernel (when that layer is present). Exit status 1 when a target
+is missed.
 """
 
 import os
@@ -16,10 +21,133 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import ctypes  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
+
+SWITCH_TARGET_NS = 10.0
+SWITCH_TARGET_RATIO = 50.0
+
+
+def switch_benchmark() -> list[str]:
+    """The fiber switch against swapcontext, both ping-ponging in one call (thread CPU time)."""
+    from cunumpy import _core
+
+    fiber_ns, uc_ns = min((_core.emu_switch_benchmark(2_000_000) for _ in range(5)), key=lambda r: r[0])
+    ratio = uc_ns / fiber_ns
+    print(f"context switch ({_core.EMU_CONTEXT_SWITCH}): fiber {fiber_ns:.1f} ns, ucontext {uc_ns:.1f} ns, "
+          f"{ratio:.0f}x faster (target <= {SWITCH_TARGET_NS:g} ns and >= {SWITCH_TARGET_RATIO:g}x)")
+    failures = []
+    if fiber_ns > SWITCH_TARGET_NS:
+        failures.append(f"fiber switch {fiber_ns:.1f} ns > {SWITCH_TARGET_NS:g} ns")
+    if ratio < SWITCH_TARGET_RATIO:
+        failures.append(f"fiber switch only {ratio:.0f}x faster than ucontext")
+    return failures
+
+# ---------------------------------------------------------------------------------------------
+# The C runtime alone: the same kernels compiled here against the prelude and launched with
+# cunumpy._core.emu_launch, so the Python layer's marshalling is not in the figures.
+
+RUNTIME_SOURCE = r"""
+#include "cunumpy_emu/prelude.h"
+#include <cunumpy/index.cuh>
+#include <cunumpy/reduce.cuh>
+
+extern "C" __global__ void axpy(double a, const double *x, double *y, long long n)
+{
+    CUNUMPY_THREAD_1D(i, n);
+    y[i] = a * x[i] + y[i];
+}
+CUNUMPY_EMU_EXPORT_KERNEL(axpy, axpy)
+
+extern "C" __global__ void block_sum(const double *x, double *out, long long n)
+{
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    cunumpy_block_sum_to(out, i < n ? x[i] : 0.0);
+}
+CUNUMPY_EMU_EXPORT_KERNEL(block_sum, block_sum)
+"""
+
+
+class _RuntimeKernel:
+    """One kernel of the library: its entry addresses and a parameter table kept alive here."""
+
+    def __init__(self, lib, name, *values):
+        self.keep = [v if isinstance(v, ctypes._SimpleCData) else ctypes.c_void_p(v.ctypes.data) for v in values]
+        self.params = (ctypes.c_void_p * len(self.keep))(*[ctypes.addressof(v) for v in self.keep])
+        self.entries = [ctypes.cast(getattr(lib, f), ctypes.c_void_p).value
+                        for f in ("cunumpy_emu_bind", f"cunumpy_emu_thread_{name}", f"cunumpy_emu_block_{name}")]
+        self.name = name
+
+    def __call__(self, grid, block, **kw):
+        from cunumpy import _core
+
+        _core.emu_launch(*self.entries, grid, block, self.params, kernel_name=self.name, **kw)
+
+
+def runtime_benchmarks(tmp) -> list[str]:
+    import cunumpy
+    import cunumpy.cuda
+
+    cxx = shutil.which(os.environ.get("CXX") or "c++")
+    src, lib_path = os.path.join(tmp, "bench.cpp"), os.path.join(tmp, "bench.so")
+    with open(src, "w") as f:
+        f.write(RUNTIME_SOURCE)
+    prelude = os.path.join(os.path.dirname(cunumpy.__file__), "_emulation", "include")
+    subprocess.run([cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-Wno-unknown-pragmas", "-I", prelude, "-I",
+                    cunumpy.cuda.cuda_include_dir(), src, "-o", lib_path], check=True)
+    lib = ctypes.CDLL(lib_path)
+    failures = []
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(N_ELEMENTS)
+    y = rng.standard_normal(N_ELEMENTS)
+    a = 1.5
+    axpy = _RuntimeKernel(lib, "axpy", ctypes.c_double(a), x, y, ctypes.c_longlong(N_ELEMENTS))
+    grid = ((N_ELEMENTS + 255) // 256,)
+    want = a * x + y
+    axpy(grid, (256,))
+    assert np.allclose(y, want)
+    t_emu = _best(lambda: axpy(grid, (256,)))
+    t_np = _best(lambda: a * x + y)
+    ratio = t_emu / t_np
+    print(f"[runtime] axpy, 4M doubles, loop mode: {t_emu * 1e3:.2f} ms, NumPy {t_np * 1e3:.2f} ms, "
+          f"ratio {ratio:.2f} (target <= {AXPY_TARGET})")
+    if ratio > AXPY_TARGET:
+        failures.append(f"[runtime] axpy ratio {ratio:.2f} > {AXPY_TARGET}")
+
+    xs = (np.arange(N_ELEMENTS) % 1000).astype(np.float64)  # exact sums in any order
+    out = np.zeros(1)
+    block_sum = _RuntimeKernel(lib, "block_sum", xs, out, ctypes.c_longlong(N_ELEMENTS))
+    sum_grid = ((N_ELEMENTS + 255) // 256,)
+
+    def run_sum(workers=0):
+        out[0] = 0.0
+        block_sum(sum_grid, (256,), fibers=True, workers=workers)
+
+    run_sum()
+    assert out[0] == xs.sum()
+    t_sum = _best(run_sum, rounds=3)
+    t_np_sum = _best(lambda: np.sum(xs))
+    print(f"[runtime] block sum (reduce.cuh, 256 threads), 4M doubles, fibers: {t_sum * 1e3:.1f} ms, numpy.sum "
+          f"{t_np_sum * 1e3:.2f} ms, ratio {t_sum / t_np_sum:.0f}; "
+          f"{t_sum / (N_ELEMENTS * BLOCK_SUM_BARRIERS) * 1e9:.1f} ns per thread per barrier "
+          f"({t_sum / (N_ELEMENTS * (BLOCK_SUM_BARRIERS + BLOCK_SUM_SHUFFLES)) * 1e9:.1f} ns per thread per "
+          f"collective, counting the shuffles)")
+    t1 = _best(lambda: run_sum(1), rounds=3)
+    t2 = _best(lambda: run_sum(2), rounds=3)
+    speedup = t1 / t2
+    print(f"[runtime] parallel blocks (block sum): 1 worker {t1 * 1e3:.1f} ms, 2 workers {t2 * 1e3:.1f} ms, "
+          f"speed-up {speedup:.2f} (target >= {SPEEDUP_TARGET}; load average {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} CPUs)")
+    if speedup < SPEEDUP_TARGET:
+        failures.append(f"[runtime] 2-worker speed-up {speedup:.2f} < {SPEEDUP_TARGET}")
+    return failures
+
 
 # ---------------------------------------------------------------------------------------------
 # End-to-end launches through the Python layer (kernel_testing.emulate_cuda_kernel): the
@@ -125,12 +253,20 @@ def launch_benchmarks() -> list[str]:
 
 
 def main() -> int:
-    from cunumpy.kernel_testing import emulation_compiler
+    from cunumpy import kernel_testing
 
-    if emulation_compiler() is None:
+    failures = switch_benchmark()
+    compiler = getattr(kernel_testing, "emulation_compiler", None)
+    have_compiler = compiler() is not None if compiler else shutil.which(os.environ.get("CXX") or "c++") is not None
+    if not have_compiler:
         print("no C++ compiler: the CPU emulation cannot run")
         return 1
-    failures = launch_benchmarks()
+    with tempfile.TemporaryDirectory() as tmp:
+        failures += runtime_benchmarks(tmp)
+    if hasattr(kernel_testing, "emulate_cuda_kernel"):
+        failures += launch_benchmarks()
+    else:
+        print("kernel_testing.emulate_cuda_kernel is not in this build: end-to-end figures skipped")
     for failure in failures:
         print("MISSED:", failure)
     return 1 if failures else 0

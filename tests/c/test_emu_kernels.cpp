@@ -230,7 +230,10 @@ extern "C" __global__ void k_mask_exited(void)
 }
 CUNUMPY_EMU_EXPORT_KERNEL(mask_exited, k_mask_exited)
 
-extern "C" __global__ void k_null_deref(int *p, int thread)
+// Faulting on purpose: not instrumented, so that the sanitizer build reaches the runtime's
+// checked-execution handler instead of reporting the access itself.
+#define CUNUMPY_TEST_UNCHECKED __attribute__((no_sanitize("address", "undefined")))
+extern "C" __global__ CUNUMPY_TEST_UNCHECKED void k_null_deref(int *p, int thread)
 {
     if ((int)threadIdx.x == thread)
         p[0] = 1;
@@ -238,7 +241,7 @@ extern "C" __global__ void k_null_deref(int *p, int thread)
 CUNUMPY_EMU_EXPORT_KERNEL(null_deref, k_null_deref)
 
 // Unbounded recursion in a fiber: runs into the guard page below the fiber's stack.
-__device__ __noinline__ int recurse(volatile int *p, int depth)
+__device__ __noinline__ CUNUMPY_TEST_UNCHECKED int recurse(volatile int *p, int depth)
 {
     volatile char pad[512];
     pad[0] = (char)depth;

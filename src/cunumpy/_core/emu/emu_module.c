@@ -49,6 +49,22 @@ static int emu_read_address(PyObject *obj, const char *name, int optional, void 
     return 0;
 }
 
+/* An int keyword (anything with __index__), saturated to the Py_ssize_t range. */
+static int emu_read_size(PyObject *obj, const char *name, Py_ssize_t *out)
+{
+    PyObject *index = PyNumber_Index(obj);
+    if (index == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "emu_launch(): '%s' must be an int, not %.100s", name, Py_TYPE(obj)->tp_name);
+        }
+        return -1;
+    }
+    *out = PyNumber_AsSsize_t(index, NULL);
+    Py_DECREF(index);
+    return 0;
+}
+
 /* A 3-tuple of positive ints (1 or 2 items are padded with 1). */
 static int emu_read_dim3(PyObject *obj, const char *name, cunumpy_emu_dim3 *out)
 {
@@ -117,13 +133,19 @@ static PyObject *emu_launch(PyObject *self, PyObject *args, PyObject *kwargs)
     static char *keywords[] = {"bind",       "thread_fn", "block_fn", "grid",    "block",       "args",
                                "shared_mem", "fibers",    "checked",  "workers", "kernel_name", NULL};
     PyObject *bind_obj, *thread_obj, *block_obj, *grid_obj, *blockdim_obj, *args_obj;
+    PyObject *shared_obj = NULL, *workers_obj = NULL, *name_obj = NULL;
     Py_ssize_t shared_mem = 0, workers = 0;
     int fibers = 0, checked = 0;
-    PyObject *name_obj = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO|$nppnU:emu_launch", keywords, &bind_obj, &thread_obj,
-                                     &block_obj, &grid_obj, &blockdim_obj, &args_obj, &shared_mem, &fibers, &checked,
-                                     &workers, &name_obj))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO|$OppOO:emu_launch", keywords, &bind_obj, &thread_obj,
+                                     &block_obj, &grid_obj, &blockdim_obj, &args_obj, &shared_obj, &fibers, &checked,
+                                     &workers_obj, &name_obj))
         return NULL;
+    if ((shared_obj != NULL && emu_read_size(shared_obj, "shared_mem", &shared_mem) < 0) ||
+        (workers_obj != NULL && emu_read_size(workers_obj, "workers", &workers) < 0))
+        return NULL;
+    if (name_obj != NULL && !PyUnicode_Check(name_obj))
+        return cn_raise(CN_ERR_TYPE, "emu_launch(): 'kernel_name' must be a str, not %.100s",
+                        Py_TYPE(name_obj)->tp_name);
     emu_launch_params p;
     memset(&p, 0, sizeof p);
     void *bind = NULL, *thread_fn = NULL, *block_fn = NULL;

@@ -343,7 +343,11 @@ static int emu_run_block_fibers(emu_worker *w)
         f->worker = w;
         f->state = EMU_RUN;
         f->ctx.ucontext = w->stacks.ucontexts != NULL ? (char *)w->stacks.ucontexts + i * sizeof(ucontext_t) : NULL;
-        emu_context_make(&f->ctx, emu_stack_low(&w->stacks, i), w->stacks.stack_size, emu_fiber_entry, f);
+        /* Stacks are a power-of-two stride apart, so their tops would all fall into the same
+         * cache sets and evict each other at every switch: start each one a few cache lines
+         * lower than the previous (cache colouring; costs at most 16 KiB of each stack). */
+        const size_t colour = (size_t)(i % 256u) * 64u;
+        emu_context_make(&f->ctx, emu_stack_low(&w->stacks, i), w->stacks.stack_size - colour, emu_fiber_entry, f);
         w->ready[i] = i;
     }
     const unsigned int n_warps = (n + CUNUMPY_EMU_WARP_SIZE - 1) / CUNUMPY_EMU_WARP_SIZE;
