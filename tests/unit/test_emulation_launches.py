@@ -138,6 +138,48 @@ def test_struct_parameters_as_mapping_object_and_packed_value():
     assert (x == 4.0).all()
 
 
+class StructValueLike:
+    """The protocol of xp.arguments.CudaStructValue: ``struct``, ``value["field"]`` and a packed
+    value (holding device addresses) behind ``__cuda_args__``."""
+
+    def __init__(self, struct, **values):
+        self.struct = struct
+        self._values = values
+
+    def __getitem__(self, field):
+        return self._values[field]
+
+    def __cuda_args__(self):
+        return (np.zeros((), self.struct.dtype)[()],)  # never read by the emulation
+
+
+class StructArgumentsLike:
+    """The protocol of xp.arguments.CudaStructArguments: fields are attributes, ``pack()``."""
+
+    struct = ParticlesStruct()
+
+    def __init__(self, x):
+        self.x, self.n, self.scale = x, x.shape[0], 10.0
+
+    def pack(self):
+        return None
+
+    def __cuda_args__(self):
+        return (np.zeros((), self.struct.dtype)[()],)
+
+
+@needs_runtime
+def test_struct_values_and_struct_arguments_are_read_through_their_fields():
+    k = kernel("push", structs=[ParticlesStruct()])
+    x = np.zeros(40)
+    kt.emulate_cuda_kernel(k, StructValueLike(ParticlesStruct(), x=x, n=40, scale=1.0), 2.0)
+    assert (x == 2.0).all()
+    kt.emulate_cuda_kernel(k, StructArgumentsLike(x), 0.5)  # inferred from the field array
+    assert (x == 7.0).all()
+    with pytest.raises(TypeError, match="has no field 'scale'"):
+        kt.emulate_cuda_kernel(k, StructValueLike(ParticlesStruct(), x=x, n=40), 2.0)
+
+
 @needs_runtime
 def test_argument_objects_are_flattened():
     class Args:
