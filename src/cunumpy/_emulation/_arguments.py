@@ -12,7 +12,10 @@ CudaStructValue / CudaStructArguments, or any object with one attribute per fiel
 
 from __future__ import annotations
 
+import ctypes
+from struct import pack_into
 import sys
+import weakref
 from collections.abc import Mapping
 
 import numpy as np
@@ -35,7 +38,7 @@ class _HostArray:
         self.__cuda_array_interface__ = {
             "shape": a.shape,
             "typestr": a.dtype.str,
-            "data": (a.ctypes.data if a.size else 0, False),
+            "data": (a.__array_interface__["data"][0] if a.size else 0, False),
             "strides": strides,
             "version": 3,
         }
@@ -279,12 +282,7 @@ def marshal_arguments(kernel, args) -> MarshalledArguments:
             f"kernel '{kernel.name}' was built with check_signature=False: the CPU emulation needs "
             "the parsed signature to pass arguments"
         )
-    for p in signature:
-        if p.dtype is not None and np.dtype(p.dtype).kind == "c":
-            raise NotImplementedError(
-                f"kernel '{kernel.name}': parameter {p.declaration} is complex; the CPU emulation does not "
-                "support complex types"
-            )
+    offsets = _kernel_offsets(kernel)
     flat, expanded = _flatten(args, signature)
     n = len(signature)
     if len(flat) != n:
@@ -304,13 +302,30 @@ def marshal_arguments(kernel, args) -> MarshalledArguments:
     packed, _, _ = kernel._plan.pack(*values)
     out = m.out
     total = len(packed)
-    raw = np.empty(total + 16, np.uint8)
-    start = (-raw.ctypes.data) % 16
-    buffer = raw[start:start + total]
-    buffer[:] = np.frombuffer(packed, np.uint8)
+    buffer = (ctypes.c_char * (total + 16))()
+    base = ctypes.addressof(buffer)
+    start = (-base) % 16
+    ctypes.memmove(base + start, packed, total)
     if n:
-        offsets = np.array([off for off, _ in kernel._plan.layout], np.uint64)
-        buffer[: 8 * n].view(np.uint64)[:] = offsets + np.uint64(buffer.ctypes.data)
+        pack_into(f"<{n}Q", buffer, start, *[base + start + off for off in offsets])
+        out.table = memoryview(buffer).cast("B")[start:start + 8 * n]
     out.buffer = buffer
-    out.table = buffer[: 8 * n] if n else None
     return out
+
+
+_offsets: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _kernel_offsets(kernel) -> tuple:
+    """Offsets of the parameter values in the kernel's packed buffer (checked once per kernel:
+    complex parameters cannot be emulated)."""
+    offsets = _offsets.get(kernel)
+    if offsets is None:
+        for p in kernel.signature:
+            if p.dtype is not None and np.dtype(p.dtype).kind == "c":
+                raise NotImplementedError(
+                    f"kernel '{kernel.name}': parameter {p.declaration} is complex; the CPU emulation does not "
+                    "support complex types"
+                )
+        offsets = _offsets[kernel] = tuple(off for off, _ in kernel._plan.layout)
+    return offsets
