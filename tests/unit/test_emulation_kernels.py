@@ -130,6 +130,10 @@ extern "C" __global__ void ptx(unsigned* out) {
     out[threadIdx.x] = lane;
 }
 
+extern "C" __global__ void no_parameters() {
+    if (blockIdx.x == 1 && threadIdx.x == 2) __trap();
+}
+
 extern "C" __global__ void out_of_bounds(Array1D<double> a) {
     a(threadIdx.x + 1000) = 1.0;
 }
@@ -271,6 +275,12 @@ def test_trap_is_a_runtime_error_naming_the_kernel_and_block():
     with pytest.raises(RuntimeError, match="trapper") as info:
         emulate(loop_kernel("trapper"), x, grid=2, block=8)
     assert "block" in str(info.value)
+
+
+def test_kernels_without_parameters_launch():
+    emulate(loop_kernel("no_parameters"), grid=1, block=8)
+    with pytest.raises(RuntimeError, match="no_parameters"):
+        emulate(loop_kernel("no_parameters"), grid=2, block=8)
 
 
 def test_failed_assert_is_a_runtime_error():
