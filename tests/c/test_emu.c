@@ -36,6 +36,7 @@ DECLARE_KERNEL(null_deref)
 DECLARE_KERNEL(overflow)
 DECLARE_KERNEL(headers)
 DECLARE_KERNEL(bounds)
+DECLARE_KERNEL(intrinsics)
 
 static int failures = 0;
 #define CHECK(cond)                                                                                                    \
@@ -447,6 +448,19 @@ static void test_stack_reuse(void)
     CHECK(emu_pool.slots[0]->stacks.base == base); /* the same mapping, not a new one per launch */
     free(in);
     free(out);
+    /* Fiber stacks of all workers stay under EMU_MAX_FIBER_STACKS: 1024-thread blocks get at
+     * most 16 workers however many are asked for. */
+    enum { BIG = 1024, BLOCKS = 20 };
+    in = calloc(BIG * BLOCKS, sizeof *in);
+    out = calloc(BIG * BLOCKS, sizeof *out);
+    for (int i = 0; i < BIG * BLOCKS; ++i)
+        in[i] = i;
+    void *big_args[] = {&in, &out};
+    CHECK(LAUNCH(reverse, 1, d3(BLOCKS, 1, 1), d3(BIG, 1, 1), big_args, 0, 0, 64) == 0);
+    CHECK(emu_pool.n_slots <= (int)(EMU_MAX_FIBER_STACKS / BIG));
+    CHECK(out[0] == BIG - 1 && out[BIG * BLOCKS - 1] == BIG * (BLOCKS - 1));
+    free(in);
+    free(out);
 }
 
 static void test_headers(void)
@@ -479,6 +493,34 @@ static void test_headers(void)
     }
     CHECK(ok);
     CHECK(u[0] != u[1]);
+}
+
+static void test_intrinsics(void)
+{
+    long long o[64] = {0};
+    double d[16] = {0};
+    unsigned cells[8] = {5, 3, 1, 1, 10, 0, 4, 1};
+    long long *op = o;
+    double *dp = d;
+    unsigned *cp = cells;
+    void *args[] = {&op, &dp, &cp};
+    CHECK(LAUNCH(intrinsics, 0, d3(1, 1, 1), d3(1, 1, 1), args, 0, 0, 1) == 0);
+    const long long want[] = {8, 40, 31, 32, 63, 4, 0, 0x80000000ll, 0x80000000ll, 0x44332211ll, 3, 15,
+                              0x3f800000ll, 0x3ff00000ll, 2, 0, 2147483647ll, 0, 3, 1, 8, 1073741824ll, -4, 7, 2,
+                              12345, 1, 8, 1, 5, 3, 1, 1, 10, 0, 4, 1, 3, 13};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; ++i)
+        if (o[i] != want[i]) {
+            fprintf(stderr, "  intrinsic %zu: %lld != %lld\n", i, o[i], want[i]);
+            failures++;
+        }
+    const unsigned want_cells[8] = {9, 2, 9, 2, 8, 7, 11, 2};
+    CHECK(memcmp(cells, want_cells, sizeof cells) == 0);
+    const double want_d[] = {0.5, 0.25, 1.0, 0.25, 1.0, 0.5, 7.0, 0.5, 7.0, 0.0, 4.75, 1.0};
+    for (size_t i = 0; i < sizeof want_d / sizeof want_d[0]; ++i)
+        if (fabs(d[i] - want_d[i]) > 1e-12) {
+            fprintf(stderr, "  math %zu: %.17g != %.17g\n", i, d[i], want_d[i]);
+            failures++;
+        }
 }
 
 /* ---- errors ------------------------------------------------------------------------------- */
@@ -605,6 +647,7 @@ int main(void)
     test_atomics(1);
     test_stack_reuse();
     test_headers();
+    test_intrinsics();
     test_errors();
     test_checked_faults();
     if (failures) {

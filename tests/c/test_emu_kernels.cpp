@@ -271,3 +271,74 @@ extern "C" __global__ void k_bounds(CArray1D<int> a)
     a(i + 1) = i; // the last thread is out of range
 }
 CUNUMPY_EMU_EXPORT_KERNEL(bounds, k_bounds)
+
+// One result per built-in intrinsic (thread 0 of a one-thread launch); test_emu.c has the
+// expected values. Vector types are checked for CUDA's sizes and alignments at compile time.
+static_assert(sizeof(float2) == 8 && alignof(float2) == 8, "float2");
+static_assert(sizeof(float3) == 12 && alignof(float3) == 4, "float3");
+static_assert(sizeof(float4) == 16 && alignof(float4) == 16, "float4");
+static_assert(sizeof(double2) == 16 && alignof(double2) == 16, "double2");
+static_assert(sizeof(int4) == 16 && alignof(int4) == 16, "int4");
+static_assert(sizeof(uint4) == 16 && sizeof(longlong2) == 16 && sizeof(uchar4) == 4, "vectors");
+static_assert(sizeof(uint3) == 12 && sizeof(dim3) == 12, "uint3");
+
+extern "C" __global__ void k_intrinsics(long long *o, double *d, unsigned *cells)
+{
+    int k = 0;
+    o[k++] = __popc(0xf0f0u);                                        // 0
+    o[k++] = __popcll(0xffffffffffull);                              // 1
+    o[k++] = __clz(1);                                               // 2
+    o[k++] = __clz(0);                                               // 3
+    o[k++] = __clzll(1ll);                                           // 4
+    o[k++] = __ffs(0x18);                                            // 5
+    o[k++] = __ffsll(0);                                             // 6
+    o[k++] = __brev(1u);                                             // 7
+    o[k++] = (long long)(__brevll(1ull) >> 32);                      // 8
+    o[k++] = __byte_perm(0x33221100u, 0x77665544u, 0x4321u);         // 9
+    o[k++] = __umulhi(0x80000000u, 6u);                              // 10
+    o[k++] = __mul24(0x01000003, 5);                                 // 11
+    o[k++] = __float_as_int(1.0f);                                   // 12
+    o[k++] = __double2hiint(1.0);                                    // 13
+    o[k++] = __float2int_rn(2.5f);                                   // 14
+    o[k++] = __float2int_rn(__int_as_float(0x7fc00000));             // 15 NaN -> 0
+    o[k++] = __double2int_rz(1e300);                                 // 16 saturates
+    o[k++] = __float2uint_rd(-3.5f);                                 // 17 saturates at 0
+    o[k++] = __funnelshift_l(0x80000000u, 1u, 1u);                   // 18
+    o[k++] = __funnelshift_rc(0u, 1u, 40u);                          // 19
+    o[k++] = __sad(3, 10, 1u);                                       // 20
+    o[k++] = __hadd(2147483647, 1);                                  // 21
+    o[k++] = min(3, -4);                                             // 22
+    o[k++] = max(3u, 7u);                                            // 23
+    o[k++] = (long long)__umul64hi(1ull << 63, 4ull);                // 24
+    o[k++] = __double_as_longlong(__longlong_as_double(12345ll));    // 25
+    o[k++] = __hiloint2double(__double2hiint(2.0), __double2loint(2.0)) == 2.0; // 26
+    o[k++] = __ldg(&o[0]);                                           // 27
+    const long long t0 = clock64();
+    o[k++] = clock64() >= t0;                                        // 28
+    o[k++] = atomicExch(&cells[0], 9u);                              // 29 (cells[0] was 5)
+    o[k++] = atomicAnd(&cells[1], 6u);                               // 30 (cells[1] was 3)
+    o[k++] = atomicOr(&cells[2], 8u);                                // 31 (cells[2] was 1)
+    o[k++] = atomicXor(&cells[3], 3u);                               // 32 (cells[3] was 1)
+    o[k++] = atomicSub(&cells[4], 2u);                               // 33 (cells[4] was 10)
+    o[k++] = atomicDec(&cells[5], 7u);                               // 34 (cells[5] was 0 -> 7)
+    o[k++] = atomicCAS_block(&cells[6], 4u, 11u);                    // 35 (cells[6] was 4)
+    o[k++] = atomicMax_system(&cells[7], 2u);                        // 36 (cells[7] was 1)
+    const dim3 dflt;
+    o[k++] = dflt.x + dflt.y + dflt.z;                               // 37
+    o[k++] = make_int2(3, 4).y + make_float4(1, 2, 3, 4.5f).w * 2;   // 38
+    __threadfence();
+    k = 0;
+    d[k++] = rsqrt(4.0);                                             // 0
+    d[k++] = rsqrtf(16.0f);                                          // 1
+    d[k++] = __saturatef(1.5f) + __saturatef(-2.0f);                 // 2
+    d[k++] = __fdividef(1.0f, 4.0f);                                 // 3
+    d[k++] = __expf(0.0f) + __logf(1.0f);                            // 4
+    d[k++] = normcdf(0.0);                                           // 5
+    d[k++] = __fma_rn(2.0, 3.0, 1.0);                                // 6
+    d[k++] = rcbrt(8.0);                                             // 7
+    d[k++] = norm3d(2.0, 3.0, 6.0);                                  // 8
+    d[k++] = sinpi(0.5) + cospi(1.0);                                // 9
+    d[k++] = __dadd_rn(0.5, 0.25) + __fmul_rn(2.0f, 2.0f);           // 10
+    d[k++] = __ll2double_rn(1ll << 40) / 1099511627776.0;           // 11
+}
+CUNUMPY_EMU_EXPORT_KERNEL(intrinsics, k_intrinsics)

@@ -329,3 +329,31 @@ print(counts, y.sum())
     base = counts[0]
     assert counts[1:] == [base + 2] * 4  # two pool threads beside the caller, started once
     assert float(total) == 4 * 64.0
+
+
+def _rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.nosan  # AddressSanitizer's quarantine keeps freed memory on purpose
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_repeated_launches_and_errors_keep_memory_flat(lib):
+    x, y = np.ones(64), np.zeros(64)
+    ok = Args(ctypes.c_double(1.0), x, y, ctypes.c_longlong(64))
+    trap = Args(ctypes.c_int(0), ctypes.c_int(1))
+
+    def run(n):
+        for k in range(n):
+            launch(lib, "axpy", (2,), (32,), ok, fibers=bool(k & 1))
+            with pytest.raises(RuntimeError):
+                launch(lib, "trap_at", (2,), (32,), trap, fibers=bool(k & 2))
+
+    run(300)
+    refs = sys.getrefcount(ok.array)
+    start = _rss_bytes()
+    run(3000)
+    grown = _rss_bytes() - start
+    assert grown < 4 * 1024 * 1024, f"RSS grew by {grown} bytes"
+    after = sys.getrefcount(ok.array)  # outside the assert: its rewriting holds references
+    assert after == refs

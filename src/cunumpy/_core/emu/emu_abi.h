@@ -23,9 +23,25 @@
  *   void cunumpy_emu_block_<k>(cunumpy_emu_worker *w, void *const *args);  runs every thread
  *        of w's current block as a plain loop, x fastest (loop mode: no barrier, no warp
  *        operation). The prelude's CUNUMPY_EMU_EXPORT_KERNEL(k, kernel) defines both.
+ *
+ * The runtime's Python entry (src/cunumpy/_core/emu/emu_module.c):
+ *   cunumpy._core.emu_launch(bind, thread_fn, block_fn, grid, block, args, *, shared_mem=0,
+ *                            fibers=False, checked=False, workers=0, kernel_name="kernel")
+ *   bind/thread_fn/block_fn: the addresses above as ints (block_fn may be 0 with fibers=True,
+ *   thread_fn 0 without); grid/block: 1 to 3 positive ints; args: None or an object exposing
+ *   the void* array through the buffer protocol (copied, not kept). Releases the GIL while the
+ *   blocks run; launches from several threads run one after the other. Errors: TypeError or
+ *   ValueError naming the argument; RuntimeError "emulated kernel '<name>' failed in block
+ *   (x, y, z)[, thread (x, y, z)]: <what>" for a trap, an assertion, barrier divergence,
+ *   inconsistent warp operations, or a fault under checked=True. When several blocks fail,
+ *   the lowest block index (x fastest) is reported: blocks are handed out in that order and
+ *   every block handed out runs to its end.
+ *   Also: cunumpy._core.EMU_ABI_VERSION, EMU_CONTEXT_SWITCH ("x86-64 assembly", "aarch64
+ *   assembly" or "ucontext"), emu_workers() (the default worker count) and
+ *   emu_switch_benchmark(n) -> (fiber_ns, ucontext_ns).
  */
-#ifndef CUNUMPY_EMU_ABI_H
-#define CUNUMPY_EMU_ABI_H
+#ifndef CUNUMPY__CORE_EMU_EMU_ABI_H
+#define CUNUMPY__CORE_EMU_EMU_ABI_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -106,4 +122,4 @@ typedef void (*cunumpy_emu_block_fn)(cunumpy_emu_worker *w, void *const *args);
 }
 #endif
 
-#endif /* CUNUMPY_EMU_ABI_H */
+#endif /* CUNUMPY__CORE_EMU_EMU_ABI_H */

@@ -163,8 +163,12 @@ static PyObject *emu_launch(PyObject *self, PyObject *args, PyObject *kwargs)
                         EMU_MAX_SHARED_MEM, shared_mem);
     if (workers < 0)
         return cn_raise(CN_ERR_VALUE, "emu_launch(): 'workers' must be >= 0 (0: the default), got %zd", workers);
-    if (workers == 0 && emu_default_workers() < 0)
-        return emu_bad_threads_variable();
+    if (workers == 0) {
+        /* Read here, with the GIL: os.environ may be changed by another thread. */
+        workers = emu_default_workers();
+        if (workers < 0)
+            return emu_bad_threads_variable();
+    }
     const char *name = "kernel";
     if (name_obj != NULL) {
         name = PyUnicode_AsUTF8(name_obj);

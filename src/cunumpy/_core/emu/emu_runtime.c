@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #define EMU_MESSAGE 512
+#define EMU_MAX_FIBER_STACKS 16384u
 #define EMU_ALTSTACK_BYTES (64u * 1024u)
 
 enum { EMU_RUN = 0, EMU_BARRIER, EMU_WARP, EMU_ACTIVEMASK, EMU_DONE };
@@ -156,6 +157,15 @@ static void emu_ready_push(emu_worker *w, unsigned int i)
     if (slot >= w->n_threads)
         slot -= w->n_threads;
     w->ready[slot] = i;
+    w->ready_count++;
+}
+
+/* Lanes released by a warp operation go first: the warp's next operation then runs while
+ * its 32 fibers' stacks are still in the cache, instead of after every other warp's. */
+static void emu_ready_push_front(emu_worker *w, unsigned int i)
+{
+    w->ready_head = w->ready_head == 0 ? w->n_threads - 1 : w->ready_head - 1;
+    w->ready[w->ready_head] = i;
     w->ready_count++;
 }
 
@@ -538,12 +548,10 @@ static uint64_t emu_warp_op(cunumpy_emu_worker *pub, int op, unsigned int mask, 
             lanes[l].result = emu_shuffle_result(lanes, mask, l);
         }
     }
-    for (unsigned int m = mask; m != 0u; m &= m - 1u) {
-        const unsigned int l = (unsigned int)__builtin_ctz(m);
-        if (l != lane) {
-            lanes[l].state = EMU_RUN;
-            emu_ready_push(w, warp_index * CUNUMPY_EMU_WARP_SIZE + l);
-        }
+    for (unsigned int m = mask & ~bit; m != 0u; m &= ~(1u << (31 - __builtin_clz(m)))) {
+        const unsigned int l = 31u - (unsigned int)__builtin_clz(m); /* highest first: they run in lane order */
+        lanes[l].state = EMU_RUN;
+        emu_ready_push_front(w, warp_index * CUNUMPY_EMU_WARP_SIZE + l);
     }
     *group = warp->groups[--warp->n_groups];
     return self->result;
@@ -938,6 +946,15 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
         workers = EMU_MAX_WORKERS;
     if ((uint64_t)workers > launch.total_blocks)
         workers = (int)launch.total_blocks;
+    if (params->fibers) {
+        /* Every fiber stack is two mappings (guard and stack) and the kernel caps a process's
+         * mappings (vm.max_map_count, 65530 by default): keep the stacks of all workers
+         * together under EMU_MAX_FIBER_STACKS. */
+        const unsigned int per_block = params->block.x * params->block.y * params->block.z;
+        const int cap = (int)(EMU_MAX_FIBER_STACKS / per_block);
+        if (workers > cap)
+            workers = cap > 0 ? cap : 1;
+    }
 
     pthread_mutex_lock(&emu_pool.launch_lock);
     workers = emu_pool_ensure(workers);

@@ -2,8 +2,8 @@
  * stacks (emu_fiber.c) and the launch, worker pool, block scheduler and collectives
  * (emu_runtime.c). emu_module.c is the Python boundary; tests/c/test_emu*.c drive the same
  * functions directly. */
-#ifndef CUNUMPY_EMU_RUNTIME_H
-#define CUNUMPY_EMU_RUNTIME_H
+#ifndef CUNUMPY__CORE_EMU_EMU_RUNTIME_H
+#define CUNUMPY__CORE_EMU_EMU_RUNTIME_H
 
 #include "emu_abi.h"
 
@@ -103,4 +103,4 @@ EMU_INTERNAL int emu_default_workers(void);
  * where known) in `error`. Launches from several threads are serialised. */
 EMU_INTERNAL int emu_launch_run(const emu_launch_params *params, char *error, size_t error_size);
 
-#endif /* CUNUMPY_EMU_RUNTIME_H */
+#endif /* CUNUMPY__CORE_EMU_EMU_RUNTIME_H */

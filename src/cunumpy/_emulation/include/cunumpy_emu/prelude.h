@@ -576,6 +576,20 @@ static __inline__ typename std::common_type<A, B>::type max(A a, B b)
     return (C)a < (C)b ? (C)b : (C)a;
 }
 
+// Same-type overloads as in CUDA: a non-template wins over std::min/std::max when a kernel
+// says `using namespace std;`; the template above covers mixed types.
+#define CUNUMPY_EMU_MINMAX(T)                                                                                          \
+    static __inline__ T min(T a, T b) { return b < a ? b : a; }                                                       \
+    static __inline__ T max(T a, T b) { return a < b ? b : a; }
+CUNUMPY_EMU_MINMAX(int)
+CUNUMPY_EMU_MINMAX(unsigned int)
+CUNUMPY_EMU_MINMAX(long)
+CUNUMPY_EMU_MINMAX(unsigned long)
+CUNUMPY_EMU_MINMAX(long long)
+CUNUMPY_EMU_MINMAX(unsigned long long)
+CUNUMPY_EMU_MINMAX(float)
+CUNUMPY_EMU_MINMAX(double)
+
 static __inline__ double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 static __inline__ float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 static __inline__ double rcbrt(double x) { return 1.0 / std::cbrt(x); }
