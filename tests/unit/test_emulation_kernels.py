@@ -6,7 +6,6 @@ barrier divergence, mask mismatch, a null dereference under checked execution).
 Kernels sharing a source share one library: each module-level source compiles once.
 """
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -18,13 +17,9 @@ from _emulation_support import finishes_within, requires_compiler
 
 import cunumpy as xp
 from cunumpy import kernel_testing as kt
-from cunumpy._native import core
 from cunumpy.kernels import CudaKernel
 
-pytestmark = [
-    requires_compiler,
-    pytest.mark.skipif(not hasattr(core, "emu_launch"), reason="this cunumpy._core has no emulation runtime"),
-]
+pytestmark = requires_compiler
 
 emulate = kt.emulate_cuda_kernel
 

@@ -15,11 +15,9 @@ from _serial_launcher import serial_emu_launch
 
 from cunumpy import kernel_testing as kt
 from cunumpy._emulation import _launch
-from cunumpy._native import core
 from cunumpy.kernels import CudaKernel, CudaKernelVariants
 from cunumpy.kernels import _cuda_kernel
 
-needs_runtime = pytest.mark.skipif(not hasattr(core, "emu_launch"), reason="this cunumpy._core has no emulation runtime")
 pytestmark = requires_compiler
 
 SOURCE = r"""
@@ -116,7 +114,6 @@ def test_the_packed_table_runs_under_a_serial_reference_launcher(monkeypatch):
 # ------------------------------------------------------------------ struct parameters
 
 
-@needs_runtime
 def test_struct_parameters_as_mapping_object_and_packed_value():
     k = kernel("push", structs=[ParticlesStruct()])
     x = np.zeros(50)
@@ -168,7 +165,6 @@ class StructArgumentsLike:
         return (np.zeros((), self.struct.dtype)[()],)
 
 
-@needs_runtime
 def test_struct_values_and_struct_arguments_are_read_through_their_fields():
     k = kernel("push", structs=[ParticlesStruct()])
     x = np.zeros(40)
@@ -180,7 +176,6 @@ def test_struct_values_and_struct_arguments_are_read_through_their_fields():
         kt.emulate_cuda_kernel(k, StructValueLike(ParticlesStruct(), x=x, n=40), 2.0)
 
 
-@needs_runtime
 def test_argument_objects_are_flattened():
     class Args:
         def __init__(self, x, n):
@@ -194,14 +189,12 @@ def test_argument_objects_are_flattened():
     assert (x == 2.0).all()
 
 
-@needs_runtime
 def test_templates_run_through_their_name_expression():
     y = np.zeros(33, np.float32)
     kt.emulate_cuda_kernel(kernel("fill", template_args=("float",)), y, np.float32(1.5), 33)
     assert (y == 1.5).all()
 
 
-@needs_runtime
 def test_shared_memory_barriers_and_shuffles_agree_with_numpy():
     rng = np.random.default_rng(5)
     x = rng.integers(-100, 100, 1000).astype(float)
@@ -252,7 +245,6 @@ def test_threads_leaving_in_any_order_restore_the_outside_hook():
     assert _cuda_kernel.emulation_hook is before
 
 
-@needs_runtime
 def test_compile_builds_the_emulation_and_returns_none():
     k = kernel("scale")
     with kt.emulated_launches():
@@ -269,7 +261,6 @@ def test_compile_builds_the_emulation_and_returns_none():
         broken.compile_all([1])
 
 
-@needs_runtime
 def test_cuda_kernel_launches_on_fake_arrays(dev):
     x = dev(np.arange(100.0))
     k = kernel("scale")
@@ -285,7 +276,6 @@ def test_cuda_kernel_launches_on_fake_arrays(dev):
     np.testing.assert_array_equal(kt.host_buffer(out), [128.0] * 7 + [104.0])
 
 
-@needs_runtime
 def test_raw_kernels_of_the_fake_cupy_launch_too(dev):
     cupy = _fake()
     raw = cupy.RawKernel(SOURCE, "scale")
@@ -298,7 +288,6 @@ def test_raw_kernels_of_the_fake_cupy_launch_too(dev):
         cupy.ElementwiseKernel("T x", "T y", "y = x", "copy")(x, x)
 
 
-@needs_runtime
 def test_fake_cupy_session_emulates_launches(dev):
     k = kernel("scale")
     with kt.fake_cupy_session():
@@ -307,7 +296,6 @@ def test_fake_cupy_session_emulates_launches(dev):
     assert (kt.host_buffer(x) == 5.0).all()
 
 
-@needs_runtime
 def test_check_finite_scans_the_host_buffers(dev):
     k = kernel("scale", check_finite=True)
     x = dev(np.ones(4))
@@ -315,7 +303,6 @@ def test_check_finite_scans_the_host_buffers(dev):
         k(x, float("inf"), 4)
 
 
-@needs_runtime
 def test_concurrent_launches_from_threads(dev):
     k = kernel("scale")
     arrays = [dev(np.ones(1000)) for _ in range(4)]
@@ -339,7 +326,6 @@ def test_concurrent_launches_from_threads(dev):
         assert (kt.host_buffer(a) == 32.0).all()
 
 
-@needs_runtime
 @pytest.mark.nosan
 def test_cuda_kernel_path_in_a_fake_cupy_subprocess():
     """The plain (NumPy) run covers the fake-CuPy launch path in a child process."""

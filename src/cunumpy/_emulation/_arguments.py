@@ -13,10 +13,10 @@ CudaStructValue / CudaStructArguments, or any object with one attribute per fiel
 from __future__ import annotations
 
 import ctypes
-from struct import pack_into
 import sys
 import weakref
 from collections.abc import Mapping
+from struct import pack_into
 
 import numpy as np
 
