@@ -32,6 +32,8 @@ __all__ = [
 
 #: Bump when the generated code or the cache layout changes: old entries are then ignored.
 _FORMAT = "cunumpy-emulation-3"
+# -fno-strict-aliasing: CUDA code reinterprets shared memory and bit patterns through pointer
+# casts, which NVRTC compiles as written.
 _BASE_FLAGS = ("-std=c++17", "-O2", "-fPIC", "-shared", "-fno-strict-aliasing", "-pthread")
 _COMPILE_TIMEOUT = 600
 
