@@ -7,6 +7,10 @@ CuPy and leaves ``xp.testing`` alone; the pytest objects (``BACKENDS``, ``backen
 Host/CUDA parity checks (``assert_kernels_agree``, ``parity_cases``, ``check_parity``) and
 ``device_function_kernel`` (sections 13.2 to 13.4) live in ``cunumpy._parity``; without a GPU
 they launch through the CPU emulation (``emulated_launches``) when it is available.
+
+The CPU emulation of CUDA kernels (API.md section 15: ``emulate_cuda_kernel``,
+``emulated_launches``, ``compile_for_emulation``, ``emulation_compiler``,
+``emulation_cache_dir``) is implemented in ``cunumpy._emulation`` and re-exported here.
 """
 
 from __future__ import annotations
@@ -26,6 +30,24 @@ from ._parity import (
     parity_cases,
 )
 
+# --- CPU emulation (API.md section 15) --------------------------------------------------
+from ._emulation import (
+    compile_for_emulation,
+    emulate_cuda_kernel,
+    emulated_launches,
+    emulation_cache_dir,
+    emulation_compiler,
+)
+
+_EMULATION_NAMES = [
+    "compile_for_emulation",
+    "emulate_cuda_kernel",
+    "emulated_launches",
+    "emulation_cache_dir",
+    "emulation_compiler",
+]
+# --- end of CPU emulation ----------------------------------------------------------------
+
 __all__ = [
     "BACKENDS",
     "MPI_LAUNCHER_PREFIXES",
@@ -39,6 +61,7 @@ __all__ = [
     "requires_cupy",
     "requires_device_backend",
     "run_in_fake_cupy_subprocess",
+    *_EMULATION_NAMES,
 ]
 # Parity checks, device-function kernels and the HIP-gap markers (API.md 13.1 to 13.4).
 __all__ += [
@@ -235,9 +258,9 @@ def __dir__():
 
 @contextlib.contextmanager
 def fake_cupy_session(*, compiler=None, options=()):
-    """Strictly activate the CuPy backend on the fake CuPy for the block; restore after.
-
-    RuntimeError without the fake (set ``CUNUMPY_FAKE_CUPY=1``).
+    """Strictly activate the CuPy backend on the fake CuPy for the block and emulate every
+    CUDA launch and compilation in it on the CPU (``emulated_launches(compiler=, options=)``);
+    restore both after. RuntimeError without the fake (set ``CUNUMPY_FAKE_CUPY=1``).
     """
     if not fake_cupy_active():
         raise RuntimeError(
@@ -246,10 +269,7 @@ def fake_cupy_session(*, compiler=None, options=()):
         )
     from ._backend import use_backend
 
-    # TODO(emulation, API.md section 15): also emulate every CUDA launch and compilation
-    # in the block (``emulated_launches(compiler=compiler, options=options)``); that is a
-    # later issue. Until then kernel launches on the fake raise NotImplementedError.
-    with use_backend("cupy", strict=True):
+    with use_backend("cupy", strict=True), emulated_launches(compiler=compiler, options=options):
         yield
 
 

@@ -691,7 +691,8 @@ class CudaKernel:
         """Discard the current device's compiled state and compile again (headers, debug options)."""
         hook = emulation_hook
         if hook is not None:
-            return hook.compile(self)
+            # The emulation re-reads headers and options too (a hook may lack the method).
+            return getattr(hook, "recompile", hook.compile)(self)
         self._reject_on_hip()
         cupy, reason = _cupy()
         if cupy is None:

@@ -1,0 +1,19 @@
+"""CPU emulation of CUDA kernels (API.md section 15): the Python layer.
+
+CUDA source is compiled by the host C++ compiler against the prelude
+(``include/cunumpy_emu/prelude.h``) into a cached shared library; the C runtime in
+``cunumpy._core`` (``emu_launch``) schedules its threads. The public names live in
+``cunumpy.kernel_testing``.
+"""
+
+from ._build import build_count, emulation_cache_dir, emulation_compiler
+from ._launch import compile_for_emulation, emulate_cuda_kernel, emulated_launches
+
+__all__ = [
+    "build_count",
+    "compile_for_emulation",
+    "emulate_cuda_kernel",
+    "emulated_launches",
+    "emulation_cache_dir",
+    "emulation_compiler",
+]

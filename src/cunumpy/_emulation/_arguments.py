@@ -1,0 +1,331 @@
+"""Arguments of an emulated launch, by the kernel's parsed signature.
+
+Pointer and view parameters take host arrays (NumPy arrays, or fake-CuPy arrays through
+their host buffers) of the declared dtype and dimensions. Where the kernel needs a layout the
+array does not have (a pointer or ``CArrayND`` of a non-contiguous array, a view whose byte
+strides are not whole elements, a read-only array), a contiguous copy is passed and copied
+back into the given array after the launch (read-only arrays are never written back).
+Scalars are checked and packed by the kernel's own launch plan (the same checks and messages
+as a device launch). Struct parameters take a packed value, a mapping field -> value, a
+CudaStructValue / CudaStructArguments, or any object with one attribute per field.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import weakref
+from collections.abc import Mapping
+from struct import pack_into
+
+import numpy as np
+
+from .._native import core
+from ..cuda._source import CudaParameter
+from ..kernels import _cuda_kernel
+
+__all__ = ["MarshalledArguments", "marshal_arguments"]
+
+_MAX_FLATTEN_DEPTH = 8
+
+
+class _HostArray:
+    """A host buffer presented to the launch plan as a device array (its address is host memory)."""
+
+    __slots__ = ("__cuda_array_interface__",)
+
+    def __init__(self, a: np.ndarray, strides):
+        self.__cuda_array_interface__ = {
+            "shape": a.shape,
+            "typestr": a.dtype.str,
+            "data": (a.__array_interface__["data"][0] if a.size else 0, False),
+            "strides": strides,
+            "version": 3,
+        }
+
+
+class MarshalledArguments:
+    """The packed parameter values, the arrays they point into, and the pending copies back."""
+
+    __slots__ = ("buffer", "table", "keep", "copies", "first_shape")
+
+    def __init__(self):
+        self.buffer = None
+        #: the parameter address table at the start of ``buffer`` (None without parameters)
+        self.table = None
+        self.keep: list = []
+        #: (the user's array, the contiguous copy the kernel wrote)
+        self.copies: list = []
+        self.first_shape = None
+
+    def write_back(self) -> None:
+        for target, copy in self.copies:
+            np.copyto(target, copy, casting="no")
+
+
+def _fake_array_type():
+    cupy = sys.modules.get("cupy")
+    if cupy is None or not getattr(cupy, "__cunumpy_fake__", False):
+        return None
+    return getattr(cupy, "ndarray", None)
+
+
+def _device_array_type():
+    cupy = sys.modules.get("cupy")
+    if cupy is None or getattr(cupy, "__cunumpy_fake__", False):
+        return None
+    return getattr(cupy, "ndarray", None)
+
+
+def host_array(obj):
+    """The host ndarray behind ``obj`` (itself, or a fake-CuPy array's buffer), or None."""
+    if isinstance(obj, np.ndarray):
+        return obj
+    fake = _fake_array_type()
+    if fake is not None and isinstance(obj, fake):
+        return obj._a
+    return None
+
+
+def _type_name(obj) -> str:
+    t = type(obj)
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+class _Marshaller:
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self.name = kernel.name
+        self.out = MarshalledArguments()
+
+    def error(self, exc, where, p, detail):
+        return exc(f"kernel '{self.name}': {where} ({p.declaration}): {detail}")
+
+    # ------------------------------------------------------------ arrays
+
+    def array(self, where, p: CudaParameter, obj):
+        a = host_array(obj)
+        if a is None:
+            device = _device_array_type()
+            if device is not None and isinstance(obj, device):
+                raise self.error(
+                    TypeError, where, p,
+                    "a CuPy device array cannot be read by the CPU emulation; pass a NumPy array (a.get())",
+                )
+            raise self.error(
+                TypeError, where, p,
+                f"expected a NumPy array (or a fake-CuPy array), got {_type_name(obj)}",
+            )
+        if a.dtype.hasobject:
+            raise self.error(TypeError, where, p, f"arrays of dtype {a.dtype} cannot be passed to a kernel")
+        if p.dtype is not None and a.dtype != p.dtype:
+            raise self.error(
+                TypeError, where, p, f"expected dtype {p.dtype}, got {a.dtype} (arrays are never cast)"
+            )
+        if p.view_ndim and a.ndim != p.view_ndim:
+            raise self.error(
+                TypeError, where, p, f"expected a {p.view_ndim}-dimensional array, got {a.ndim} dimensions"
+            )
+        if self.out.first_shape is None and a.ndim >= 1:
+            self.out.first_shape = a.shape
+        itemsize = a.dtype.itemsize
+        if p.view_ndim and not p.contiguous:
+            usable = a.flags.writeable and all(s % itemsize == 0 for s in a.strides)
+        else:
+            usable = a.flags.writeable and a.flags.c_contiguous
+        if usable:
+            passed = a
+        else:
+            passed = np.array(a, order="C", copy=True)
+            if a.flags.writeable:
+                self.out.copies.append((a, passed))
+        self.out.keep.append(passed)
+        strides = passed.strides if (p.view_ndim and not p.contiguous) else None
+        return _HostArray(passed, strides)
+
+    # ------------------------------------------------------------ structs
+
+    def struct_fields(self, p: CudaParameter):
+        """(name, CudaParameter) of each field, from the struct's parsed fields or its dtype."""
+        struct = p.struct
+        parsed = getattr(struct, "fields", None)
+        dtype = np.dtype(p.dtype)
+        fields = []
+        if isinstance(parsed, tuple) and parsed and all(isinstance(f, CudaParameter) for f in parsed):
+            for f in parsed:
+                fields.append((f.name, f))
+            return fields
+        for fname in dtype.names or ():
+            fdt = dtype.fields[fname][0]
+            if fdt.names and "data" in fdt.names and "shape" in fdt.names:
+                n = fdt["shape"].shape[0] if fdt["shape"].shape else 1
+                contiguous = "strides" not in fdt.names
+                fields.append((fname, CudaParameter(fname, "view", None, False, None, n, contiguous)))
+            elif fdt == np.dtype("<u8") and fdt.kind == "u":
+                fields.append((fname, CudaParameter(fname, "void", None, True, None, 0, False)))
+            else:
+                fields.append((fname, CudaParameter(fname, str(fdt), fdt, False, None, 0, False)))
+        return fields
+
+    def struct(self, index, p: CudaParameter, obj):
+        dtype = np.dtype(p.dtype)
+        if isinstance(obj, np.void):
+            if obj.dtype != dtype:
+                raise self.error(
+                    TypeError, f"argument {index}", p,
+                    f"the packed value has dtype {obj.dtype}, expected the struct's {dtype}",
+                )
+            return obj
+        sname = getattr(p.struct, "name", p.ctype)
+        if isinstance(obj, Mapping):
+            def read(fname):
+                return obj[fname]
+            missing = KeyError
+        elif hasattr(type(obj), "pack") or not hasattr(type(obj), "__getitem__"):
+            def read(fname):
+                return getattr(obj, fname)
+            missing = AttributeError
+        else:
+            def read(fname):
+                return obj[fname]
+            missing = (KeyError, IndexError)
+        record = bytearray(dtype.itemsize)
+        for fname, f in self.struct_fields(p):
+            where = f"argument {index} (struct {sname}), field '{fname}'"
+            try:
+                value = read(fname)
+            except missing:
+                raise TypeError(
+                    f"kernel '{self.name}': argument {index} (struct {sname}) has no field '{fname}'"
+                ) from None
+            if f.pointer or f.view_ndim:
+                if f.view_ndim and f.dtype is None:
+                    # A view field known only from the struct's dtype: its element type is the array's.
+                    a = host_array(value)
+                    f = f._replace(dtype=a.dtype if a is not None else np.dtype("u1"))
+                value = self.array(where, f, value)
+            plan = _field_plan(sname, f)
+            try:
+                packed, _, _ = plan.pack(value)
+            except (TypeError, ValueError, OverflowError) as exc:
+                detail = str(exc).split("): ", 1)[-1]
+                raise type(exc)(f"kernel '{self.name}': {where} ({f.declaration}): {detail}") from None
+            off, size = plan.layout[0]
+            at = dtype.fields[fname][1]
+            record[at:at + size] = packed[off:off + size]
+        return np.frombuffer(bytes(record), dtype)[0]
+
+
+_field_plans: dict = {}
+
+
+def _field_plan(struct_name: str, f: CudaParameter):
+    key = (struct_name, f)
+    plan = _field_plans.get(key)
+    if plan is None:
+        plan = _field_plans[key] = core.launch_plan(struct_name, (_cuda_kernel._spec(0, f),), np.void, np.generic)
+    return plan
+
+
+def _is_struct_input(obj, p: CudaParameter) -> bool:
+    if isinstance(obj, (np.void, Mapping)):
+        return True
+    struct = getattr(obj, "struct", None)
+    if struct is not None and getattr(struct, "name", None) == getattr(p.struct, "name", None):
+        return True
+    if hasattr(type(obj), "__cuda_args__"):
+        return False
+    names = np.dtype(p.dtype).names or ()
+    return bool(names) and all(hasattr(obj, n) for n in names)
+
+
+def _flatten(args, signature):
+    out: list = []
+    expanded = [False]
+    fake = _fake_array_type()
+
+    def visit(obj, depth):
+        slot = signature[len(out)] if len(out) < len(signature) else None
+        if slot is not None and slot.struct is not None and _is_struct_input(obj, slot):
+            out.append(obj)
+            return
+        t = type(obj)
+        plain = t in (int, float, bool, complex) or isinstance(obj, np.ndarray) or (
+            fake is not None and isinstance(obj, fake)
+        )
+        if not plain and hasattr(t, "__cuda_args__"):
+            if depth >= _MAX_FLATTEN_DEPTH:
+                raise TypeError("__cuda_args__ nested too deeply")
+            items = obj.__cuda_args__()
+            if not isinstance(items, tuple):
+                raise TypeError(f"{t.__name__}.__cuda_args__() must return a tuple, not {type(items).__name__}")
+            expanded[0] = True
+            for item in items:
+                visit(item, depth + 1)
+            return
+        out.append(obj)
+
+    for obj in args:
+        visit(obj, 0)
+    return out, expanded[0]
+
+
+def marshal_arguments(kernel, args) -> MarshalledArguments:
+    """Check ``args`` against ``kernel``'s signature and pack them for the emulation.
+
+    The result's ``buffer`` (16-byte aligned) starts with ``table``, the addresses of the
+    parameter values in it (CUDA's ``kernelParams``); ``keep`` holds every array they point into.
+    """
+    signature = kernel.signature
+    if signature is None:
+        raise TypeError(
+            f"kernel '{kernel.name}' was built with check_signature=False: the CPU emulation needs "
+            "the parsed signature to pass arguments"
+        )
+    offsets = _kernel_offsets(kernel)
+    flat, expanded = _flatten(args, signature)
+    n = len(signature)
+    if len(flat) != n:
+        raise TypeError(
+            f"kernel '{kernel.name}' takes {n} argument{'' if n == 1 else 's'}, got {len(flat)}"
+            + (" (after expanding __cuda_args__)" if expanded else "")
+        )
+    m = _Marshaller(kernel)
+    values = []
+    for i, (p, obj) in enumerate(zip(signature, flat)):
+        if p.pointer or p.view_ndim:
+            values.append(m.array(f"argument {i}", p, obj))
+        elif p.struct is not None:
+            values.append(m.struct(i, p, obj))
+        else:
+            values.append(obj)
+    packed, _, _ = kernel._plan.pack(*values)
+    out = m.out
+    total = len(packed)
+    buffer = (ctypes.c_char * (total + 16))()
+    base = ctypes.addressof(buffer)
+    start = (-base) % 16
+    ctypes.memmove(base + start, packed, total)
+    if n:
+        pack_into(f"<{n}Q", buffer, start, *[base + start + off for off in offsets])
+        out.table = memoryview(buffer).cast("B")[start:start + 8 * n]
+    out.buffer = buffer
+    return out
+
+
+_offsets: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _kernel_offsets(kernel) -> tuple:
+    """Offsets of the parameter values in the kernel's packed buffer (checked once per kernel:
+    complex parameters cannot be emulated)."""
+    offsets = _offsets.get(kernel)
+    if offsets is None:
+        for p in kernel.signature:
+            if p.dtype is not None and np.dtype(p.dtype).kind == "c":
+                raise NotImplementedError(
+                    f"kernel '{kernel.name}': parameter {p.declaration} is complex; the CPU emulation does not "
+                    "support complex types"
+                )
+        offsets = _offsets[kernel] = tuple(off for off, _ in kernel._plan.layout)
+    return offsets

@@ -1,0 +1,321 @@
+"""Emulated launches: building a kernel's library, running it, and the launch hooks.
+
+``emulate_cuda_kernel`` runs one launch; ``emulated_launches()`` installs a hook through
+which every ``CudaKernel`` launch and compilation (and the fake CuPy's raw kernels) runs on
+the CPU for the duration of a ``with`` block.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import weakref
+
+import numpy as np
+
+from .._native import core
+from ..kernels import _cuda_kernel
+from ..kernels._cuda_kernel import CudaKernel
+from ._arguments import marshal_arguments
+from ._build import build_library, emulation_compiler
+from ._source import entry_points, translation_unit
+
+__all__ = [
+    "compile_for_emulation",
+    "emulate_cuda_kernel",
+    "emulated_launches",
+]
+
+#: Dynamic shared memory a block may request: the opt-in limit of sm_90 (227 KiB).
+DYNAMIC_SHARED_LIMIT = 232448
+
+# NVRTC options that carry over to the host compiler; the rest (architecture, -lineinfo,
+# --use_fast_math, ...) mean nothing there.
+_TWO_WORD = {
+    "-D": "-D", "--define-macro": "-D", "-define-macro": "-D",
+    "-U": "-U", "--undefine-macro": "-U", "-undefine-macro": "-U",
+    "-I": "-I", "--include-path": "-I", "-include-path": "-I",
+}
+
+
+def host_compiler_flags(options) -> list[str]:
+    """The ``-D``, ``-U``, ``-I`` and ``-ffp-contract`` options of NVRTC ``options``."""
+    out: list[str] = []
+    it = iter(options)
+    for o in it:
+        if o in _TWO_WORD:
+            value = next(it, None)
+            if value is not None:
+                out.append(_TWO_WORD[o] + value)
+            continue
+        head, eq, value = o.partition("=")
+        if eq and head in _TWO_WORD and head.startswith("--"):
+            out.append(_TWO_WORD[head] + value)
+        elif o[:2] in ("-D", "-U", "-I") and len(o) > 2:
+            out.append(o)
+        elif o.startswith("-ffp-contract="):
+            out.append(o)
+        elif head == "--fmad":
+            out.append("-ffp-contract=" + ("off" if value.lower() == "false" else "fast"))
+    return out
+
+
+def _check_options(options, what) -> tuple:
+    if isinstance(options, (str, bytes)) or not hasattr(options, "__iter__"):
+        raise TypeError(f"{what}: 'options' must be a sequence of str")
+    options = tuple(options)
+    if not all(isinstance(o, str) for o in options):
+        raise TypeError(f"{what}: 'options' must be a sequence of str")
+    return options
+
+
+def _check_compiler(compiler, what):
+    if compiler is not None and (not isinstance(compiler, str) or not compiler.strip()):
+        raise TypeError(f"{what}: 'compiler' must be None or a non-empty str, not {compiler!r}")
+    return compiler
+
+
+def _resolve_compiler(compiler) -> str:
+    if compiler is None:
+        compiler = emulation_compiler()
+        if compiler is None:
+            raise RuntimeError(
+                "CPU emulation needs a C++ compiler: none found (set CXX or install c++, e.g. g++)"
+            )
+    return compiler
+
+
+def _check_kernel(kernel, what):
+    if not isinstance(kernel, CudaKernel):
+        raise TypeError(f"{what}: expected a CudaKernel, got {type(kernel).__module__}.{type(kernel).__qualname__}")
+    if kernel.signature is None:
+        raise TypeError(
+            f"{what}: kernel '{kernel.name}' was built with check_signature=False; the CPU emulation "
+            "needs the parsed signature to pass arguments"
+        )
+
+
+# ------------------------------------------------------------------ libraries
+
+_per_kernel: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_per_kernel_lock = threading.Lock()
+
+
+def library_for(kernel: CudaKernel, compiler, options: tuple, *, fresh: bool = False):
+    """The emulation library of ``kernel``, built once per kernel object and settings, as a
+    CUDA kernel compiles once per device; ``fresh`` (recompile) re-reads headers and options."""
+    memo_key = (compiler, options, kernel.debug_active())
+    with _per_kernel_lock:
+        memo = _per_kernel.setdefault(kernel, {})
+        lib = None if fresh else memo.get(memo_key)
+    if lib is not None:
+        return lib
+    resolved = _resolve_compiler(compiler)
+    flags = []
+    if kernel.source_dir is not None:
+        flags += ["-iquote", str(kernel.source_dir)]
+    flags += host_compiler_flags(kernel.compile_options())
+    flags += list(options)
+    entries = entry_points(kernel.source, kernel.expression)
+    unit = translation_unit(kernel.source, entries, entries[0])
+    lib = build_library(
+        unit, name=kernel.name, entries=entries, compiler=resolved, flags=tuple(flags), headers=kernel.included_headers
+    )
+    with _per_kernel_lock:
+        memo[memo_key] = lib
+    return lib
+
+
+# ------------------------------------------------------------------ launches
+
+
+def _check_shared_mem(kernel, shared_mem) -> int:
+    if isinstance(shared_mem, (bool, np.bool_)) or not isinstance(shared_mem, (int, np.integer)):
+        raise TypeError(f"shared_mem must be an int, not {type(shared_mem).__name__}")
+    shared_mem = int(shared_mem)
+    if shared_mem < 0:
+        raise ValueError(f"shared_mem must be >= 0, got {shared_mem}")
+    if shared_mem > DYNAMIC_SHARED_LIMIT:
+        raise ValueError(
+            f"kernel '{kernel.name}' (CPU emulation): shared_mem = {shared_mem} bytes exceeds the "
+            f"limit {DYNAMIC_SHARED_LIMIT} bytes per block"
+        )
+    return shared_mem
+
+
+def _run(kernel, marshalled, grid, block, shared_mem, compiler, options, checked, *, args=None):
+    if 0 in grid or 0 in block:
+        return None  # nothing to launch, and nothing is compiled
+    lib = library_for(kernel, compiler, options)
+    runtime_abi = getattr(core, "EMU_ABI_VERSION", None)
+    if runtime_abi is None or not hasattr(core, "emu_launch"):
+        raise RuntimeError(
+            f"kernel '{kernel.name}': this build of cunumpy._core has no CPU emulation runtime (emu_launch)"
+        )
+    if lib.abi_version != runtime_abi:
+        raise RuntimeError(
+            f"kernel '{kernel.name}': the emulation library {str(lib.path)!r} was built for ABI version "
+            f"{lib.abi_version}, the runtime has version {runtime_abi}"
+        )
+    thread_fn, block_fn = lib.entry(kernel.expression)
+    grid3 = tuple(grid) + (1,) * (3 - len(grid))
+    block3 = tuple(block) + (1,) * (3 - len(block))
+    checked = bool(checked) or kernel.debug_active()
+    try:
+        core.emu_launch(
+            lib.bind,
+            thread_fn,
+            0 if lib.fibers else block_fn,
+            grid3,
+            block3,
+            marshalled.table,
+            shared_mem=shared_mem,
+            fibers=lib.fibers,
+            checked=checked,
+            workers=0,
+            kernel_name=kernel.name,
+        )
+    finally:
+        marshalled.write_back()
+    if kernel.check_finite and args is not None:
+        _check_finite(kernel, args)
+    return None
+
+
+def _check_finite(kernel, args):
+    for path, a in _cuda_kernel.iter_arrays(args):
+        host = getattr(a, "_a", None)
+        if host is None or host.dtype.kind not in "fc" or host.size == 0:
+            continue
+        if not np.isfinite(host).all():
+            raise RuntimeError(
+                f"kernel '{kernel.name}' left NaN or inf in argument {path} "
+                f"(dtype {host.dtype}, shape {tuple(host.shape)})"
+            )
+
+
+def emulate_cuda_kernel(kernel, *args, n_threads=None, grid=None, block=None, compiler=None, options=(),
+                        shared_mem=0, checked=False):
+    """Run ``kernel`` on the CPU as if launched with these arguments (API.md section 15)."""
+    _check_kernel(kernel, "emulate_cuda_kernel()")
+    _check_compiler(compiler, "emulate_cuda_kernel()")
+    options = _check_options(options, "emulate_cuda_kernel()")
+    marshalled = marshal_arguments(kernel, args)
+    g, blk = kernel._shape(n_threads, grid, block, args, marshalled.first_shape)
+    shared_mem = _check_shared_mem(kernel, shared_mem)
+    return _run(kernel, marshalled, g, blk, shared_mem, compiler, options, checked)
+
+
+def compile_for_emulation(kernel, *, compiler=None, options=()):
+    """Build (or find in the cache) the emulation library of ``kernel``; returns its path."""
+    _check_kernel(kernel, "compile_for_emulation()")
+    _check_compiler(compiler, "compile_for_emulation()")
+    options = _check_options(options, "compile_for_emulation()")
+    return library_for(kernel, compiler, options).path
+
+
+# ------------------------------------------------------------------ hooks
+
+
+class EmulationHook:
+    """What ``emulated_launches()`` installs: CudaKernel's ``emulation_hook`` and the fake
+    CuPy's launch hook."""
+
+    def __init__(self, compiler, options, checked):
+        self.compiler = compiler
+        self.options = options
+        self.checked = checked
+
+    # CudaKernel.emulation_hook
+    def launch(self, kernel, args, grid, block, shared_mem):
+        marshalled = marshal_arguments(kernel, args)
+        shared_mem = _check_shared_mem(kernel, shared_mem)
+        return _run(kernel, marshalled, grid, block, shared_mem, self.compiler, self.options, self.checked, args=args)
+
+    def compile(self, kernel):
+        _check_kernel(kernel, f"CudaKernel.compile() of '{kernel.name}' under emulated_launches()")
+        library_for(kernel, self.compiler, self.options)
+        return None
+
+    def recompile(self, kernel):
+        _check_kernel(kernel, f"CudaKernel.recompile() of '{kernel.name}' under emulated_launches()")
+        library_for(kernel, self.compiler, self.options, fresh=True)
+        return None
+
+    # the fake CuPy's RawKernel / RawModule / ElementwiseKernel / ReductionKernel
+    def fake_cupy(self, action, obj, args, kwargs):
+        kind = type(obj).__name__
+        if kind == "RawKernel":
+            kernel = _raw_kernel(obj)
+            if action == "compile":
+                return self.compile(kernel)
+            if action == "launch":
+                grid, block, kernel_args = args
+                g = _cuda_kernel._check_dims(grid, "grid")
+                blk = _cuda_kernel._check_block(block, "block")
+                if not isinstance(kernel_args, tuple):
+                    raise TypeError(f"RawKernel {obj.name!r}: args must be a tuple, not {type(kernel_args).__name__}")
+                return self.launch(kernel, kernel_args, g, blk, kwargs.get("shared_mem", 0))
+        if kind == "RawModule" and action == "compile":
+            from ..cuda._source import cuda_kernel_names
+
+            code = obj.code if obj.code is not None else open(obj.path, encoding="utf-8").read()
+            for name in cuda_kernel_names(code):
+                if not _cuda_kernel._is_template(code, name):
+                    self.compile(CudaKernel(code, name, options=obj.options))
+            return None
+        raise NotImplementedError(
+            f"the CPU emulation cannot {action} a fake-CuPy {kind} ({getattr(obj, 'name', '')!r}); it emulates "
+            "CudaKernel launches and RawKernel launches"
+        )
+
+
+_raw_kernels: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _raw_kernel(raw) -> CudaKernel:
+    kernel = _raw_kernels.get(raw)
+    if kernel is None:
+        kernel = _raw_kernels[raw] = CudaKernel(raw.code, raw.name, options=raw.options)
+    return kernel
+
+
+_hooks: list = []  # [(token, hook)], innermost last
+_hooks_lock = threading.Lock()
+_outside: list = []  # the hooks found when the first context was entered
+
+
+def _install(hook) -> None:
+    from .._fake_cupy import _kernels as fake_kernels
+
+    if hook is None:
+        _cuda_kernel.emulation_hook, fake_kernels._launch_hook = _outside.pop()
+    else:
+        _cuda_kernel.emulation_hook = hook
+        fake_kernels._launch_hook = hook.fake_cupy
+
+
+@contextlib.contextmanager
+def emulated_launches(*, compiler=None, options=(), checked=False):
+    """Run every CudaKernel launch and compilation in the block on the CPU (API.md section 15).
+
+    Nested and concurrent blocks are allowed: leaving a block (also by an exception) restores
+    the hook of the innermost block still open, or what was installed before the first one.
+    """
+    from .._fake_cupy import _kernels as fake_kernels
+
+    _check_compiler(compiler, "emulated_launches()")
+    options = _check_options(options, "emulated_launches()")
+    hook = EmulationHook(compiler, options, bool(checked))
+    token = object()
+    with _hooks_lock:
+        if not _hooks:
+            _outside.append((_cuda_kernel.emulation_hook, fake_kernels._launch_hook))
+        _hooks.append((token, hook))
+        _install(hook)
+    try:
+        yield
+    finally:
+        with _hooks_lock:
+            _hooks[:] = [entry for entry in _hooks if entry[0] is not token]
+            _install(_hooks[-1][1] if _hooks else None)
