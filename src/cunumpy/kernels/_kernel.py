@@ -14,6 +14,7 @@ import importlib
 import inspect
 import sys
 import threading
+import types
 import warnings
 import weakref
 from collections.abc import Mapping
@@ -80,16 +81,22 @@ def _pyccel_stub_names(function):
     (``__pyccel__/<module>.pyi`` beside the extension, or ``<module>.pyi``); None if absent."""
     module_name = getattr(function, "__module__", None)
     name = getattr(function, "__name__", None)
-    module = sys.modules.get(module_name) if isinstance(module_name, str) else None
+    # A function of an extension module carries the module itself: more reliable than a
+    # sys.modules lookup by name, which another module of the same name may have replaced.
+    module = getattr(function, "__self__", None)
+    if not isinstance(module, types.ModuleType):
+        module = sys.modules.get(module_name) if isinstance(module_name, str) else None
     filename = getattr(module, "__file__", None) if module is not None else None
     if not isinstance(filename, str) or not isinstance(name, str):
         return None
     folder = Path(filename).parent
     stem = Path(filename).name.split(".")[0]
-    short = module_name.rpartition(".")[2]
+    short = module_name.rpartition(".")[2] if isinstance(module_name, str) else stem
     candidates = []
     for base in (stem, short):
+        # Pyccel names its folder __pyccel__<worker> under pytest-xdist (PYTEST_XDIST_WORKER).
         candidates += [folder / "__pyccel__" / f"{base}.pyi", folder / f"{base}.pyi"]
+        candidates += sorted(folder.glob(f"__pyccel__?*/{base}.pyi"))
     for path in candidates:
         try:
             tree = ast.parse(path.read_text(encoding="utf-8"))
