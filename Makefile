@@ -11,7 +11,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 C_SOURCES  := $(wildcard src/cunumpy/_core/*.c src/cunumpy/_core/*.h src/cunumpy/_core/*/*.c src/cunumpy/_core/*/*.h)
 PY_SOURCES := $(shell find src/cunumpy -name '*.py' -o -name '*.md' -o -name '*.cuh' -o -name '*.typed' 2>/dev/null)
 
-.PHONY: all demo test test-unit test-fake test-mpi test-c check-c bench gpu-check install clean
+.PHONY: all demo test test-unit test-fake test-mpi test-c check-c bench gpu-check install clean petsc test-petsc
 
 all: install
 
@@ -77,6 +77,19 @@ test-c:
 	    -Isrc/cunumpy/_core $$t -o $$exe -lm || exit 1; \
 	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 $$exe || exit 1; \
 	done; echo "C unit tests passed"
+
+# PETSc and petsc4py, built from their PyPI sdists (no binary wheels exist; Debian's
+# python3-petsc4py is built for NumPy 1 and does not import with NumPy 2). The build takes
+# tens of minutes on two cores, so `make test` does not do it and tests/unit/test_petsc.py
+# skips its petsc4py tests; the wheels are cached in PETSC_WHEELS and reused.
+PETSC_WHEELS ?= $(HOME)/.cache/cunumpy/petsc-wheels
+
+petsc: install
+	bash tools/build_petsc.sh $(PY) $(PETSC_WHEELS)
+
+test-petsc: petsc
+	$(PYTEST) -rs tests/unit/test_petsc.py
+	CUNUMPY_FAKE_CUPY=1 CUNUMPY_BACKEND=cupy $(PYTEST) -rs tests/unit/test_petsc.py
 
 bench: install
 	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
