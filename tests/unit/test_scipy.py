@@ -100,6 +100,18 @@ def test_subpackage_proxies_are_shared_and_pickle():
     assert pickle.loads(pickle.dumps(xp.scipy.sparse.linalg)) is xp.scipy.sparse.linalg
 
 
+def test_sparse_matrix_built_on_the_host_moves_once(on_backend):
+    import scipy.sparse
+    import scipy.sparse.linalg
+
+    host = scipy.sparse.diags([-1.0, 4.0, -1.0], [-1, 0, 1], shape=(5, 5), format="csr")
+    A = xp.scipy.sparse.csr_matrix(host)
+    b = xp.arange(1.0, 6.0)
+    x, info = xp.scipy.sparse.linalg.cg(A, b)
+    assert info == 0 and xp.get_array_backend(x) == on_backend
+    np.testing.assert_allclose(xp.to_numpy(A @ x), xp.to_numpy(b), rtol=1e-5)
+
+
 def test_optimize_and_integrate_are_not_forwarded(on_backend):
     for name in ("optimize", "integrate"):
         with pytest.raises(AttributeError, match=rf"xp\.{name}"):
