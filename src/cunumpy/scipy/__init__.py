@@ -114,7 +114,8 @@ class _Subpackages:
     def get(cls, path: str) -> "_ForwardedSubpackage":
         proxy = cls.proxies.get(path)
         if proxy is None:
-            proxy = cls.proxies[path] = _ForwardedSubpackage(path)
+            # setdefault: threads racing here all get the first proxy stored
+            proxy = cls.proxies.setdefault(path, _ForwardedSubpackage(path))
         return proxy
 
 
