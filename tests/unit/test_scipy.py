@@ -292,6 +292,28 @@ def test_solve_circulant_bad_input(on_backend):
         solve(c, b, singular="ignore")
     with pytest.raises(TypeError, match="'c'"):
         solve(np.array(["a", "b", "c"]), np.ones(3))
+    with pytest.raises(TypeError, match="'b'"):
+        solve(xp.asarray([2.0, 1.0, 0.0]), "abc")
+    with pytest.raises(TypeError, match="'tol'"):
+        solve(c, b, tol="small")
+
+
+def test_solve_circulant_and_forwarding_from_many_threads(on_backend):
+    from concurrent.futures import ThreadPoolExecutor
+
+    c = xp.asarray([4.0, 1.0, 0.0, 1.0])
+    rhs = [xp.asarray(np.arange(4.0) + i) for i in range(16)]
+    expected = [scipy.linalg.solve_circulant([4.0, 1.0, 0.0, 1.0], np.arange(4.0) + i) for i in range(16)]
+
+    def work(i):
+        erf = xp.scipy.special.erf(xp.zeros(2))
+        return xp.scipy.linalg.solve_circulant(c, rhs[i]), erf
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(work, range(16)))
+    for (x, erf), want in zip(results, expected):
+        np.testing.assert_allclose(xp.to_numpy(x), want, rtol=1e-12)
+        assert xp.get_array_backend(erf) == on_backend
 
 
 def test_solve_circulant_mixed_backends(device_only):

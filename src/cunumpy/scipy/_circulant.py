@@ -40,7 +40,10 @@ def _array_module(c, b):
 
 
 def _as_numeric(module, value, name):
-    array = module.atleast_1d(module.asarray(value))
+    try:
+        array = module.atleast_1d(module.asarray(value))
+    except (TypeError, ValueError) as exc:  # CuPy refuses strings and objects with ValueError
+        raise TypeError(f"solve_circulant(): {name!r} must be numeric ({exc})") from None
     if array.dtype.kind not in "biufc":
         raise TypeError(f"solve_circulant(): {name!r} must be numeric, got dtype {array.dtype}")
     return array
@@ -99,6 +102,11 @@ def solve_circulant(c, b, singular="raise", tol=None, caxis=-1, baxis=0, outaxis
         tol = abs_fc.max(axis=-1, keepdims=True) * n_c * np.finfo(np.float64).eps
     elif (module is np and _backend.is_cupy_array(tol)) or (module is not np and _is_host_array(tol)):
         raise TypeError("solve_circulant(): 'tol' must live on the same backend as 'c' and 'b'")
+    elif not (_backend.is_cupy_array(tol) or isinstance(tol, np.ndarray)):
+        try:
+            tol = float(tol)
+        except (TypeError, ValueError):
+            raise TypeError(f"solve_circulant(): 'tol' must be a real number or None, not {type(tol).__name__}") from None
     near_zero = abs_fc <= tol
     fb = module.fft.fft(module.moveaxis(b, baxis, -1), axis=-1)
     if singular == "raise":
