@@ -153,6 +153,8 @@ def test_available_never_raises(on_backend):
     assert xp.scipy.available("special") is True
     assert xp.scipy.sparse.available("linalg") is True
     assert xp.scipy.sparse.available("csgraph") is True
+    assert xp.scipy.available("sparse.linalg") is True
+    assert xp.scipy.available("special.erf") is False  # names, not attribute paths
 
 
 def test_dir_lists_module_names_and_helpers(on_backend):
