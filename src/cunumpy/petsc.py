@@ -1,7 +1,8 @@
 """PETSc vectors over device arrays (API.md section 12).
 
 ``petsc_vec(array)`` wraps the memory of a NumPy or CuPy array as a ``petsc4py.PETSc.Vec``
-without copying, through DLPack: a host vector for NumPy, a CUDA/HIP vector for CuPy. The
+without copying: a host vector over the NumPy buffer, a CUDA/HIP vector over the CuPy
+memory through DLPack. The
 array and the vector share memory, so call ``xp.synchronize()`` between CuPy and PETSc
 work on it. petsc4py is imported on the first call.
 """
@@ -40,7 +41,7 @@ def _has_gpu_support(PETSc) -> tuple[bool, str]:
 
 
 def petsc_vec(array, comm=None):
-    """A ``PETSc.Vec`` sharing ``array``'s memory (zero-copy, via DLPack).
+    """A ``PETSc.Vec`` sharing ``array``'s memory (zero-copy; DLPack for CuPy arrays).
 
     NumPy arrays give a host (seq/mpi) vector, CuPy arrays a CUDA or HIP vector. The vector
     keeps a reference to the array; a multi-dimensional array is seen flattened; with
@@ -48,7 +49,8 @@ def petsc_vec(array, comm=None):
     ``PETSc.COMM_WORLD``).
 
     Raises ImportError without petsc4py, TypeError for anything but a NumPy/CuPy array or a
-    dtype other than ``PETSc.ScalarType``, ValueError for a non-C-contiguous array, and
+    dtype other than ``PETSc.ScalarType``, ValueError for a non-C-contiguous or read-only
+    array, and
     RuntimeError for a CuPy array when PETSc was built without CUDA/HIP (never a silent
     host copy).
     """
@@ -60,6 +62,9 @@ def petsc_vec(array, comm=None):
             "petsc_vec(): 'array' must be C-contiguous to be shared with PETSc "
             "(make a contiguous copy first, e.g. xp.ascontiguousarray(array))"
         )
+    if not device and not array.flags.writeable:
+        # PETSc would write into it (a read-only mapping would crash the process).
+        raise ValueError("petsc_vec(): 'array' is read-only; PETSc vectors write to their memory (pass a writable copy)")
     PETSc = _import_petsc()
     scalar = np.dtype(PETSc.ScalarType)
     if array.dtype != scalar:
@@ -78,6 +83,11 @@ def petsc_vec(array, comm=None):
     flat = array.reshape(-1)  # a view: C-contiguous arrays flatten without a copy
     if comm is None:
         comm = PETSc.COMM_WORLD
-    vec = PETSc.Vec().createWithDLPack(flat, comm=comm)
+    if device:
+        vec = PETSc.Vec().createWithDLPack(flat, comm=comm)
+    else:
+        # The NumPy buffer is used in place (dtype and layout are checked above). Not
+        # createWithDLPack: petsc4py 3.18 (Debian 12) segfaults on NumPy arrays there.
+        vec = PETSc.Vec().createWithArray(flat, comm=comm)
     vec.setAttr(_ARRAY_ATTRIBUTE, array)
     return vec

@@ -54,6 +54,15 @@ def test_non_contiguous_is_a_value_error(on_backend):
             xp.petsc.petsc_vec(view)
 
 
+def test_read_only_is_a_value_error():
+    a = np.zeros(4, dtype=SCALAR)
+    a.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        xp.petsc.petsc_vec(a)
+    with pytest.raises(ValueError, match="read-only"):
+        xp.petsc.petsc_vec(np.frombuffer(bytes(8 * SCALAR.itemsize), dtype=SCALAR))
+
+
 # --------------------------------------------------------------------------- with petsc4py
 
 
