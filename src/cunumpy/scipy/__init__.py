@@ -119,8 +119,10 @@ class _Subpackages:
         return proxy
 
 
-def _lookup(path: str, name: str):
-    """``name`` of the subpackage ``path`` ("" = the top level) on the active backend."""
+def _lookup(path: str, name: str, hint: bool = True):
+    """``name`` of the subpackage ``path`` ("" = the top level) on the active backend.
+
+    ``hint=False`` skips looking SciPy up for the error message (``available``)."""
     if name.startswith("__"):
         raise AttributeError(f"{_label(path)} has no attribute {name!r}")
     child = f"{path}.{name}" if path else name
@@ -138,6 +140,8 @@ def _lookup(path: str, name: str):
         try:
             value = _importlib.import_module(f"{module.__name__}.{name}")
         except ImportError:
+            if not hint:
+                raise AttributeError(name) from None
             raise _missing(path, name) from None
     if isinstance(value, _types.ModuleType):
         return _Subpackages.get(child)
@@ -148,7 +152,7 @@ def _available(path: str, name) -> bool:
     if not isinstance(name, str) or not name or name.startswith("__"):
         return False
     try:
-        value = _lookup(path, name)
+        value = _lookup(path, name, hint=False)
         if isinstance(value, _ForwardedSubpackage):
             value.resolve()
     except Exception:
