@@ -58,11 +58,16 @@ def _evaluate(function, name, module, p, args, device):
     if device and not _backend.is_cupy_array(value):
         if isinstance(value, np.ndarray) and value.ndim > 0:
             raise TypeError(f"newton(): {name!r} returned a host (NumPy) array for a device 'x0'")
-        value = module.asarray(value)
+        try:
+            value = module.asarray(value)
+        except (TypeError, ValueError):  # CuPy refuses strings and objects with ValueError
+            raise TypeError(f"newton(): {name!r} must return numbers, not {type(value).__name__}") from None
     elif not device:
         if _backend.is_cupy_array(value):
             raise TypeError(f"newton(): {name!r} returned a device (CuPy) array for a host 'x0'")
         value = np.asarray(value)
+    if value.dtype.kind not in "biufc":
+        raise TypeError(f"newton(): {name!r} must return numbers, got dtype {value.dtype}")
     if value.shape != p.shape:
         if value.ndim == 0:
             value = module.broadcast_to(value, p.shape)

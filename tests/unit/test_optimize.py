@@ -204,6 +204,10 @@ def test_newton_bad_input(on_backend):
         xp.optimize.newton(f, np.array([object(), object()]))
     with pytest.raises(TypeError, match="'x0'"):
         xp.optimize.newton(f, {"x": 1.0})
+    with pytest.raises(TypeError, match="'func' must return numbers"):
+        xp.optimize.newton(lambda x: None, x0)
+    with pytest.raises(TypeError, match="'fprime' must return numbers"):
+        xp.optimize.newton(lambda x: x, x0, lambda x: "slope")
     with pytest.raises(ValueError, match=r"'func' returned shape \(3,\)"):
         xp.optimize.newton(lambda x: xp.ones(3), x0)
 
