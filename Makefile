@@ -79,9 +79,10 @@ test-c:
 	done; echo "C unit tests passed"
 
 # PETSc and petsc4py, built from their PyPI sdists (no binary wheels exist; Debian's
-# python3-petsc4py is built for NumPy 1 and does not import with NumPy 2). The build takes
-# tens of minutes on two cores, so `make test` does not do it and tests/unit/test_petsc.py
-# skips its petsc4py tests; the wheels are cached in PETSC_WHEELS and reused.
+# python3-petsc4py is built for NumPy 1 and does not import with NumPy 2). Measured on the
+# shared 2-core development machine: PETSc 84 minutes, petsc4py more than 15 more. So
+# `make test` (and CI) does not do it and tests/unit/test_petsc.py skips its petsc4py
+# tests there; the wheels are cached in PETSC_WHEELS and reused by later runs.
 PETSC_WHEELS ?= $(HOME)/.cache/cunumpy/petsc-wheels
 
 petsc: install

@@ -2,8 +2,8 @@
 # Build PETSc and petsc4py from their PyPI sdists into wheels and install them into a
 # Python environment. PETSc has no binary wheels on PyPI and Debian's python3-petsc4py is
 # built for NumPy 1.x (it does not import with NumPy 2), so the source build is the one
-# route that fits the project's environment. Slow (tens of minutes on two cores): the
-# wheels are kept in WHEELS and reused by later runs.
+# route that fits the project's environment. Slow (PETSc took 84 minutes on the shared
+# 2-core machine, petsc4py more than 15 more): the wheels are kept in WHEELS and reused.
 #
 # usage: tools/build_petsc.sh PYTHON [WHEELS]
 set -euo pipefail
