@@ -120,6 +120,19 @@ CUPYX_SCIPY = {
         get_index_dtype permute_dims random_array safely_cast_index_arrays sparray swapaxes
         """
     ),
+    # Not in tests/data/cupy_names.json (its generator does not import these two), from
+    # CuPy 14's documentation: fftpack's transforms (get_fft_plan is CuPy-only) and csgraph's
+    # connected_components (on a GPU it needs pylibcugraph).
+    "fftpack": _split(
+        """
+        fft ifft fft2 ifft2 fftn ifftn rfft irfft
+        """
+    ),
+    "sparse.csgraph": _split(
+        """
+        connected_components
+        """
+    ),
     "sparse.linalg": _split(
         """
         cg gmres cgs minres lsqr lsmr spsolve spsolve_triangular factorized splu spilu norm

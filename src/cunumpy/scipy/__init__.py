@@ -1,3 +1,221 @@
-"""SciPy on either backend (API.md section 10): SciPy on NumPy, cupyx.scipy on CuPy."""
+"""SciPy on either backend (API.md section 10): ``scipy`` on NumPy, ``cupyx.scipy`` on CuPy.
 
-__all__: list[str] = []
+``xp.scipy.special.erf`` is looked up on the active backend at every access, so a backend
+switch takes effect at once. Nothing is imported until a name is used, and SciPy is
+optional. Every level (``xp.scipy``, ``xp.scipy.sparse``, ``xp.scipy.sparse.linalg``, …)
+has ``available(name)`` (never raises) and ``resolve()`` (the real module).
+``xp.scipy.linalg.solve_circulant`` is cunumpy's own FFT solve on both backends, since
+CuPy lacks it. ``optimize`` and ``integrate`` are not forwarded: use ``xp.optimize`` and
+``xp.integrate``.
+"""
+
+import importlib as _importlib
+import types as _types
+
+from .. import _backend
+
+__all__ = ["available", "resolve"]
+
+#: Subpackages forwarded to ``scipy.<name>`` / ``cupyx.scipy.<name>``.
+_SUBPACKAGES = (
+    "fft",
+    "fftpack",
+    "interpolate",
+    "linalg",
+    "ndimage",
+    "signal",
+    "sparse",
+    "sparse.csgraph",
+    "sparse.linalg",
+    "spatial",
+    "special",
+    "stats",
+)
+
+_NOT_FORWARDED = {
+    "optimize": "xp.optimize (SciPy on the host, callbacks and results on x0's backend)",
+    "integrate": "xp.integrate (SciPy on the host, callbacks and results on y0's backend)",
+}
+
+_BACKEND_LABEL = {"numpy": "NumPy", "cupy": "CuPy"}
+
+# (backend, dotted path) -> imported module; failures are not cached.
+_modules: dict = {}
+
+
+def _fill_ins(path: str) -> dict:
+    """cunumpy's own names of a subpackage, present on both backends."""
+    if path == "linalg":
+        from ._circulant import solve_circulant
+
+        return {"solve_circulant": solve_circulant}
+    return {}
+
+
+_FILL_IN_NAMES = {"linalg": frozenset({"solve_circulant"})}
+
+
+def _real_name(backend: str, path: str) -> str:
+    root = "scipy" if backend == "numpy" else "cupyx.scipy"
+    return f"{root}.{path}" if path else root
+
+
+def _label(path: str) -> str:
+    return f"xp.scipy.{path}" if path else "xp.scipy"
+
+
+def _module(path: str) -> _types.ModuleType:
+    """The active backend's module for ``path``; ImportError naming it and the backend."""
+    backend = _backend.get_backend()
+    module = _modules.get((backend, path))
+    if module is not None:
+        return module
+    real = _real_name(backend, path)
+    try:
+        module = _importlib.import_module(real)
+    except ImportError as exc:
+        needs = "SciPy" if backend == "numpy" else "CuPy's cupyx.scipy"
+        raise ImportError(
+            f"{_label(path)} needs {needs} on the {_BACKEND_LABEL[backend]} backend: "
+            f"{real} could not be imported ({type(exc).__name__}: {exc})"
+        ) from exc
+    _modules[(backend, path)] = module
+    return module
+
+
+def _scipy_has(path: str, name: str) -> bool:
+    """Whether SciPy itself defines ``name`` (for error hints; never raises)."""
+    try:
+        return hasattr(_importlib.import_module(_real_name("numpy", path)), name)
+    except Exception:
+        return False
+
+
+def _missing(path: str, name: str) -> AttributeError:
+    backend = _backend.get_backend()
+    real = _real_name(backend, path)
+    message = f"{_label(path)}.{name} does not exist on the {_BACKEND_LABEL[backend]} backend ({real} has no {name!r})"
+    if backend == "cupy" and _scipy_has(path, name):
+        message += (
+            f"; it exists in {_real_name('numpy', path)} (SciPy on the host): call it on host data, "
+            f"e.g. xp.host_call(scipy.{path + '.' if path else ''}{name}, ...), or under the NumPy backend"
+        )
+    elif backend == "numpy" and not _scipy_has(path, name):
+        message += "; SciPy does not define it either"
+    return AttributeError(message)
+
+
+class _Subpackages:
+    """Proxies are made once per dotted path and shared: they hold no backend state."""
+
+    proxies: dict = {}
+
+    @classmethod
+    def get(cls, path: str) -> "_ForwardedSubpackage":
+        proxy = cls.proxies.get(path)
+        if proxy is None:
+            # setdefault: threads racing here all get the first proxy stored
+            proxy = cls.proxies.setdefault(path, _ForwardedSubpackage(path))
+        return proxy
+
+
+def _lookup(path: str, name: str, hint: bool = True):
+    """``name`` of the subpackage ``path`` ("" = the top level) on the active backend.
+
+    ``hint=False`` skips looking SciPy up for the error message (``available``)."""
+    if name.startswith("__"):
+        raise AttributeError(f"{_label(path)} has no attribute {name!r}")
+    child = f"{path}.{name}" if path else name
+    if not path and name in _NOT_FORWARDED:
+        raise AttributeError(f"xp.scipy.{name} is not forwarded: use {_NOT_FORWARDED[name]}")
+    if child in _SUBPACKAGES:
+        return _Subpackages.get(child)
+    if name in _FILL_IN_NAMES.get(path, ()):
+        return _fill_ins(path)[name]
+    module = _module(path)
+    try:
+        value = getattr(module, name)
+    except AttributeError:
+        # A nested module not imported by its parent (e.g. scipy.signal.windows).
+        try:
+            value = _importlib.import_module(f"{module.__name__}.{name}")
+        except ImportError:
+            if not hint:
+                raise AttributeError(name) from None
+            raise _missing(path, name) from None
+    if isinstance(value, _types.ModuleType):
+        return _Subpackages.get(child)
+    return value
+
+
+def _available(path: str, name) -> bool:
+    if not isinstance(name, str) or not name or name.startswith("__"):
+        return False
+    try:
+        value = _lookup(path, name, hint=False)
+        if isinstance(value, _ForwardedSubpackage):
+            value.resolve()
+    except Exception:
+        return False
+    return True
+
+
+def _names(path: str) -> list[str]:
+    names = {"available", "resolve"} | _FILL_IN_NAMES.get(path, frozenset())
+    prefix = f"{path}." if path else ""
+    names |= {s[len(prefix):] for s in _SUBPACKAGES if s.startswith(prefix) and "." not in s[len(prefix):]}
+    try:
+        module = _module(path)
+    except ImportError:
+        return sorted(names)
+    names |= {n for n in dir(module) if not n.startswith("_")}
+    if not path:
+        names -= set(_NOT_FORWARDED)
+    return sorted(names)
+
+
+class _ForwardedSubpackage:
+    """``xp.scipy.<path>``: ``scipy.<path>`` or ``cupyx.scipy.<path>``, chosen at every access."""
+
+    __slots__ = ("_path",)
+
+    def __init__(self, path: str):
+        self._path = path
+
+    def __getattr__(self, name: str):
+        return _lookup(self._path, name)
+
+    def available(self, name) -> bool:
+        """True if ``name`` exists on the active backend; never raises."""
+        return _available(self._path, name)
+
+    def resolve(self) -> _types.ModuleType:
+        """The active backend's real module; ImportError naming it and the backend."""
+        return _module(self._path)
+
+    def __dir__(self):
+        return _names(self._path)
+
+    def __repr__(self) -> str:
+        return f"<cunumpy forwarding module {_label(self._path)} -> {_real_name(_backend.get_backend(), self._path)}>"
+
+    def __reduce__(self):
+        return (_Subpackages.get, (self._path,))
+
+
+def __getattr__(name: str):
+    return _lookup("", name)
+
+
+def __dir__():
+    return _names("")
+
+
+def available(name) -> bool:
+    """True if ``xp.scipy.<name>`` exists on the active backend; never raises."""
+    return _available("", name)
+
+
+def resolve() -> _types.ModuleType:
+    """``scipy`` on the NumPy backend, ``cupyx.scipy`` on CuPy; ImportError when missing."""
+    return _module("")
