@@ -5,7 +5,9 @@ PY     := $(VENV)/bin/python
 DEPS   := $(VENV)/.deps-installed
 BUILT  := $(VENV)/.cunumpy-installed
 SAN_SITE := build/asan-site
-PYTEST := $(PY) -m pytest -q -p no:cacheprovider
+# The unit suites run on PYTEST_WORKERS processes (pytest-xdist; 0 runs them in-process).
+PYTEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 C_SOURCES  := $(wildcard src/cunumpy/_core/*.c src/cunumpy/_core/*.h src/cunumpy/_core/*/*.c src/cunumpy/_core/*/*.h)
