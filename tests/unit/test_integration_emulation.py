@@ -1,0 +1,351 @@
+"""The kernel layer, the argument structs and the CPU emulation together (issues 10, 11, 12).
+
+Each part has its own tests against stand-ins of the others; these use the real classes:
+``xp.kernels.Kernel`` / ``CudaKernel`` / ``KernelCatalog``, ``xp.arguments`` structs and
+argument objects, and ``kernel_testing.emulated_launches`` / ``assert_kernels_agree`` /
+``check_parity`` running the CUDA side through the emulation on the fake CuPy.
+
+Tests that need fake-CuPy device arrays skip on the plain NumPy run; one subprocess test
+runs the headline checks there in a fake-CuPy child. All kernels live in one source, so the
+emulation compiles it once per process (the cache directory is shared with the child).
+"""
+
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from _emulation_support import requires_compiler
+
+import cunumpy as xp
+from cunumpy import kernel_testing as kt
+from cunumpy.arguments import CudaArguments, CudaStruct, CudaStructArguments
+
+pytestmark = requires_compiler
+
+Kernel = xp.kernels.Kernel
+CudaKernel = xp.kernels.CudaKernel
+
+BLOCK = 128
+
+SOURCE = r"""
+#include <cunumpy/array_view.cuh>
+#include <cunumpy/index.cuh>
+#include <cunumpy/reduce.cuh>
+
+struct Particles {
+    double* x;
+    Array2D<double> v;
+    long long n;
+    double dt;
+};
+
+// Per-block sums: a warp reduction written with __shfl_down_sync, the warp results
+// staged in shared memory, a barrier, then thread 0 adds them.
+extern "C" __global__ void block_sums(const double* x, double* sums, long long n)
+{
+    __shared__ double partial[32];
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    double v = i < n ? x[i] : 0.0;
+    for (int d = 16; d > 0; d >>= 1) v += __shfl_down_sync(0xffffffffu, v, d);
+    if ((threadIdx.x & 31) == 0) partial[threadIdx.x / 32] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double s = 0.0;
+        for (int w = 0; w < ((int)blockDim.x + 31) / 32; ++w) s += partial[w];
+        sums[blockIdx.x] = s;
+    }
+}
+
+// The same through reduce.cuh: every thread gets the block's maximum; one atomic add per block.
+extern "C" __global__ void total_and_max(const double* x, double* total, double* block_max, long long n)
+{
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const double v = i < n ? x[i] : 0.0;
+    cunumpy_block_sum_to(total, v);
+    const double m = cunumpy_block_max(i < n ? x[i] : -1e300);
+    if (threadIdx.x == 0) block_max[blockIdx.x] = m;
+}
+
+// A struct with a pointer field and a strided view field, both written.
+extern "C" __global__ void push(Particles p)
+{
+    CUNUMPY_THREAD_1D(i, p.n);
+    p.x[i] += p.dt * p.v(i, 0);
+    p.v(i, 1) = 2.0 * p.v(i, 0);
+}
+
+// A struct next to plain parameters (for CudaArguments).
+extern "C" __global__ void push_scaled(Particles p, const double* factor, long long n)
+{
+    CUNUMPY_THREAD_1D(i, n);
+    p.x[i] += p.dt * factor[i];
+}
+"""
+
+PARTICLES_FIELDS = (("x", "double*"), ("v", "Array2D<double>"), ("n", "long long"), ("dt", "double"))
+Particles = CudaStruct("Particles", PARTICLES_FIELDS)
+
+
+class ParticleArguments(CudaStructArguments):
+    struct_name = "Particles"
+    fields = PARTICLES_FIELDS
+
+    def __init__(self, x, v, dt, host=False):
+        self.x, self.v, self.n, self.dt = x, v, x.shape[0], dt
+        self.pack(host_arrays=host)
+
+
+# --------------------------------------------------------------------------- host kernels
+
+
+def block_sums(x, sums, n):
+    for b in range(sums.shape[0]):
+        sums[b] = x[b * BLOCK:min(n, (b + 1) * BLOCK)].sum()
+
+
+def total_and_max(x, total, block_max, n):
+    total[0] += x[:n].sum()
+    for b in range(block_max.shape[0]):
+        block_max[b] = x[b * BLOCK:min(n, (b + 1) * BLOCK)].max()
+
+
+def _field(p, name):
+    return p[name] if hasattr(type(p), "__getitem__") else getattr(p, name)
+
+
+def push(p):
+    n = _field(p, "n")
+    x, v = _field(p, "x"), _field(p, "v")
+    x[:n] += _field(p, "dt") * v[:n, 0]
+    v[:n, 1] = 2.0 * v[:n, 0]
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+def _fake():
+    cupy = sys.modules.get("cupy")
+    return cupy if cupy is not None and getattr(cupy, "__cunumpy_fake__", False) else None
+
+
+@pytest.fixture
+def fake():
+    cupy = _fake()
+    if cupy is None:
+        pytest.skip("device arrays need the fake CuPy (CUNUMPY_FAKE_CUPY=1); see the subprocess test")
+    return cupy
+
+
+@pytest.fixture(scope="module")
+def cuda():
+    """The kernels of SOURCE, sharing one source (one emulation build)."""
+    return {
+        name: CudaKernel(SOURCE, name, block_size=BLOCK, structs=[Particles])
+        for name in ("block_sums", "total_and_max", "push", "push_scaled")
+    }
+
+
+def _particle_data(seed, n=300, strided=True):
+    rng = np.random.default_rng(seed)
+    x = rng.random(n)
+    v = rng.random((n, 4))
+    if strided:
+        v = rng.random((n, 7))[:, 1:6:2]  # a view with non-unit strides in both axes
+    return x, v
+
+
+# --------------------------------------------------------------------------- 1. collectives
+
+
+def _x(seed=3, n=1000):
+    return np.random.default_rng(seed).standard_normal(n)
+
+
+def make_reduction_args(backend, seed):
+    x = _x(seed)
+    n_blocks = -(-x.shape[0] // BLOCK)
+    return (xp.to_cunumpy(x), xp.zeros(n_blocks), x.shape[0])
+
+
+def make_total_args(backend, seed):
+    x = _x(seed)
+    n_blocks = -(-x.shape[0] // BLOCK)
+    return (xp.to_cunumpy(x), xp.zeros(1), xp.zeros(n_blocks), x.shape[0])
+
+
+def test_shared_memory_barrier_and_shuffle_kernel_agrees_with_its_host_kernel(fake, cuda):
+    kernel = Kernel(block_sums, cuda["block_sums"])
+    kernel.check_signature()
+    results = kt.assert_kernels_agree(kernel, make_reduction_args, rtol=1e-13)
+    assert sorted(results) == ["argument 0", "argument 1"]
+    np.testing.assert_allclose(results["argument 1"].sum(), _x(0).sum(), rtol=1e-12)
+
+
+def test_reduce_cuh_kernel_agrees_with_its_host_kernel(fake, cuda):
+    kernel = Kernel(total_and_max, cuda["total_and_max"], host_options={"outputs": ("total", "block_max")})
+    results = kt.assert_kernels_agree(kernel, make_total_args, rtol=1e-12, n_calls=2)
+    assert sorted(results) == ["argument 1", "argument 2"]
+    np.testing.assert_allclose(results["argument 1"][0], 2 * _x(0).sum(), rtol=1e-12)
+
+
+def test_the_emulated_device_path_of_a_kernel_call(fake, cuda):
+    """A plain Kernel call on the CuPy backend inside emulated_launches() (no parity helper)."""
+    kernel = Kernel(block_sums, cuda["block_sums"])
+    x = _x(7, 300)
+    with xp.use_backend("cupy", strict=True), kt.emulated_launches():
+        sums = xp.zeros(3)
+        kernel(xp.to_cunumpy(x), sums, 300)
+        got = sums.get()
+    np.testing.assert_allclose(got, [x[:128].sum(), x[128:256].sum(), x[256:].sum()], rtol=1e-13)
+
+
+# --------------------------------------------------------------------------- 2. structs
+
+
+def _device_particles(fake, seed, n=300):
+    x, v = _particle_data(seed, n)
+    x_dev = fake.asarray(x)
+    v_dev = fake.asarray(np.random.default_rng(seed).random((n, 7)))[:, 1:6:2]
+    v_dev[...] = fake.asarray(v)
+    assert not v_dev.flags.c_contiguous
+    return x, v, x_dev, v_dev
+
+
+def _expected_push(x, v, dt):
+    x, v = x.copy(), v.copy()
+    x += dt * v[:, 0]
+    v[:, 1] = 2.0 * v[:, 0]
+    return x, v
+
+
+@pytest.mark.parametrize("form", ["struct value", "struct arguments", "struct value in CudaArguments"])
+def test_struct_parameter_fields_are_written_back_to_the_callers_arrays(fake, cuda, form):
+    x, v, x_dev, v_dev = _device_particles(fake, 11)
+    fields = {"x": x_dev, "v": v_dev, "n": 300, "dt": 0.5}
+    if form == "struct value":
+        argument = Particles(**fields)
+    elif form == "struct arguments":
+        argument = ParticleArguments(x_dev, v_dev, 0.5)
+    else:
+        argument = CudaArguments(Particles(**fields))
+    kernel = cuda["push"]
+    assert kernel.launch_shape(args=(argument,)) == ((3,), (BLOCK,))  # inferred from field x
+    with kt.emulated_launches():
+        kernel(argument)
+    want_x, want_v = _expected_push(x, v, 0.5)
+    np.testing.assert_array_equal(kt.host_buffer(x_dev), want_x)
+    np.testing.assert_array_equal(kt.host_buffer(v_dev), want_v)  # the strided view, in place
+
+
+def test_struct_and_plain_arguments_in_one_argument_object(fake, cuda):
+    x, v, x_dev, v_dev = _device_particles(fake, 12)
+    factor = np.linspace(0.0, 1.0, 300)
+    args = CudaArguments(ParticleArguments(x_dev, v_dev, 2.0), fake.asarray(factor), 300)
+    kernel = cuda["push_scaled"]
+    assert kernel.launch_shape(args=(args,)) == ((3,), (BLOCK,))
+    with kt.emulated_launches():
+        kernel(args)
+    np.testing.assert_array_equal(kt.host_buffer(x_dev), x + 2.0 * factor)
+
+
+def test_a_launch_takes_packed_structs_only_also_when_emulated(fake, cuda):
+    """Inside emulated_launches() a CudaKernel launch is as strict as on a GPU: a mapping is
+    not a packed struct (emulate_cuda_kernel takes mappings)."""
+    x, v, x_dev, v_dev = _device_particles(fake, 13)
+    with kt.emulated_launches():
+        with pytest.raises(TypeError, match="packed value of the struct"):
+            cuda["push"]({"x": x_dev, "v": v_dev, "n": 300, "dt": 1.0}, n_threads=300)
+    np.testing.assert_array_equal(kt.host_buffer(x_dev), x)
+
+
+class Owner:
+    """Not a CudaStructArguments: any object with one attribute per field."""
+
+    def __init__(self, x, v, dt):
+        self.x, self.v, self.n, self.dt = x, v, x.shape[0], dt
+
+
+@pytest.mark.parametrize("device", [False, True], ids=["numpy arrays", "fake arrays"])
+@pytest.mark.parametrize("form", ["mapping", "struct value", "struct arguments", "object"])
+def test_emulate_cuda_kernel_with_real_struct_classes(cuda, form, device):
+    if device:
+        cupy = _fake()
+        if cupy is None:
+            pytest.skip("fake arrays need the fake CuPy (CUNUMPY_FAKE_CUPY=1)")
+        x, v, x_arg, v_arg = _device_particles(cupy, 15)
+        result = kt.host_buffer
+    else:
+        x, v = _particle_data(15)
+        x_arg, v_arg = x.copy(), np.random.default_rng(1).random((300, 7))[:, 1:6:2]
+        v_arg[...] = v
+        result = np.asarray
+    fields = {"x": x_arg, "v": v_arg, "n": 300, "dt": 0.5}
+    if form == "mapping":
+        argument = fields
+    elif form == "struct value":
+        argument = Particles(**fields) if device else Particles.pack(fields, host_arrays=True)
+    elif form == "struct arguments":
+        argument = ParticleArguments(x_arg, v_arg, 0.5, host=not device)
+    else:
+        argument = Owner(x_arg, v_arg, 0.5)
+    kt.emulate_cuda_kernel(cuda["push"], argument)  # the launch size comes from field x
+    want_x, want_v = _expected_push(x, v, 0.5)
+    np.testing.assert_array_equal(result(x_arg), want_x)
+    np.testing.assert_array_equal(result(v_arg), want_v)
+
+
+def test_a_missing_struct_field_is_a_type_error_naming_it(cuda):
+    x, v = _particle_data(16)
+    kernel = cuda["push"]
+    with pytest.raises(TypeError, match="no field 'dt'"):
+        kt.emulate_cuda_kernel(kernel, {"x": x, "v": v, "n": 300})
+    owner = Owner(x, v, 1.0)
+    del owner.v
+    with pytest.raises(TypeError, match="no field 'v'"):
+        kt.emulate_cuda_kernel(kernel, owner, n_threads=300)
+    np.testing.assert_array_equal(x, _particle_data(16)[0])  # nothing ran
+
+
+def test_struct_fields_are_checked_like_kernel_arguments(cuda):
+    x, v = _particle_data(17)
+    kernel = cuda["push"]
+    with pytest.raises(TypeError, match="field 'v'"):
+        kt.emulate_cuda_kernel(kernel, {"x": x, "v": v.astype(np.float32), "n": 300, "dt": 1.0})
+    with pytest.raises(TypeError, match="field 'n'"):
+        kt.emulate_cuda_kernel(kernel, {"x": x, "v": v, "n": 1.5, "dt": 1.0}, n_threads=300)
+    with pytest.raises(AttributeError, match="'dt'"):
+
+        class Incomplete(ParticleArguments):
+            def __init__(self, x, v):
+                self.x, self.v, self.n = x, v, x.shape[0]
+                self.pack(host_arrays=True)
+
+        Incomplete(x, v)
+
+
+def make_struct_value_args(backend, seed):
+    x, v = _particle_data(seed)
+    fields = {"x": xp.to_cunumpy(x), "v": xp.to_cunumpy(v), "n": x.shape[0], "dt": 0.25}
+    if backend == "numpy":
+        return (Particles.pack(fields, host_arrays=True),)
+    return (Particles(**fields),)
+
+
+def make_struct_arguments_args(backend, seed):
+    x, v = _particle_data(seed)
+    return (ParticleArguments(xp.to_cunumpy(x), xp.to_cunumpy(v), 0.25, host=backend == "numpy"),)
+
+
+@pytest.mark.parametrize("make_args", [make_struct_value_args, make_struct_arguments_args])
+def test_kernels_agree_through_struct_fields(fake, cuda, make_args):
+    kernel = Kernel(push, cuda["push"])
+    results = kt.assert_kernels_agree(kernel, make_args)
+    assert sorted(results) == ["argument 0.v", "argument 0.x"]
+    x, v = _particle_data(0)
+    want_x, want_v = _expected_push(x, v, 0.25)
+    np.testing.assert_array_equal(results["argument 0.x"], want_x)
+    np.testing.assert_array_equal(results["argument 0.v"], want_v)
+    only_x = kt.assert_kernels_agree(kernel, make_args, outputs=("p.x",))
+    assert sorted(only_x) == ["argument 0.x"]
