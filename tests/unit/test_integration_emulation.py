@@ -349,3 +349,98 @@ def test_kernels_agree_through_struct_fields(fake, cuda, make_args):
     np.testing.assert_array_equal(results["argument 0.v"], want_v)
     only_x = kt.assert_kernels_agree(kernel, make_args, outputs=("p.x",))
     assert sorted(only_x) == ["argument 0.x"]
+
+
+class ScaledPush(CudaArguments):
+    """An argument object with named members (the host kernel reads them by name)."""
+
+    def __init__(self, p, factor, n):
+        super().__init__(p, factor, n)
+        self.p, self.factor, self.n = p, factor, n
+
+
+def push_scaled(args):
+    """Host kernel of push_scaled taking the argument object as it is passed."""
+    p, factor, n = args.values
+    x = _field(p, "x")
+    x[:n] += _field(p, "dt") * factor[:n]
+
+
+def make_argument_object_args(backend, seed, cls=ScaledPush):
+    x, v = _particle_data(seed)
+    factor = np.random.default_rng(seed + 1).random(x.shape[0])
+    p = ParticleArguments(xp.to_cunumpy(x), xp.to_cunumpy(v), 2.0, host=backend == "numpy")
+    return (cls(p, xp.to_cunumpy(factor), x.shape[0]),)
+
+
+def test_kernels_agree_through_argument_objects(fake, cuda):
+    kernel = Kernel(push_scaled, cuda["push_scaled"])
+    results = kt.assert_kernels_agree(kernel, make_argument_object_args)
+    assert sorted(results) == ["argument 0.factor"]  # one level deep: the struct's arrays are not listed
+    x, _ = _particle_data(0)
+    factor = np.random.default_rng(1).random(300)
+    inner = kt.assert_kernels_agree(kernel, make_argument_object_args, outputs=("0.p",))
+    assert sorted(inner) == ["argument 0.p.v", "argument 0.p.x"]
+    np.testing.assert_array_equal(inner["argument 0.p.x"], x + 2.0 * factor)
+
+
+def test_kernels_agree_through_plain_cuda_arguments(fake, cuda):
+    kernel = Kernel(push_scaled, cuda["push_scaled"])
+
+    def make_args(backend, seed):
+        return make_argument_object_args(backend, seed, CudaArguments)
+
+    results = kt.assert_kernels_agree(kernel, make_args)
+    assert sorted(results) == ["argument 0.1"]
+    inner = kt.assert_kernels_agree(kernel, make_args, outputs=("0.0",))
+    assert sorted(inner) == ["argument 0.0.v", "argument 0.0.x"]
+
+
+def test_kernels_agree_detects_a_wrong_cuda_port(fake, cuda):
+    """The comparison is real: a host kernel that differs from the CUDA port fails."""
+
+    def push(p):
+        x = _field(p, "x")
+        x[:] += 1.0
+
+    with pytest.raises(AssertionError, match="argument 0.x"):
+        kt.assert_kernels_agree(Kernel(push, cuda["push"]), make_struct_arguments_args)
+
+
+# --------------------------------------------------------------------------- 3. catalog and parity
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return xp.kernels.KernelCatalog.from_package("kernel_pkg")
+
+
+def _parity_params():
+    return kt.parity_cases(xp.kernels.KernelCatalog.from_package("kernel_pkg"))
+
+
+@pytest.mark.parametrize("kernel", _parity_params())
+def test_parity_of_the_example_package_through_the_emulation(fake, kernel):
+    results = kt.check_parity(kernel)
+    assert results
+
+
+def test_parity_cases_mark_kernels_without_test_arguments(catalog):
+    cases = {c.id: c for c in kt.parity_cases(catalog)}
+    assert sorted(cases) == ["axpy", "norm2", "scale_rows"]  # smooth has no CUDA port
+    assert [m.name for m in cases["norm2"].marks] == ["skip"]
+    assert not cases["axpy"].marks and not cases["scale_rows"].marks
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_catalog_compile_all_builds_the_emulation(catalog, jobs):
+    with kt.emulated_launches():
+        compiled = catalog.compile_all(jobs=jobs)
+    assert sorted(compiled) == ["axpy", "norm2", "scale_rows"]
+
+
+def test_catalog_compile_all_reports_compile_errors_under_emulation():
+    broken = xp.kernels.KernelCatalog()
+    broken.register(Kernel(block_sums, CudaKernel('extern "C" __global__ void block_sums(double* x) { x[0] = ; }', "block_sums")))
+    with kt.emulated_launches(), pytest.raises(RuntimeError, match="block_sums"):
+        broken.compile_all()
