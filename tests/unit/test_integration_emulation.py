@@ -444,3 +444,92 @@ def test_catalog_compile_all_reports_compile_errors_under_emulation():
     broken.register(Kernel(block_sums, CudaKernel('extern "C" __global__ void block_sums(double* x) { x[0] = ; }', "block_sums")))
     with kt.emulated_launches(), pytest.raises(RuntimeError, match="block_sums"):
         broken.compile_all()
+
+
+# --------------------------------------------------------------------------- struct objects over time
+
+
+class Swarm:
+    """An owner whose arrays are reallocated; the argument object follows them by properties."""
+
+    def __init__(self, fake, n):
+        self.fake = fake
+        self.resize(n, 1.0)
+
+    def resize(self, n, speed):
+        self.x = self.fake.zeros(n)
+        self.v = self.fake.full((n, 2), speed)
+
+
+class SwarmArguments(CudaStructArguments):
+    struct_name = "Particles"
+    fields = PARTICLES_FIELDS
+
+    def __init__(self, swarm, dt):
+        self.swarm, self.dt = swarm, dt
+        self.pack()
+
+    x = property(lambda self: self.swarm.x)
+    v = property(lambda self: self.swarm.v)
+    n = property(lambda self: self.swarm.x.shape[0])
+
+
+def test_struct_arguments_follow_reallocated_arrays_in_emulated_launches(fake, cuda):
+    swarm = Swarm(fake, 100)
+    args = SwarmArguments(swarm, 0.5)
+    with kt.emulated_launches():
+        cuda["push"](args)
+        assert (kt.host_buffer(swarm.x) == 0.5).all()
+        swarm.resize(300, 2.0)
+        cuda["push"](args)  # re-packed; the launch size follows the new x
+    assert (kt.host_buffer(swarm.x) == 1.0).all()
+    assert (kt.host_buffer(swarm.v)[:, 1] == 4.0).all()
+
+
+def test_one_kernel_and_struct_class_from_many_threads(fake, cuda):
+    import threading
+
+    errors = []
+
+    def work(n):
+        try:
+            for _ in range(4):
+                swarm = Swarm(fake, n)
+                cuda["push"](SwarmArguments(swarm, 1.0))
+                assert (kt.host_buffer(swarm.x) == 1.0).all()
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    with kt.emulated_launches():
+        workers = [threading.Thread(target=work, args=(500 + 37 * t,)) for t in range(4)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+    assert errors == []
+
+
+def test_debug_bounds_check_of_a_struct_view_field_is_a_runtime_error(fake):
+    kernel = CudaKernel(SOURCE, "push", block_size=BLOCK, structs=[Particles], debug=True)
+    x = fake.zeros(10)
+    short_v = fake.ones((5, 2))  # the kernel reads v(i, 0) for i < n = 10
+    with kt.emulated_launches(), pytest.raises(RuntimeError, match="push"):
+        kernel(Particles(x=x, v=short_v, n=10, dt=1.0))
+
+
+# --------------------------------------------------------------------------- the plain NumPy run
+
+
+@pytest.mark.nosan
+def test_the_fake_cupy_checks_in_a_subprocess():
+    """On the NumPy run the checks above that need fake-CuPy arrays run in a fake-CuPy child."""
+    if _fake() is not None:
+        pytest.skip("the fake CuPy is active: the checks ran in this process")
+    code = textwrap.dedent(f"""
+        import sys
+        import pytest
+        sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", {__file__!r},
+                              "-k", "agree or parity or struct_parameter or argument_object or threads"]))
+    """)
+    result = kt.run_in_fake_cupy_subprocess(code, timeout=600)
+    assert " passed" in result.stdout, result.stdout[-2000:]  # a failure exits non-zero and fails above
