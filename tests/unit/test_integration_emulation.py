@@ -76,6 +76,13 @@ extern "C" __global__ void push(Particles p)
     p.v(i, 1) = 2.0 * p.v(i, 0);
 }
 
+// A 2-D launch over the view field.
+extern "C" __global__ void scale_v(Particles p, double factor)
+{
+    CUNUMPY_THREAD_2D(i, j, p.v.shape[0], p.v.shape[1]);
+    p.v(i, j) *= factor * (j + 1);
+}
+
 // A struct next to plain parameters (for CudaArguments).
 extern "C" __global__ void push_scaled(Particles p, const double* factor, long long n)
 {
@@ -143,7 +150,7 @@ def cuda():
     """The kernels of SOURCE, sharing one source (one emulation build)."""
     return {
         name: CudaKernel(SOURCE, name, block_size=BLOCK, structs=[Particles])
-        for name in ("block_sums", "total_and_max", "push", "push_scaled")
+        for name in ("block_sums", "total_and_max", "push", "push_scaled", "scale_v")
     }
 
 
@@ -349,6 +356,22 @@ def test_kernels_agree_through_struct_fields(fake, cuda, make_args):
     np.testing.assert_array_equal(results["argument 0.v"], want_v)
     only_x = kt.assert_kernels_agree(kernel, make_args, outputs=("p.x",))
     assert sorted(only_x) == ["argument 0.x"]
+    with pytest.raises(KeyError, match="'w'"):
+        kt.assert_kernels_agree(kernel, make_args, outputs=("p.w",))
+
+
+def test_2d_launch_shape_inference_takes_struct_fields_in_order(fake, cuda):
+    x, v, x_dev, v_dev = _device_particles(fake, 18)
+    value = Particles(x=x_dev, v=v_dev, n=300, dt=1.0)
+    kernel = CudaKernel(SOURCE, "scale_v", block_size=(16, 2), structs=[Particles])
+    # The first array field is the 1-D x: too few dimensions for a 2-D block.
+    with pytest.raises(ValueError):
+        kernel.launch_shape(args=(value, 2.0))
+    assert kernel.launch_shape((300, 3), args=(value, 2.0)) == ((19, 2), (16, 2))
+    with kt.emulated_launches():
+        kernel(value, 2.0, n_threads=(300, 3))
+    np.testing.assert_array_equal(kt.host_buffer(v_dev), v * 2.0 * np.arange(1, 4))
+    np.testing.assert_array_equal(kt.host_buffer(x_dev), x)
 
 
 class ScaledPush(CudaArguments):
