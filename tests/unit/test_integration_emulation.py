@@ -556,3 +556,15 @@ def test_the_fake_cupy_checks_in_a_subprocess():
     """)
     result = kt.run_in_fake_cupy_subprocess(code, timeout=600)
     assert " passed" in result.stdout, result.stdout[-2000:]  # a failure exits non-zero and fails above
+
+
+@pytest.mark.parametrize("wrap", [False, True], ids=["struct arguments", "inside CudaArguments"])
+def test_check_finite_scans_struct_fields_of_emulated_launches(fake, wrap):
+    kernel = CudaKernel(SOURCE, "push", block_size=BLOCK, structs=[Particles], check_finite=True)
+    x, v, x_dev, v_dev = _device_particles(fake, 19)
+    argument = ParticleArguments(x_dev, v_dev, float("nan"))
+    if wrap:
+        argument = CudaArguments(argument)
+    path = "0.0.x" if wrap else "0.x"
+    with kt.emulated_launches(), pytest.raises(RuntimeError, match=f"argument {path} "):
+        kernel(argument)
