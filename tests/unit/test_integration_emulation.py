@@ -568,3 +568,19 @@ def test_check_finite_scans_struct_fields_of_emulated_launches(fake, wrap):
     path = "0.0.x" if wrap else "0.x"
     with kt.emulated_launches(), pytest.raises(RuntimeError, match=f"argument {path} "):
         kernel(argument)
+
+
+def test_device_function_kernel_with_a_struct_parameter_runs_emulated(fake):
+    domain = CudaStruct("Domain", [("lo", "double"), ("hi", "double"), ("outside", "double*")])
+    header = domain.declaration + r"""
+    __device__ double clamp_or_flag(const Domain& d, double x)
+    {
+        return x < d.lo ? d.outside[0] : (x > d.hi ? d.outside[1] : x);
+    }
+    """
+    kernel = kt.device_function_kernel(header, "double clamp_or_flag(const Domain& d, double x)", structs=[domain])
+    x = np.linspace(-2.0, 2.0, 9)
+    out = fake.zeros(9)
+    with kt.emulated_launches():
+        kernel(domain(lo=-1.0, hi=1.0, outside=fake.asarray([-10.0, 10.0])), fake.asarray(x), out, 9, n_threads=9)
+    np.testing.assert_array_equal(kt.host_buffer(out), np.where(x < -1, -10.0, np.where(x > 1, 10.0, x)))
