@@ -41,6 +41,29 @@ struct Particles {
     double dt;
 };
 
+// Every field kind, with padding between them: the emulation's C++ layout must be the
+// CudaStruct's dtype (the values are read back field by field).
+struct Mixed {
+    bool flag;
+    int8_t c;
+    double* out;
+    int k;
+    CArray1D<float> a;
+    short s;
+    unsigned long long u;
+    float f;
+    Array2D<int> v;
+    char last;
+};
+
+extern "C" __global__ void read_mixed(Mixed m, double tail)
+{
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    m.out[0] = m.flag; m.out[1] = m.c; m.out[2] = m.k; m.out[3] = m.a(1); m.out[4] = m.s;
+    m.out[5] = (double)m.u; m.out[6] = m.f; m.out[7] = m.v(1, 2); m.out[8] = m.last;
+    m.out[9] = tail; m.out[10] = (double)sizeof(Mixed);
+}
+
 // Per-block sums: a warp reduction written with __shfl_down_sync, the warp results
 // staged in shared memory, a barrier, then thread 0 adds them.
 extern "C" __global__ void block_sums(const double* x, double* sums, long long n)
@@ -91,6 +114,10 @@ extern "C" __global__ void push_scaled(Particles p, const double* factor, long l
 }
 """
 
+Mixed = CudaStruct("Mixed", [
+    ("flag", "bool"), ("c", "int8_t"), ("out", "double*"), ("k", "int"), ("a", "CArray1D<float>"),
+    ("s", "short"), ("u", "unsigned long long"), ("f", "float"), ("v", "Array2D<int>"), ("last", "char"),
+])
 PARTICLES_FIELDS = (("x", "double*"), ("v", "Array2D<double>"), ("n", "long long"), ("dt", "double"))
 Particles = CudaStruct("Particles", PARTICLES_FIELDS)
 
@@ -149,8 +176,8 @@ def fake():
 def cuda():
     """The kernels of SOURCE, sharing one source (one emulation build)."""
     return {
-        name: CudaKernel(SOURCE, name, block_size=BLOCK, structs=[Particles])
-        for name in ("block_sums", "total_and_max", "push", "push_scaled", "scale_v")
+        name: CudaKernel(SOURCE, name, block_size=BLOCK, structs=[Particles, Mixed])
+        for name in ("block_sums", "total_and_max", "push", "push_scaled", "scale_v", "read_mixed")
     }
 
 
@@ -363,7 +390,7 @@ def test_kernels_agree_through_struct_fields(fake, cuda, make_args):
 def test_2d_launch_shape_inference_takes_struct_fields_in_order(fake, cuda):
     x, v, x_dev, v_dev = _device_particles(fake, 18)
     value = Particles(x=x_dev, v=v_dev, n=300, dt=1.0)
-    kernel = CudaKernel(SOURCE, "scale_v", block_size=(16, 2), structs=[Particles])
+    kernel = CudaKernel(SOURCE, "scale_v", block_size=(16, 2), structs=[Particles, Mixed])
     # The first array field is the 1-D x: too few dimensions for a 2-D block.
     with pytest.raises(ValueError):
         kernel.launch_shape(args=(value, 2.0))
@@ -533,7 +560,7 @@ def test_one_kernel_and_struct_class_from_many_threads(fake, cuda):
 
 
 def test_debug_bounds_check_of_a_struct_view_field_is_a_runtime_error(fake):
-    kernel = CudaKernel(SOURCE, "push", block_size=BLOCK, structs=[Particles], debug=True)
+    kernel = CudaKernel(SOURCE, "push", block_size=BLOCK, structs=[Particles, Mixed], debug=True)
     x = fake.zeros(10)
     short_v = fake.ones((5, 2))  # the kernel reads v(i, 0) for i < n = 10
     with kt.emulated_launches(), pytest.raises(RuntimeError, match="push"):
@@ -560,7 +587,7 @@ def test_the_fake_cupy_checks_in_a_subprocess():
 
 @pytest.mark.parametrize("wrap", [False, True], ids=["struct arguments", "inside CudaArguments"])
 def test_check_finite_scans_struct_fields_of_emulated_launches(fake, wrap):
-    kernel = CudaKernel(SOURCE, "push", block_size=BLOCK, structs=[Particles], check_finite=True)
+    kernel = CudaKernel(SOURCE, "push", block_size=BLOCK, structs=[Particles, Mixed], check_finite=True)
     x, v, x_dev, v_dev = _device_particles(fake, 19)
     argument = ParticleArguments(x_dev, v_dev, float("nan"))
     if wrap:
@@ -584,3 +611,24 @@ def test_device_function_kernel_with_a_struct_parameter_runs_emulated(fake):
     with kt.emulated_launches():
         kernel(domain(lo=-1.0, hi=1.0, outside=fake.asarray([-10.0, 10.0])), fake.asarray(x), out, 9, n_threads=9)
     np.testing.assert_array_equal(kt.host_buffer(out), np.where(x < -1, -10.0, np.where(x > 1, 10.0, x)))
+
+
+@pytest.mark.parametrize("device", [False, True], ids=["numpy arrays", "fake arrays"])
+def test_padded_struct_layout_matches_the_emulations_cpp_layout(cuda, device):
+    cupy = _fake()
+    if device and cupy is None:
+        pytest.skip("fake arrays need the fake CuPy (CUNUMPY_FAKE_CUPY=1)")
+    to_array = cupy.asarray if device else np.asarray
+    out = to_array(np.zeros(11))
+    v = to_array(np.arange(12, dtype=np.int32).reshape(3, 4))[:, ::-1]
+    fields = dict(flag=True, c=-7, out=out, k=-123456, a=to_array(np.array([1.5, 2.5], np.float32)), s=-300,
+                  u=2**40 + 3, f=0.25, v=v, last=65)
+    if device:
+        with kt.emulated_launches():
+            cuda["read_mixed"](Mixed(**fields), 9.5, n_threads=1)
+        got = kt.host_buffer(out)
+    else:
+        kt.emulate_cuda_kernel(cuda["read_mixed"], Mixed.pack(fields, host_arrays=True), 9.5, n_threads=1)
+        got = out
+    assert Mixed.dtype.itemsize == 112
+    np.testing.assert_array_equal(got, [1, -7, -123456, 2.5, -300, 2**40 + 3, 0.25, 5, 65, 9.5, 112])
