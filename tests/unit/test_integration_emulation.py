@@ -181,12 +181,10 @@ def cuda():
     }
 
 
-def _particle_data(seed, n=300, strided=True):
+def _particle_data(seed, n=300):
     rng = np.random.default_rng(seed)
     x = rng.random(n)
-    v = rng.random((n, 4))
-    if strided:
-        v = rng.random((n, 7))[:, 1:6:2]  # a view with non-unit strides in both axes
+    v = rng.random((n, 7))[:, 1:6:2]  # a view with non-unit strides in both axes
     return x, v
 
 
@@ -491,7 +489,8 @@ def test_catalog_compile_all_builds_the_emulation(catalog, jobs):
 
 def test_catalog_compile_all_reports_compile_errors_under_emulation():
     broken = xp.kernels.KernelCatalog()
-    broken.register(Kernel(block_sums, CudaKernel('extern "C" __global__ void block_sums(double* x) { x[0] = ; }', "block_sums")))
+    source = 'extern "C" __global__ void block_sums(double* x) { x[0] = ; }'
+    broken.register(Kernel(block_sums, CudaKernel(source, "block_sums")))
     with kt.emulated_launches(), pytest.raises(RuntimeError, match="block_sums"):
         broken.compile_all()
 
