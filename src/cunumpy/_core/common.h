@@ -58,5 +58,10 @@ CN_INTERNAL int cn_register_philox(PyObject *module);
 CN_INTERNAL int cn_register_segment(PyObject *module);
 CN_INTERNAL int cn_register_sort(PyObject *module);
 CN_INTERNAL int cn_register_compact(PyObject *module);
+CN_INTERNAL int cn_register_thread_pool(PyObject *module);
+
+/* Decide the pool size (CUNUMPY_NUM_THREADS) and report a failed worker start as a warning;
+ * call with the GIL before a parallel section. -1 with an exception set on error. */
+CN_INTERNAL int cn_pool_prepare(void);
 
 #endif /* CUNUMPY__CORE_COMMON_H */
