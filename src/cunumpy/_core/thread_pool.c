@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,11 +47,11 @@ static void run_chunks(cn_chunk_fn fn, void *ctx, size_t nchunks)
 
 static void *worker_main(void *arg)
 {
-    (void)arg;
     in_worker = 1;
-    unsigned long seen = 0;
+    /* The generation when this worker was created (no job was running then): a job published
+     * before the worker first takes the lock is still seen as new. */
+    unsigned long seen = (unsigned long)(uintptr_t)arg;
     pthread_mutex_lock(&state);
-    seen = generation;
     for (;;) {
         while (generation == seen && !quitting)
             pthread_cond_wait(&work_ready, &state);
@@ -104,8 +105,11 @@ static void start_workers(void)
         sigfillset(&all);
         /* Workers never take signals: Python's handlers run on the main thread. */
         pthread_sigmask(SIG_SETMASK, &all, &old);
+        pthread_mutex_lock(&state);
+        void *now = (void *)(uintptr_t)generation;
+        pthread_mutex_unlock(&state);
         for (; made < want; made++) {
-            if (pthread_create(&threads[made], NULL, worker_main, NULL) != 0)
+            if (pthread_create(&threads[made], NULL, worker_main, now) != 0)
                 break;
         }
         pthread_sigmask(SIG_SETMASK, &old, NULL);
