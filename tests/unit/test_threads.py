@@ -347,3 +347,34 @@ def test_philox4x32_bit_identical_for_every_thread_count(n):
     first = each_count(lambda: (R.philox4x32_10(words, np.uint32(5), np.uint32(9)),))[0]
     one = R.philox4x32_10(words[n - 1 : n], np.uint32(5), np.uint32(9))
     np.testing.assert_array_equal(first[n - 1 : n], one)
+
+
+# ---- segment sums ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [1, 2**18 + 3, 2**20 + 12345])
+@pytest.mark.parametrize("m", [1, 3])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_segment_sum_bit_identical_for_every_thread_count(n, m, dtype):
+    gen = np.random.default_rng(n + m)
+    n_segments = 1000
+    keys = gen.integers(0, n_segments, n)
+    values = gen.random((n, m)).astype(dtype)
+    plan = A.SegmentPlan(keys, n_segments)
+    first = each_count(lambda: (A.segment_sum(values, keys, n_segments), plan.sum(values)))
+    want = np.zeros((n_segments, m))
+    np.add.at(want, keys, values.astype(np.float64))
+    tol = 1e-9 if dtype == np.float64 else 1e-3
+    np.testing.assert_allclose(first[0].reshape(n_segments, m), want, rtol=tol, atol=tol)
+    np.testing.assert_allclose(first[1].reshape(n_segments, m), want, rtol=tol, atol=tol)
+
+
+def test_segment_sum_reports_the_first_bad_key_for_every_thread_count():
+    n = 2**20 + 5
+    keys = np.zeros(n, np.int64)
+    keys[700_001] = 10
+    keys[900_000] = 11
+    values = np.ones(n)
+    for count in COUNTS:
+        with T.num_threads(count):
+            with pytest.raises(ValueError, match="keys\\[700001\\]"):
+                A.segment_sum(values, keys, 10)
