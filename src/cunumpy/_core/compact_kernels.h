@@ -7,10 +7,9 @@
  * Two phases over fixed blocks of CN_COMPACT_BLOCK positions (fixed: the result never depends
  * on the thread count). Scan: each block reads its part of the mask once into a bitmap and
  * counts its live positions; a serial prefix sum gives each block its destination offset.
- * Move: each block moves its live positions to its offset. The move is branch-free: every
- * position up to the block's last live one is copied to the current destination, which then
- * advances by the mask bit, so no index list is built and nothing mispredicts. Writes stay in
- * [offset, offset + count) of the block. In place, a block's destinations may be sources of an
+ * Move: each block moves its live positions to its offset, found in the bitmap a word at a
+ * time (vpcompress on AVX-512 for contiguous 4 and 8-byte lanes, count-trailing-zeros
+ * otherwise); no index list is built. Writes stay in [offset, offset + count) of the block. In place, a block's destinations may be sources of an
  * earlier block not yet moved: a block waits for exactly those blocks (their `done` flags).
  * Blocks start in increasing order, so the lowest unfinished block never waits. */
 #ifndef CUNUMPY__CORE_COMPACT_KERNELS_H
@@ -76,26 +75,86 @@ static void cn_compact_scan_block(void *ctx, size_t b)
     job->offset[b] = count;
 }
 
-/* Move the live positions of [start, end) of one lane to dst, dst + 1, ...; returns the end. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define CN_HAVE_AVX512_BUILD 1
+
+/* Contiguous 4 and 8-byte lanes with AVX-512: a masked load reads only the live elements of
+ * a group, vpcompress packs them, a masked store writes exactly their count (every write
+ * stays in [dst, dst + count)). */
+#define CN_DEFINE_COMPACT_AVX512(NAME, T, GROUP, MASK_T, LOAD, COMPRESS, STORE)                    \
+    __attribute__((target("avx512f"))) static size_t NAME(char *base, const uint64_t *bits,       \
+                                                          size_t start, size_t end, size_t dst)   \
+    {                                                                                              \
+        T *a = (T *)(void *)base;                                                                  \
+        for (size_t i0 = start; i0 < end; i0 += 64) {                                              \
+            uint64_t word = bits[i0 / 64];                                                         \
+            size_t len = end - i0 < 64 ? end - i0 : 64;                                            \
+            if (word == 0)                                                                         \
+                continue;                                                                          \
+            if (dst == i0 && word == (len == 64 ? ~0ull : (1ull << len) - 1)) {                    \
+                dst += len;                                                                        \
+                continue;                                                                          \
+            }                                                                                      \
+            for (size_t g = 0; g < len; g += GROUP) {                                              \
+                MASK_T m = (MASK_T)(word >> g);                                                    \
+                if (m == 0)                                                                        \
+                    continue;                                                                      \
+                unsigned count = (unsigned)__builtin_popcount((unsigned)m);                        \
+                STORE(a + dst, (MASK_T)((1u << count) - 1), COMPRESS(m, LOAD(m, a + i0 + g)));     \
+                dst += count;                                                                      \
+            }                                                                                      \
+        }                                                                                          \
+        return dst;                                                                                \
+    }
+CN_DEFINE_COMPACT_AVX512(cn_compact_run8_avx512, int64_t, 8, __mmask8, _mm512_maskz_loadu_epi64,
+                         _mm512_maskz_compress_epi64, _mm512_mask_storeu_epi64)
+CN_DEFINE_COMPACT_AVX512(cn_compact_run4_avx512, int32_t, 16, __mmask16, _mm512_maskz_loadu_epi32,
+                         _mm512_maskz_compress_epi32, _mm512_mask_storeu_epi32)
+
+static inline int cn_compact_avx512(void)
+{
+    /* Pool threads may ask at once: an atomic flag, decided by whoever is first. */
+    static int flag = -1;
+    int have = __atomic_load_n(&flag, __ATOMIC_RELAXED);
+    if (have < 0) {
+        __builtin_cpu_init();
+        have = __builtin_cpu_supports("avx512f") ? 1 : 0;
+        __atomic_store_n(&flag, have, __ATOMIC_RELAXED);
+    }
+    return have;
+}
+#else
+#define CN_HAVE_AVX512_BUILD 0
+#endif
+
+/* Move the live positions of [start, end) of one lane to dst, dst + 1, ...; returns the end.
+ * Only live positions are read and written. */
 static inline size_t cn_compact_lane(char *base, ptrdiff_t stride, size_t elsize,
                                      const uint64_t *bits, size_t start, size_t end, size_t dst)
 {
+#if CN_HAVE_AVX512_BUILD
+    if ((elsize == 8 || elsize == 4) && stride == (ptrdiff_t)elsize &&
+        ((uintptr_t)base % elsize) == 0 && cn_compact_avx512())
+        return elsize == 8 ? cn_compact_run8_avx512(base, bits, start, end, dst)
+                           : cn_compact_run4_avx512(base, bits, start, end, dst);
+#endif
+    /* Otherwise one live position at a time, found with count-trailing-zeros. */
 #define CN_MOVE_FIXED(T)                                                                           \
     for (size_t i0 = start; i0 < end; i0 += 64) {                                                  \
         uint64_t word = bits[i0 / 64];                                                             \
-        if (word == 0)                                                                             \
-            continue;                                                                              \
         size_t len = end - i0 < 64 ? end - i0 : 64;                                                \
         if (dst == i0 && word == (len == 64 ? ~0ull : (1ull << len) - 1)) {                        \
             dst += len; /* all live and already in place */                                        \
             continue;                                                                              \
         }                                                                                          \
-        size_t last = 64 - (size_t)__builtin_clzll(word); /* one past the last live bit */        \
-        for (size_t j = 0; j < last; j++) {                                                        \
+        while (word != 0) {                                                                        \
+            size_t j = (size_t)__builtin_ctzll(word);                                              \
+            word &= word - 1;                                                                      \
             T v;                                                                                   \
             memcpy(&v, base + (ptrdiff_t)(i0 + j) * stride, sizeof v);                             \
             memcpy(base + (ptrdiff_t)dst * stride, &v, sizeof v);                                  \
-            dst += (word >> j) & 1;                                                                \
+            dst++;                                                                                 \
         }                                                                                          \
     }                                                                                              \
     break;
@@ -113,8 +172,7 @@ static inline size_t cn_compact_lane(char *base, ptrdiff_t stride, size_t elsize
         CN_MOVE_FIXED(triple)
     }
     default:
-        /* Only live positions move; memmove: an overlapping view (stride < elsize) must not
-         * corrupt memory. */
+        /* memmove: an overlapping view (stride < elsize) must not corrupt memory. */
         for (size_t i = start; i < end; i++) {
             if ((bits[i / 64] >> (i % 64)) & 1) {
                 if (dst != i)
