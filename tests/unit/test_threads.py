@@ -190,7 +190,7 @@ def compact_oracle(mask, arrays, axis=0):
 def test_compact_bit_identical_for_every_thread_count(n, density):
     gen = np.random.default_rng(n)
     mask = gen.random(n) < density
-    payloads = [gen.random(n), gen.random((n, 3)), gen.integers(0, 9, n).astype(np.int8),
+    payloads = [gen.random(n), gen.random((n, 3)), gen.random((n, 2)), gen.integers(0, 9, n).astype(np.int8),
                 gen.integers(0, 2**31, n).astype(np.uint32),
                 gen.random((n, 5)).astype(np.float32)]  # 20-byte lanes: the generic move
 

@@ -112,6 +112,50 @@ CN_DEFINE_COMPACT_AVX512(cn_compact_run8_avx512, int64_t, 8, __mmask8, _mm512_ma
 CN_DEFINE_COMPACT_AVX512(cn_compact_run4_avx512, int32_t, 16, __mmask16, _mm512_maskz_loadu_epi32,
                          _mm512_maskz_compress_epi32, _mm512_mask_storeu_epi32)
 
+/* Contiguous rows of q = 2 or 3 eight-byte words ((n, 2) and (n, 3) float64): a group of 8
+ * rows is q vectors; the row mask is spread to one bit per word (pdep) and each vector is
+ * compressed as above. Stores end within the group's own, already loaded, words. */
+__attribute__((target("avx512f,bmi2"))) static size_t
+cn_compact_rows_avx512(char *base, size_t q, const uint64_t *bits, size_t start, size_t end,
+                       size_t dst)
+{
+    int64_t *a = (int64_t *)(void *)base;
+    uint32_t spread[3] = {0, 0, 0};
+    for (size_t r = 0; r < q; r++)
+        for (size_t k = 0; k < 8; k++)
+            spread[r] |= 1u << (r + q * k);
+    for (size_t i0 = start; i0 < end; i0 += 64) {
+        uint64_t word = bits[i0 / 64];
+        size_t len = end - i0 < 64 ? end - i0 : 64;
+        if (word == 0)
+            continue;
+        if (dst == i0 && word == (len == 64 ? ~0ull : (1ull << len) - 1)) {
+            dst += len;
+            continue;
+        }
+        for (size_t g = 0; g < len; g += 8) {
+            unsigned m = (unsigned)(word >> g) & 0xffu;
+            if (m == 0)
+                continue;
+            uint32_t words = 0;
+            for (size_t r = 0; r < q; r++)
+                words |= _pdep_u32(m, spread[r]);
+            const int64_t *src = a + (i0 + g) * q;
+            int64_t *out = a + dst * q;
+            for (size_t z = 0; z < q; z++) {
+                __mmask8 mz = (__mmask8)(words >> (8 * z));
+                unsigned k = (unsigned)__builtin_popcount(mz);
+                __m512i v = _mm512_maskz_loadu_epi64(mz, src + 8 * z);
+                _mm512_mask_storeu_epi64(out, (__mmask8)((1u << k) - 1),
+                                         _mm512_maskz_compress_epi64(mz, v));
+                out += k;
+            }
+            dst += (size_t)__builtin_popcount(m);
+        }
+    }
+    return dst;
+}
+
 static inline int cn_compact_avx512(void)
 {
     /* Pool threads may ask at once: an atomic flag, decided by whoever is first. */
@@ -119,7 +163,7 @@ static inline int cn_compact_avx512(void)
     int have = __atomic_load_n(&flag, __ATOMIC_RELAXED);
     if (have < 0) {
         __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx512f") ? 1 : 0;
+        have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("bmi2") ? 1 : 0;
         __atomic_store_n(&flag, have, __ATOMIC_RELAXED);
     }
     return have;
@@ -138,6 +182,9 @@ static inline size_t cn_compact_lane(char *base, ptrdiff_t stride, size_t elsize
         ((uintptr_t)base % elsize) == 0 && cn_compact_avx512())
         return elsize == 8 ? cn_compact_run8_avx512(base, bits, start, end, dst)
                            : cn_compact_run4_avx512(base, bits, start, end, dst);
+    if ((elsize == 16 || elsize == 24) && stride == (ptrdiff_t)elsize &&
+        ((uintptr_t)base % 8) == 0 && cn_compact_avx512())
+        return cn_compact_rows_avx512(base, elsize / 8, bits, start, end, dst);
 #endif
     /* Otherwise one live position at a time, found with count-trailing-zeros. */
 #define CN_MOVE_FIXED(T)                                                                           \
