@@ -378,3 +378,22 @@ def test_segment_sum_reports_the_first_bad_key_for_every_thread_count():
         with T.num_threads(count):
             with pytest.raises(ValueError, match="keys\\[700001\\]"):
                 A.segment_sum(values, keys, 10)
+
+
+# ---- sort_by_key -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [1, 1001, 65_537, 300_007, 2**21 + 3])
+@pytest.mark.parametrize("bits, dtype", [(30, np.int64), (63, np.int64), (12, np.int32),
+                                         (40, np.uint64), (7, np.int8)])
+def test_sort_by_key_bit_identical_for_every_thread_count(n, bits, dtype):
+    if n == 2**21 + 3 and bits not in (30, 63):
+        pytest.skip("the largest size only for the two main key widths")
+    gen = np.random.default_rng(n + bits)
+    high = min(2**bits, np.iinfo(dtype).max)
+    keys = gen.integers(0, high, n, dtype=np.int64 if dtype != np.uint64 else np.uint64).astype(dtype)
+    payload = gen.random(n)
+    first = each_count(lambda: tuple(A.sort_by_key(keys, payload)))
+    order = np.argsort(keys, kind="stable")
+    np.testing.assert_array_equal(first[0], keys[order])
+    np.testing.assert_array_equal(first[1], order)
+    np.testing.assert_array_equal(first[2], payload[order])
