@@ -19,7 +19,7 @@ import contextlib
 import sys
 import threading
 
-from . import _core
+from ._native import core as _core
 
 __all__ = ["get_num_threads", "set_num_threads", "num_threads", "register_threadpoolctl"]
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import cunumpy as xp
-from cunumpy import _core
+from cunumpy._native import core as _core
 from cunumpy import algorithms as A
 from cunumpy import rng as R
 from cunumpy import threads as T
@@ -397,3 +397,40 @@ def test_sort_by_key_bit_identical_for_every_thread_count(n, bits, dtype):
     np.testing.assert_array_equal(first[0], keys[order])
     np.testing.assert_array_equal(first[1], order)
     np.testing.assert_array_equal(first[2], payload[order])
+
+
+# ---- the pure-Python twin of the controls ----------------------------------------------------
+
+def test_twin_controls_match_the_c_core(monkeypatch):
+    from cunumpy._reference import threads as twin
+
+    for bad, exc in [(0, ValueError), (1025, ValueError), (2.0, TypeError), (True, TypeError)]:
+        with pytest.raises(exc, match="'n'"):
+            twin.set_num_threads(bad)
+    monkeypatch.setattr(twin, "_wanted", 0)
+    monkeypatch.setenv("CUNUMPY_NUM_THREADS", " 5 ")
+    assert twin.get_num_threads() == 5
+    twin.set_num_threads(2)
+    assert twin.get_num_threads() == 2 and twin._pool_workers() == 0
+    for value in ("0", "4x", "two", "2.5", "1025"):
+        monkeypatch.setattr(twin, "_wanted", 0)
+        monkeypatch.setenv("CUNUMPY_NUM_THREADS", value)
+        with pytest.warns(RuntimeWarning, match="CUNUMPY_NUM_THREADS"):
+            assert twin.get_num_threads() == 1
+    monkeypatch.setattr(twin, "_wanted", 0)
+    monkeypatch.delenv("CUNUMPY_NUM_THREADS")
+    assert twin.get_num_threads() == len(os.sched_getaffinity(0))
+
+
+def test_threads_module_without_the_c_core():
+    out = run_python("""
+        import sys
+        sys.modules["cunumpy._core"] = None
+        import cunumpy as xp
+        xp.threads.set_num_threads(3)
+        with xp.threads.num_threads(1):
+            assert xp.threads.get_num_threads() == 1
+        assert xp.threads.get_num_threads() == 3
+        print("ok")
+    """)
+    assert out.returncode == 0 and "ok" in out.stdout, out.stderr

@@ -13,3 +13,4 @@ from .philox import *  # noqa: F401,F403
 from .segment import *  # noqa: F401,F403
 from .sort import *  # noqa: F401,F403
 from .compact import *  # noqa: F401,F403
+from .threads import *  # noqa: F401,F403
