@@ -3,6 +3,7 @@
 #include "thread_pool.c"
 
 #include <stdio.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +22,26 @@ static void add_square(void *ctx, size_t c)
 {
     /* Each chunk owns its slot: no two threads write the same word. */
     ((size_t *)ctx)[c] = c * c;
+}
+
+static void note_worker(void *ctx, size_t c)
+{
+    /* Slow chunks, so that the workers surely take some of them. */
+    struct timespec pause = {0, 200000};
+    nanosleep(&pause, NULL);
+    ((int *)ctx)[c] = in_worker;
+}
+
+/* The workers really run chunks (not only the calling thread). */
+static void test_workers_take_chunks(int threads)
+{
+    cn_pool_resize(threads);
+    int ran_on_worker[64] = {0};
+    cn_parallel_for(64, note_worker, ran_on_worker);
+    int on_workers = 0;
+    for (int c = 0; c < 64; c++)
+        on_workers += ran_on_worker[c];
+    CHECK(threads == 1 ? on_workers == 0 : on_workers > 0);
 }
 
 static void test_parallel_for(int threads)
@@ -133,6 +154,7 @@ int main(void)
     int counts[] = {1, 2, 3, 8};
     for (int i = 0; i < 4; i++) {
         test_parallel_for(counts[i]);
+        test_workers_take_chunks(counts[i]);
         test_compact(counts[i]);
     }
     test_fork();
