@@ -434,3 +434,31 @@ def test_threads_module_without_the_c_core():
         print("ok")
     """)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr
+
+
+# ---- cell_offsets ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [1, 65_536, 65_537, 300_007])
+@pytest.mark.parametrize("n_cells", [1, 7, 100_000])
+def test_cell_offsets_bit_identical_for_every_thread_count(n, n_cells):
+    gen = np.random.default_rng(n + n_cells)
+    cells = np.sort(gen.integers(0, n_cells, n))
+    first = each_count(lambda: (A.cell_offsets(cells, n_cells),))[0]
+    want = np.searchsorted(cells, np.arange(n_cells + 1), side="left")
+    np.testing.assert_array_equal(first, want)
+
+
+@pytest.mark.parametrize("where", [5, 65_535, 65_536, 65_537, 200_000])
+@pytest.mark.parametrize("kind", ["unsorted", "too large", "negative"])
+def test_cell_offsets_reports_the_first_bad_row_for_every_thread_count(where, kind):
+    n, n_cells = 300_007, 1000
+    cells = np.sort(np.random.default_rng(where).integers(0, n_cells, n))
+    cells[where] = {"unsorted": cells[where] - 1 if cells[where] > cells[where - 1] else -1,
+                    "too large": n_cells, "negative": -3}[kind]
+    if kind == "unsorted" and cells[where] >= cells[where - 1]:
+        cells[where] = -1
+    cells[where + 1000] = n_cells + 5  # a later bad row must not be the one reported
+    for count in COUNTS:
+        with T.num_threads(count):
+            with pytest.raises(ValueError, match=rf"sorted_cells\[{where}\]"):
+                A.cell_offsets(cells, n_cells)

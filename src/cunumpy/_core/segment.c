@@ -272,6 +272,27 @@ fail_v:
     return NULL;
 }
 
+/* Cell offsets in fixed chunks of rows (each chunk writes the starts of the cells that begin
+ * in it): the same offsets for any thread count. */
+#define CN_OFFSETS_CHUNK ((size_t)1 << 16)
+
+typedef struct {
+    cn_skey_type t;
+    const char *keys;
+    ptrdiff_t ks;
+    size_t n;
+    int64_t n_cells;
+    int64_t *off;
+    ptrdiff_t *bad;
+} offsets_job;
+
+static void offsets_chunk(void *ctx, size_t c)
+{
+    const offsets_job *j = ctx;
+    size_t a = c * CN_OFFSETS_CHUNK, b = j->n - a < CN_OFFSETS_CHUNK ? j->n : a + CN_OFFSETS_CHUNK;
+    j->bad[c] = cn_cell_offsets_chunk(j->t, j->keys, j->ks, j->n, a, b, j->n_cells, j->off);
+}
+
 PyDoc_STRVAR(cell_offsets_into_doc,
              "cell_offsets_into(sorted_cells, n_cells, out)\n--\n\n"
              "Offsets (C-contiguous int64, n_cells + 1) of sorted cell ids in [0, n_cells).");
@@ -300,9 +321,30 @@ static PyObject *cell_offsets_into(PyObject *self, PyObject *const *args, Py_ssi
         goto fail;
     {
         ptrdiff_t bad;
+        size_t rows = (size_t)k.shape[0];
+        size_t nchunks = rows > CN_OFFSETS_CHUNK ? CN_CHUNKS(rows, CN_OFFSETS_CHUNK) : 0;
+        ptrdiff_t *bads = nchunks ? PyMem_Malloc(nchunks * sizeof(ptrdiff_t)) : NULL;
+        if (nchunks && bads == NULL) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        if (cn_pool_prepare() < 0) {
+            PyMem_Free(bads);
+            goto fail;
+        }
         CN_BEGIN_NOGIL
-        bad = cn_cell_offsets(t, k.buf, k.strides[0], (size_t)k.shape[0], ncells, o.buf);
+        if (nchunks == 0) {
+            bad = cn_cell_offsets(t, k.buf, k.strides[0], rows, ncells, o.buf);
+        } else {
+            offsets_job job = {t, k.buf, k.strides[0], rows, ncells, o.buf, bads};
+            cn_parallel_for(nchunks, offsets_chunk, &job);
+            /* The first bad row over the chunks in order: the row one pass would stop at. */
+            bad = -1;
+            for (size_t c = 0; c < nchunks && bad < 0; c++)
+                bad = bads[c];
+        }
         CN_END_NOGIL
+        PyMem_Free(bads);
         if (bad >= 0) {
             int64_t key = cn_skey(t, (const char *)k.buf + bad * k.strides[0]);
             if (key < 0 || key >= ncells)
