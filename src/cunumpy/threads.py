@@ -1,6 +1,9 @@
 """Threads of the host algorithms: one pool shared by ``cunumpy.algorithms`` and ``cunumpy.rng``.
 
-The C core runs large inputs of the host algorithms on a pool of worker threads. Its size is
+The C core runs large inputs of the host algorithms (``sort_by_key``, ``compact_by_mask``,
+``segment_sum`` and ``SegmentPlan.sum``, ``cell_offsets``, the Morton functions and the
+``philox_*`` draws) on a pool of worker threads; inputs of one chunk or less stay on the
+calling thread. Its size is
 ``CUNUMPY_NUM_THREADS`` when set (a whole number from 1 to 1024; anything else warns and
 means one thread), otherwise the CPUs this process may use. Results never depend on the
 number of threads: work is cut into fixed chunks and combined in a fixed order.
