@@ -13,7 +13,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 C_SOURCES  := $(wildcard src/cunumpy/_core/*.c src/cunumpy/_core/*.h src/cunumpy/_core/*/*.c src/cunumpy/_core/*/*.h)
 PY_SOURCES := $(shell find src -name '*.py' -o -name '*.md' -o -name '*.cuh' -o -name '*.h' -o -name '*.typed' 2>/dev/null)
 
-.PHONY: all demo test test-unit test-fake test-mpi test-c check-c bench gpu-check install clean petsc test-petsc
+.PHONY: all demo test test-unit test-fake test-mpi test-c test-tsan check-c bench gpu-check install clean petsc test-petsc
 
 all: install
 
@@ -74,6 +74,7 @@ check-c: $(DEPS)
 	  -Cbuild-dir=build/asan -Csetup-args=-Dbuildtype=debugoptimized \
 	  -Csetup-args=-Db_sanitize=address,undefined -Csetup-args=-Db_lundef=false .
 	$(MAKE) test-c
+	$(MAKE) test-tsan
 	CUNUMPY_FAKE_CUPY=1 PYTHONMALLOC=malloc PYTHONPATH=$(SAN_SITE) ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
@@ -110,6 +111,14 @@ petsc: install
 test-petsc: petsc
 	$(PYTEST) -rs tests/unit/test_petsc.py
 	CUNUMPY_FAKE_CUPY=1 CUNUMPY_BACKEND=cupy $(PYTEST) -rs tests/unit/test_petsc.py
+
+# The thread pool and parallel compaction under ThreadSanitizer (the fork test forks a
+# process that has threads, which TSan allows with die_after_fork=0).
+test-tsan:
+	@mkdir -p build/ctests
+	gcc -std=c11 -g -O1 -fsanitize=thread -Isrc/cunumpy/_core tests/c/test_thread_pool.c \
+	  -o build/ctests/test_thread_pool_tsan -lm -lpthread
+	TSAN_OPTIONS=halt_on_error=1:die_after_fork=0 build/ctests/test_thread_pool_tsan
 
 # benchmarks/mpi_exchange.py re-launches itself under `mpiexec -n 2` when started plainly.
 bench: install

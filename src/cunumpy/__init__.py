@@ -51,6 +51,7 @@ from . import (
     profiling,
     rng,
     scipy,
+    threads,
 )
 
 

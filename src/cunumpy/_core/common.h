@@ -60,5 +60,16 @@ CN_INTERNAL int cn_register_sort(PyObject *module);
 CN_INTERNAL int cn_register_compact(PyObject *module);
 CN_INTERNAL int cn_register_struct(PyObject *module);
 CN_INTERNAL int cn_register_emu(PyObject *module);
+CN_INTERNAL int cn_register_thread_pool(PyObject *module);
+
+/* Decide the pool size (CUNUMPY_NUM_THREADS) and report a failed worker start as a warning;
+ * call with the GIL before a parallel section. -1 with an exception set on error. */
+CN_INTERNAL int cn_pool_prepare(void);
+
+/* Elements per chunk of the element-wise parallel loops (Philox, Morton). Fixed, so results
+ * never depend on the thread count; one chunk or less stays on the calling thread. A multiple
+ * of 4 so vectorised kernels see the same groups of four. */
+#define CN_ELEMENT_CHUNK ((size_t)1 << 14)
+#define CN_CHUNKS(n, chunk) (((n) + (chunk) - 1) / (chunk))
 
 #endif /* CUNUMPY__CORE_COMMON_H */

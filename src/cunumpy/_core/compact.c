@@ -5,6 +5,7 @@
 
 #include "buffer_args.h"
 #include "compact_kernels.h"
+#include "thread_pool.h"
 
 /* Describe one array (compaction axis first) as lanes. Rows whose other dimensions form one
  * contiguous block are a single lane; otherwise every index of the other dimensions is a lane. */
@@ -99,11 +100,44 @@ static PyObject *compact_in_place(PyObject *self, PyObject *const *args, Py_ssiz
             goto done;
         }
     }
+    if (cn_pool_prepare() < 0)
+        goto done;
     {
+        /* Scratch: one bit per position, two words per block; small inputs stay on the stack. */
+        size_t nblocks = cn_compact_blocks((size_t)n);
+        size_t words = ((size_t)n + 63) / 64;
+        uint64_t bits_small[CN_COMPACT_BLOCK / 64];
+        size_t offset_small[2];
+        int done_small[1] = {0};
+        cn_compact_job job = {m.buf, m.strides[0], (size_t)n, arrs, (size_t)na,
+                              bits_small, offset_small, done_small};
+        if (nblocks > 1) {
+            job.bits = PyMem_RawMalloc(words * sizeof(uint64_t));
+            job.offset = PyMem_RawMalloc((nblocks + 1) * sizeof(size_t));
+            job.done = PyMem_RawCalloc(nblocks, sizeof(int));
+            if (job.bits == NULL || job.offset == NULL || job.done == NULL) {
+                PyMem_RawFree(job.bits);
+                PyMem_RawFree(job.offset);
+                PyMem_RawFree(job.done);
+                PyErr_NoMemory();
+                goto done;
+            }
+        }
         size_t live;
         CN_BEGIN_NOGIL
-        live = cn_compact(m.buf, m.strides[0], (size_t)n, arrs, (size_t)na);
+        if (nblocks <= 1) {
+            live = cn_compact_serial(&job);
+        } else {
+            cn_parallel_for(nblocks, cn_compact_scan_block, &job);
+            live = cn_compact_offsets(&job);
+            cn_parallel_for(nblocks, cn_compact_move_block, &job);
+        }
         CN_END_NOGIL
+        if (nblocks > 1) {
+            PyMem_RawFree(job.bits);
+            PyMem_RawFree(job.offset);
+            PyMem_RawFree(job.done);
+        }
         result = PyLong_FromSize_t(live);
     }
 done:

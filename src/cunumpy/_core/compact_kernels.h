@@ -3,13 +3,22 @@
  * Each array is a set of lanes: a lane is a run of `elsize` bytes per position along the
  * axis, `stride` bytes apart (a contiguous row of an (n, 3) array is one lane of 24 bytes;
  * a component-major (3, n) array compacted along its last axis is three lanes of 8 bytes).
- * The mask is read once, a chunk at a time; the live positions of a chunk are then moved in
- * every lane of every array while they are still in L1. */
+ *
+ * Two phases over fixed blocks of CN_COMPACT_BLOCK positions (fixed: the result never depends
+ * on the thread count). Scan: each block reads its part of the mask once into a bitmap and
+ * counts its live positions; a serial prefix sum gives each block its destination offset.
+ * Move: each block moves its live positions to its offset, found in the bitmap a word at a
+ * time (vpcompress on AVX-512 for contiguous 4 and 8-byte lanes, count-trailing-zeros
+ * otherwise); no index list is built. Writes stay in [offset, offset + count) of the block. In place, a block's destinations may be sources of an
+ * earlier block not yet moved: a block waits for exactly those blocks (their `done` flags).
+ * Blocks start in increasing order, so the lowest unfinished block never waits. */
 #ifndef CUNUMPY__CORE_COMPACT_KERNELS_H
 #define CUNUMPY__CORE_COMPACT_KERNELS_H
 
+#include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -20,17 +29,180 @@ typedef struct {
     const ptrdiff_t *lanes;   /* byte offset of each lane from base */
 } cn_compact_array;
 
-#define CN_COMPACT_CHUNK 2048
+#define CN_COMPACT_BLOCK ((size_t)1 << 15) /* positions per block, a multiple of 64 */
 
-/* Move positions src[0..count) to dst0, dst0 + 1, ... in one lane. */
-static inline void cn_compact_lane(char *base, ptrdiff_t stride, size_t elsize,
-                                   const size_t *src, size_t count, size_t dst0)
+typedef struct {
+    const char *mask;
+    ptrdiff_t mask_stride;
+    size_t n;
+    const cn_compact_array *arrays;
+    size_t narrays;
+    uint64_t *bits;           /* ceil(n / 64) words: bit j of word w is mask[64 w + j] != 0 */
+    size_t *offset;           /* per block: its count after the scan, its offset after the sum */
+    int *done;                /* per block: set (release) once its sources are read */
+} cn_compact_job;
+
+/* Bit k of the result is set when byte k of `w` is nonzero. */
+static inline uint64_t cn_nonzero_bytes_to_bits(uint64_t w)
 {
+    uint64_t high = ((w & 0x7f7f7f7f7f7f7f7full) + 0x7f7f7f7f7f7f7f7full) | w;
+    high = (high >> 7) & 0x0101010101010101ull; /* byte k: 1 if nonzero */
+    return (high * 0x0102040810204080ull) >> 56;
+}
+
+static void cn_compact_scan_block(void *ctx, size_t b)
+{
+    cn_compact_job *job = ctx;
+    size_t start = b * CN_COMPACT_BLOCK;
+    size_t end = job->n - start < CN_COMPACT_BLOCK ? job->n : start + CN_COMPACT_BLOCK;
+    size_t count = 0;
+    for (size_t i0 = start; i0 < end; i0 += 64) {
+        size_t len = end - i0 < 64 ? end - i0 : 64;
+        uint64_t word = 0;
+        size_t j = 0;
+        if (job->mask_stride == 1) {
+            for (; j + 8 <= len; j += 8) {
+                uint64_t w;
+                memcpy(&w, job->mask + i0 + j, 8);
+                word |= cn_nonzero_bytes_to_bits(w) << j;
+            }
+        }
+        for (; j < len; j++)
+            word |= (uint64_t)(job->mask[(ptrdiff_t)(i0 + j) * job->mask_stride] != 0) << j;
+        job->bits[i0 / 64] = word;
+        count += (size_t)__builtin_popcountll(word);
+    }
+    job->offset[b] = count;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define CN_HAVE_AVX512_BUILD 1
+
+/* Contiguous 4 and 8-byte lanes with AVX-512: a masked load reads only the live elements of
+ * a group, vpcompress packs them, a masked store writes exactly their count (every write
+ * stays in [dst, dst + count)). */
+#define CN_DEFINE_COMPACT_AVX512(NAME, T, GROUP, MASK_T, LOAD, COMPRESS, STORE)                    \
+    __attribute__((target("avx512f"))) static size_t NAME(char *base, const uint64_t *bits,       \
+                                                          size_t start, size_t end, size_t dst)   \
+    {                                                                                              \
+        T *a = (T *)(void *)base;                                                                  \
+        for (size_t i0 = start; i0 < end; i0 += 64) {                                              \
+            uint64_t word = bits[i0 / 64];                                                         \
+            size_t len = end - i0 < 64 ? end - i0 : 64;                                            \
+            if (word == 0)                                                                         \
+                continue;                                                                          \
+            if (dst == i0 && word == (len == 64 ? ~0ull : (1ull << len) - 1)) {                    \
+                dst += len;                                                                        \
+                continue;                                                                          \
+            }                                                                                      \
+            for (size_t g = 0; g < len; g += GROUP) {                                              \
+                MASK_T m = (MASK_T)(word >> g);                                                    \
+                if (m == 0)                                                                        \
+                    continue;                                                                      \
+                unsigned count = (unsigned)__builtin_popcount((unsigned)m);                        \
+                STORE(a + dst, (MASK_T)((1u << count) - 1), COMPRESS(m, LOAD(m, a + i0 + g)));     \
+                dst += count;                                                                      \
+            }                                                                                      \
+        }                                                                                          \
+        return dst;                                                                                \
+    }
+CN_DEFINE_COMPACT_AVX512(cn_compact_run8_avx512, int64_t, 8, __mmask8, _mm512_maskz_loadu_epi64,
+                         _mm512_maskz_compress_epi64, _mm512_mask_storeu_epi64)
+CN_DEFINE_COMPACT_AVX512(cn_compact_run4_avx512, int32_t, 16, __mmask16, _mm512_maskz_loadu_epi32,
+                         _mm512_maskz_compress_epi32, _mm512_mask_storeu_epi32)
+
+/* Contiguous rows of q = 2 or 3 eight-byte words ((n, 2) and (n, 3) float64): a group of 8
+ * rows is q vectors; the row mask is spread to one bit per word (pdep) and each vector is
+ * compressed as above. Stores end within the group's own, already loaded, words. */
+__attribute__((target("avx512f,bmi2"))) static size_t
+cn_compact_rows_avx512(char *base, size_t q, const uint64_t *bits, size_t start, size_t end,
+                       size_t dst)
+{
+    int64_t *a = (int64_t *)(void *)base;
+    uint32_t spread[3] = {0, 0, 0};
+    for (size_t r = 0; r < q; r++)
+        for (size_t k = 0; k < 8; k++)
+            spread[r] |= 1u << (r + q * k);
+    for (size_t i0 = start; i0 < end; i0 += 64) {
+        uint64_t word = bits[i0 / 64];
+        size_t len = end - i0 < 64 ? end - i0 : 64;
+        if (word == 0)
+            continue;
+        if (dst == i0 && word == (len == 64 ? ~0ull : (1ull << len) - 1)) {
+            dst += len;
+            continue;
+        }
+        for (size_t g = 0; g < len; g += 8) {
+            unsigned m = (unsigned)(word >> g) & 0xffu;
+            if (m == 0)
+                continue;
+            uint32_t words = 0;
+            for (size_t r = 0; r < q; r++)
+                words |= _pdep_u32(m, spread[r]);
+            const int64_t *src = a + (i0 + g) * q;
+            int64_t *out = a + dst * q;
+            for (size_t z = 0; z < q; z++) {
+                __mmask8 mz = (__mmask8)(words >> (8 * z));
+                unsigned k = (unsigned)__builtin_popcount(mz);
+                __m512i v = _mm512_maskz_loadu_epi64(mz, src + 8 * z);
+                _mm512_mask_storeu_epi64(out, (__mmask8)((1u << k) - 1),
+                                         _mm512_maskz_compress_epi64(mz, v));
+                out += k;
+            }
+            dst += (size_t)__builtin_popcount(m);
+        }
+    }
+    return dst;
+}
+
+static inline int cn_compact_avx512(void)
+{
+    /* Pool threads may ask at once: an atomic flag, decided by whoever is first. */
+    static int flag = -1;
+    int have = __atomic_load_n(&flag, __ATOMIC_RELAXED);
+    if (have < 0) {
+        __builtin_cpu_init();
+        have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("bmi2") ? 1 : 0;
+        __atomic_store_n(&flag, have, __ATOMIC_RELAXED);
+    }
+    return have;
+}
+#else
+#define CN_HAVE_AVX512_BUILD 0
+#endif
+
+/* Move the live positions of [start, end) of one lane to dst, dst + 1, ...; returns the end.
+ * Only live positions are read and written. */
+static inline size_t cn_compact_lane(char *base, ptrdiff_t stride, size_t elsize,
+                                     const uint64_t *bits, size_t start, size_t end, size_t dst)
+{
+#if CN_HAVE_AVX512_BUILD
+    if ((elsize == 8 || elsize == 4) && stride == (ptrdiff_t)elsize &&
+        ((uintptr_t)base % elsize) == 0 && cn_compact_avx512())
+        return elsize == 8 ? cn_compact_run8_avx512(base, bits, start, end, dst)
+                           : cn_compact_run4_avx512(base, bits, start, end, dst);
+    if ((elsize == 16 || elsize == 24) && stride == (ptrdiff_t)elsize &&
+        ((uintptr_t)base % 8) == 0 && cn_compact_avx512())
+        return cn_compact_rows_avx512(base, elsize / 8, bits, start, end, dst);
+#endif
+    /* Otherwise one live position at a time, found with count-trailing-zeros. */
 #define CN_MOVE_FIXED(T)                                                                           \
-    for (size_t t = 0; t < count; t++) {                                                           \
-        T v;                                                                                       \
-        memcpy(&v, base + (ptrdiff_t)src[t] * stride, sizeof v);                                   \
-        memcpy(base + (ptrdiff_t)(dst0 + t) * stride, &v, sizeof v);                               \
+    for (size_t i0 = start; i0 < end; i0 += 64) {                                                  \
+        uint64_t word = bits[i0 / 64];                                                             \
+        size_t len = end - i0 < 64 ? end - i0 : 64;                                                \
+        if (dst == i0 && word == (len == 64 ? ~0ull : (1ull << len) - 1)) {                        \
+            dst += len; /* all live and already in place */                                        \
+            continue;                                                                              \
+        }                                                                                          \
+        while (word != 0) {                                                                        \
+            size_t j = (size_t)__builtin_ctzll(word);                                              \
+            word &= word - 1;                                                                      \
+            T v;                                                                                   \
+            memcpy(&v, base + (ptrdiff_t)(i0 + j) * stride, sizeof v);                             \
+            memcpy(base + (ptrdiff_t)dst * stride, &v, sizeof v);                                  \
+            dst++;                                                                                 \
+        }                                                                                          \
     }                                                                                              \
     break;
     switch (elsize) {
@@ -48,52 +220,92 @@ static inline void cn_compact_lane(char *base, ptrdiff_t stride, size_t elsize,
     }
     default:
         /* memmove: an overlapping view (stride < elsize) must not corrupt memory. */
-        for (size_t t = 0; t < count; t++)
-            memmove(base + (ptrdiff_t)(dst0 + t) * stride, base + (ptrdiff_t)src[t] * stride,
-                    elsize);
+        for (size_t i = start; i < end; i++) {
+            if ((bits[i / 64] >> (i % 64)) & 1) {
+                if (dst != i)
+                    memmove(base + (ptrdiff_t)dst * stride, base + (ptrdiff_t)i * stride, elsize);
+                dst++;
+            }
+        }
         break;
     }
 #undef CN_MOVE_FIXED
+    return dst;
 }
 
-/* Returns the number of live positions (mask byte != 0) among n; moves them to the front. */
-static size_t cn_compact(const char *mask, ptrdiff_t ms, size_t n, const cn_compact_array *arrays,
-                         size_t narrays)
+static void cn_compact_move_block(void *ctx, size_t b)
 {
-    size_t i = 0;
-    /* The all-live prefix stays where it is. */
-    if (ms == 1) {
-        while (i + 8 <= n) {
-            uint64_t w;
-            memcpy(&w, mask + i, 8);
-            /* Every byte nonzero? (bool bytes are 0 or 1; other nonzero bytes count as live) */
-            uint64_t z = (w - 0x0101010101010101ull) & ~w & 0x8080808080808080ull;
-            if (z)
-                break;
-            i += 8;
+    cn_compact_job *job = ctx;
+    size_t start = b * CN_COMPACT_BLOCK;
+    size_t end = job->n - start < CN_COMPACT_BLOCK ? job->n : start + CN_COMPACT_BLOCK;
+    size_t dst = job->offset[b], count = job->offset[b + 1] - dst;
+    if (count > 0 && dst < start) {
+        /* Blocks whose sources overlap [dst, dst + count) must have read them. */
+        size_t first = dst / CN_COMPACT_BLOCK, last = (dst + count - 1) / CN_COMPACT_BLOCK;
+        if (last >= b)
+            last = b - 1;
+        for (size_t c = first; c <= last; c++) {
+            while (!__atomic_load_n(&job->done[c], __ATOMIC_ACQUIRE))
+                sched_yield();
         }
     }
-    while (i < n && mask[(ptrdiff_t)i * ms])
-        i++;
-    size_t live = i;
-    size_t src[CN_COMPACT_CHUNK];
-    while (i < n) {
-        size_t end = n - i < CN_COMPACT_CHUNK ? n : i + CN_COMPACT_CHUNK;
-        size_t count = 0;
-        for (; i < end; i++) {
-            src[count] = i;
-            count += mask[(ptrdiff_t)i * ms] != 0;
-        }
-        if (count == 0)
-            continue;
-        for (size_t a = 0; a < narrays; a++) {
-            const cn_compact_array *arr = &arrays[a];
+    if (count > 0) {
+        for (size_t a = 0; a < job->narrays; a++) {
+            const cn_compact_array *arr = &job->arrays[a];
             for (size_t l = 0; l < arr->nlanes; l++)
-                cn_compact_lane(arr->base + arr->lanes[l], arr->stride, arr->elsize, src, count,
-                                live);
+                cn_compact_lane(arr->base + arr->lanes[l], arr->stride, arr->elsize, job->bits,
+                                start, end, dst);
         }
-        live += count;
     }
+    __atomic_store_n(&job->done[b], 1, __ATOMIC_RELEASE);
+}
+
+static inline size_t cn_compact_blocks(size_t n)
+{
+    return (n + CN_COMPACT_BLOCK - 1) / CN_COMPACT_BLOCK;
+}
+
+/* Between the phases: counts to offsets; offset[nblocks] is the total. */
+static size_t cn_compact_offsets(cn_compact_job *job)
+{
+    size_t nblocks = cn_compact_blocks(job->n), sum = 0;
+    for (size_t b = 0; b < nblocks; b++) {
+        size_t c = job->offset[b];
+        job->offset[b] = sum;
+        sum += c;
+    }
+    job->offset[nblocks] = sum;
+    return sum;
+}
+
+/* Serial driver (tests/c): bits, offset (nblocks + 1) and done (nblocks, zeroed) are the
+ * caller's. Returns the number of live positions. */
+static size_t cn_compact_serial(cn_compact_job *job)
+{
+    size_t nblocks = cn_compact_blocks(job->n);
+    for (size_t b = 0; b < nblocks; b++)
+        cn_compact_scan_block(job, b);
+    size_t live = cn_compact_offsets(job);
+    for (size_t b = 0; b < nblocks; b++)
+        cn_compact_move_block(job, b);
+    return live;
+}
+
+/* Serial compaction with its own scratch (tests/c); SIZE_MAX when memory runs out. */
+static inline size_t cn_compact(const char *mask, ptrdiff_t ms, size_t n,
+                                const cn_compact_array *arrays, size_t narrays)
+{
+    size_t nblocks = cn_compact_blocks(n);
+    cn_compact_job job = {mask, ms, n, arrays, narrays, NULL, NULL, NULL};
+    job.bits = malloc(((n + 63) / 64 + 1) * sizeof(uint64_t));
+    job.offset = malloc((nblocks + 1) * sizeof(size_t));
+    job.done = calloc(nblocks + 1, sizeof(int));
+    size_t live = SIZE_MAX;
+    if (job.bits != NULL && job.offset != NULL && job.done != NULL)
+        live = cn_compact_serial(&job);
+    free(job.bits);
+    free(job.offset);
+    free(job.done);
     return live;
 }
 

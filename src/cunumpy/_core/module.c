@@ -44,6 +44,7 @@ static int cn_exec(PyObject *module)
         cn_register_segment, cn_register_sort,     cn_register_compact,
         cn_register_struct,
         cn_register_emu,
+        cn_register_thread_pool,
     };
     for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
         if (parts[i](module) < 0)

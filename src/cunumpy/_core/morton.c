@@ -4,6 +4,83 @@
 
 #include "buffer_args.h"
 #include "morton_kernels.h"
+#include "thread_pool.h"
+
+/* Parallel drivers: fixed chunks of CN_ELEMENT_CHUNK elements, each element independent. */
+typedef struct {
+    int ndim, levels, pdep;
+    size_t n;
+    const double *pos;
+    ptrdiff_t s0, s1;
+    const double *lower, *scale;
+    uint64_t *out;
+    ptrdiff_t *bad; /* per chunk: first non-finite row or -1 */
+} morton_keys_job;
+
+static void morton_keys_chunk(void *ctx, size_t chunk)
+{
+    const morton_keys_job *j = ctx;
+    size_t a = chunk * CN_ELEMENT_CHUNK;
+    size_t len = j->n - a < CN_ELEMENT_CHUNK ? j->n - a : CN_ELEMENT_CHUNK;
+    const double *pos = j->pos + (ptrdiff_t)a * j->s0;
+    ptrdiff_t bad;
+#if CN_HAVE_PDEP_BUILD
+    if (j->pdep)
+        bad = cn_morton_keys_pdep(j->ndim, len, pos, j->s0, j->s1, j->lower, j->scale, j->levels,
+                                  j->out + a);
+    else
+#endif
+        bad = cn_morton_keys_magic(j->ndim, len, pos, j->s0, j->s1, j->lower, j->scale,
+                                   j->levels, j->out + a);
+    j->bad[chunk] = bad < 0 ? -1 : bad + (ptrdiff_t)a;
+}
+
+typedef struct {
+    int ndim, pdep;
+    size_t n;
+    const uint64_t *const *cells;
+    const size_t *step;
+    uint64_t *out;
+} morton_encode_job;
+
+static void morton_encode_chunk(void *ctx, size_t chunk)
+{
+    const morton_encode_job *j = ctx;
+    size_t a = chunk * CN_ELEMENT_CHUNK;
+    size_t len = j->n - a < CN_ELEMENT_CHUNK ? j->n - a : CN_ELEMENT_CHUNK;
+    const uint64_t *cells[3];
+    for (int d = 0; d < j->ndim; d++)
+        cells[d] = j->cells[d] + a * j->step[d];
+#if CN_HAVE_PDEP_BUILD
+    if (j->pdep)
+        cn_morton_encode_pdep(j->ndim, len, cells, j->step, j->out + a);
+    else
+#endif
+        cn_morton_encode_magic(j->ndim, len, cells, j->step, j->out + a);
+}
+
+typedef struct {
+    int ndim, pdep;
+    size_t n;
+    const uint64_t *keys;
+    uint64_t *const *out;
+} morton_decode_job;
+
+static void morton_decode_chunk(void *ctx, size_t chunk)
+{
+    const morton_decode_job *j = ctx;
+    size_t a = chunk * CN_ELEMENT_CHUNK;
+    size_t len = j->n - a < CN_ELEMENT_CHUNK ? j->n - a : CN_ELEMENT_CHUNK;
+    uint64_t *out[3];
+    for (int d = 0; d < j->ndim; d++)
+        out[d] = j->out[d] + a;
+#if CN_HAVE_PDEP_BUILD
+    if (j->pdep)
+        cn_morton_decode_pdep(j->ndim, len, j->keys + a, out);
+    else
+#endif
+        cn_morton_decode_magic(j->ndim, len, j->keys + a, out);
+}
 
 /* 1: pdep, 0: magic bits; -1 until first use. */
 static int use_pdep = -1;
@@ -122,16 +199,29 @@ static PyObject *morton_keys_into(PyObject *self, PyObject *const *args, Py_ssiz
         ptrdiff_t bad;
         const double *pos = p.buf;
         ptrdiff_t s0 = p.strides[0] / 8, s1 = p.strides[1] / 8;
-        int pdep = pdep_active();
+        size_t nchunks = CN_CHUNKS(n, CN_ELEMENT_CHUNK);
+        ptrdiff_t bad_one = -1;
+        ptrdiff_t *bads = nchunks > 1 ? PyMem_Calloc(nchunks, sizeof(ptrdiff_t)) : &bad_one;
+        if (bads == NULL) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        morton_keys_job job = {ndim, (int)levels, pdep_active(), n, pos, s0, s1,
+                               lower, scale, o.buf, bads};
+        if (cn_pool_prepare() < 0) {
+            if (bads != &bad_one)
+                PyMem_Free(bads);
+            goto fail;
+        }
         CN_BEGIN_NOGIL
-#if CN_HAVE_PDEP_BUILD
-        if (pdep)
-            bad = cn_morton_keys_pdep(ndim, n, pos, s0, s1, lower, scale, (int)levels, o.buf);
-        else
-#endif
-            bad = cn_morton_keys_magic(ndim, n, pos, s0, s1, lower, scale, (int)levels, o.buf);
+        cn_parallel_for(nchunks, morton_keys_chunk, &job);
         CN_END_NOGIL
-        (void)pdep;
+        /* The first bad row over the chunks in order: the same row as one pass would find. */
+        bad = -1;
+        for (size_t c = 0; c < nchunks && bad < 0; c++)
+            bad = bads[c];
+        if (bads != &bad_one)
+            PyMem_Free(bads);
         if (bad >= 0) {
             PyErr_Format(PyExc_ValueError, "'positions' must be finite; row %zd is not", bad);
             goto fail;
@@ -185,16 +275,12 @@ static PyObject *morton_encode_into(PyObject *self, PyObject *const *args, Py_ss
             step[a] = count == n ? 1 : 0;
         }
         if (n > 0) {
-            int pdep = pdep_active();
+            morton_encode_job job = {(int)ndim, pdep_active(), (size_t)n, cells, step, o.buf};
+            if (cn_pool_prepare() < 0)
+                goto fail;
             CN_BEGIN_NOGIL
-#if CN_HAVE_PDEP_BUILD
-            if (pdep)
-                cn_morton_encode_pdep((int)ndim, (size_t)n, cells, step, o.buf);
-            else
-#endif
-                cn_morton_encode_magic((int)ndim, (size_t)n, cells, step, o.buf);
+            cn_parallel_for(CN_CHUNKS((size_t)n, CN_ELEMENT_CHUNK), morton_encode_chunk, &job);
             CN_END_NOGIL
-            (void)pdep;
         }
     }
     PyBuffer_Release(&o);
@@ -238,16 +324,12 @@ static PyObject *morton_decode_into(PyObject *self, PyObject *const *args, Py_ss
                 goto fail;
             outs[a] = o[a].buf;
         }
-        int pdep = pdep_active();
+        morton_decode_job job = {(int)ndim, pdep_active(), (size_t)n, k.buf, outs};
+        if (cn_pool_prepare() < 0)
+            goto fail;
         CN_BEGIN_NOGIL
-#if CN_HAVE_PDEP_BUILD
-        if (pdep)
-            cn_morton_decode_pdep((int)ndim, (size_t)n, k.buf, outs);
-        else
-#endif
-            cn_morton_decode_magic((int)ndim, (size_t)n, k.buf, outs);
+        cn_parallel_for(CN_CHUNKS((size_t)n, CN_ELEMENT_CHUNK), morton_decode_chunk, &job);
         CN_END_NOGIL
-        (void)pdep;
     }
     while (got-- > 0)
         PyBuffer_Release(&o[got]);

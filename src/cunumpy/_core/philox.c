@@ -3,6 +3,7 @@
 
 #include "buffer_args.h"
 #include "philox_kernels.h"
+#include "thread_pool.h"
 
 /* Scalar broadcast: an input of one element is read with step 0, else it needs n. */
 static int input_step(const Py_buffer *v, Py_ssize_t n, const char *name, size_t *step)
@@ -18,6 +19,26 @@ static int input_step(const Py_buffer *v, Py_ssize_t n, const char *name, size_t
     }
     *step = 1;
     return 0;
+}
+
+typedef struct {
+    size_t n;
+    const uint32_t *counters, *key0, *key1;
+    size_t s0, s1;
+    uint32_t *out;
+} philox_raw_job;
+
+static void philox_raw_chunk(void *ctx, size_t chunk)
+{
+    const philox_raw_job *j = ctx;
+    size_t a = chunk * CN_ELEMENT_CHUNK;
+    size_t end = j->n - a < CN_ELEMENT_CHUNK ? j->n : a + CN_ELEMENT_CHUNK;
+    for (size_t i = a; i < end; i++) {
+        const uint32_t *c = j->counters + 4 * i;
+        cn_u32x4 x = {{c[0], c[1], c[2], c[3]}};
+        cn_u32x4 y = cn_philox4x32_10(x, j->key0[i * j->s0], j->key1[i * j->s1]);
+        memcpy(j->out + 4 * i, y.v, sizeof y.v);
+    }
 }
 
 PyDoc_STRVAR(philox4x32_10_into_doc,
@@ -53,12 +74,11 @@ static PyObject *philox4x32_10_into(PyObject *self, PyObject *const *args, Py_ss
         const uint32_t *cw = c.buf, *kw0 = k0.buf, *kw1 = k1.buf;
         uint32_t *ow = o.buf;
         size_t n = (size_t)words / 4;
+        philox_raw_job job = {n, cw, kw0, kw1, s0, s1, ow};
+        if (cn_pool_prepare() < 0)
+            goto fail;
         CN_BEGIN_NOGIL
-        for (size_t i = 0; i < n; i++) {
-            cn_u32x4 x = {{cw[4 * i], cw[4 * i + 1], cw[4 * i + 2], cw[4 * i + 3]}};
-            cn_u32x4 y = cn_philox4x32_10(x, kw0[i * s0], kw1[i * s1]);
-            memcpy(ow + 4 * i, y.v, sizeof y.v);
-        }
+        cn_parallel_for(CN_CHUNKS(n, CN_ELEMENT_CHUNK), philox_raw_chunk, &job);
         CN_END_NOGIL
     }
     PyBuffer_Release(&o);
@@ -77,13 +97,34 @@ fail_c:
     return NULL;
 }
 
+typedef struct {
+    int kind;
+    size_t n;
+    const uint64_t *seed, *stream, *counter;
+    size_t seed_step, stream_step, counter_step;
+    double *out0, *out1;
+} philox_fill_job;
+
+static void philox_fill_chunk(void *ctx, size_t chunk)
+{
+    const philox_fill_job *j = ctx;
+    size_t a = chunk * CN_ELEMENT_CHUNK;
+    size_t len = j->n - a < CN_ELEMENT_CHUNK ? j->n - a : CN_ELEMENT_CHUNK;
+    /* AVX2 (four blocks per instruction) is picked inside when the processor has it. */
+    cn_philox_fill(j->kind, len, j->seed + a * j->seed_step, j->seed_step,
+                   j->stream + a * j->stream_step, j->stream_step,
+                   j->counter + a * j->counter_step, j->counter_step, j->out0 + a,
+                   j->out1 != NULL ? j->out1 + a : NULL);
+}
+
+/* Every element is independent: fixed chunks on the pool. */
 static void philox_fill_loop(int kind, size_t n, const uint64_t *seed, size_t seed_step,
                              const uint64_t *stream, size_t stream_step, const uint64_t *counter,
                              size_t counter_step, double *out0, double *out1)
 {
-    /* AVX2 (four blocks per instruction) is picked inside when the processor has it. */
-    cn_philox_fill(kind, n, seed, seed_step, stream, stream_step, counter, counter_step, out0,
-                   out1);
+    philox_fill_job job = {kind,      n,           seed,         stream, counter,
+                           seed_step, stream_step, counter_step, out0,   out1};
+    cn_parallel_for(CN_CHUNKS(n, CN_ELEMENT_CHUNK), philox_fill_chunk, &job);
 }
 
 PyDoc_STRVAR(philox_fill_doc,
@@ -127,6 +168,8 @@ static PyObject *philox_fill(PyObject *self, PyObject *const *args, Py_ssize_t n
         }
         if (n > 0) {
             double *out1 = two ? o1.buf : NULL;
+            if (cn_pool_prepare() < 0)
+                goto fail;
             CN_BEGIN_NOGIL
             philox_fill_loop((int)kind, (size_t)n, in[0].buf, step[0], in[1].buf, step[1],
                              in[2].buf, step[2], o0.buf, out1);

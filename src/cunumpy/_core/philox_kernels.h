@@ -148,9 +148,13 @@ static void cn_philox_fill(int kind, size_t n, const uint64_t *seed, size_t seed
 {
     size_t done = 0;
 #if CN_HAVE_AVX2_BUILD
-    static int avx2 = -1;
-    if (avx2 < 0)
+    /* Pool threads may get here at once: an atomic flag, decided by whoever is first. */
+    static int avx2_flag = -1;
+    int avx2 = __atomic_load_n(&avx2_flag, __ATOMIC_RELAXED);
+    if (avx2 < 0) {
         avx2 = cn_avx2_usable();
+        __atomic_store_n(&avx2_flag, avx2, __ATOMIC_RELAXED);
+    }
     if (avx2 && (kind == CN_RNG_UNIFORM || kind == CN_RNG_UNIFORM2))
         done = cn_philox_uniform_avx2(kind == CN_RNG_UNIFORM2, n, seed, seed_step, stream,
                                       stream_step, counter, counter_step, out0, out1);

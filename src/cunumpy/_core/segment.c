@@ -1,12 +1,11 @@
 /* Segment sums, cell offsets and run boundaries on the host (API.md sections 9.3 to 9.5). */
 #include "common.h"
 
-#include <pthread.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "buffer_args.h"
 #include "segment_kernels.h"
+#include "thread_pool.h"
 
 /* One segment sum: rows [0, n) into out (zeroed by the kernel); -1 or the first bad row. */
 typedef struct {
@@ -46,60 +45,82 @@ static void run_job(segment_job *j)
 #undef CN_SEGMENT_CALL
 }
 
-static void *job_thread(void *arg)
+/* Large sums with a small output are cut into a fixed number of parts (from n and the output
+ * size only, never from the thread count), run on the pool: part 0 sums into out, every other
+ * part into a private output, and the parts are added in order. One thread computes the very
+ * same parts one after the other, so the bits do not depend on the threads. */
+#define CN_SEGMENT_PART_MIN ((size_t)1 << 18)
+#define CN_SEGMENT_MAX_PARTS 8
+
+typedef struct {
+    segment_job *parts;
+} segment_parts;
+
+static void segment_part(void *ctx, size_t p)
 {
-    run_job(arg);
-    return NULL;
+    run_job(&((segment_parts *)ctx)->parts[p]);
 }
 
-/* Large sums with a small output run as two halves on two cores: the second half goes to a
- * private output that is added at the end (a fixed split, so results are reproducible). */
-#define CN_SEGMENT_SPLIT_MIN ((size_t)1 << 18)
-
-static void run_segment_sum(segment_job *job)
+static size_t segment_part_count(const segment_job *job)
 {
-    static long cpus = 0;
-    if (cpus == 0)
-        cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t elems = (size_t)job->nseg * job->m;
+    size_t parts = job->n / CN_SEGMENT_PART_MIN;
+    if (parts > CN_SEGMENT_MAX_PARTS)
+        parts = CN_SEGMENT_MAX_PARTS;
+    /* Private outputs stay under a quarter of the input rows. */
+    while (parts > 1 && elems * 4 * (parts - 1) > job->n)
+        parts--;
+    return parts;
+}
+
+/* Called without the GIL. Returns -1 when memory for the parts runs out (nothing written). */
+static int run_segment_sum(segment_job *job)
+{
+    size_t parts = segment_part_count(job);
+    if (parts < 2) {
+        run_job(job);
+        return 0;
+    }
     size_t elems = (size_t)job->nseg * job->m;
     size_t isz = job->is_double ? sizeof(double) : sizeof(float);
-    if (cpus < 2 || job->n < CN_SEGMENT_SPLIT_MIN || elems * 4 > job->n) {
-        run_job(job);
-        return;
+    segment_job part[CN_SEGMENT_MAX_PARTS];
+    char *scratch = malloc((parts - 1) * (elems ? elems : 1) * isz);
+    if (scratch == NULL)
+        return -1;
+    size_t step = job->n / parts;
+    for (size_t p = 0; p < parts; p++) {
+        size_t begin = p * step, end = p + 1 == parts ? job->n : begin + step;
+        part[p] = *job;
+        part[p].keys += (ptrdiff_t)begin * job->ks;
+        part[p].vals += (ptrdiff_t)begin * job->vs0;
+        part[p].n = end - begin;
+        if (p > 0)
+            part[p].out = scratch + (p - 1) * elems * isz;
     }
-    size_t half = job->n / 2;
-    segment_job second = *job;
-    second.keys += (ptrdiff_t)half * job->ks;
-    second.vals += (ptrdiff_t)half * job->vs0;
-    second.n = job->n - half;
-    second.out = malloc(elems * isz);
-    pthread_t thread;
-    if (second.out == NULL || pthread_create(&thread, NULL, job_thread, &second) != 0) {
-        free(second.out);
-        run_job(job);
-        return;
+    segment_parts ctx = {part};
+    cn_parallel_for(parts, segment_part, &ctx);
+    for (size_t p = 1; p < parts; p++) {
+        if (job->is_double) {
+            double *o = job->out;
+            const double *q = part[p].out;
+            for (size_t e = 0; e < elems; e++)
+                o[e] += q[e];
+        } else {
+            float *o = job->out;
+            const float *q = part[p].out;
+            for (size_t e = 0; e < elems; e++)
+                o[e] += q[e];
+        }
     }
-    job->n = half;
-    run_job(job);
-    pthread_join(thread, NULL);
-    if (job->is_double) {
-        double *o = job->out;
-        const double *p = second.out;
-        for (size_t e = 0; e < elems; e++)
-            o[e] += p[e];
-    } else {
-        float *o = job->out;
-        const float *p = second.out;
-        for (size_t e = 0; e < elems; e++)
-            o[e] += p[e];
+    job->bad = -1;
+    for (size_t p = 0; p < parts && job->bad < 0; p++) {
+        if (part[p].bad >= 0)
+            job->bad = part[p].bad + (ptrdiff_t)(p * step);
     }
-    free(second.out);
-    job->n += second.n;
-    if (job->bad < 0 && second.bad >= 0)
-        job->bad = second.bad + (ptrdiff_t)half;
+    free(scratch);
+    return 0;
 }
 
-/* Key buffer type: any native 8 to 64-bit integer, read in place. */
 static int key_type(const Py_buffer *k, const char *name, cn_skey_type *t)
 {
     cn_kind kind = cn_buffer_kind(k);
@@ -214,16 +235,23 @@ static PyObject *segment_sum_into(PyObject *self, PyObject *const *args, Py_ssiz
     {
         int64_t nseg = o.shape[0];
         ptrdiff_t bad = -1;
+        int nomem = 0;
+        if (cn_pool_prepare() < 0)
+            goto fail;
         CN_BEGIN_NOGIL
         if (check_first)
             bad = cn_segment_check(kt, k.buf, k.strides[0], (size_t)n, nseg);
         if (bad < 0) {
             segment_job job = {is_double, kt, k.buf, k.strides[0], (size_t)n, v.buf,
                                v.strides[0], v.strides[1], (size_t)m, o.buf, nseg, -1};
-            run_segment_sum(&job);
+            nomem = run_segment_sum(&job) < 0;
             bad = job.bad;
         }
         CN_END_NOGIL
+        if (nomem) {
+            PyErr_NoMemory();
+            goto fail;
+        }
         if (bad >= 0) {
             PyErr_Format(PyExc_ValueError,
                          "'keys' must be < n_segments = %lld; keys[%zd] is out of range",
@@ -242,6 +270,27 @@ fail_k:
 fail_v:
     PyBuffer_Release(&v);
     return NULL;
+}
+
+/* Cell offsets in fixed chunks of rows (each chunk writes the starts of the cells that begin
+ * in it): the same offsets for any thread count. */
+#define CN_OFFSETS_CHUNK ((size_t)1 << 16)
+
+typedef struct {
+    cn_skey_type t;
+    const char *keys;
+    ptrdiff_t ks;
+    size_t n;
+    int64_t n_cells;
+    int64_t *off;
+    ptrdiff_t *bad;
+} offsets_job;
+
+static void offsets_chunk(void *ctx, size_t c)
+{
+    const offsets_job *j = ctx;
+    size_t a = c * CN_OFFSETS_CHUNK, b = j->n - a < CN_OFFSETS_CHUNK ? j->n : a + CN_OFFSETS_CHUNK;
+    j->bad[c] = cn_cell_offsets_chunk(j->t, j->keys, j->ks, j->n, a, b, j->n_cells, j->off);
 }
 
 PyDoc_STRVAR(cell_offsets_into_doc,
@@ -272,9 +321,30 @@ static PyObject *cell_offsets_into(PyObject *self, PyObject *const *args, Py_ssi
         goto fail;
     {
         ptrdiff_t bad;
+        size_t rows = (size_t)k.shape[0];
+        size_t nchunks = rows > CN_OFFSETS_CHUNK ? CN_CHUNKS(rows, CN_OFFSETS_CHUNK) : 0;
+        ptrdiff_t *bads = nchunks ? PyMem_Malloc(nchunks * sizeof(ptrdiff_t)) : NULL;
+        if (nchunks && bads == NULL) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        if (cn_pool_prepare() < 0) {
+            PyMem_Free(bads);
+            goto fail;
+        }
         CN_BEGIN_NOGIL
-        bad = cn_cell_offsets(t, k.buf, k.strides[0], (size_t)k.shape[0], ncells, o.buf);
+        if (nchunks == 0) {
+            bad = cn_cell_offsets(t, k.buf, k.strides[0], rows, ncells, o.buf);
+        } else {
+            offsets_job job = {t, k.buf, k.strides[0], rows, ncells, o.buf, bads};
+            cn_parallel_for(nchunks, offsets_chunk, &job);
+            /* The first bad row over the chunks in order: the row one pass would stop at. */
+            bad = -1;
+            for (size_t c = 0; c < nchunks && bad < 0; c++)
+                bad = bads[c];
+        }
         CN_END_NOGIL
+        PyMem_Free(bads);
         if (bad >= 0) {
             int64_t key = cn_skey(t, (const char *)k.buf + bad * k.strides[0]);
             if (key < 0 || key >= ncells)

@@ -194,6 +194,34 @@ static ptrdiff_t cn_cell_offsets(cn_skey_type t, const char *keys, ptrdiff_t ks,
     return -1;
 }
 
+/* One chunk [a, b) of cn_cell_offsets (a > 0 reads row a - 1 as its predecessor): writes the
+ * starts of the cells after that row's key up to the chunk's last key (and, for the last
+ * chunk, the ends). Every write stays in off[0 .. n_cells]. Returns -1 or the first bad row. */
+static ptrdiff_t cn_cell_offsets_chunk(cn_skey_type t, const char *keys, ptrdiff_t ks, size_t n,
+                                       size_t a, size_t b, int64_t n_cells, int64_t *off)
+{
+    int64_t prev = 0, next = 0;
+    if (a > 0) {
+        prev = cn_skey(t, keys + (ptrdiff_t)(a - 1) * ks);
+        if (prev < 0 || prev >= n_cells)
+            return (ptrdiff_t)(a - 1);
+        next = prev + 1;
+    }
+    for (size_t i = a; i < b; i++) {
+        int64_t k = cn_skey(t, keys + (ptrdiff_t)i * ks);
+        if (k < prev || k >= n_cells)
+            return (ptrdiff_t)i;
+        while (next <= k)
+            off[next++] = (int64_t)i;
+        prev = k;
+    }
+    if (b == n) {
+        while (next <= n_cells)
+            off[next++] = (int64_t)n;
+    }
+    return -1;
+}
+
 /* Runs of sorted keys; signed or unsigned 64-bit comparison. With unique == NULL only counts.
  * Returns the number of runs, or -(1 + i) when row i is smaller than row i - 1. The outputs
  * hold `capacity` runs (the count of a first pass): if the keys changed since (another thread

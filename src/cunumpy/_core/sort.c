@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "buffer_args.h"
+#include "thread_pool.h"
 
 /* The scratch area of large-key sorts is kept between calls: on fresh memory the page faults
  * cost about a third of a sort of a million 64-bit keys. One area, up to 256 MiB, taken by one
@@ -41,6 +42,7 @@ static void scratch_free(void *ptr)
         free(ptr);
 }
 
+#define CN_SORT_PARALLEL_FOR(nchunks, fn, ctx) cn_parallel_for((nchunks), (fn), (ctx))
 #define CN_SORT_SCRATCH_ALLOC(size) scratch_alloc(size)
 #define CN_SORT_SCRATCH_FREE(ptr) scratch_free(ptr)
 #include "sort_kernels.h"
@@ -88,6 +90,8 @@ static PyObject *radix_argsort(PyObject *self, PyObject *const *args, Py_ssize_t
         cn_require_contig(&s, kind, k.itemsize, n, "sorted_keys") < 0)
         goto fail;
     int status;
+    if (cn_pool_prepare() < 0)
+        goto fail;
     CN_BEGIN_NOGIL
     status = cn_radix_argsort(t, k.buf, k.strides[0], (size_t)n, o.buf, s.buf);
     CN_END_NOGIL

@@ -334,6 +334,17 @@ typedef struct {
 #define CN_HYBRID_MIN 65536 /* below this the plain LSD passes already run in cache */
 #endif
 #define CN_INSERTION_MAX 48    /* buckets up to this size: stable insertion sort */
+/* The buckets of the top pass are sorted independently, in a fixed number of groups of
+ * consecutive buckets: an includer may run the groups on threads (each bucket's result is the
+ * same whichever thread sorts it). */
+#define CN_SORT_BUCKET_GROUPS 64
+#ifndef CN_SORT_PARALLEL_FOR
+#define CN_SORT_PARALLEL_FOR(nchunks, fn, ctx)                                                     \
+    do {                                                                                           \
+        for (size_t c_ = 0; c_ < (nchunks); c_++)                                                  \
+            fn((ctx), c_);                                                                         \
+    } while (0)
+#endif
 #define CN_BUCKET_HIST (6 * 2048) /* counters for up to 6 digits of 11 bits (or 8 of 8) */
 
 #define CN_UNLIKELY_K(x) __builtin_expect(!!(x), 0)
@@ -409,6 +420,30 @@ static inline cn_rec128 cn_rec128_make(uint64_t k, uint64_t i)
         if (src != a)                                                                              \
             memcpy(a, src, m * sizeof(REC));                                                       \
     }                                                                                              \
+    typedef struct {                                                                               \
+        REC *a, *tmp;                                                                              \
+        const size_t *start;                                                                       \
+        size_t nb;                                                                                 \
+        int tsh, nomem;                                                                            \
+    } cn_buckets_##SUF;                                                                            \
+    static void cn_bucket_group_##SUF(void *ctx, size_t g)                                         \
+    {                                                                                              \
+        cn_buckets_##SUF *j = ctx;                                                                 \
+        size_t b0 = g * j->nb / CN_SORT_BUCKET_GROUPS, b1 = (g + 1) * j->nb / CN_SORT_BUCKET_GROUPS; \
+        if (b0 >= b1)                                                                              \
+            return;                                                                                \
+        size_t *hist = malloc(CN_BUCKET_HIST * sizeof(size_t));                                    \
+        if (hist == NULL) {                                                                        \
+            __atomic_store_n(&j->nomem, 1, __ATOMIC_RELAXED);                                      \
+            return;                                                                                \
+        }                                                                                          \
+        for (size_t b = b0; b < b1; b++) {                                                         \
+            size_t m = j->start[b + 1] - j->start[b];                                              \
+            if (m > 1)                                                                             \
+                cn_bucket_sort_##SUF(j->a + j->start[b], j->tmp + j->start[b], m, j->tsh, hist);   \
+        }                                                                                          \
+        free(hist);                                                                                \
+    }                                                                                              \
     /* Sort n keys (ordered values, working key = ordered & wmask) into a; top digit first. */     \
     static int cn_hybrid_##SUF(cn_key_type t, const char *keys, ptrdiff_t stride, size_t n,       \
                                 uint64_t wmask, int hi, int top_bits, REC *a, REC *tmp,            \
@@ -418,11 +453,9 @@ static inline cn_rec128 cn_rec128_make(uint64_t k, uint64_t i)
         int tsh = hi - top_bits;                                                                   \
         size_t *pos = calloc(nb + 1, sizeof(size_t));                                              \
         size_t *start = malloc((nb + 1) * sizeof(size_t));                                         \
-        size_t *hist = malloc(CN_BUCKET_HIST * sizeof(size_t));                                    \
-        if (pos == NULL || start == NULL || hist == NULL) {                                        \
+        if (pos == NULL || start == NULL) {                                                        \
             free(pos);                                                                             \
             free(start);                                                                           \
-            free(hist);                                                                            \
             return CN_SORT_NOMEM;                                                                  \
         }                                                                                          \
         /* The keys are read twice (count, then scatter) and another thread may write them in \
@@ -474,15 +507,11 @@ static inline cn_rec128 cn_rec128_make(uint64_t k, uint64_t i)
             }                                                                                      \
             copied = 1;                                                                            \
         }                                                                                          \
-        for (size_t b = 0; b < nb; b++) {                                                          \
-            size_t m = start[b + 1] - start[b];                                                    \
-            if (m > 1)                                                                             \
-                cn_bucket_sort_##SUF(a + start[b], tmp + start[b], m, tsh, hist);                  \
-        }                                                                                          \
+        cn_buckets_##SUF job = {a, tmp, start, nb, tsh, 0};                                        \
+        CN_SORT_PARALLEL_FOR(CN_SORT_BUCKET_GROUPS, cn_bucket_group_##SUF, &job);                  \
         free(pos);                                                                                 \
         free(start);                                                                               \
-        free(hist);                                                                                \
-        return CN_SORT_OK;                                                                         \
+        return job.nomem ? CN_SORT_NOMEM : CN_SORT_OK;                                             \
     }
 
 CN_DEFINE_HYBRID(r64, uint64_t, CN_REC64_KEY, CN_REC64_MAKE)

@@ -1,0 +1,105 @@
+"""Threads of the host algorithms: one pool shared by ``cunumpy.algorithms`` and ``cunumpy.rng``.
+
+The C core runs large inputs of the host algorithms (``sort_by_key``, ``compact_by_mask``,
+``segment_sum`` and ``SegmentPlan.sum``, ``cell_offsets``, the Morton functions and the
+``philox_*`` draws) on a pool of worker threads; inputs of one chunk or less stay on the
+calling thread. Its size is
+``CUNUMPY_NUM_THREADS`` when set (a whole number from 1 to 1024; anything else warns and
+means one thread), otherwise the CPUs this process may use. Results never depend on the
+number of threads: work is cut into fixed chunks and combined in a fixed order.
+
+``threadpoolctl.threadpool_limits`` controls the pool too once :func:`register_threadpoolctl`
+has run (it runs on import of this module when threadpoolctl is already imported); its
+``user_api`` is ``"cunumpy"``.
+
+This is a module of its own rather than part of ``cunumpy.algorithms`` because the pool also
+serves ``cunumpy.rng`` (and will serve the CPU emulator of kernels).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+
+from ._native import core as _core
+
+__all__ = ["get_num_threads", "set_num_threads", "num_threads", "register_threadpoolctl"]
+
+_lock = threading.Lock()
+
+
+def get_num_threads() -> int:
+    """Number of threads the host algorithms use (1: the calling thread only)."""
+    return _core.get_num_threads()
+
+
+def set_num_threads(n: int) -> None:
+    """Use ``n`` threads (an int from 1 to 1024; TypeError or ValueError naming ``n``).
+
+    Waits for a parallel call running in another thread to finish; the workers of the new
+    size start on the next call that needs them.
+    """
+    if not isinstance(n, int) or isinstance(n, bool):
+        index = getattr(type(n), "__index__", None)
+        if index is None or isinstance(n, bool):
+            raise TypeError(f"'n' must be an int, not {type(n).__name__}")
+        n = index(n)
+        if not isinstance(n, int):
+            raise TypeError("'n'.__index__() must return an int")
+    with _lock:
+        _core.set_num_threads(int(n))
+
+
+@contextlib.contextmanager
+def num_threads(n: int):
+    """Context manager: ``n`` threads inside the block, the previous number after it.
+
+    The setting is process-wide (the pool is one for the process), not per thread.
+    """
+    previous = get_num_threads()
+    set_num_threads(n)
+    try:
+        yield
+    finally:
+        set_num_threads(previous)
+
+
+_registered = False
+
+
+def register_threadpoolctl() -> bool:
+    """Make ``threadpoolctl`` see the pool (``user_api="cunumpy"``). False if it is not installed."""
+    global _registered
+    try:
+        import threadpoolctl
+    except ImportError:
+        return False
+    with _lock:
+        if _registered:
+            return True
+
+        class CunumpyController(threadpoolctl.LibController):
+            user_api = "cunumpy"
+            internal_api = "cunumpy"
+            filename_prefixes = ("_core",)
+            check_symbols = ("cunumpy_pool_threads",)
+
+            def get_num_threads(self):
+                return get_num_threads()
+
+            def set_num_threads(self, num_threads):
+                set_num_threads(max(1, int(num_threads)))
+
+            def get_version(self):
+                from . import __version__
+
+                return __version__
+
+        threadpoolctl.register(CunumpyController)
+        _registered = True
+    return True
+
+
+if "threadpoolctl" in sys.modules:
+    register_threadpoolctl()

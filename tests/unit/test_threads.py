@@ -1,0 +1,464 @@
+"""The thread pool of the C core (cunumpy.threads) and the parallel host algorithms.
+
+Results must be bit-identical for every thread count: each parallel algorithm is run with 1,
+2, 3 and 8 threads on odd sizes that cut its fixed chunks unevenly, and compared with the
+one-thread result and with a plain NumPy oracle."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+import cunumpy as xp
+from cunumpy._native import core as _core
+from cunumpy import algorithms as A
+from cunumpy import rng as R
+from cunumpy import threads as T
+
+COUNTS = (1, 2, 3, 8)
+# Past one chunk of the element-wise loops (16384) and of compaction blocks (32768), uneven.
+SIZES = (1, 63, 16385, 3 * 32768 + 4097, 200_003)
+
+
+@pytest.fixture(autouse=True)
+def restore_threads():
+    before = T.get_num_threads()
+    yield
+    T.set_num_threads(before)
+
+
+def each_count(fn):
+    """fn() under every thread count; all results (tuples of arrays) must be bit-identical."""
+    results = []
+    for count in COUNTS:
+        with T.num_threads(count):
+            assert T.get_num_threads() == count
+            results.append(fn())
+    first = results[0]
+    for count, other in zip(COUNTS[1:], results[1:]):
+        for a, b in zip(first, other):
+            assert np.asarray(a).tobytes() == np.asarray(b).tobytes(), f"{count} threads differ"
+    return first
+
+
+def run_python(code, env_extra=None, timeout=120):
+    env = dict(os.environ)
+    env.pop("CUNUMPY_NUM_THREADS", None)
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+# ---- controls --------------------------------------------------------------------------------
+
+def test_set_get_and_context_manager():
+    T.set_num_threads(3)
+    assert T.get_num_threads() == 3
+    with T.num_threads(2):
+        assert T.get_num_threads() == 2
+        assert _core._pool_workers() == 1
+    assert T.get_num_threads() == 3
+    with pytest.raises(RuntimeError):
+        with T.num_threads(1):
+            raise RuntimeError("inside")
+    assert T.get_num_threads() == 3
+    T.set_num_threads(np.int64(2))  # __index__
+    assert T.get_num_threads() == 2
+
+
+@pytest.mark.parametrize("bad, exc", [(0, ValueError), (-1, ValueError), (1025, ValueError),
+                                      (2**80, ValueError), (2.0, TypeError), ("2", TypeError),
+                                      (True, TypeError), (None, TypeError)])
+def test_set_num_threads_rejects(bad, exc):
+    before = T.get_num_threads()
+    with pytest.raises(exc, match="'n'"):
+        T.set_num_threads(bad)
+    with pytest.raises(exc, match="'n'"):
+        _core.set_num_threads(bad)
+    assert T.get_num_threads() == before
+
+
+def test_default_is_the_cpus_this_process_may_use():
+    out = run_python("import cunumpy as xp; print(xp.threads.get_num_threads())")
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) == len(os.sched_getaffinity(0))
+
+
+@pytest.mark.parametrize("value, expected", [("3", 3), (" 2 ", 2), ("1", 1)])
+def test_environment_variable(value, expected):
+    out = run_python("import cunumpy as xp; print(xp.threads.get_num_threads())",
+                     {"CUNUMPY_NUM_THREADS": value})
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) == expected
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two", "4x", "2.5", "99999999999999999999", "1025"])
+def test_invalid_environment_variable_warns_and_uses_one_thread(value):
+    code = """
+        import warnings
+        import numpy as np
+        import cunumpy as xp
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            n = xp.threads.get_num_threads()
+        assert n == 1, n
+        assert any("CUNUMPY_NUM_THREADS" in str(w.message) for w in caught), caught
+        mask = np.arange(100_001) % 3 == 0
+        a = np.arange(100_001.0)
+        assert xp.algorithms.compact_by_mask(mask, a) == 33_334
+        print("ok")
+    """
+    out = run_python(code, {"CUNUMPY_NUM_THREADS": value})
+    assert out.returncode == 0 and "ok" in out.stdout, out.stderr
+
+
+def test_thread_creation_failure_falls_back_to_one_thread_with_a_warning():
+    T.set_num_threads(1)
+    _core._pool_fail_next_start()
+    with pytest.warns(RuntimeWarning, match="worker threads"):
+        T.set_num_threads(4)
+    assert T.get_num_threads() == 1
+    assert _core._pool_workers() == 0
+    mask = np.arange(200_003) % 2 == 0
+    a = np.arange(200_003.0)
+    assert A.compact_by_mask(mask, a) == 100_002
+    np.testing.assert_array_equal(a[:100_002], np.arange(0, 200_003, 2.0))
+    T.set_num_threads(2)  # a later resize tries again
+    assert T.get_num_threads() == 2 and _core._pool_workers() == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_fork_child_starts_a_fresh_pool():
+    code = """
+        import os, sys
+        import numpy as np
+        import cunumpy as xp
+        xp.threads.set_num_threads(3)
+        mask = np.arange(300_001) % 5 != 0
+        a = np.arange(300_001.0)
+        xp.algorithms.compact_by_mask(mask, a.copy())   # workers running in the parent
+        pid = os.fork()
+        if pid == 0:
+            b = np.arange(300_001.0)
+            n = xp.algorithms.compact_by_mask(mask, b)
+            ok = n == 240_000 and np.array_equal(b[:n], np.arange(300_001.0)[mask])
+            ok = ok and xp.threads.get_num_threads() == 3
+            ok = ok and xp._core._pool_workers() == 2
+            os._exit(0 if ok else 3)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+        assert xp.algorithms.compact_by_mask(mask, a) == 240_000
+        print("ok")
+    """
+    out = run_python(code, timeout=60)
+    assert out.returncode == 0 and "ok" in out.stdout, out.stderr
+
+
+def test_threadpoolctl_controls_the_pool():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    assert T.register_threadpoolctl()
+    T.set_num_threads(3)
+    info = [i for i in threadpoolctl.threadpool_info() if i["user_api"] == "cunumpy"]
+    assert len(info) == 1 and info[0]["num_threads"] == 3
+    with threadpoolctl.threadpool_limits(limits=1, user_api="cunumpy"):
+        assert T.get_num_threads() == 1
+    assert T.get_num_threads() == 3
+    with threadpoolctl.threadpool_limits(limits=2):
+        assert T.get_num_threads() == 2
+    assert T.get_num_threads() == 3
+
+
+def test_import_does_not_import_threadpoolctl():
+    out = run_python("import sys, cunumpy; print('threadpoolctl' in sys.modules)")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+# ---- compaction --------------------------------------------------------------------------
+
+def compact_oracle(mask, arrays, axis=0):
+    return [np.compress(mask, a, axis=axis) for a in arrays]
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("density", [0.0, 0.03, 0.5, 0.97, 1.0])
+def test_compact_bit_identical_for_every_thread_count(n, density):
+    gen = np.random.default_rng(n)
+    mask = gen.random(n) < density
+    payloads = [gen.random(n), gen.random((n, 3)), gen.random((n, 2)), gen.integers(0, 9, n).astype(np.int8),
+                gen.integers(0, 2**31, n).astype(np.uint32),
+                gen.random((n, 5)).astype(np.float32)]  # 20-byte lanes: the generic move
+
+    def run():
+        arrays = [p.copy() for p in payloads]
+        live = A.compact_by_mask(mask, *arrays)
+        return (np.int64(live),) + tuple(a[:live] for a in arrays)
+
+    first = each_count(run)
+    assert first[0] == np.count_nonzero(mask)
+    for got, want in zip(first[1:], compact_oracle(mask, payloads)):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_compact_live_prefix_then_sparse_tail():
+    # Blocks whose destination overlaps many earlier blocks' sources (the waiting path).
+    n = 10 * 32768 + 123
+    mask = np.zeros(n, bool)
+    mask[: 4 * 32768 + 7] = True
+    mask[4 * 32768 + 7 :: 3] = True
+    a = np.arange(n, dtype=np.int64)
+    b = np.arange(3 * n, dtype=np.float64).reshape(3, n)  # component-major, axis=-1
+    want_a, want_b = a[mask], b[:, mask]
+
+    def run():
+        x, y = a.copy(), b.copy()
+        live = A.compact_by_mask(mask, x, y, axis=-1)
+        return np.int64(live), x[:live], y[:, :live]
+
+    live, got_a, got_b = each_count(run)
+    np.testing.assert_array_equal(got_a, want_a)
+    np.testing.assert_array_equal(got_b, want_b)
+
+
+def test_compact_strided_mask_and_non_bool_bytes():
+    n = 3 * 32768 + 5
+    base = np.random.default_rng(1).random(2 * n) < 0.4
+    mask = base[::2]
+    raw = np.random.default_rng(2).integers(0, 4, n).astype(np.uint8)  # bytes 2 and 3 count as live
+    nb_mask = raw.view(np.bool_)
+    a = np.arange(n, dtype=np.float64)
+    for m in (mask, nb_mask):
+        def run(m=m):
+            x = a.copy()
+            live = A.compact_by_mask(m, x)
+            return np.int64(live), x[:live]
+
+        live, got = each_count(run)
+        np.testing.assert_array_equal(got, a[np.asarray(m).view(np.uint8) != 0])
+
+
+def test_compact_from_many_python_threads_at_once():
+    T.set_num_threads(2)
+    n = 100_003
+    mask = np.arange(n) % 7 != 3
+    want = np.arange(n, dtype=np.float64)[mask]
+    errors = []
+
+    def work():
+        try:
+            for _ in range(5):
+                x = np.arange(n, dtype=np.float64)
+                live = A.compact_by_mask(mask, x)
+                if not np.array_equal(x[:live], want):
+                    errors.append("wrong")
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_compact_with_a_concurrent_mask_writer_never_crashes():
+    T.set_num_threads(3)
+    n = 200_003
+    mask = np.ones(n, bool)
+    stop = threading.Event()
+
+    def writer():
+        flip = np.random.default_rng(3)
+        while not stop.is_set():
+            mask[flip.integers(0, n, 1000)] = flip.random() < 0.5
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        for _ in range(20):
+            x = np.arange(n, dtype=np.float64)
+            live = A.compact_by_mask(mask, x)
+            assert 0 <= live <= n
+            # Whatever the mask said, every moved value is one of the originals, in order.
+            assert np.all(np.diff(x[:live]) > 0)
+    finally:
+        stop.set()
+        t.join()
+
+
+# ---- Morton and Philox -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("ndim", [2, 3])
+def test_morton_bit_identical_for_every_thread_count(n, ndim):
+    gen = np.random.default_rng(n + ndim)
+    pos = gen.random((n, ndim))
+    lower, upper = np.zeros(ndim), np.ones(ndim)
+    levels = 16
+    keys = each_count(lambda: (A.morton_keys(pos, lower, upper, levels),))[0]
+    cells = np.minimum((pos * 2**levels).astype(np.uint64), 2**levels - 1)
+    np.testing.assert_array_equal(keys, A.morton_encode(*[cells[:, d] for d in range(ndim)]))
+    enc = each_count(lambda: (A.morton_encode(*[cells[:, d] for d in range(ndim)]),))[0]
+    np.testing.assert_array_equal(enc, keys)
+    dec = each_count(lambda: tuple(A.morton_decode(keys, ndim)))
+    for d in range(ndim):
+        np.testing.assert_array_equal(dec[d], cells[:, d])
+
+
+def test_morton_reports_the_first_non_finite_row_for_every_thread_count():
+    n = 5 * 16384 + 11
+    pos = np.random.default_rng(4).random((n, 3))
+    pos[4 * 16384 + 3, 1] = np.nan
+    pos[2 * 16384 + 9, 0] = np.inf
+    for count in COUNTS:
+        with T.num_threads(count):
+            with pytest.raises(ValueError, match=f"row {2 * 16384 + 9} "):
+                A.morton_keys(pos, np.zeros(3), np.ones(3), 10)
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("fn", ["philox_uniform", "philox_uniform2", "philox_normal", "philox_normal2"])
+def test_philox_bit_identical_for_every_thread_count(n, fn):
+    counter = np.arange(n, dtype=np.uint64) * np.uint64(7919)
+    draw = getattr(R, fn)
+
+    def run():
+        out = draw(12345, np.uint64(3), counter)
+        return tuple(out) if isinstance(out, tuple) else (out,)
+
+    first = each_count(run)
+    # A scalar draw of the same counter is the same number (no chunk effect at the edges).
+    for i in {0, n // 2, n - 1}:
+        single = draw(12345, 3, int(counter[i]))
+        single = single if isinstance(single, tuple) else (single,)
+        for arr, one in zip(first, single):
+            assert np.asarray(arr)[i].tobytes() == np.asarray(one).reshape(()).tobytes()
+
+
+@pytest.mark.parametrize("n", [1, 16385, 50_001])
+def test_philox4x32_bit_identical_for_every_thread_count(n):
+    words = np.arange(4 * n, dtype=np.uint32).reshape(n, 4)
+    first = each_count(lambda: (R.philox4x32_10(words, np.uint32(5), np.uint32(9)),))[0]
+    one = R.philox4x32_10(words[n - 1 : n], np.uint32(5), np.uint32(9))
+    np.testing.assert_array_equal(first[n - 1 : n], one)
+
+
+# ---- segment sums ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [1, 2**18 + 3, 2**20 + 12345])
+@pytest.mark.parametrize("m", [1, 3])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_segment_sum_bit_identical_for_every_thread_count(n, m, dtype):
+    gen = np.random.default_rng(n + m)
+    n_segments = 1000
+    keys = gen.integers(0, n_segments, n)
+    values = gen.random((n, m)).astype(dtype)
+    plan = A.SegmentPlan(keys, n_segments)
+    first = each_count(lambda: (A.segment_sum(values, keys, n_segments), plan.sum(values)))
+    want = np.zeros((n_segments, m))
+    np.add.at(want, keys, values.astype(np.float64))
+    tol = 1e-9 if dtype == np.float64 else 1e-3
+    np.testing.assert_allclose(first[0].reshape(n_segments, m), want, rtol=tol, atol=tol)
+    np.testing.assert_allclose(first[1].reshape(n_segments, m), want, rtol=tol, atol=tol)
+
+
+def test_segment_sum_reports_the_first_bad_key_for_every_thread_count():
+    n = 2**20 + 5
+    keys = np.zeros(n, np.int64)
+    keys[700_001] = 10
+    keys[900_000] = 11
+    values = np.ones(n)
+    for count in COUNTS:
+        with T.num_threads(count):
+            with pytest.raises(ValueError, match="keys\\[700001\\]"):
+                A.segment_sum(values, keys, 10)
+
+
+# ---- sort_by_key -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [1, 1001, 65_537, 300_007, 2**21 + 3])
+@pytest.mark.parametrize("bits, dtype", [(30, np.int64), (63, np.int64), (12, np.int32),
+                                         (40, np.uint64), (7, np.int8)])
+def test_sort_by_key_bit_identical_for_every_thread_count(n, bits, dtype):
+    if n == 2**21 + 3 and bits not in (30, 63):
+        pytest.skip("the largest size only for the two main key widths")
+    gen = np.random.default_rng(n + bits)
+    high = min(2**bits, np.iinfo(dtype).max)
+    keys = gen.integers(0, high, n, dtype=np.int64 if dtype != np.uint64 else np.uint64).astype(dtype)
+    payload = gen.random(n)
+    first = each_count(lambda: tuple(A.sort_by_key(keys, payload)))
+    order = np.argsort(keys, kind="stable")
+    np.testing.assert_array_equal(first[0], keys[order])
+    np.testing.assert_array_equal(first[1], order)
+    np.testing.assert_array_equal(first[2], payload[order])
+
+
+# ---- the pure-Python twin of the controls ----------------------------------------------------
+
+def test_twin_controls_match_the_c_core(monkeypatch):
+    from cunumpy._reference import threads as twin
+
+    for bad, exc in [(0, ValueError), (1025, ValueError), (2.0, TypeError), (True, TypeError)]:
+        with pytest.raises(exc, match="'n'"):
+            twin.set_num_threads(bad)
+    monkeypatch.setattr(twin, "_wanted", 0)
+    monkeypatch.setenv("CUNUMPY_NUM_THREADS", " 5 ")
+    assert twin.get_num_threads() == 5
+    twin.set_num_threads(2)
+    assert twin.get_num_threads() == 2 and twin._pool_workers() == 0
+    for value in ("0", "4x", "two", "2.5", "1025"):
+        monkeypatch.setattr(twin, "_wanted", 0)
+        monkeypatch.setenv("CUNUMPY_NUM_THREADS", value)
+        with pytest.warns(RuntimeWarning, match="CUNUMPY_NUM_THREADS"):
+            assert twin.get_num_threads() == 1
+    monkeypatch.setattr(twin, "_wanted", 0)
+    monkeypatch.delenv("CUNUMPY_NUM_THREADS")
+    assert twin.get_num_threads() == len(os.sched_getaffinity(0))
+
+
+def test_threads_module_without_the_c_core():
+    out = run_python("""
+        import sys
+        sys.modules["cunumpy._core"] = None
+        import cunumpy as xp
+        xp.threads.set_num_threads(3)
+        with xp.threads.num_threads(1):
+            assert xp.threads.get_num_threads() == 1
+        assert xp.threads.get_num_threads() == 3
+        print("ok")
+    """)
+    assert out.returncode == 0 and "ok" in out.stdout, out.stderr
+
+
+# ---- cell_offsets ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [1, 65_536, 65_537, 300_007])
+@pytest.mark.parametrize("n_cells", [1, 7, 100_000])
+def test_cell_offsets_bit_identical_for_every_thread_count(n, n_cells):
+    gen = np.random.default_rng(n + n_cells)
+    cells = np.sort(gen.integers(0, n_cells, n))
+    first = each_count(lambda: (A.cell_offsets(cells, n_cells),))[0]
+    want = np.searchsorted(cells, np.arange(n_cells + 1), side="left")
+    np.testing.assert_array_equal(first, want)
+
+
+@pytest.mark.parametrize("where", [5, 65_535, 65_536, 65_537, 200_000])
+@pytest.mark.parametrize("kind", ["unsorted", "too large", "negative"])
+def test_cell_offsets_reports_the_first_bad_row_for_every_thread_count(where, kind):
+    n, n_cells = 300_007, 1000
+    cells = np.sort(np.random.default_rng(where).integers(0, n_cells, n))
+    cells[where] = {"unsorted": cells[where] - 1 if cells[where] > cells[where - 1] else -1,
+                    "too large": n_cells, "negative": -3}[kind]
+    if kind == "unsorted" and cells[where] >= cells[where - 1]:
+        cells[where] = -1
+    cells[where + 1000] = n_cells + 5  # a later bad row must not be the one reported
+    for count in COUNTS:
+        with T.num_threads(count):
+            with pytest.raises(ValueError, match=rf"sorted_cells\[{where}\]"):
+                A.cell_offsets(cells, n_cells)
