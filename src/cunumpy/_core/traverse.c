@@ -983,29 +983,41 @@ static int backend_is_cupy(PyObject *state)
     return r;
 }
 
-static PyObject *hk_convert(HostKernelObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+/* A vectorcall's arguments as a positional tuple and a keyword dict (*kw NULL without
+ * keywords). -1 with an exception set, nothing to release. */
+static int vectorcall_to_tuple_dict(PyObject *const *args, size_t nargsf, PyObject *kwnames, PyObject **pos,
+                                    PyObject **kw)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    PyObject *pos = PyTuple_New(nargs);
-    if (pos == NULL)
-        return NULL;
+    *kw = NULL;
+    *pos = PyTuple_New(nargs);
+    if (*pos == NULL)
+        return -1;
     for (Py_ssize_t i = 0; i < nargs; i++)
-        PyTuple_SET_ITEM(pos, i, Py_NewRef(args[i]));
-    PyObject *kw = Py_NewRef(Py_None);
-    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
-        Py_SETREF(kw, PyDict_New());
-        if (kw == NULL) {
-            Py_DECREF(pos);
-            return NULL;
-        }
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); i++) {
-            if (PyDict_SetItem(kw, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0) {
-                Py_DECREF(pos);
-                Py_DECREF(kw);
-                return NULL;
-            }
-        }
+        PyTuple_SET_ITEM(*pos, i, Py_NewRef(args[i]));
+    if (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)
+        return 0;
+    *kw = PyDict_New();
+    if (*kw == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); i++) {
+        if (PyDict_SetItem(*kw, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0)
+            goto fail;
     }
+    return 0;
+fail:
+    Py_CLEAR(*pos);
+    Py_CLEAR(*kw);
+    return -1;
+}
+
+static PyObject *hk_convert(HostKernelObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *pos, *kw;
+    if (vectorcall_to_tuple_dict(args, nargsf, kwnames, &pos, &kw) < 0)
+        return NULL;
+    if (kw == NULL)
+        kw = Py_NewRef(Py_None);
     PyObject *stack[3] = {(PyObject *)self, pos, kw};
     PyObject *convert = Py_NewRef(self->convert);
     PyObject *r = PyObject_Vectorcall(convert, stack, 3, NULL);
@@ -1021,27 +1033,9 @@ static PyObject *hk_call(PyObject *op, PyObject *pos, PyObject *kw);
 static PyObject *hk_call_replaced(PyObject *op, ternaryfunc call, PyObject *const *args, size_t nargsf,
                                   PyObject *kwnames)
 {
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    PyObject *pos = PyTuple_New(nargs);
-    if (pos == NULL)
+    PyObject *pos, *kw;
+    if (vectorcall_to_tuple_dict(args, nargsf, kwnames, &pos, &kw) < 0)
         return NULL;
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        PyTuple_SET_ITEM(pos, i, Py_NewRef(args[i]));
-    PyObject *kw = NULL;
-    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
-        kw = PyDict_New();
-        if (kw == NULL) {
-            Py_DECREF(pos);
-            return NULL;
-        }
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); i++) {
-            if (PyDict_SetItem(kw, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0) {
-                Py_DECREF(pos);
-                Py_DECREF(kw);
-                return NULL;
-            }
-        }
-    }
     PyObject *r = call(op, pos, kw);
     Py_DECREF(pos);
     Py_XDECREF(kw);
