@@ -299,30 +299,45 @@ def _crafted_views(d=23):
     return a, b
 
 
-def test_compact_by_mask_overlap_check_is_bounded():
-    """Regression: 24 dimensions took 0.9 s and 28 took 20 s in the exact overlap test."""
-    import time
+def _recorded_overlap_work(monkeypatch):
+    """The max_work of every exact overlap test (np.shares_memory) the library asks for."""
+    asked = []
+    exact = np.shares_memory
 
+    def recording(a, b, max_work=None):
+        asked.append(max_work)
+        return exact(a, b, max_work=max_work)
+
+    monkeypatch.setattr(np, "shares_memory", recording)
+    return asked
+
+
+def _bounded(asked):
+    # None or -1 ask NumPy for an exact answer whatever it costs (seconds at 24 dimensions,
+    # minutes at 28): the regression. A positive bound makes NumPy give up quickly.
+    return asked and all(w is not None and 0 < w <= 10**6 for w in asked)
+
+
+def test_compact_by_mask_overlap_check_is_bounded(monkeypatch):
+    """Regression: 24 dimensions took 0.9 s and 28 took 20 s in the exact overlap test."""
+    asked = _recorded_overlap_work(monkeypatch)
     a, b = _crafted_views()
-    t0 = time.perf_counter()
     with pytest.raises(ValueError, match=r"share memory"):
         al.compact_by_mask(np.array([True, False]), a, b)
-    assert time.perf_counter() - t0 < 2.0
+    assert _bounded(asked), asked
 
 
-def test_segment_sum_out_overlap_check_is_bounded():
-    import time
-
+def test_segment_sum_out_overlap_check_is_bounded(monkeypatch):
     from numpy.lib.stride_tricks import as_strided
 
+    asked = _recorded_overlap_work(monkeypatch)
     d = 23
     out = np.zeros((1,) + (2,) * (d - 1))  # float64, C-contiguous, the result's shape
     raw = out.view(np.uint8).reshape(-1)
     values = as_strided(raw[1:], shape=(2,) * d, strides=tuple(2**k + 1 for k in reversed(range(d))))
-    t0 = time.perf_counter()
     with pytest.raises(ValueError, match="share memory"):
         al.segment_sum(values, np.zeros(2, np.int64), 1, out=out)
-    assert time.perf_counter() - t0 < 2.0
+    assert _bounded(asked), asked
 
 
 def test_bounded_overlap_check_still_finds_ordinary_overlaps():
@@ -342,43 +357,26 @@ def _kernel_file_source(n):
     return "\n".join(f'extern "C" __global__ void k{i}(double* x, int n) {{ x[0] = n; }}' for i in range(n))
 
 
-def _best_time(fn, repeat=3):
-    import time
-
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
-def test_cuda_kernel_names_is_linear():
-    """Regression: each name was looked up in the list of names found so far (quadratic)."""
+def test_cuda_kernel_names_of_a_large_file():
+    """Regression: each name was looked up in the list of names found so far (quadratic: about
+    40 s at 32 000 kernels). The scaling itself is measured by benchmarks/parsing.py (a timed
+    assertion does not belong here); this checks the result at that size."""
     from cunumpy import cuda
 
-    big = _kernel_file_source(32000)
-    assert cuda.cuda_kernel_names(big)[-1] == "k31999"
-    # Linear: about 0.1 s on a loaded 2-core machine. Quadratic (before): 0.6 s at 4000
-    # kernels, about 40 s at 32000. A ratio of two timings was too noisy under load.
-    assert _best_time(lambda: cuda.cuda_kernel_names(big), 3) < 3.0
+    names = cuda.cuda_kernel_names(_kernel_file_source(32000))
+    assert len(names) == 32000 and names[-1] == "k31999" and len(set(names)) == 32000
 
 
-def test_all_from_file_is_linear(tmp_path):
-    """Regression: every kernel tokenized the whole file again (4000 kernels took 50 s)."""
+def test_all_from_file_of_a_large_file(tmp_path):
+    """Regression: every kernel tokenized the whole file again (4000 kernels took 50 s); the
+    scaling is measured by benchmarks/parsing.py."""
     from cunumpy.kernels import CudaKernel
 
-    paths = []
-    for n in (250, 2000):
-        p = tmp_path / f"k{n}.cu"
-        p.write_text(_kernel_file_source(n))
-        paths.append(p)
-    kernels = CudaKernel.all_from_file(paths[1])
+    path = tmp_path / "k2000.cu"
+    path.write_text(_kernel_file_source(2000))
+    kernels = CudaKernel.all_from_file(path)
     assert list(kernels)[-1] == "k1999" and kernels["k7"].signature[1].name == "n"
-    ratio = _best_time(lambda: CudaKernel.all_from_file(paths[1]), 2) / _best_time(
-        lambda: CudaKernel.all_from_file(paths[0]), 2
-    )
-    assert ratio < 30  # linear: about 8; quadratic: about 64
+    assert len(kernels) == 2000
 
 
 def test_signature_memo_keeps_the_first_definition_and_per_source_results():
