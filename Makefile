@@ -44,8 +44,10 @@ demo: $(BUILT) $(VENV)/.req-demo
 
 test: test-unit test-fake test-mpi check-c
 
+# test-fake runs the whole suite under the fake CuPy, so the NumPy run skips the tests that
+# re-run a file under the fake in a child process (tests/unit/_fake_support.py).
 test-unit: install
-	$(PYTEST) tests/unit
+	CUNUMPY_TESTS_FAKE_SUITE=separate $(PYTEST) tests/unit
 
 test-fake: install
 	CUNUMPY_FAKE_CUPY=1 CUNUMPY_BACKEND=cupy $(PYTEST) tests/unit

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import cunumpy as xp
+from cunumpy.kernel_testing import fake_cupy_active
 from cunumpy import _reference
 from cunumpy._native import core
 from cunumpy.arguments import (
@@ -71,22 +72,7 @@ SCALAR_TYPES = [
 ]
 
 
-def _device_module():
-    cupy = sys.modules.get("cupy")
-    if cupy is not None and getattr(cupy, "__cunumpy_fake__", False):
-        return cupy
-    return None
-
-
-@pytest.fixture
-def dev():
-    cupy = _device_module()
-    if cupy is None:
-        pytest.skip("device arrays need the fake CuPy (CUNUMPY_FAKE_CUPY=1) or the stand-in plugin")
-    return lambda a: cupy.asarray(np.asarray(a))
-
-
-@pytest.mark.skipif(_device_module() is not None, reason="device tests already run in this process")
+@pytest.mark.skipif(fake_cupy_active(), reason="device tests already run in this process")
 def test_standin_runs_the_device_tests():
     """Plain run: the device-side tests against the CuPy stand-in, in a fresh interpreter."""
     env = {k: v for k, v in os.environ.items() if k not in ("CUNUMPY_FAKE_CUPY", "CUNUMPY_BACKEND")}
@@ -959,7 +945,7 @@ def test_device_property_returning_new_arrays_repacks_every_time(dev):
 def test_device_hostile_shape_property(dev):
     """A field array whose shape raises or changes type between reads gives Python exceptions."""
     S = CudaStruct("S", [("v", "Array1D<double>")])
-    cupy = _device_module()
+    cupy = sys.modules["cupy"]
 
     class Sub(cupy.ndarray):
         calls = 0

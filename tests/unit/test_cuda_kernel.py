@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cunumpy as xp
+from cunumpy.kernel_testing import fake_cupy_active
 from cunumpy import _reference
 from cunumpy._native import core
 from cunumpy.kernels import CudaKernel, CudaKernelVariants
@@ -38,22 +39,6 @@ SCALARS = (
     "unsigned short u16, int i32, unsigned u32, long long i64, unsigned long long u64, float f32, "
     "double f64, complex<float> c64, complex<double> c128) {}"
 )
-
-
-def _device_module():
-    cupy = sys.modules.get("cupy")
-    if cupy is not None and getattr(cupy, "__cunumpy_fake__", False):
-        return cupy
-    return None
-
-
-@pytest.fixture
-def dev():
-    """Host data -> device array of the fake CuPy (or the stand-in)."""
-    cupy = _device_module()
-    if cupy is None:
-        pytest.skip("device arrays need the fake CuPy (CUNUMPY_FAKE_CUPY=1) or the stand-in plugin")
-    return lambda a: cupy.asarray(np.asarray(a))
 
 
 def _standin_active():
@@ -697,7 +682,7 @@ def test_device_packer_matches_the_twin(dev):
         assert _outcome(c_plan, args) == _outcome(py_plan, args)
 
 
-@pytest.mark.skipif(_device_module() is not None, reason="device tests already run in this process")
+@pytest.mark.skipif(fake_cupy_active(), reason="device tests already run in this process")
 def test_standin_runs_the_device_checks():
     """Plain run: the device-side tests against the CuPy stand-in, in a fresh interpreter."""
     env = {k: v for k, v in os.environ.items() if k not in ("CUNUMPY_FAKE_CUPY", "CUNUMPY_BACKEND")}

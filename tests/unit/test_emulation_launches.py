@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from _emulation_support import requires_compiler
+from _fake_support import active_fake_cupy
 from _serial_launcher import serial_emu_launch
 
 from cunumpy import kernel_testing as kt
@@ -70,19 +71,6 @@ class ParticlesStruct:
 
 def kernel(name, **kw):
     return CudaKernel(SOURCE, name, **kw)
-
-
-def _fake():
-    cupy = sys.modules.get("cupy")
-    return cupy if cupy is not None and getattr(cupy, "__cunumpy_fake__", False) else None
-
-
-@pytest.fixture
-def dev():
-    cupy = _fake()
-    if cupy is None:
-        pytest.skip("device arrays need the fake CuPy (CUNUMPY_FAKE_CUPY=1); see the subprocess test")
-    return lambda a: cupy.asarray(np.asarray(a))
 
 
 # ------------------------------------------------------------------ the Python layer alone
@@ -277,7 +265,7 @@ def test_cuda_kernel_launches_on_fake_arrays(dev):
 
 
 def test_raw_kernels_of_the_fake_cupy_launch_too(dev):
-    cupy = _fake()
+    cupy = active_fake_cupy()
     raw = cupy.RawKernel(SOURCE, "scale")
     x = dev(np.ones(10))
     with kt.emulated_launches():

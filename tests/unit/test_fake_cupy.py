@@ -15,6 +15,7 @@ import pytest
 import cunumpy as xp
 from cunumpy import _transfers
 from cunumpy.kernel_testing import fake_cupy_active, host_buffer, run_in_fake_cupy_subprocess
+from _fake_support import rerun_under_fake_cupy
 
 
 @pytest.fixture
@@ -45,14 +46,7 @@ def sink():
 
 
 def test_fake_suite_in_subprocess():
-    if fake_cupy_active():
-        pytest.skip("the fake is active: this file runs in-process")
-    code = (
-        "import sys, pytest\n"
-        f"sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', {__file__!r}, '-k', 'not in_subprocess']))\n"
-    )
-    result = run_in_fake_cupy_subprocess(code, env={"CUNUMPY_BACKEND": "cupy"})
-    assert " passed" in result.stdout.splitlines()[-1]
+    rerun_under_fake_cupy(__file__, 'not in_subprocess')
 
 
 # --------------------------------------------------------------------------- the module

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import cunumpy as xp
-from cunumpy.kernel_testing import fake_cupy_active, run_in_fake_cupy_subprocess
+from cunumpy.kernel_testing import fake_cupy_active
+from _fake_support import rerun_under_fake_cupy
 
 
 @pytest.fixture
@@ -24,15 +25,7 @@ def cp(device_only):
 
 
 def test_fidelity_suite_in_subprocess():
-    if fake_cupy_active():
-        pytest.skip("the fake is active: this file runs in-process")
-    code = (
-        "import sys, pytest\n"
-        f"sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', {__file__!r}, '-k', 'not in_subprocess']))\n"
-    )
-    result = run_in_fake_cupy_subprocess(code, env={"CUNUMPY_BACKEND": "cupy"})
-    last = result.stdout.splitlines()[-1]
-    assert " passed" in last and "failed" not in last and "error" not in last, result.stdout[-3000:]
+    rerun_under_fake_cupy(__file__, 'not in_subprocess')
 
 
 def _host(a):

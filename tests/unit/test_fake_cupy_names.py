@@ -18,7 +18,8 @@ import pathlib
 import numpy as np
 import pytest
 
-from cunumpy.kernel_testing import fake_cupy_active, run_in_fake_cupy_subprocess
+from cunumpy.kernel_testing import fake_cupy_active
+from _fake_support import rerun_under_fake_cupy
 
 DATA = json.loads((pathlib.Path(__file__).parents[1] / "data" / "cupy_names.json").read_text())
 REAL = {name: frozenset(names) for name, names in DATA["modules"].items()}
@@ -115,14 +116,7 @@ def cp():
 
 
 def test_names_suite_in_subprocess():
-    if fake_cupy_active():
-        pytest.skip("the fake is active: this file runs in-process")
-    code = (
-        "import sys, pytest\n"
-        f"sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', {__file__!r}, '-k', 'not in_subprocess']))\n"
-    )
-    result = run_in_fake_cupy_subprocess(code, env={"CUNUMPY_BACKEND": "cupy"})
-    assert " passed" in result.stdout.splitlines()[-1]
+    rerun_under_fake_cupy(__file__, 'not in_subprocess')
 
 
 def _public(obj) -> set:

@@ -7,21 +7,14 @@ import numpy as np
 import pytest
 
 import cunumpy as xp
-from cunumpy.kernel_testing import fake_cupy_active, run_in_fake_cupy_subprocess
+from _fake_support import rerun_under_fake_cupy
 
 scipy = pytest.importorskip("scipy")
 import scipy.integrate  # noqa: E402
 
 
 def test_integrate_suite_in_fake_cupy_subprocess():
-    if fake_cupy_active():
-        pytest.skip("the fake is active: this file runs in-process")
-    code = (
-        "import sys, pytest\n"
-        f"sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', {__file__!r}, '-k', 'not in_fake_cupy_subprocess']))\n"
-    )
-    result = run_in_fake_cupy_subprocess(code, env={"CUNUMPY_BACKEND": "cupy"})
-    assert " passed" in result.stdout.splitlines()[-1]
+    rerun_under_fake_cupy(__file__, 'not in_fake_cupy_subprocess')
 
 
 def test_all():

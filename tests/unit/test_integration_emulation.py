@@ -11,12 +11,12 @@ emulation compiles it once per process (the cache directory is shared with the c
 """
 
 import sys
-import textwrap
 
 import numpy as np
 import pytest
 
 from _emulation_support import requires_compiler
+from _fake_support import active_fake_cupy, rerun_under_fake_cupy
 
 import cunumpy as xp
 from cunumpy import kernel_testing as kt
@@ -159,17 +159,9 @@ def push(p):
 # --------------------------------------------------------------------------- fixtures
 
 
-def _fake():
-    cupy = sys.modules.get("cupy")
-    return cupy if cupy is not None and getattr(cupy, "__cunumpy_fake__", False) else None
-
-
 @pytest.fixture
-def fake():
-    cupy = _fake()
-    if cupy is None:
-        pytest.skip("device arrays need the fake CuPy (CUNUMPY_FAKE_CUPY=1); see the subprocess test")
-    return cupy
+def fake(fake_cupy):
+    return fake_cupy
 
 
 @pytest.fixture(scope="module")
@@ -303,7 +295,7 @@ class Owner:
 @pytest.mark.parametrize("form", ["mapping", "struct value", "struct arguments", "object"])
 def test_emulate_cuda_kernel_with_real_struct_classes(cuda, form, device):
     if device:
-        cupy = _fake()
+        cupy = active_fake_cupy()
         if cupy is None:
             pytest.skip("fake arrays need the fake CuPy (CUNUMPY_FAKE_CUPY=1)")
         x, v, x_arg, v_arg = _device_particles(cupy, 15)
@@ -572,16 +564,7 @@ def test_debug_bounds_check_of_a_struct_view_field_is_a_runtime_error(fake):
 @pytest.mark.nosan
 def test_the_fake_cupy_checks_in_a_subprocess():
     """On the NumPy run the checks above that need fake-CuPy arrays run in a fake-CuPy child."""
-    if _fake() is not None:
-        pytest.skip("the fake CuPy is active: the checks ran in this process")
-    code = textwrap.dedent(f"""
-        import sys
-        import pytest
-        sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", {__file__!r},
-                              "-k", "agree or parity or struct_parameter or argument_object or threads"]))
-    """)
-    result = kt.run_in_fake_cupy_subprocess(code, timeout=600)
-    assert " passed" in result.stdout, result.stdout[-2000:]  # a failure exits non-zero and fails above
+    rerun_under_fake_cupy(__file__, "agree or parity or struct_parameter or argument_object or threads", backend=None)
 
 
 @pytest.mark.parametrize("wrap", [False, True], ids=["struct arguments", "inside CudaArguments"])
@@ -614,7 +597,7 @@ def test_device_function_kernel_with_a_struct_parameter_runs_emulated(fake):
 
 @pytest.mark.parametrize("device", [False, True], ids=["numpy arrays", "fake arrays"])
 def test_padded_struct_layout_matches_the_emulations_cpp_layout(cuda, device):
-    cupy = _fake()
+    cupy = active_fake_cupy()
     if device and cupy is None:
         pytest.skip("fake arrays need the fake CuPy (CUNUMPY_FAKE_CUPY=1)")
     to_array = cupy.asarray if device else np.asarray

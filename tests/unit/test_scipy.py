@@ -13,7 +13,8 @@ import pytest
 
 import cunumpy as xp
 import cunumpy.scipy as xscipy
-from cunumpy.kernel_testing import fake_cupy_active, run_in_fake_cupy_subprocess
+from cunumpy.kernel_testing import run_in_fake_cupy_subprocess
+from _fake_support import rerun_under_fake_cupy
 
 scipy = pytest.importorskip("scipy")
 import scipy.interpolate  # noqa: E402
@@ -24,14 +25,7 @@ SUBPACKAGES = ["fft", "fftpack", "interpolate", "linalg", "ndimage", "signal", "
 
 
 def test_scipy_suite_in_fake_cupy_subprocess():
-    if fake_cupy_active():
-        pytest.skip("the fake is active: this file runs in-process")
-    code = (
-        "import sys, pytest\n"
-        f"sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', {__file__!r}, '-k', 'not in_fake_cupy_subprocess']))\n"
-    )
-    result = run_in_fake_cupy_subprocess(code, env={"CUNUMPY_BACKEND": "cupy"})
-    assert " passed" in result.stdout.splitlines()[-1]
+    rerun_under_fake_cupy(__file__, 'not in_fake_cupy_subprocess')
 
 
 def _subpackage(path):
