@@ -119,11 +119,27 @@ def library_for(kernel: CudaKernel, compiler, options: tuple, *, fresh: bool = F
     entries = entry_points(kernel.source, kernel.expression)
     unit = translation_unit(kernel.source, entries, entries[0])
     lib = build_library(
-        unit, name=kernel.name, entries=entries, compiler=resolved, flags=tuple(flags), headers=kernel.included_headers
+        unit, name=kernel.name, entries=entries, compiler=resolved, flags=tuple(flags), headers=_headers_of(kernel)
     )
     with _per_kernel_lock:
         memo[memo_key] = lib
     return lib
+
+
+def _headers_of(kernel) -> tuple:
+    """The headers whose contents key the build: the kernel's tracked headers and also those
+    it includes with angle brackets from its own include dirs (``#include <mine.cuh>``)."""
+    from ..cuda._source import cuda_include_dir, resolve_includes
+
+    tracked = list(kernel.included_headers)
+    if kernel.include_dirs:
+        for path in resolve_includes(
+            kernel.source, kernel.include_dirs, base_dir=kernel.source_dir,
+            angle_dirs=tuple(kernel.include_dirs) + (cuda_include_dir(),),
+        ):
+            if path not in tracked:
+                tracked.append(path)
+    return tuple(tracked)
 
 
 # ------------------------------------------------------------------ launches
