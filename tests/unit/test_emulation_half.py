@@ -238,8 +238,8 @@ def test_half_predicates_and_integer_conversions():
     np.testing.assert_array_equal(out[:, 4], np.isnan(a))
     np.testing.assert_array_equal(out[:, 5], [0, 0, 0, 1, -1, 0, 1, 0])
     imax, imin = np.iinfo(np.int32).max, np.iinfo(np.int32).min
-    np.testing.assert_array_equal(out[:, 6], [1, -2, 0, imax, imin, 0, imax, -3])
-    np.testing.assert_array_equal(out[:, 7], [2, -2, 0, imax, imin, 0, imax, -4])
+    np.testing.assert_array_equal(out[:, 6], [1, -2, 0, imax, imin, 0, 60000, -3])
+    np.testing.assert_array_equal(out[:, 7], [2, -2, 0, imax, imin, 0, 60000, -4])
 
 
 def test_half2_lanes():
