@@ -236,7 +236,7 @@ def test_half_predicates_and_integer_conversions():
         np.testing.assert_array_equal(out[:, 2], a >= b)
         np.testing.assert_array_equal(out[:, 3], a != b)
     np.testing.assert_array_equal(out[:, 4], np.isnan(a))
-    np.testing.assert_array_equal(out[:, 5], [0, 0, 0, 1, -1, 0, 1, 0])
+    np.testing.assert_array_equal(out[:, 5], [0, 0, 0, 1, -1, 0, 0, 0])
     imax, imin = np.iinfo(np.int32).max, np.iinfo(np.int32).min
     np.testing.assert_array_equal(out[:, 6], [1, -2, 0, imax, imin, 0, 60000, -3])
     np.testing.assert_array_equal(out[:, 7], [2, -2, 0, imax, imin, 0, 60000, -4])
