@@ -131,21 +131,23 @@ def test_complex_struct_fields_have_the_cuda_layout():
     np.testing.assert_array_equal(out, (2 - 3j) * np.arange(10))
 
 
+THRUST_SOURCE = r"""
+#include <thrust/complex.h>
+#include <cuda/std/complex>
+extern "C" __global__ void tc(thrust::complex<double>* z, cuda::std::complex<float>* f, long long n) {
+    const long long i = threadIdx.x;
+    if (i >= n) return;
+    z[i] = thrust::exp(z[i]) + thrust::complex<double>(1.0, -1.0);
+    f[i] = cuda::std::conj(f[i]) * 2.0f;
+}
+"""
+
+
 def test_thrust_and_cuda_std_complex():
-    src = r"""
-    #include <thrust/complex.h>
-    #include <cuda/std/complex>
-    extern "C" __global__ void tc(thrust::complex<double>* z, cuda::std::complex<float>* f, long long n) {
-        const long long i = threadIdx.x;
-        if (i >= n) return;
-        z[i] = thrust::exp(z[i]) + thrust::complex<double>(1.0, -1.0);
-        f[i] = cuda::std::conj(f[i]) * 2;
-    }
-    """
     z = sample(16, seed=6)
     f = sample(16, seed=7).astype(np.complex64)
     ez, ef = np.exp(z) + (1 - 1j), np.conj(f) * 2
-    emulate(CudaKernel(src, "tc"), z, f, 16, grid=1, block=16)
+    emulate(CudaKernel(THRUST_SOURCE, "tc"), z, f, 16, grid=1, block=16)
     np.testing.assert_allclose(z, ez, rtol=1e-14)
     np.testing.assert_allclose(f, ef, rtol=1e-6)
 

@@ -145,7 +145,7 @@ class EmulationLibrary:
 _COLLECTIVES = re.compile(
     r"\b(?:__syncthreads(?:_count|_and|_or)?|__syncwarp|__shfl(?:_up|_down|_xor)?(?:_sync)?"
     r"|__ballot(?:_sync)?|__any(?:_sync)?|__all(?:_sync)?|__activemask|__match_(?:any|all)_sync"
-    r"|__reduce_\w+_sync|this_thread_block|tiled_partition|this_grid)\b"
+    r"|__reduce_\w+_sync|this_thread_block|tiled_partition|coalesced_threads|this_grid)\b"
 )
 _LINE_MARKER = re.compile(r'^#\s*\d+\s+"((?:[^"\\]|\\.)*)"', re.M)
 
