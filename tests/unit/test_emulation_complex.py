@@ -223,3 +223,18 @@ def test_cucomplex_parameter_types_are_refused_by_the_signature_parser():
     the float64 view of a complex array and reinterpret it in the kernel, as above."""
     with pytest.raises(ValueError, match="cuDoubleComplex"):
         CudaKernel('#include <cuComplex.h>\nextern "C" __global__ void k(cuDoubleComplex* z) {}', "k")
+
+
+def test_complex_launches_on_fake_cupy_arrays():
+    import sys
+
+    cupy = sys.modules.get("cupy")
+    if cupy is None or not getattr(cupy, "__cunumpy_fake__", False):
+        pytest.skip("device arrays need the fake CuPy (CUNUMPY_FAKE_CUPY=1)")
+    z = sample(40, seed=11)
+    a = 2 + 1j
+    expected = a * z * z + np.conj(z) + np.exp(z) / 2 - np.sqrt(z) * 3 + 1
+    zd = cupy.asarray(z)
+    with kt.emulated_launches():
+        cupy_kernel("polynomial")(a, zd, z.size, n_threads=z.size, block=32)
+    np.testing.assert_allclose(kt.host_buffer(zd), expected, rtol=1e-13, atol=1e-13)
