@@ -221,3 +221,13 @@ def test_angle_bracket_header_edit_rebuilds(tmp_path, monkeypatch):
     (tmp_path / "angle_value.cuh").write_text("#define ANGLE_VALUE 2\n")
     emulate(CudaKernel(src, "av", include_dirs=[tmp_path]), x, grid=1, block=1)
     assert x[0] == 2 and _build.build_count() == before + 1
+
+
+@requires_compiler
+def test_preprocessed_text_is_kept_only_for_failed_builds(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUNUMPY_EMULATION_CACHE", str(tmp_path))
+    kt.compile_for_emulation(CudaKernel('extern "C" __global__ void fine(int* x) { x[0] = 1; }', "fine"))
+    assert not list(tmp_path.glob("*.ii")) and len(list(tmp_path.glob("*.so"))) == 1
+    with pytest.raises(RuntimeError, match=r"\.ii"):
+        kt.compile_for_emulation(CudaKernel('extern "C" __global__ void bad(int* x) { x[0] = nope; }', "bad"))
+    assert len(list(tmp_path.glob("*.ii"))) == 1

@@ -343,6 +343,7 @@ def _build(directory, key, unit, name, entries, command, flags) -> EmulationLibr
         _write_atomic(directory / f"{key}.json", json.dumps({"fibers": fibers, "kernel": name}).encode())
         so = directory / f"{key}.so"
         os.replace(tmp, so)
+        _unlink(expanded)  # about 1 MB each; kept only when the build fails (the error names it)
     except BaseException:
         _unlink(tmp)
         raise
