@@ -317,7 +317,8 @@ def _clean_dirs() -> tuple:
     """Directories whose headers need no rewrite: the prelude's and cunumpy's shipped ones."""
     from ..cuda._source import cuda_include_dir
 
-    return (_PRELUDE_DIR, Path(cuda_include_dir()).resolve() / "cunumpy")
+    shipped = Path(cuda_include_dir()) / "cunumpy"
+    return (_PRELUDE_DIR, shipped, shipped.resolve())  # markers spell the path as -I gave it
 
 
 def _build(directory, key, unit, name, entries, command, flags) -> EmulationLibrary:
