@@ -170,13 +170,18 @@ def test_hostile_index_is_checked_before_anything_runs():
         kt.emulate_cuda_kernel(k, np.zeros(3), Hostile())
 
 
-def test_views_check_dimensions_and_complex_is_not_implemented():
+def test_views_check_dimensions():
     k = CudaKernel('extern "C" __global__ void k(Array2D<double> a) {}', "k")
     with pytest.raises(TypeError, match="2-dimensional"):
         kt.emulate_cuda_kernel(k, np.zeros(3))
+
+
+@requires_compiler
+def test_complex_without_its_header_names_the_missing_include():
     c = CudaKernel('extern "C" __global__ void k(complex<double>* a) {}', "k")
-    with pytest.raises(NotImplementedError, match="complex"):
+    with pytest.raises(RuntimeError, match="cupy/complex.cuh") as info:
         kt.emulate_cuda_kernel(c, np.zeros(3, complex))
+    assert "kernel 'k'" in str(info.value)
 
 
 def test_zero_size_launch_checks_but_does_not_compile(tmp_path, monkeypatch):

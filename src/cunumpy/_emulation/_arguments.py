@@ -133,6 +133,9 @@ class _Marshaller:
             usable = a.flags.writeable and all(s % itemsize == 0 for s in a.strides)
         else:
             usable = a.flags.writeable and a.flags.c_contiguous
+        if usable and a.dtype.kind == "c" and a.size and a.__array_interface__["data"][0] % itemsize:
+            # complex<T> is aligned to its size (as on the GPU); NumPy only aligns to T.
+            usable = False
         if usable:
             passed = a
         else:
@@ -317,15 +320,10 @@ _offsets: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _kernel_offsets(kernel) -> tuple:
-    """Offsets of the parameter values in the kernel's packed buffer (checked once per kernel:
-    complex parameters cannot be emulated)."""
+    """Offsets of the parameter values in the kernel's packed buffer (once per kernel).
+    Complex parameters need no special case: the emulation's complex<T> has NumPy's value
+    layout and CUDA's alignment, which the packed buffer follows."""
     offsets = _offsets.get(kernel)
     if offsets is None:
-        for p in kernel.signature:
-            if p.dtype is not None and np.dtype(p.dtype).kind == "c":
-                raise NotImplementedError(
-                    f"kernel '{kernel.name}': parameter {p.declaration} is complex; the CPU emulation does not "
-                    "support complex types"
-                )
         offsets = _offsets[kernel] = tuple(off for off, _ in kernel._plan.layout)
     return offsets

@@ -21,6 +21,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from ._source import STUBS_FILE, rewrite_preprocessed
+
 __all__ = [
     "EmulationLibrary",
     "build_count",
@@ -31,7 +33,7 @@ __all__ = [
 ]
 
 #: Bump when the generated code or the cache layout changes: old entries are then ignored.
-_FORMAT = "cunumpy-emulation-3"
+_FORMAT = "cunumpy-emulation-4"
 # -fno-strict-aliasing: CUDA code reinterprets shared memory and bit patterns through pointer
 # casts, which NVRTC compiles as written.
 _BASE_FLAGS = ("-std=c++17", "-O2", "-fPIC", "-shared", "-fno-strict-aliasing", "-pthread")
@@ -143,7 +145,7 @@ class EmulationLibrary:
 _COLLECTIVES = re.compile(
     r"\b(?:__syncthreads(?:_count|_and|_or)?|__syncwarp|__shfl(?:_up|_down|_xor)?(?:_sync)?"
     r"|__ballot(?:_sync)?|__any(?:_sync)?|__all(?:_sync)?|__activemask|__match_(?:any|all)_sync"
-    r"|__reduce_\w+_sync|this_thread_block|tiled_partition|this_grid)\b"
+    r"|__reduce_\w+_sync|this_thread_block|tiled_partition|coalesced_threads|this_grid)\b"
 )
 _LINE_MARKER = re.compile(r'^#\s*\d+\s+"((?:[^"\\]|\\.)*)"', re.M)
 
@@ -255,11 +257,13 @@ def _load_cached(directory: Path, key: str, entries) -> EmulationLibrary | None:
         return None  # a damaged entry: build again over it
 
 
-def _run(command: list[str], what: str, name: str) -> str:
+def _run(command: list[str], what: str, name: str, *, output_only: bool = False) -> str:
+    """Run the compiler; its output (with ``output_only``: stdout alone, the diagnostics
+    going into the error message only). RuntimeError with the diagnostics if it fails."""
     try:
         done = subprocess.run(
-            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-            timeout=_COMPILE_TIMEOUT,
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE if output_only else subprocess.STDOUT,
+            text=True, errors="replace", timeout=_COMPILE_TIMEOUT,
         )
     except subprocess.TimeoutExpired:
         raise RuntimeError(
@@ -268,9 +272,10 @@ def _run(command: list[str], what: str, name: str) -> str:
     except OSError as exc:
         raise RuntimeError(f"CPU emulation of kernel '{name}': cannot run the C++ compiler: {exc}") from None
     if done.returncode != 0:
+        diagnostics = done.stderr if output_only else done.stdout
         raise RuntimeError(
             f"CPU emulation of kernel '{name}': {what} failed (exit code {done.returncode}).\n"
-            f"command: {shlex.join(command)}\ncompiler output:\n{done.stdout}"
+            f"command: {shlex.join(command)}\ncompiler output:\n{diagnostics}"
         )
     return done.stdout
 
@@ -308,23 +313,38 @@ def build_library(unit: str, *, name: str, entries, compiler: str, flags: tuple,
         return lib
 
 
+def _clean_dirs() -> tuple:
+    """Directories whose headers need no rewrite: the prelude's and cunumpy's shipped ones."""
+    from ..cuda._source import cuda_include_dir
+
+    shipped = Path(cuda_include_dir()) / "cunumpy"
+    return (_PRELUDE_DIR, shipped, shipped.resolve())  # markers spell the path as -I gave it
+
+
 def _build(directory, key, unit, name, entries, command, flags) -> EmulationLibrary:
+    # Preprocess first, then rewrite the preprocessed text (so headers and macro expansions
+    # are covered) and compile that: its line markers keep diagnostics on the user's files.
     source = directory / f"{key}.cpp"
     _write_atomic(source, unit.encode("utf-8", "surrogatepass"))
     includes = [f"-I{_PRELUDE_DIR}"]
     preprocessed = _run(
-        command + list(_BASE_FLAGS) + includes + list(flags) + ["-E", str(source)], "preprocessing", name
+        command + list(_BASE_FLAGS) + includes + list(flags) + ["-E", str(source)], "preprocessing", name,
+        output_only=True,
     )
-    fibers = uses_collectives(preprocessed, _PRELUDE_DIR)
+    rewritten = rewrite_preprocessed(preprocessed, _clean_dirs(), (str(source), STUBS_FILE))
+    fibers = uses_collectives(rewritten, _PRELUDE_DIR)
+    expanded = directory / f"{key}.ii"
+    _write_atomic(expanded, rewritten.encode("utf-8", "surrogatepass"))
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f"{key}.", suffix=".so.tmp")
     os.close(fd)
     try:
-        _run(command + list(_BASE_FLAGS) + includes + list(flags) + [str(source), "-o", tmp], "compilation", name)
+        _run(command + list(_BASE_FLAGS) + list(flags) + [str(expanded), "-o", tmp], "compilation", name)
         with _memory_lock:
             _builds[0] += 1
         _write_atomic(directory / f"{key}.json", json.dumps({"fibers": fibers, "kernel": name}).encode())
         so = directory / f"{key}.so"
         os.replace(tmp, so)
+        _unlink(expanded)  # about 1 MB each; kept only when the build fails (the error names it)
     except BaseException:
         _unlink(tmp)
         raise

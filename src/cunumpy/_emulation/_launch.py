@@ -8,8 +8,10 @@ the CPU for the duration of a ``with`` block.
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import weakref
+from pathlib import Path
 
 import numpy as np
 
@@ -118,12 +120,54 @@ def library_for(kernel: CudaKernel, compiler, options: tuple, *, fresh: bool = F
     flags += list(options)
     entries = entry_points(kernel.source, kernel.expression)
     unit = translation_unit(kernel.source, entries, entries[0])
-    lib = build_library(
-        unit, name=kernel.name, entries=entries, compiler=resolved, flags=tuple(flags), headers=kernel.included_headers
-    )
+    headers = _headers_of(kernel)
+    try:
+        lib = build_library(unit, name=kernel.name, entries=entries, compiler=resolved, flags=tuple(flags), headers=headers)
+    except RuntimeError as exc:
+        hint = _complex_hint(kernel, headers)
+        if hint:
+            raise RuntimeError(f"{exc}\n{hint}") from None
+        raise
     with _per_kernel_lock:
         memo[memo_key] = lib
     return lib
+
+
+_COMPLEX_USE = re.compile(r"\bcomplex\s*<")
+_COMPLEX_HEADER = re.compile(r"#\s*include\s*[<\"](?:cupy/complex\.cuh|thrust/complex\.h|cuda/std/complex|complex)[>\"]")
+
+
+def _complex_hint(kernel, headers) -> str:
+    """A note for a failed build of a kernel that uses complex<T> without a header declaring it
+    (NVRTC needs the same include)."""
+    texts = [kernel.source]
+    for path in headers:
+        try:
+            texts.append(Path(path).read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            pass
+    if any(_COMPLEX_USE.search(t) for t in texts) and not any(_COMPLEX_HEADER.search(t) for t in texts):
+        return (
+            f"note: kernel '{kernel.name}' uses complex<T> without including a header that declares it: "
+            "add #include <cupy/complex.cuh> (or <thrust/complex.h>, <cuda/std/complex>)"
+        )
+    return ""
+
+
+def _headers_of(kernel) -> tuple:
+    """The headers whose contents key the build: the kernel's tracked headers and also those
+    it includes with angle brackets from its own include dirs (``#include <mine.cuh>``)."""
+    from ..cuda._source import cuda_include_dir, resolve_includes
+
+    tracked = list(kernel.included_headers)
+    if kernel.include_dirs:
+        for path in resolve_includes(
+            kernel.source, kernel.include_dirs, base_dir=kernel.source_dir,
+            angle_dirs=tuple(kernel.include_dirs) + (cuda_include_dir(),),
+        ):
+            if path not in tracked:
+                tracked.append(path)
+    return tuple(tracked)
 
 
 # ------------------------------------------------------------------ launches

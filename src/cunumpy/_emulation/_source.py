@@ -1,7 +1,10 @@
 """The translation unit of an emulated kernel: source rewrites and entry stubs.
 
-Two CUDA constructs cannot be expressed by the prelude and are rewritten in the kernel's
-source text (outside comments and string literals):
+Two CUDA constructs cannot be expressed by the prelude and are rewritten in the
+*preprocessed* translation unit (outside string literals), in every part that comes from
+the kernel's source or a user header (the prelude, cunumpy's shipped headers and the
+compiler's system headers are left alone): so a header, or a macro, that declares
+``extern __shared__`` or uses inline PTX is rewritten too.
 
 * ``extern __shared__ T name[];`` becomes, inside a function, a local ``T* const name``
   pointing at the current block's dynamic shared memory; at file scope, an object that
@@ -11,22 +14,23 @@ source text (outside comments and string literals):
 
 The stubs call the kernel through its name expression (``k`` or ``k<double, 3>``), with the
 parameter types deduced from the function itself, so they never spell a C type.
+
+Rewrites keep the number of lines, so the line markers of the preprocessed text still
+point compiler errors at the user's file and line.
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["entry_points", "rewrite_source", "translation_unit"]
+__all__ = ["entry_points", "rewrite_preprocessed", "rewrite_source", "translation_unit"]
 
 _IDENT = r"[A-Za-z_]\w*"
-_EXTERN_SHARED = re.compile(
-    r"\bextern\s+__shared__\s+((?:__align__\s*\(\s*\d+\s*\)\s*)?(?:[^;\[\]{}()]|\([^()]*\))+?)\s*"
-    rf"\b({_IDENT})\s*\[\s*\]\s*;"
-)
 _ASM = re.compile(r"\b(?:asm|__asm__|__asm)\b(?:\s*(?:volatile|__volatile__|__volatile|goto|inline))*\s*\(")
 _ALIGN = re.compile(r"__align__\s*\(\s*\d+\s*\)")
 PTX_MESSAGE = "inline PTX (asm) cannot run under CPU emulation"
+#: The pseudo-file name of the entry stubs in the translation unit.
+STUBS_FILE = "cunumpy-emulation-stubs"
 
 
 def _code_mask(text: str) -> list[tuple[int, int]]:
@@ -107,11 +111,37 @@ def _closing_paren(text: str, spans, open_pos: int) -> int:
     return -1
 
 
-def rewrite_source(source: str) -> str:
-    """The source with ``extern __shared__`` arrays and inline PTX rewritten (see module doc)."""
-    if "__shared__" not in source and "asm" not in source:
-        return source
-    out = source
+# ``extern __shared__`` after the prelude's ``#define __shared__ static thread_local``: the
+# expansion ``extern static thread_local`` is never valid C++, so it can only come from it.
+_EXPANDED_EXTERN_SHARED = re.compile(r"\bextern\s+static\s+thread_local\b")
+_DECLARED_ARRAY = re.compile(rf"^(.*?)\b({_IDENT})\s*\[\s*\]\s*$", re.S)
+_ATTRIBUTE = re.compile(r"\b(?:__attribute__|alignas)\s*\(")
+
+
+def _without_attributes(text: str) -> str:
+    """``text`` without ``__attribute__((...))``, ``alignas(...)`` and ``__align__(n)``."""
+    text = _ALIGN.sub(" ", text)
+    while True:
+        m = _ATTRIBUTE.search(text)
+        if m is None:
+            return text
+        end = _closing_paren(text, [], m.end() - 1)
+        if end < 0:
+            return text
+        text = text[: m.start()] + " " + text[end + 1 :]
+
+
+def _same_lines(replacement: str, replaced: str) -> str:
+    """``replacement`` followed by as many newlines as ``replaced`` held (line numbers of the
+    rest of the file stay right)."""
+    return replacement + "\n" * replaced.count("\n")
+
+
+def _rewrite(text: str, extern_shared, start_depth: int = 0) -> str:
+    """Rewrite inline PTX and the ``extern __shared__`` declarations found by the pattern
+    ``extern_shared`` (its match ends where the element type starts) in ``text``, whose
+    first character lies at brace depth ``start_depth``."""
+    out = text
     # Inline PTX first, from the end so earlier positions stay valid.
     spans = _code_mask(out)
     for m in reversed(list(_ASM.finditer(out))):
@@ -120,19 +150,84 @@ def rewrite_source(source: str) -> str:
         end = _closing_paren(out, spans, m.end() - 1)
         if end < 0:
             continue
-        out = out[: m.start()] + f'cunumpy_emu_inline_ptx("{PTX_MESSAGE}")' + out[end + 1 :]
+        trap = f'cunumpy_emu_inline_ptx("{PTX_MESSAGE}")'
+        out = out[: m.start()] + _same_lines(trap, out[m.start() : end + 1]) + out[end + 1 :]
     spans = _code_mask(out)
-    for m in reversed(list(_EXTERN_SHARED.finditer(out))):
+    for m in reversed(list(extern_shared.finditer(out))):
         if _inside(spans, m.start()):
             continue
-        ctype = _ALIGN.sub(" ", m.group(1)).strip()
-        name = m.group(2)
-        if _brace_depth(out, spans, m.start()) > 0:
+        semicolon = m.end()
+        while semicolon < len(out) and (out[semicolon] != ";" or _inside(spans, semicolon)):
+            semicolon += 1
+        declared = _DECLARED_ARRAY.match(_without_attributes(out[m.end() : semicolon]))
+        if semicolon >= len(out) or declared is None:
+            continue  # not an unsized array: left for the compiler to reject
+        ctype = " ".join(declared.group(1).split())
+        name = declared.group(2)
+        if not ctype:
+            continue
+        if start_depth + _brace_depth(out, spans, m.start()) > 0:
             text = f"{ctype}* const {name} = static_cast<{ctype}*>(cunumpy_emu_dynamic_shared());"
         else:
             text = f"static const cunumpy_emu_extern_shared<{ctype}> {name};"
-        out = out[: m.start()] + text + out[m.end() :]
+        out = out[: m.start()] + _same_lines(text, out[m.start() : semicolon + 1]) + out[semicolon + 1 :]
     return out
+
+
+_SOURCE_EXTERN_SHARED = re.compile(r"\bextern\s+__shared__\b")
+
+
+def rewrite_source(source: str) -> str:
+    """The (unpreprocessed) source with ``extern __shared__`` arrays and inline PTX rewritten;
+    the emulation build uses ``rewrite_preprocessed``, which also covers headers and macros."""
+    if "__shared__" not in source and "asm" not in source:
+        return source
+    return _rewrite(source, _SOURCE_EXTERN_SHARED)
+
+
+# A line marker of the preprocessor: ``# line "file" flags`` (flag 3: a system header).
+_LINE_MARKER = re.compile(r'^#\s*\d+\s+"((?:[^"\\]|\\.)*)"([ \t\d]*)$', re.M)
+
+
+def _marker_file(quoted: str) -> str:
+    return re.sub(r"\\(.)", r"\1", quoted)
+
+
+def rewrite_preprocessed(text: str, clean_dirs=(), clean_files=()) -> str:
+    """The preprocessed translation unit ``text`` with inline PTX and ``extern __shared__``
+    rewritten in every part that comes from a file of the user: not a system header (line
+    marker flag 3), not under one of ``clean_dirs`` (the prelude, the shipped headers), not
+    one of ``clean_files`` and not a pseudo-file such as ``<command-line>``."""
+    clean_dirs = tuple(str(d).rstrip("/") + "/" for d in clean_dirs)
+    clean_files = set(map(str, clean_files))
+
+    def owned(name: str, flags: str) -> bool:
+        return not (
+            "3" in flags.split() or name.startswith("<") or name in clean_files or name.startswith(clean_dirs)
+        )
+
+    pieces = []
+    depth_of: dict[str, int] = {}  # brace depth reached in each user file, across its pieces
+    pos = 0
+    name, is_owned = "", False
+    for m in _LINE_MARKER.finditer(text):
+        pieces.append(_rewrite_piece(text[pos : m.start()], name, is_owned, depth_of))
+        pieces.append(m.group(0))
+        name = _marker_file(m.group(1))
+        is_owned = owned(name, m.group(2))
+        pos = m.end()
+    pieces.append(_rewrite_piece(text[pos:], name, is_owned, depth_of))
+    return "".join(pieces)
+
+
+def _rewrite_piece(piece: str, name: str, owned: bool, depth_of: dict) -> str:
+    if not owned or ("asm" not in piece and "thread_local" not in piece and "{" not in piece and "}" not in piece):
+        return piece
+    start = depth_of.get(name, 0)
+    if "asm" in piece or _EXPANDED_EXTERN_SHARED.search(piece):
+        piece = _rewrite(piece, _EXPANDED_EXTERN_SHARED, start)
+    depth_of[name] = start + _brace_depth(piece, _code_mask(piece), len(piece))
+    return piece
 
 
 # What the prelude does not provide: the trap of rewritten inline PTX and the file-scope
@@ -170,10 +265,10 @@ def entry_points(source: str, expression: str) -> list[str]:
 
 
 def translation_unit(source: str, entries, file_name: str) -> str:
-    """Prelude, rewritten source and the stubs of each entry ``k``: ``cunumpy_emu_thread_<k>``
+    """Prelude, source and the stubs of each entry ``k``: ``cunumpy_emu_thread_<k>``
     and ``cunumpy_emu_block_<k>`` (k is the entry's index)."""
-    body = rewrite_source(source)
-    stubs = ['#line 1 "cunumpy-emulation-stubs"']
+    body = source  # rewritten after preprocessing (rewrite_preprocessed), headers included
+    stubs = [f'#line 1 "{STUBS_FILE}"']
     for k, expression in enumerate(entries):
         stubs.append(f"CUNUMPY_EMU_EXPORT_KERNEL({k}, {expression})")
     return (

@@ -11,8 +11,10 @@
 //   atomics                               real atomics (__atomic builtins, CAS loops for floats)
 //   __trap(), assert, bounds checks       the runtime's trap: the launch fails with a RuntimeError
 //   printf                                the host's printf
-// Not provided: textures/surfaces, half precision, cooperative groups, inline PTX (the Python
-// layer rewrites asm statements into traps), dynamic parallelism.
+// Beside it in include/: <cuda_fp16.h>, <cooperative_groups.h>, complex numbers
+// (<cupy/complex.cuh>, <thrust/complex.h>, <cuda/std/complex>, <cuComplex.h>).
+// Not provided: textures/surfaces, inline PTX (the Python layer rewrites asm statements into
+// traps), dynamic parallelism.
 #ifndef CUNUMPY_EMU_PRELUDE_H
 #define CUNUMPY_EMU_PRELUDE_H
 

@@ -1,0 +1,3 @@
+// <thrust/complex.h> under CPU emulation. See cunumpy_emu/complex.h.
+#pragma once
+#include <cunumpy_emu/complex.h>
