@@ -3,8 +3,9 @@
  *
  * Why not ucontext everywhere: swapcontext saves and restores the signal mask with a
  * system call, which makes it a few hundred ns per switch; a block of 1024 threads meeting
- * at a barrier switches 1024 times. The hand-written switch saves only what the calling
- * convention says a callee must preserve, plus the floating-point control state. */
+ * at a barrier switches 1024 times. The hand-written switch saves only the general and vector
+ * registers the calling convention says a callee must preserve (the floating-point control
+ * state is kept per block, not per fiber: emu_fpstate in emu_runtime.h says why). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -29,10 +30,11 @@
  * cn_emu_start_asm is where a new fiber's first switch "returns" to: it calls entry(arg),
  * both laid out in callee-saved registers by emu_context_make; entry never returns. */
 #if EMU_ASM_SWITCH && defined(__x86_64__)
-/* Frame (low to high): MXCSR (4 bytes) and x87 control word (2), padding, then r15, r14,
- * r13, r12, rbx, rbp, return address: 64 bytes. The return address is popped and jumped to
- * rather than `ret`urned to: a `ret` into another context never matches the processor's
- * return-stack prediction, and that misprediction alone tripled the switch's cost. */
+/* Frame (low to high): r15, r14, r13, r12, rbx, rbp, return address: 56 bytes. The return
+ * address is popped and jumped to rather than `ret`urned to: a `ret` into another context
+ * never matches the processor's return-stack prediction, and that misprediction alone made
+ * the switch several times slower. The floating-point control state (MXCSR, x87 control
+ * word) is not part of the frame: see emu_fpstate in emu_runtime.h. */
 __asm__(".text\n"
         ".p2align 4\n"
         ".globl cn_emu_switch_asm\n"
@@ -45,24 +47,8 @@ __asm__(".text\n"
         "    pushq %r13\n"
         "    pushq %r14\n"
         "    pushq %r15\n"
-        "    subq $8, %rsp\n"
-        "    stmxcsr (%rsp)\n"
-        "    fnstcw 4(%rsp)\n"
         "    movq %rsp, (%rdi)\n"
         "    movq %rsi, %rsp\n"
-        /* Loading MXCSR or the x87 control word waits for every floating-point operation
-         * in flight; they rarely differ between contexts, so load them only when they do. */
-        "    stmxcsr -8(%rsp)\n"
-        "    fnstcw -4(%rsp)\n"
-        "    movl -8(%rsp), %eax\n"
-        "    cmpl (%rsp), %eax\n"
-        "    je 1f\n"
-        "    ldmxcsr (%rsp)\n"
-        "1:  movzwl -4(%rsp), %eax\n"
-        "    cmpw 4(%rsp), %ax\n"
-        "    je 2f\n"
-        "    fldcw 4(%rsp)\n"
-        "2:  addq $8, %rsp\n"
         "    popq %r15\n"
         "    popq %r14\n"
         "    popq %r13\n"
@@ -84,16 +70,19 @@ __asm__(".text\n"
         "    ud2\n"
         "    .cfi_endproc\n"
         ".size cn_emu_start_asm, .-cn_emu_start_asm\n");
-#define EMU_FRAME_BYTES 64
+#define EMU_FRAME_BYTES 56
 #elif EMU_ASM_SWITCH && defined(__aarch64__)
-/* Frame (low to high): x19..x30 (96 bytes), d8..d15 (64), fpcr (8), padding: 176 bytes. */
+/* Frame (low to high): x19..x30 (96 bytes), d8..d15 (64): 160 bytes. Returns with `ret`
+ * (not `br x30` as x86-64 jumps): with branch target identification a `br` may land only on
+ * a BTI instruction, which the code after a call is not. FPCR is not part of the frame: see
+ * emu_fpstate in emu_runtime.h. */
 __asm__(".text\n"
         ".p2align 4\n"
         ".globl cn_emu_switch_asm\n"
         ".hidden cn_emu_switch_asm\n"
         ".type cn_emu_switch_asm,%function\n"
         "cn_emu_switch_asm:\n"
-        "    sub sp, sp, #176\n"
+        "    sub sp, sp, #160\n"
         "    stp x19, x20, [sp, #0]\n"
         "    stp x21, x22, [sp, #16]\n"
         "    stp x23, x24, [sp, #32]\n"
@@ -104,8 +93,6 @@ __asm__(".text\n"
         "    stp d10, d11, [sp, #112]\n"
         "    stp d12, d13, [sp, #128]\n"
         "    stp d14, d15, [sp, #144]\n"
-        "    mrs x9, fpcr\n"
-        "    str x9, [sp, #160]\n"
         "    mov x9, sp\n"
         "    str x9, [x0]\n"
         "    mov sp, x1\n"
@@ -119,9 +106,7 @@ __asm__(".text\n"
         "    ldp d10, d11, [sp, #112]\n"
         "    ldp d12, d13, [sp, #128]\n"
         "    ldp d14, d15, [sp, #144]\n"
-        "    ldr x9, [sp, #160]\n"
-        "    msr fpcr, x9\n"
-        "    add sp, sp, #176\n"
+        "    add sp, sp, #160\n"
         "    ret\n"
         ".size cn_emu_switch_asm, .-cn_emu_switch_asm\n"
         ".p2align 4\n"
@@ -133,11 +118,10 @@ __asm__(".text\n"
         "    blr x19\n"
         "    brk #0\n"
         ".size cn_emu_start_asm, .-cn_emu_start_asm\n");
-#define EMU_FRAME_BYTES 176
+#define EMU_FRAME_BYTES 160
 #endif
 
 #if EMU_ASM_SWITCH
-extern void cn_emu_switch_asm(void **save_sp, void *load_sp) EMU_INTERNAL;
 extern void cn_emu_start_asm(void) EMU_INTERNAL;
 #endif
 
@@ -166,6 +150,7 @@ typedef struct emu_start_record {
     void *arg;
 } emu_start_record;
 
+#if EMU_ASAN || !EMU_ASM_SWITCH
 void emu_context_switch(emu_context *from, emu_context *to, int from_done)
 {
 #if EMU_ASAN
@@ -183,6 +168,7 @@ void emu_context_switch(emu_context *from, emu_context *to, int from_done)
     emu_asan_arrived(from);
 #endif
 }
+#endif
 
 #if EMU_ASAN || !EMU_ASM_SWITCH
 /* First code a new fiber runs (through the fallback switch, or under ASan): tells ASan the
@@ -238,23 +224,13 @@ void emu_context_make(emu_context *ctx, void *stack_low, size_t stack_size, void
     uint64_t *frame = (uint64_t *)(top - EMU_FRAME_BYTES);
     memset(frame, 0, EMU_FRAME_BYTES);
 #if defined(__x86_64__)
-    /* Fresh fibers start with the creating thread's floating-point control state. */
-    uint32_t mxcsr;
-    uint16_t fcw;
-    __asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
-    __asm__ volatile("fnstcw %0" : "=m"(fcw));
-    memcpy((char *)frame, &mxcsr, 4);
-    memcpy((char *)frame + 4, &fcw, 2);
-    frame[3] = (uint64_t)(uintptr_t)arg;   /* r13 */
-    frame[4] = (uint64_t)(uintptr_t)entry; /* r12 */
-    frame[7] = (uint64_t)(uintptr_t)cn_emu_start_asm;
+    frame[2] = (uint64_t)(uintptr_t)arg;   /* r13 */
+    frame[3] = (uint64_t)(uintptr_t)entry; /* r12 */
+    frame[6] = (uint64_t)(uintptr_t)cn_emu_start_asm;
 #else
-    uint64_t fpcr;
-    __asm__ volatile("mrs %0, fpcr" : "=r"(fpcr));
-    frame[0] = (uint64_t)(uintptr_t)entry;            /* x19 */
-    frame[1] = (uint64_t)(uintptr_t)arg;              /* x20 */
+    frame[0] = (uint64_t)(uintptr_t)entry;             /* x19 */
+    frame[1] = (uint64_t)(uintptr_t)arg;               /* x20 */
     frame[11] = (uint64_t)(uintptr_t)cn_emu_start_asm; /* x30: where the switch returns */
-    frame[20] = fpcr;
 #endif
     ctx->sp = frame;
 #else

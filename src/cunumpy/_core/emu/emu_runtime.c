@@ -81,6 +81,7 @@ typedef struct emu_worker {
     int fiber_mode;
     emu_launch *launch;
     emu_context main_ctx;
+    emu_fpstate fpstate; /* the OS thread's, restored after every block */
     emu_stack_pool stacks;
     emu_fiber *fibers;
     size_t fibers_cap;
@@ -729,6 +730,7 @@ static void emu_worker_run(emu_worker *w, emu_launch *launch)
         }
         emu_tls_worker = w;
     }
+    emu_fpstate_save(&w->fpstate);
     if (sigsetjmp(w->jump, 1) != 0) {
         /* A trap in loop mode, or a fault in checked mode. */
         w->in_kernel = 0;
@@ -755,6 +757,7 @@ static void emu_worker_run(emu_worker *w, emu_launch *launch)
         else
             p->block_fn(&w->pub, launch->args);
         w->in_kernel = 0;
+        emu_fpstate_restore(&w->fpstate);
         if (status != 0) {
             emu_record_error(launch, w);
             break;
@@ -762,6 +765,7 @@ static void emu_worker_run(emu_worker *w, emu_launch *launch)
     }
 done:
     w->in_kernel = 0;
+    emu_fpstate_restore(&w->fpstate);
     if (p->checked) {
         emu_tls_worker = NULL;
         if (altstack_set) {
