@@ -13,6 +13,11 @@ QEMU=${QEMU_AARCH64:-qemu-aarch64}
 SYSROOT=${AARCH64_SYSROOT:-/usr/aarch64-linux-gnu}
 PACKAGES="gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user"
 
+if [ "$(uname -m)" = aarch64 ]; then
+    echo "test-emu-aarch64: SKIPPED, this machine is aarch64: make test-c runs these tests natively"
+    exit 0
+fi
+
 have_tools() { command -v "$CC" >/dev/null && command -v "$CXX" >/dev/null && command -v "$QEMU" >/dev/null; }
 
 if ! have_tools; then
@@ -23,6 +28,7 @@ if ! have_tools; then
         apt-get install -y -q --no-install-recommends $PACKAGES >/dev/null ||
             { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $PACKAGES >/dev/null; } ||
             { echo "test-emu-aarch64: SKIPPED, apt-get could not install $PACKAGES"; exit 0; }
+        have_tools || { echo "test-emu-aarch64: SKIPPED, $CC, $CXX or $QEMU still missing after apt-get"; exit 0; }
     else
         echo "test-emu-aarch64: SKIPPED, $CC, $CXX or $QEMU is missing (as root with apt-get this target" \
              "installs $PACKAGES; elsewhere install them, or a cross toolchain named by AARCH64_CC/AARCH64_CXX)"
