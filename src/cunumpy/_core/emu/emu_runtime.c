@@ -168,15 +168,6 @@ static inline void emu_ready_push(emu_worker *w, unsigned int i)
     w->ready_count++;
 }
 
-/* Lanes released by a warp operation go first: the warp's next operation then runs while
- * its 32 fibers' stacks are still in the cache, instead of after every other warp's. */
-static inline void emu_ready_push_front(emu_worker *w, unsigned int i)
-{
-    w->ready_head = (w->ready_head - 1u) & w->ready_mask;
-    w->ready[w->ready_head] = i;
-    w->ready_count++;
-}
-
 static inline unsigned int emu_ready_pop(emu_worker *w)
 {
     const unsigned int i = w->ready[w->ready_head];
@@ -189,13 +180,15 @@ static inline unsigned int emu_ready_pop(emu_worker *w)
  * the next ready fiber, or back to the worker. Returns when this fiber is resumed. */
 static __attribute__((noinline)) void emu_fiber_leave(emu_worker *w, emu_fiber *self, int done)
 {
-    emu_context *to;
-    if (__builtin_expect(w->ready_count > 0 && !w->failed, 1)) {
-        emu_fiber *next = &w->fibers[emu_ready_pop(w)];
+    emu_context *to = &w->main_ctx;
+    const unsigned int count = w->ready_count;
+    if (__builtin_expect(count > 0 && !w->failed, 1)) {
+        const unsigned int head = w->ready_head;
+        emu_fiber *next = &w->fibers[w->ready[head]];
+        w->ready_head = (head + 1u) & w->ready_mask;
+        w->ready_count = count - 1u;
         w->pub.current = &next->pub;
         to = &next->ctx;
-    } else {
-        to = &w->main_ctx;
     }
     emu_context_switch(&self->ctx, to, done);
 }
@@ -471,38 +464,39 @@ static int emu_api_syncthreads_count(cunumpy_emu_worker *pub, int predicate)
 
 static void emu_api_syncthreads(cunumpy_emu_worker *pub) { (void)emu_api_syncthreads_count(pub, 0); }
 
-/* Results of a completed shuffle group for every lane of `mask`, from the lanes' operands. */
+/* Results of a completed shuffle group for every lane of `mask`, from the lanes' operands: a
+ * lane whose source lane is outside its segment or not named in `mask` gets its own value.
+ * One loop per kind, so that the loop body has no branch on the kind. */
+#define EMU_SHUFFLE_LOOP(SOURCE_AND_VALID)                                                                             \
+    for (unsigned int m = mask; m != 0u; m &= m - 1u) {                                                                \
+        const unsigned int lane = (unsigned int)__builtin_ctz(m);                                                      \
+        const unsigned int width = warp->width[lane];                                                                  \
+        const unsigned int seg_start = lane & ~(width - 1u);                                                           \
+        const unsigned int a = (unsigned int)warp->arg[lane];                                                          \
+        unsigned int src;                                                                                              \
+        int valid;                                                                                                     \
+        SOURCE_AND_VALID;                                                                                              \
+        warp->result[lane] = valid && (mask >> src & 1u) ? warp->value[src] : warp->value[lane];                       \
+    }
+
 static void emu_shuffle_results(emu_warp *warp, int op, unsigned int mask)
 {
-    for (unsigned int m = mask; m != 0u; m &= m - 1u) {
-        const unsigned int lane = (unsigned int)__builtin_ctz(m);
-        const int width = warp->width[lane];
-        const unsigned int seg_start = lane & ~(unsigned int)(width - 1);
-        const unsigned int seg_end = seg_start + (unsigned int)width - 1u;
-        const unsigned int a = (unsigned int)warp->arg[lane];
-        unsigned int src;
-        int valid;
-        switch (op) {
-        case EMU_OP_SHFL_IDX:
-            src = seg_start | (a & (unsigned int)(width - 1));
-            valid = 1;
-            break;
-        case EMU_OP_SHFL_UP:
-            src = lane - a;
-            valid = a <= lane && src >= seg_start;
-            break;
-        case EMU_OP_SHFL_DOWN:
-            src = lane + a;
-            valid = a <= 31u && src <= seg_end;
-            break;
-        default: /* xor */
-            src = lane ^ (a & 31u);
-            valid = src <= seg_end;
-            break;
-        }
-        warp->result[lane] = valid && (mask & (1u << src)) ? warp->value[src] : warp->value[lane];
+    switch (op) {
+    case EMU_OP_SHFL_IDX:
+        EMU_SHUFFLE_LOOP(src = seg_start | (a & (width - 1u)); valid = 1);
+        break;
+    case EMU_OP_SHFL_UP:
+        EMU_SHUFFLE_LOOP(src = lane - a; valid = a <= lane && src >= seg_start);
+        break;
+    case EMU_OP_SHFL_DOWN:
+        EMU_SHUFFLE_LOOP(src = lane + a; valid = a <= 31u && src <= seg_start + width - 1u);
+        break;
+    default: /* xor */
+        EMU_SHUFFLE_LOOP(src = lane ^ (a & 31u); valid = src <= seg_start + width - 1u);
+        break;
     }
 }
+#undef EMU_SHUFFLE_LOOP
 
 /* The checks of a warp operation, in the order their errors are reported; called when the
  * fast test in emu_warp_op failed, so one of them fails the launch. */
@@ -595,9 +589,21 @@ static uint64_t emu_warp_op(cunumpy_emu_worker *pub, int op, unsigned int mask, 
     } else if (op != EMU_OP_SYNCWARP) {
         emu_shuffle_results(warp, op, mask);
     }
-    const unsigned int base = warp_index * CUNUMPY_EMU_WARP_SIZE;
-    for (unsigned int m = mask & ~bit; m != 0u; m &= ~(1u << (31 - __builtin_clz(m))))
-        emu_ready_push_front(w, base + 31u - (unsigned int)__builtin_clz(m)); /* highest first: they run in lane order */
+    /* The others go to the front of the ready ring, in lane order: the warp's next operation
+     * then runs while its 32 fibers' stacks are still in the cache, instead of after every
+     * other warp's. */
+    const unsigned int base = warp_index * CUNUMPY_EMU_WARP_SIZE, ring_mask = w->ready_mask;
+    unsigned int *const ring = w->ready;
+    unsigned int head = w->ready_head;
+    const unsigned int others = mask & ~bit;
+    for (unsigned int m = others; m != 0u; m &= m - 1u)
+        head = (head - 1u) & ring_mask; /* room for them all */
+    w->ready_head = head;
+    w->ready_count += (unsigned int)__builtin_popcount(others);
+    for (unsigned int m = others; m != 0u; m &= m - 1u) {
+        ring[head] = base + (unsigned int)__builtin_ctz(m);
+        head = (head + 1u) & ring_mask;
+    }
     *group = warp->groups[--warp->n_groups];
     return warp->result[lane];
 }
