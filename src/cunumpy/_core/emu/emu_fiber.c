@@ -318,14 +318,14 @@ typedef struct emu_pingpong {
 
 /* Both sides of a ping-pong run this same loop, so every switch leaves from and resumes at
  * the same call site, as the fibers of a block do at a collective (see the return-stack note
- * at the switch). Not inlined: one site for both. */
-static void __attribute__((noinline)) emu_pingpong_loop(emu_context *self, emu_context *other, long trips)
+ * at the switch): one copy of the loop for both. */
+static void EMU_ONE_COPY emu_pingpong_loop(emu_context *self, emu_context *other, long trips)
 {
     for (long i = 0; i < trips; ++i)
         emu_context_switch(self, other, 0);
 }
 
-static void __attribute__((noinline)) emu_pingpong_uc_loop(ucontext_t *self, ucontext_t *other, long trips)
+static void EMU_ONE_COPY emu_pingpong_uc_loop(ucontext_t *self, ucontext_t *other, long trips)
 {
     for (long i = 0; i < trips; ++i)
         swapcontext(self, other);

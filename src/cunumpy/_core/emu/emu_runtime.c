@@ -178,7 +178,7 @@ static inline unsigned int emu_ready_pop(emu_worker *w)
 
 /* Leaves the running fiber (which has recorded why it waits, or finished): straight into
  * the next ready fiber, or back to the worker. Returns when this fiber is resumed. */
-static __attribute__((noinline)) void emu_fiber_leave(emu_worker *w, emu_fiber *self, int done)
+static EMU_ONE_COPY void emu_fiber_leave(emu_worker *w, emu_fiber *self, int done)
 {
     emu_context *to = &w->main_ctx;
     const unsigned int count = w->ready_count;
@@ -191,6 +191,9 @@ static __attribute__((noinline)) void emu_fiber_leave(emu_worker *w, emu_fiber *
         to = &next->ctx;
     }
     emu_context_switch(&self->ctx, to, done);
+    /* Not a tail call: the switch must return here, to the one call site every waiting fiber
+     * shares, not straight into the different collectives that called this. */
+    __asm__ volatile("" ::: "memory");
 }
 
 /* Fails the launch from inside a fiber or a loop-mode thread: never returns. */

@@ -16,6 +16,18 @@
 #define EMU_INTERNAL
 #endif
 
+/* For the functions in which fibers wait (the switch's return-stack note in emu_fiber.c says
+ * why there must be one copy of each): not inlined, and with GCC not cloned for constant
+ * arguments either (GCC's interprocedural constant propagation would otherwise make a second
+ * copy of such a function, and so a second call site of the switch). */
+#if defined(__clang__)
+#define EMU_ONE_COPY __attribute__((noinline))
+#elif defined(__GNUC__)
+#define EMU_ONE_COPY __attribute__((noipa))
+#else
+#define EMU_ONE_COPY
+#endif
+
 /* Address sanitizer: stack switches must be announced to it. */
 #if defined(__SANITIZE_ADDRESS__)
 #define EMU_ASAN 1
