@@ -178,7 +178,7 @@ static inline unsigned int emu_ready_pop(emu_worker *w)
 
 /* Leaves the running fiber (which has recorded why it waits, or finished): straight into
  * the next ready fiber, or back to the worker. Returns when this fiber is resumed. */
-static EMU_ONE_COPY void emu_fiber_leave(emu_worker *w, emu_fiber *self, int done)
+static EMU_ONE_COPY void emu_fiber_leave(emu_worker *w, emu_fiber *self)
 {
     emu_context *to = &w->main_ctx;
     const unsigned int count = w->ready_count;
@@ -190,7 +190,7 @@ static EMU_ONE_COPY void emu_fiber_leave(emu_worker *w, emu_fiber *self, int don
         w->pub.current = &next->pub;
         to = &next->ctx;
     }
-    emu_context_switch(&self->ctx, to, done);
+    emu_context_switch(&self->ctx, to, 0); /* the fiber is resumed later: ASan keeps its fake stack */
     /* Not a tail call: the switch must return here, to the one call site every waiting fiber
      * shares, not straight into the different collectives that called this. */
     __asm__ volatile("" ::: "memory");
@@ -246,7 +246,7 @@ static void emu_fiber_finish(emu_worker *w, emu_fiber *self)
         emu_context_switch(&self->ctx, &w->main_ctx, 1);
         abort(); /* the fibers of a failed block are never resumed */
     }
-    emu_fiber_leave(w, self, 0);
+    emu_fiber_leave(w, self);
 }
 
 /* A fiber runs its CUDA thread of one block after another: when the thread returns it waits
@@ -460,7 +460,7 @@ static int emu_api_syncthreads_count(cunumpy_emu_worker *pub, int predicate)
         return sum;
     }
     self->state = EMU_BARRIER;
-    emu_fiber_leave(w, self, 0);
+    emu_fiber_leave(w, self);
     self->state = EMU_RUN;
     return w->barrier_result; /* the next barrier cannot complete before this thread reaches it */
 }
@@ -576,7 +576,7 @@ static uint64_t emu_warp_op(cunumpy_emu_worker *pub, int op, unsigned int mask, 
         self->op = op;
         self->mask = mask;
         self->state = EMU_WARP;
-        emu_fiber_leave(w, self, 0);
+        emu_fiber_leave(w, self);
         self->state = EMU_RUN;
         return warp->result[lane];
     }
@@ -642,7 +642,7 @@ static unsigned int __attribute__((noinline)) emu_api_activemask(cunumpy_emu_wor
     self->site = site;
     self->state = EMU_ACTIVEMASK;
     warp->activemask_waiting |= 1u << lane;
-    emu_fiber_leave(w, self, 0);
+    emu_fiber_leave(w, self);
     return (unsigned int)self->result;
 }
 
