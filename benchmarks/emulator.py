@@ -6,8 +6,9 @@ when it is quiet, and read the ratios, not the absolute times):
   faster), from cunumpy._core.emu_switch_benchmark;
 - an elementwise kernel (y[i] = a*x[i] + y[i], 4M doubles) against the NumPy expression
   a*x + y (target: at most 3x NumPy's time);
-- a 256-thread block sum with cunumpy/reduce.cuh over 4M doubles against numpy.sum, with the
-  cost per thread per barrier;
+- a 256-thread block sum with cunumpy/reduce.cuh over 4M doubles against numpy.sum, and the
+  cost per CUDA thread per collective (one worker, thread CPU time), also for barriers alone
+  and shuffles alone;
 - parallel blocks: the block sum with 2 workers against 1 (target: at least 1.7x).
 The kernel figures are measured twice: through the C runtime alone (_core.emu_launch on a
 library compiled here against the prelude) and end to end through
@@ -35,10 +36,11 @@ SWITCH_TARGET_RATIO = 50.0
 
 
 def switch_benchmark() -> list[str]:
-    """The fiber switch against swapcontext, both ping-ponging in one call (thread CPU time)."""
+    """The fiber switch against swapcontext, measured alike in one call: 7 interleaved rounds of
+    ping-pong runs of each, thread CPU time, the best round of each side."""
     from cunumpy import _core
 
-    fiber_ns, uc_ns = min((_core.emu_switch_benchmark(2_000_000) for _ in range(5)), key=lambda r: r[0])
+    fiber_ns, uc_ns = _core.emu_switch_benchmark(2_000_000)
     ratio = uc_ns / fiber_ns
     print(f"context switch ({_core.EMU_CONTEXT_SWITCH}): fiber {fiber_ns:.1f} ns, ucontext {uc_ns:.1f} ns, "
           f"{ratio:.0f}x faster (target <= {SWITCH_TARGET_NS:g} ns and >= {SWITCH_TARGET_RATIO:g}x)")
@@ -71,6 +73,24 @@ extern "C" __global__ void block_sum(const double *x, double *out, long long n)
     cunumpy_block_sum_to(out, i < n ? x[i] : 0.0);
 }
 CUNUMPY_EMU_EXPORT_KERNEL(block_sum, block_sum)
+
+// One collective kind alone, `reps` times per thread.
+extern "C" __global__ void barriers(int reps)
+{
+    for (int r = 0; r < reps; ++r)
+        __syncthreads();
+}
+CUNUMPY_EMU_EXPORT_KERNEL(barriers, barriers)
+
+extern "C" __global__ void shuffles(int reps, double *out)
+{
+    double v = threadIdx.x;
+    for (int r = 0; r < reps; ++r)
+        v += __shfl_xor_sync(0xffffffffu, v, 1 << (r % 5));
+    if (v < 0.0)
+        out[0] = v;
+}
+CUNUMPY_EMU_EXPORT_KERNEL(shuffles, shuffles)
 """
 
 
@@ -133,11 +153,21 @@ def runtime_benchmarks(tmp) -> list[str]:
     assert out[0] == xs.sum()
     t_sum = _best(run_sum, rounds=3)
     t_np_sum = _best(lambda: np.sum(xs))
-    print(f"[runtime] block sum (reduce.cuh, 256 threads), 4M doubles, fibers: {t_sum * 1e3:.1f} ms, numpy.sum "
-          f"{t_np_sum * 1e3:.2f} ms, ratio {t_sum / t_np_sum:.0f}; "
-          f"{t_sum / (N_ELEMENTS * BLOCK_SUM_BARRIERS) * 1e9:.1f} ns per thread per barrier "
-          f"({t_sum / (N_ELEMENTS * (BLOCK_SUM_BARRIERS + BLOCK_SUM_SHUFFLES)) * 1e9:.1f} ns per thread per "
-          f"collective, counting the shuffles)")
+    print(f"[runtime] block sum (reduce.cuh, 256 threads), 4M doubles, fibers, all workers: {t_sum * 1e3:.1f} ms, "
+          f"numpy.sum {t_np_sum * 1e3:.2f} ms, ratio {t_sum / t_np_sum:.0f}")
+    # Cost per CUDA thread per collective: one worker (the calling thread runs every block),
+    # timed in this thread's CPU time, so other processes on the machine do not inflate it.
+    t_sum_cpu = _best_cpu(lambda: run_sum(1), rounds=3)
+    print(f"[runtime] block sum, 1 worker, CPU time: {t_sum_cpu * 1e3:.1f} ms, "
+          f"{t_sum_cpu / (N_ELEMENTS * (BLOCK_SUM_BARRIERS + BLOCK_SUM_SHUFFLES)) * 1e9:.1f} ns per thread per "
+          f"collective ({BLOCK_SUM_BARRIERS} barriers and {BLOCK_SUM_SHUFFLES} shuffles per thread)")
+    reps = ctypes.c_int(COLLECTIVE_REPS)
+    barriers = _RuntimeKernel(lib, "barriers", reps)
+    shuffles = _RuntimeKernel(lib, "shuffles", reps, out)
+    for name, kernel, what in (("barriers", barriers, "__syncthreads"), ("shuffles", shuffles, "__shfl_xor_sync")):
+        t = _best_cpu(lambda: kernel(sum_grid, (256,), fibers=True, workers=1), rounds=3)
+        print(f"[runtime] {what} alone, {COLLECTIVE_REPS} per thread, 256-thread blocks, 4M threads, 1 worker, "
+              f"CPU time: {t / (N_ELEMENTS * COLLECTIVE_REPS) * 1e9:.1f} ns per thread per {what}")
     t1 = _best(lambda: run_sum(1), rounds=3)
     t2 = _best(lambda: run_sum(2), rounds=3)
     speedup = t1 / t2
@@ -180,6 +210,17 @@ SPEEDUP_TARGET = 1.7
 # shuffle butterfly (warp 0 runs a second one).
 BLOCK_SUM_BARRIERS = 3
 BLOCK_SUM_SHUFFLES = 5
+COLLECTIVE_REPS = 8
+
+
+def _best_cpu(fn, rounds=5):
+    """Best CPU time of this thread over `rounds` calls (for launches run by this thread alone)."""
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.thread_time()
+        fn()
+        best = min(best, time.thread_time() - t0)
+    return best
 
 
 def _best(fn, rounds=5):

@@ -37,6 +37,8 @@ DECLARE_KERNEL(overflow)
 DECLARE_KERNEL(headers)
 DECLARE_KERNEL(bounds)
 DECLARE_KERNEL(intrinsics)
+DECLARE_KERNEL(rounding)
+DECLARE_KERNEL(rounding_sync)
 
 static int failures = 0;
 #define CHECK(cond)                                                                                                    \
@@ -93,8 +95,30 @@ typedef struct {
     emu_context main, fiber;
     long steps;
     double acc;
-    int rounding_seen;
+    int fiber_registers_ok;
 } switch_test;
+
+/* Eight integers and eight doubles live across every switch, on both sides with different
+ * values: they fill the callee-saved general and vector registers (x86-64: rbx, rbp, r12-r15;
+ * aarch64: x19-x28, d8-d15), so a register the switch fails to save or restore shows up as a
+ * wrong value on one side. */
+#define LIVE_VALUES(p, v)                                                                                              \
+    const long p##0 = v[0], p##1 = v[1], p##2 = v[2], p##3 = v[3], p##4 = v[4], p##5 = v[5], p##6 = v[6], p##7 = v[7];  \
+    const double p##d0 = (double)v[8], p##d1 = (double)v[9], p##d2 = (double)v[10], p##d3 = (double)v[11],            \
+                 p##d4 = (double)v[12], p##d5 = (double)v[13], p##d6 = (double)v[14], p##d7 = (double)v[15]
+#define LIVE_OK(p, v)                                                                                                  \
+    (p##0 == v[0] && p##1 == v[1] && p##2 == v[2] && p##3 == v[3] && p##4 == v[4] && p##5 == v[5] && p##6 == v[6] &&  \
+     p##7 == v[7] && p##d0 == (double)v[8] && p##d1 == (double)v[9] && p##d2 == (double)v[10] &&                      \
+     p##d3 == (double)v[11] && p##d4 == (double)v[12] && p##d5 == (double)v[13] && p##d6 == (double)v[14] &&          \
+     p##d7 == (double)v[15])
+
+/* Values read from volatile memory: the compiler can neither fold the checks nor recompute
+ * the values after the switch, so it keeps them in registers (or spills them) across it. */
+static void fill_live(volatile long *v, long seed)
+{
+    for (int j = 0; j < 16; ++j)
+        v[j] = seed * (j + 1) + j;
+}
 
 static void switch_fiber(void *arg)
 {
@@ -102,14 +126,16 @@ static void switch_fiber(void *arg)
     /* Values live across switches in callee-saved registers and on this stack. */
     double local = 0.5;
     long k = 0;
-    fesetround(FE_UPWARD); /* this fiber's own rounding mode must not leak into main */
     for (;;) {
         local += 1.0;
         k += 3;
         s->steps++;
         s->acc = local + (double)k;
+        volatile long v[16];
+        fill_live(v, -3 * s->steps - 1);
+        LIVE_VALUES(f, v);
         emu_context_switch(&s->fiber, &s->main, 0);
-        s->rounding_seen = fegetround() == FE_UPWARD;
+        s->fiber_registers_ok &= LIVE_OK(f, v);
     }
 }
 
@@ -125,22 +151,57 @@ static void test_switch(void)
     emu_context_make(&s.fiber, emu_stack_low(&pool, 0), pool.stack_size, switch_fiber, &s);
     volatile double mine = 1.25;
     long mine_k = 7;
+    s.fiber_registers_ok = 1;
+    int main_registers_ok = 1;
     for (int i = 1; i <= 1000; ++i) {
+        volatile long v[16];
+        fill_live(v, 5 * i + 2);
+        LIVE_VALUES(m, v);
         emu_context_switch(&s.main, &s.fiber, 0);
+        main_registers_ok &= LIVE_OK(m, v);
         mine_k += i;
         CHECK(s.steps == i);
         CHECK(s.acc == 0.5 + i + 3.0 * i);
-        CHECK(fegetround() == FE_TONEAREST);
-        if (i > 1)
-            CHECK(s.rounding_seen);
     }
     CHECK(mine == 1.25 && mine_k == 7 + 1000 * 1001 / 2);
+    CHECK(main_registers_ok);
+    CHECK(s.fiber_registers_ok);
     emu_stack_pool_release(&pool);
 
     double fiber_ns = 0, uc_ns = 0;
     CHECK(emu_switch_benchmark(100000, &fiber_ns, &uc_ns) == 0);
     CHECK(fiber_ns > 0.0);
     printf("  switch: %.1f ns (ucontext %.1f ns)\n", fiber_ns, uc_ns);
+}
+
+/* The floating-point control state is the worker's, per block (emu_fpstate): a kernel that
+ * changes the rounding mode (host code, not CUDA) changes it for the rest of its block only;
+ * every block starts with the launching thread's mode, and the launching thread keeps it. */
+static void test_rounding_mode(void)
+{
+    enum { BLOCKS = 6, T = 64 };
+    int *seen = calloc(BLOCKS * T * 2, sizeof *seen);
+    void *args[] = {&seen};
+    for (int fibers = 0; fibers < 2; ++fibers) {
+        memset(seen, 0, BLOCKS * T * 2 * sizeof *seen);
+        CHECK(fegetround() == FE_TONEAREST);
+        if (fibers)
+            CHECK(LAUNCH(rounding_sync, 1, d3(BLOCKS, 1, 1), d3(T, 1, 1), args, 0, 0, 1) == 0);
+        else
+            CHECK(LAUNCH(rounding, 0, d3(BLOCKS, 1, 1), d3(T, 1, 1), args, 0, 0, 1) == 0);
+        CHECK(fegetround() == FE_TONEAREST);
+        int ok = 1;
+        for (int b = 0; b < BLOCKS; ++b) {
+            /* thread 0 of each block saw the launching thread's mode before it changed it */
+            ok &= seen[2 * (b * T)] == FE_TONEAREST;
+            if (fibers && EMU_ASM_SWITCH) /* after the barrier every thread sees thread 0's change (the
+                                            ucontext fallback keeps a state per fiber) */
+                for (int t = 0; t < T; ++t)
+                    ok &= seen[2 * (b * T + t) + 1] == FE_UPWARD;
+        }
+        CHECK(ok);
+    }
+    free(seen);
 }
 
 /* ---- loop and fiber modes ------------------------------------------------------------------ */
@@ -633,6 +694,7 @@ int main(void)
     setvbuf(stdout, NULL, _IONBF, 0);
     CHECK(cunumpy_emu_abi_version() == CUNUMPY_EMU_ABI_VERSION);
     test_switch();
+    test_rounding_mode();
     test_axpy();
     test_builtins(0);
     test_builtins(1);

@@ -342,3 +342,29 @@ extern "C" __global__ void k_intrinsics(long long *o, double *d, unsigned *cells
     d[k++] = __ll2double_rn(1ll << 40) / 1099511627776.0;           // 11
 }
 CUNUMPY_EMU_EXPORT_KERNEL(intrinsics, k_intrinsics)
+
+// Host code in a kernel that changes the rounding mode (not possible in CUDA device code):
+// thread 0 of each block records the mode it starts with, then sets FE_UPWARD; in fiber mode
+// every thread records the mode after a barrier. Two ints per thread.
+#include <cfenv>
+extern "C" __global__ void k_rounding(int *seen)
+{
+    const int t = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (threadIdx.x == 0) {
+        seen[2 * t] = std::fegetround();
+        std::fesetround(FE_UPWARD);
+    }
+}
+CUNUMPY_EMU_EXPORT_KERNEL(rounding, k_rounding)
+
+extern "C" __global__ void k_rounding_sync(int *seen)
+{
+    const int t = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (threadIdx.x == 0) {
+        seen[2 * t] = std::fegetround();
+        std::fesetround(FE_UPWARD);
+    }
+    __syncthreads();
+    seen[2 * t + 1] = std::fegetround();
+}
+CUNUMPY_EMU_EXPORT_KERNEL(rounding_sync, k_rounding_sync)

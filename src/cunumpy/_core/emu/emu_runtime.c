@@ -48,16 +48,17 @@ enum { EMU_OP_SHFL_IDX = 0, EMU_OP_SHFL_UP, EMU_OP_SHFL_DOWN, EMU_OP_SHFL_XOR, E
 static const char *const emu_op_names[] = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync",
                                            "__shfl_xor_sync", "__syncwarp", "__ballot_sync/__any_sync/__all_sync"};
 
-typedef struct emu_fiber {
+/* What a switch into or out of a fiber touches (pub, state, the saved stack pointer) shares
+ * the struct's first cache line; one fiber per 128 bytes, 64-byte aligned. */
+typedef struct __attribute__((aligned(64))) emu_fiber {
     cunumpy_emu_thread pub; /* first: the worker's `current` points here */
+    int state;
+    int op;            /* the pending warp operation and its mask (for error reports) */
+    unsigned int mask;
     emu_context ctx;
     struct emu_worker *worker;
-    int state;
-    /* the pending warp operation */
-    int op, arg, width, predicate;
-    unsigned int mask;
-    uint64_t value, result;
-    const void *site; /* __activemask call site */
+    uint64_t result;   /* __activemask's */
+    const void *site;  /* __activemask call site */
 } emu_fiber;
 
 typedef struct emu_group { /* lanes of one warp meeting in one warp operation */
@@ -65,7 +66,15 @@ typedef struct emu_group { /* lanes of one warp meeting in one warp operation */
     int op;
 } emu_group;
 
-typedef struct emu_warp {
+/* A warp's lanes' operands and results live here, not in the fibers: the lane completing an
+ * operation reads 32 operands and writes 32 results from a few cache lines. A lane's slots
+ * belong to the one operation it waits in (a lane waits in one at a time, and a group
+ * writes results only for the lanes it names), so they are read back after the wake-up. */
+typedef struct __attribute__((aligned(64))) emu_warp {
+    uint64_t value[CUNUMPY_EMU_WARP_SIZE];  /* shuffle operand, or ballot predicate (0/1) */
+    uint64_t result[CUNUMPY_EMU_WARP_SIZE];
+    int arg[CUNUMPY_EMU_WARP_SIZE];
+    unsigned char width[CUNUMPY_EMU_WARP_SIZE];
     unsigned int present; /* lanes that exist in this block */
     unsigned int live;    /* present and not finished */
     unsigned int activemask_waiting;
@@ -81,14 +90,16 @@ typedef struct emu_worker {
     int fiber_mode;
     emu_launch *launch;
     emu_context main_ctx;
+    emu_fpstate fpstate; /* the OS thread's, restored after every block */
     emu_stack_pool stacks;
     emu_fiber *fibers;
     size_t fibers_cap;
     emu_warp *warps;
-    unsigned int *ready; /* ring of fiber indices */
-    unsigned int *barrier_list;
-    unsigned int n_threads, ready_head, ready_count, barrier_waiting, done_count;
-    int barrier_sum;
+    unsigned int *ready;      /* ring of fiber indices, ready_mask + 1 (a power of two) slots */
+    unsigned int *identity;   /* 0, 1, ..., n-1: the ready ring after a barrier */
+    unsigned int n_threads, ready_head, ready_count, ready_mask, barrier_waiting, done_count;
+    unsigned int fibers_parked; /* fibers made in this launch and waiting for the next block */
+    int barrier_sum, barrier_result;
     void *shared;
     size_t shared_cap;
     void *altstack;
@@ -151,45 +162,38 @@ static void emu_thread_coords(const emu_worker *w, unsigned int linear, char *ou
 
 /* ---- fiber scheduling -------------------------------------------------------------------- */
 
-static void emu_ready_push(emu_worker *w, unsigned int i)
+static inline void emu_ready_push(emu_worker *w, unsigned int i)
 {
-    unsigned int slot = w->ready_head + w->ready_count;
-    if (slot >= w->n_threads)
-        slot -= w->n_threads;
-    w->ready[slot] = i;
+    w->ready[(w->ready_head + w->ready_count) & w->ready_mask] = i;
     w->ready_count++;
 }
 
-/* Lanes released by a warp operation go first: the warp's next operation then runs while
- * its 32 fibers' stacks are still in the cache, instead of after every other warp's. */
-static void emu_ready_push_front(emu_worker *w, unsigned int i)
-{
-    w->ready_head = w->ready_head == 0 ? w->n_threads - 1 : w->ready_head - 1;
-    w->ready[w->ready_head] = i;
-    w->ready_count++;
-}
-
-static unsigned int emu_ready_pop(emu_worker *w)
+static inline unsigned int emu_ready_pop(emu_worker *w)
 {
     const unsigned int i = w->ready[w->ready_head];
-    w->ready_head = w->ready_head + 1 == w->n_threads ? 0 : w->ready_head + 1;
+    w->ready_head = (w->ready_head + 1u) & w->ready_mask;
     w->ready_count--;
     return i;
 }
 
 /* Leaves the running fiber (which has recorded why it waits, or finished): straight into
  * the next ready fiber, or back to the worker. Returns when this fiber is resumed. */
-static void emu_fiber_leave(emu_worker *w, emu_fiber *self, int done)
+static EMU_ONE_COPY void emu_fiber_leave(emu_worker *w, emu_fiber *self)
 {
-    emu_context *to;
-    if (w->ready_count > 0 && !w->failed) {
-        emu_fiber *next = &w->fibers[emu_ready_pop(w)];
+    emu_context *to = &w->main_ctx;
+    const unsigned int count = w->ready_count;
+    if (__builtin_expect(count > 0 && !w->failed, 1)) {
+        const unsigned int head = w->ready_head;
+        emu_fiber *next = &w->fibers[w->ready[head]];
+        w->ready_head = (head + 1u) & w->ready_mask;
+        w->ready_count = count - 1u;
         w->pub.current = &next->pub;
         to = &next->ctx;
-    } else {
-        to = &w->main_ctx;
     }
-    emu_context_switch(&self->ctx, to, done);
+    emu_context_switch(&self->ctx, to, 0); /* the fiber is resumed later: ASan keeps its fake stack */
+    /* Not a tail call: the switch must return here, to the one call site every waiting fiber
+     * shares, not straight into the different collectives that called this. */
+    __asm__ volatile("" ::: "memory");
 }
 
 /* Fails the launch from inside a fiber or a loop-mode thread: never returns. */
@@ -215,12 +219,9 @@ static void emu_require_fibers(emu_worker *w, const char *what)
     }
 }
 
-static void emu_fiber_entry(void *arg)
+/* The thread of `self` returned: checks what waits on it, then leaves until the next block. */
+static void emu_fiber_finish(emu_worker *w, emu_fiber *self)
 {
-    emu_fiber *self = (emu_fiber *)arg;
-    emu_worker *w = self->worker;
-    w->launch->params->thread_fn(w->launch->args);
-    /* The thread returned. */
     self->state = EMU_DONE;
     w->done_count++;
     const unsigned int lane = self->pub.linear % CUNUMPY_EMU_WARP_SIZE;
@@ -243,10 +244,24 @@ static void emu_fiber_entry(void *arg)
     }
     if (w->failed) {
         emu_context_switch(&self->ctx, &w->main_ctx, 1);
-    } else {
-        emu_fiber_leave(w, self, 1);
+        abort(); /* the fibers of a failed block are never resumed */
     }
-    abort(); /* a finished fiber is never resumed */
+    emu_fiber_leave(w, self);
+}
+
+/* A fiber runs its CUDA thread of one block after another: when the thread returns it waits
+ * in emu_fiber_leave like a thread at a collective, and the next block resumes it there.
+ * Fibers are made once per launch, not per block, and every switch between them, the ones
+ * into a thread's start and out of its end included, leaves from and resumes at the one call
+ * site in emu_fiber_leave (the return-stack note at the switch says why that matters). */
+static void emu_fiber_entry(void *arg)
+{
+    emu_fiber *self = (emu_fiber *)arg;
+    emu_worker *w = self->worker;
+    for (;;) {
+        w->launch->params->thread_fn(w->launch->args);
+        emu_fiber_finish(w, self);
+    }
 }
 
 /* The scheduler's view when no fiber is ready: releases lanes waiting in __activemask (grouped
@@ -324,15 +339,25 @@ static int emu_prepare_fibers(emu_worker *w, unsigned int n)
         free(w->fibers);
         free(w->warps);
         free(w->ready);
-        free(w->barrier_list);
-        w->fibers = calloc(n, sizeof *w->fibers);
-        w->warps = calloc((n + CUNUMPY_EMU_WARP_SIZE - 1) / CUNUMPY_EMU_WARP_SIZE, sizeof *w->warps);
-        w->ready = calloc(n, sizeof *w->ready);
-        w->barrier_list = calloc(n, sizeof *w->barrier_list);
+        free(w->identity);
+        unsigned int ring = 1;
+        while (ring < n)
+            ring <<= 1;
+        const size_t n_warps = (n + CUNUMPY_EMU_WARP_SIZE - 1) / CUNUMPY_EMU_WARP_SIZE;
+        w->fibers = aligned_alloc(64, n * sizeof *w->fibers);
+        w->warps = aligned_alloc(64, n_warps * sizeof *w->warps);
+        w->ready = calloc(ring, sizeof *w->ready);
+        w->identity = calloc(n, sizeof *w->identity);
         w->fibers_cap = 0;
-        if (w->fibers == NULL || w->warps == NULL || w->ready == NULL || w->barrier_list == NULL)
+        w->ready_mask = 0;
+        if (w->fibers == NULL || w->warps == NULL || w->ready == NULL || w->identity == NULL)
             return -1;
+        memset(w->fibers, 0, n * sizeof *w->fibers);
+        memset(w->warps, 0, n_warps * sizeof *w->warps);
+        for (unsigned int i = 0; i < n; ++i)
+            w->identity[i] = i;
         w->fibers_cap = n;
+        w->ready_mask = ring - 1;
     }
     if (emu_stack_pool_reserve(&w->stacks, n) != 0)
         return -1;
@@ -344,22 +369,33 @@ static int emu_run_block_fibers(emu_worker *w)
 {
     const unsigned int n = w->n_threads;
     const unsigned int bx = w->pub.block_dim.x, by = w->pub.block_dim.y;
-    for (unsigned int i = 0; i < n; ++i) {
-        emu_fiber *f = &w->fibers[i];
-        f->pub.thread_idx.x = i % bx;
-        f->pub.thread_idx.y = (i / bx) % by;
-        f->pub.thread_idx.z = i / (bx * by);
-        f->pub.linear = i;
-        f->worker = w;
-        f->state = EMU_RUN;
-        f->ctx.ucontext = w->stacks.ucontexts != NULL ? (char *)w->stacks.ucontexts + i * sizeof(ucontext_t) : NULL;
-        /* Stacks are a power-of-two stride apart, so their tops would all fall into the same
-         * cache sets and evict each other at every switch: start each one a few cache lines
-         * lower than the previous (cache colouring; costs at most 16 KiB of each stack). */
-        const size_t colour = (size_t)(i % 256u) * 64u;
-        emu_context_make(&f->ctx, emu_stack_low(&w->stacks, i), w->stacks.stack_size - colour, emu_fiber_entry, f);
-        w->ready[i] = i;
+    /* Fibers parked at the end of the previous block go on. Not with the ucontext fallback:
+     * swapcontext restores a fiber's own floating-point state, which would carry a change
+     * into the next block (fresh contexts start from the worker's). */
+    if (EMU_ASM_SWITCH && w->fibers_parked == n) {
+        for (unsigned int i = 0; i < n; ++i)
+            w->fibers[i].state = EMU_RUN;
+    } else {
+        for (unsigned int i = 0; i < n; ++i) {
+            emu_fiber *f = &w->fibers[i];
+            f->pub.thread_idx.x = i % bx;
+            f->pub.thread_idx.y = (i / bx) % by;
+            f->pub.thread_idx.z = i / (bx * by);
+            f->pub.linear = i;
+            f->worker = w;
+            f->state = EMU_RUN;
+            f->ctx.ucontext =
+                w->stacks.ucontexts != NULL ? (char *)w->stacks.ucontexts + i * sizeof(ucontext_t) : NULL;
+            /* Stacks are a power-of-two stride apart, so their tops would all fall into the same
+             * cache sets and evict each other at every switch: start each one a few cache lines
+             * lower than the previous (cache colouring; costs at most 16 KiB of each stack). */
+            const size_t colour = (size_t)(i % 256u) * 64u;
+            emu_context_make(&f->ctx, emu_stack_low(&w->stacks, i), w->stacks.stack_size - colour, emu_fiber_entry,
+                             f);
+        }
     }
+    w->fibers_parked = 0;
+    memcpy(w->ready, w->identity, n * sizeof *w->ready);
     const unsigned int n_warps = (n + CUNUMPY_EMU_WARP_SIZE - 1) / CUNUMPY_EMU_WARP_SIZE;
     for (unsigned int wi = 0; wi < n_warps; ++wi) {
         const unsigned int left = n - wi * CUNUMPY_EMU_WARP_SIZE;
@@ -382,8 +418,10 @@ static int emu_run_block_fibers(emu_worker *w)
         }
         if (w->failed)
             return -1;
-        if (w->done_count == n)
+        if (w->done_count == n) {
+            w->fibers_parked = n;
             return 0;
+        }
         if (w->ready_count == 0 && !emu_release_activemask(w)) {
             emu_report_stuck(w);
             return -1;
@@ -398,7 +436,7 @@ static int emu_api_syncthreads_count(cunumpy_emu_worker *pub, int predicate)
     emu_worker *w = emu_worker_of(pub);
     emu_require_fibers(w, "__syncthreads()");
     emu_fiber *self = (emu_fiber *)pub->current;
-    if (w->done_count > 0) {
+    if (__builtin_expect(w->done_count > 0, 0)) {
         emu_set_error(w, 1,
                       "barrier divergence: __syncthreads() reached after %u thread(s) of the block exited "
                       "without reaching it",
@@ -406,62 +444,91 @@ static int emu_api_syncthreads_count(cunumpy_emu_worker *pub, int predicate)
         emu_abort_thread(w);
     }
     w->barrier_sum += predicate != 0;
-    w->barrier_list[w->barrier_waiting++] = self->pub.linear;
-    if (w->barrier_waiting == w->n_threads) {
+    if (++w->barrier_waiting == w->n_threads) {
+        /* Every thread of the block waits here, so none is ready and none waits elsewhere:
+         * the ready ring becomes all threads in index order but this one, which goes on. */
         const int sum = w->barrier_sum;
-        for (unsigned int k = 0; k < w->barrier_waiting; ++k) {
-            emu_fiber *f = &w->fibers[w->barrier_list[k]];
-            f->result = (uint64_t)sum;
-            if (f != self) {
-                f->state = EMU_RUN;
-                emu_ready_push(w, f->pub.linear);
-            }
-        }
+        const unsigned int n = w->n_threads, me = self->pub.linear;
+        w->barrier_result = sum;
         w->barrier_waiting = 0;
         w->barrier_sum = 0;
+        memcpy(w->ready, w->identity, (n - 1) * sizeof *w->ready);
+        if (me != n - 1)
+            w->ready[me] = n - 1;
+        w->ready_head = 0;
+        w->ready_count = n - 1;
         return sum;
     }
     self->state = EMU_BARRIER;
-    emu_fiber_leave(w, self, 0);
-    return (int)self->result;
+    emu_fiber_leave(w, self);
+    self->state = EMU_RUN;
+    return w->barrier_result; /* the next barrier cannot complete before this thread reaches it */
 }
 
 static void emu_api_syncthreads(cunumpy_emu_worker *pub) { (void)emu_api_syncthreads_count(pub, 0); }
 
-/* Result of a shuffle for lane `lane` of a completed group. */
-static uint64_t emu_shuffle_result(const emu_fiber *lanes, unsigned int mask, unsigned int lane)
+/* Results of a completed shuffle group for every lane of `mask`, from the lanes' operands: a
+ * lane whose source lane is outside its segment or not named in `mask` gets its own value.
+ * One loop per kind, so that the loop body has no branch on the kind. */
+#define EMU_SHUFFLE_LOOP(SOURCE_AND_VALID)                                                                             \
+    for (unsigned int m = mask; m != 0u; m &= m - 1u) {                                                                \
+        const unsigned int lane = (unsigned int)__builtin_ctz(m);                                                      \
+        const unsigned int width = warp->width[lane];                                                                  \
+        const unsigned int seg_start = lane & ~(width - 1u);                                                           \
+        const unsigned int a = (unsigned int)warp->arg[lane];                                                          \
+        unsigned int src;                                                                                              \
+        int valid;                                                                                                     \
+        SOURCE_AND_VALID;                                                                                              \
+        warp->result[lane] = valid && (mask >> src & 1u) ? warp->value[src] : warp->value[lane];                       \
+    }
+
+static void emu_shuffle_results(emu_warp *warp, int op, unsigned int mask)
 {
-    const emu_fiber *f = &lanes[lane];
-    const int width = f->width;
-    const int seg_start = (int)lane & ~(width - 1);
-    const int seg_end = seg_start + width - 1;
-    long src;
-    int valid;
-    switch (f->op) {
+    switch (op) {
     case EMU_OP_SHFL_IDX:
-        src = seg_start | (f->arg & (width - 1));
-        valid = 1;
+        EMU_SHUFFLE_LOOP(src = seg_start | (a & (width - 1u)); valid = 1);
         break;
     case EMU_OP_SHFL_UP:
-        src = (long)lane - (long)(unsigned int)f->arg;
-        valid = src >= seg_start;
+        EMU_SHUFFLE_LOOP(src = lane - a; valid = a <= lane && src >= seg_start);
         break;
     case EMU_OP_SHFL_DOWN:
-        src = (long)lane + (long)(unsigned int)f->arg;
-        valid = src <= seg_end;
+        EMU_SHUFFLE_LOOP(src = lane + a; valid = a <= 31u && src <= seg_start + width - 1u);
         break;
     default: /* xor */
-        src = (long)(lane ^ ((unsigned int)f->arg & 31u));
-        valid = src <= seg_end;
+        EMU_SHUFFLE_LOOP(src = lane ^ (a & 31u); valid = src <= seg_start + width - 1u);
         break;
     }
-    if (!valid || !(mask & (1u << src)))
-        return f->value;
-    return lanes[src].value;
+}
+#undef EMU_SHUFFLE_LOOP
+
+/* The checks of a warp operation, in the order their errors are reported; called when the
+ * fast test in emu_warp_op failed, so one of them fails the launch. */
+static void emu_warp_op_invalid(emu_worker *w, int op, unsigned int mask, int width, unsigned int lane,
+                                unsigned int warp_index) __attribute__((noinline, cold));
+static void emu_warp_op_invalid(emu_worker *w, int op, unsigned int mask, int width, unsigned int lane,
+                                unsigned int warp_index)
+{
+    const unsigned int bit = 1u << lane;
+    const emu_warp *warp = &w->warps[warp_index];
+    if (!(mask & bit)) {
+        emu_set_error(w, 1, "%s called with mask 0x%08x, which does not name the calling lane %u", emu_op_names[op],
+                      mask, lane);
+    } else if (mask & ~warp->present) {
+        emu_set_error(w, 1, "%s called with mask 0x%08x, which names lanes that do not exist (warp %u has lanes 0x%08x)",
+                      emu_op_names[op], mask, warp_index, warp->present);
+    } else if (mask & ~warp->live) {
+        emu_set_error(w, 1,
+                      "inconsistent warp operations: %s called with mask 0x%08x, which names lanes that have "
+                      "exited (0x%08x)",
+                      emu_op_names[op], mask, mask & ~warp->live);
+    } else {
+        emu_set_error(w, 1, "%s called with width %d; it must be a power of two from 1 to 32", emu_op_names[op],
+                      width);
+    }
+    emu_abort_thread(w);
 }
 
-static uint64_t emu_warp_op(cunumpy_emu_worker *pub, int op, unsigned int mask, uint64_t value, int arg, int width,
-                            int predicate)
+static uint64_t emu_warp_op(cunumpy_emu_worker *pub, int op, unsigned int mask, uint64_t value, int arg, int width)
 {
     emu_worker *w = emu_worker_of(pub);
     emu_require_fibers(w, emu_op_names[op]);
@@ -470,41 +537,21 @@ static uint64_t emu_warp_op(cunumpy_emu_worker *pub, int op, unsigned int mask, 
     const unsigned int warp_index = self->pub.linear / CUNUMPY_EMU_WARP_SIZE;
     const unsigned int bit = 1u << lane;
     emu_warp *warp = &w->warps[warp_index];
-    if (!(mask & bit)) {
-        emu_set_error(w, 1, "%s called with mask 0x%08x, which does not name the calling lane %u", emu_op_names[op],
-                      mask, lane);
-        emu_abort_thread(w);
-    }
-    if (mask & ~warp->present) {
-        emu_set_error(w, 1, "%s called with mask 0x%08x, which names lanes that do not exist (warp %u has lanes 0x%08x)",
-                      emu_op_names[op], mask, warp_index, warp->present);
-        emu_abort_thread(w);
-    }
-    if (mask & ~warp->live) {
-        emu_set_error(w, 1,
-                      "inconsistent warp operations: %s called with mask 0x%08x, which names lanes that have "
-                      "exited (0x%08x)",
-                      emu_op_names[op], mask, mask & ~warp->live);
-        emu_abort_thread(w);
-    }
-    if (op <= EMU_OP_SHFL_XOR && (width < 1 || width > 32 || (width & (width - 1)) != 0)) {
-        emu_set_error(w, 1, "%s called with width %d; it must be a power of two from 1 to 32", emu_op_names[op],
-                      width);
-        emu_abort_thread(w);
-    }
-    self->op = op;
-    self->mask = mask;
-    self->value = value;
-    self->arg = arg;
-    self->width = width;
-    self->predicate = predicate != 0;
+    /* One test for the valid case (live lanes are present; syncwarp and ballot pass 32). */
+    if (__builtin_expect(!(mask & bit) || (mask & ~warp->live) || (unsigned int)(width - 1) > 31u ||
+                             (width & (width - 1)) != 0,
+                         0))
+        emu_warp_op_invalid(w, op, mask, width, lane, warp_index);
+    warp->value[lane] = value;
+    warp->arg[lane] = arg;
+    warp->width[lane] = (unsigned char)width;
     if (mask == bit) { /* alone: nothing to wait for */
-        emu_fiber *lanes = &w->fibers[warp_index * CUNUMPY_EMU_WARP_SIZE];
         if (op == EMU_OP_BALLOT)
-            return self->predicate ? bit : 0u;
+            return value ? bit : 0u;
         if (op == EMU_OP_SYNCWARP)
             return 0;
-        return emu_shuffle_result(lanes, mask, lane);
+        emu_shuffle_results(warp, op, mask);
+        return warp->result[lane];
     }
     /* Join the lanes already waiting in the same operation with the same mask. A lane named
      * by another group may first take part in this one (CUDA allows it: a sparse shuffle
@@ -526,40 +573,47 @@ static uint64_t emu_warp_op(cunumpy_emu_worker *pub, int op, unsigned int mask, 
     }
     group->arrived |= bit;
     if (group->arrived != mask) {
+        self->op = op;
+        self->mask = mask;
         self->state = EMU_WARP;
-        emu_fiber_leave(w, self, 0);
-        return self->result;
+        emu_fiber_leave(w, self);
+        self->state = EMU_RUN;
+        return warp->result[lane];
     }
-    /* Everyone is here: compute every lane's result, then release them. */
-    emu_fiber *lanes = &w->fibers[warp_index * CUNUMPY_EMU_WARP_SIZE];
+    /* Everyone is here: this lane computes every lane's result, then releases the others. */
     if (op == EMU_OP_BALLOT) {
         unsigned int votes = 0;
         for (unsigned int m = mask; m != 0u; m &= m - 1u) {
             const unsigned int l = (unsigned int)__builtin_ctz(m);
-            if (lanes[l].predicate)
-                votes |= 1u << l;
+            votes |= (unsigned int)warp->value[l] << l;
         }
         for (unsigned int m = mask; m != 0u; m &= m - 1u)
-            lanes[__builtin_ctz(m)].result = votes;
+            warp->result[__builtin_ctz(m)] = votes;
     } else if (op != EMU_OP_SYNCWARP) {
-        /* Results first, into `result`: sources are read from `value`, which stays intact. */
-        for (unsigned int m = mask; m != 0u; m &= m - 1u) {
-            const unsigned int l = (unsigned int)__builtin_ctz(m);
-            lanes[l].result = emu_shuffle_result(lanes, mask, l);
-        }
+        emu_shuffle_results(warp, op, mask);
     }
-    for (unsigned int m = mask & ~bit; m != 0u; m &= ~(1u << (31 - __builtin_clz(m)))) {
-        const unsigned int l = 31u - (unsigned int)__builtin_clz(m); /* highest first: they run in lane order */
-        lanes[l].state = EMU_RUN;
-        emu_ready_push_front(w, warp_index * CUNUMPY_EMU_WARP_SIZE + l);
+    /* The others go to the front of the ready ring, in lane order: the warp's next operation
+     * then runs while its 32 fibers' stacks are still in the cache, instead of after every
+     * other warp's. */
+    const unsigned int base = warp_index * CUNUMPY_EMU_WARP_SIZE, ring_mask = w->ready_mask;
+    unsigned int *const ring = w->ready;
+    unsigned int head = w->ready_head;
+    const unsigned int others = mask & ~bit;
+    for (unsigned int m = others; m != 0u; m &= m - 1u)
+        head = (head - 1u) & ring_mask; /* room for them all */
+    w->ready_head = head;
+    w->ready_count += (unsigned int)__builtin_popcount(others);
+    for (unsigned int m = others; m != 0u; m &= m - 1u) {
+        ring[head] = base + (unsigned int)__builtin_ctz(m);
+        head = (head + 1u) & ring_mask;
     }
     *group = warp->groups[--warp->n_groups];
-    return self->result;
+    return warp->result[lane];
 }
 
 static void emu_api_syncwarp(cunumpy_emu_worker *pub, unsigned int mask)
 {
-    (void)emu_warp_op(pub, EMU_OP_SYNCWARP, mask, 0, 0, 32, 0);
+    (void)emu_warp_op(pub, EMU_OP_SYNCWARP, mask, 0, 0, 32);
 }
 
 static uint64_t emu_api_shfl(cunumpy_emu_worker *pub, int kind, unsigned int mask, uint64_t value, int arg, int width)
@@ -569,12 +623,12 @@ static uint64_t emu_api_shfl(cunumpy_emu_worker *pub, int kind, unsigned int mas
         emu_set_error(w, 1, "unknown shuffle kind %d", kind);
         emu_abort_thread(w);
     }
-    return emu_warp_op(pub, kind, mask, value, arg, width, 0);
+    return emu_warp_op(pub, kind, mask, value, arg, width);
 }
 
 static unsigned int emu_api_ballot(cunumpy_emu_worker *pub, unsigned int mask, int predicate)
 {
-    return (unsigned int)emu_warp_op(pub, EMU_OP_BALLOT, mask, 0, 0, 32, predicate);
+    return (unsigned int)emu_warp_op(pub, EMU_OP_BALLOT, mask, predicate != 0, 0, 32);
 }
 
 static unsigned int __attribute__((noinline)) emu_api_activemask(cunumpy_emu_worker *pub)
@@ -588,7 +642,7 @@ static unsigned int __attribute__((noinline)) emu_api_activemask(cunumpy_emu_wor
     self->site = site;
     self->state = EMU_ACTIVEMASK;
     warp->activemask_waiting |= 1u << lane;
-    emu_fiber_leave(w, self, 0);
+    emu_fiber_leave(w, self);
     return (unsigned int)self->result;
 }
 
@@ -688,6 +742,7 @@ static void emu_worker_run(emu_worker *w, emu_launch *launch)
     w->pub.api = &emu_api;
     w->n_threads = p->block.x * p->block.y * p->block.z;
     memset(&w->main_ctx, 0, sizeof w->main_ctx); /* this OS thread's stack: ASan learns it anew */
+    w->fibers_parked = 0;                        /* fibers are made anew for every launch */
 #if !EMU_ASM_SWITCH
     ucontext_t main_uc;
     w->main_ctx.ucontext = &main_uc;
@@ -729,6 +784,7 @@ static void emu_worker_run(emu_worker *w, emu_launch *launch)
         }
         emu_tls_worker = w;
     }
+    emu_fpstate_save(&w->fpstate);
     if (sigsetjmp(w->jump, 1) != 0) {
         /* A trap in loop mode, or a fault in checked mode. */
         w->in_kernel = 0;
@@ -755,6 +811,7 @@ static void emu_worker_run(emu_worker *w, emu_launch *launch)
         else
             p->block_fn(&w->pub, launch->args);
         w->in_kernel = 0;
+        emu_fpstate_restore(&w->fpstate);
         if (status != 0) {
             emu_record_error(launch, w);
             break;
@@ -762,6 +819,7 @@ static void emu_worker_run(emu_worker *w, emu_launch *launch)
     }
 done:
     w->in_kernel = 0;
+    emu_fpstate_restore(&w->fpstate);
     if (p->checked) {
         emu_tls_worker = NULL;
         if (altstack_set) {

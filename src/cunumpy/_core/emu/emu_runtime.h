@@ -16,6 +16,18 @@
 #define EMU_INTERNAL
 #endif
 
+/* For the functions in which fibers wait (the switch's return-stack note in emu_fiber.c says
+ * why there must be one copy of each): not inlined, and with GCC not cloned for constant
+ * arguments either (GCC's interprocedural constant propagation would otherwise make a second
+ * copy of such a function, and so a second call site of the switch). */
+#if defined(__clang__)
+#define EMU_ONE_COPY __attribute__((noinline))
+#elif defined(__GNUC__)
+#define EMU_ONE_COPY __attribute__((noipa))
+#else
+#define EMU_ONE_COPY
+#endif
+
 /* Address sanitizer: stack switches must be announced to it. */
 #if defined(__SANITIZE_ADDRESS__)
 #define EMU_ASAN 1
@@ -46,8 +58,75 @@ typedef struct emu_context {
 } emu_context;
 
 /* Switches from `from` (saving the running state into it) to `to`. `from_done` says the
- * context being left is finished and never resumed (ASan may drop its fake stack). */
+ * context being left is finished and never resumed (ASan may drop its fake stack).
+ * Without ASan the assembly switch is called directly from the caller (no wrapper call on
+ * the hot path; hidden visibility makes it a direct call, not one through the PLT). */
+#if EMU_ASM_SWITCH
+EMU_INTERNAL void cn_emu_switch_asm(void **save_sp, void *load_sp);
+#endif
+#if EMU_ASM_SWITCH && !EMU_ASAN
+static inline void emu_context_switch(emu_context *from, emu_context *to, int from_done)
+{
+    (void)from_done;
+    cn_emu_switch_asm(&from->sp, to->sp);
+}
+#else
 EMU_INTERNAL void emu_context_switch(emu_context *from, emu_context *to, int from_done);
+#endif
+
+/* The floating-point control state (x86-64: MXCSR and the x87 control word; aarch64: FPCR):
+ * rounding mode, flush-to-zero, exception masks. The assembly switch does not save it per
+ * fiber, although the psABIs make it callee-saved, because reading and writing it is a large
+ * part of a switch's cost (a load of MXCSR or FPCR waits for the floating-point operations in
+ * flight) and no fiber changes it: CUDA device code has no way to set a rounding or denormal
+ * mode (rounding is chosen per operation, __fadd_rz and the like), so every fiber of a block
+ * runs with the worker thread's state. A kernel that calls a host function such as
+ * fesetround() anyway changes it for the fibers of its block that run after it, and for
+ * nothing else: the worker saves its state before a block and restores it after the block
+ * (emu_fpstate_restore, once per block, off the switch path), so the calling thread and the
+ * next block see the state the launch started with. The ucontext fallback keeps a state per
+ * fiber (swapcontext saves it), which is the same for kernels that leave it alone. */
+typedef struct emu_fpstate {
+#if defined(__x86_64__)
+    uint32_t mxcsr;
+    uint16_t x87_control;
+#elif defined(__aarch64__)
+    uint64_t fpcr;
+#else
+    int unused;
+#endif
+} emu_fpstate;
+
+static inline void emu_fpstate_save(emu_fpstate *s)
+{
+#if defined(__x86_64__)
+    __asm__ volatile("stmxcsr %0" : "=m"(s->mxcsr));
+    __asm__ volatile("fnstcw %0" : "=m"(s->x87_control));
+#elif defined(__aarch64__)
+    __asm__ volatile("mrs %0, fpcr" : "=r"(s->fpcr));
+#else
+    (void)s;
+#endif
+}
+
+/* Loads the parts of `s` that differ from the current state (a load is the costly part). */
+static inline void emu_fpstate_restore(const emu_fpstate *s)
+{
+    emu_fpstate now;
+    emu_fpstate_save(&now);
+#if defined(__x86_64__)
+    if (now.mxcsr != s->mxcsr)
+        __asm__ volatile("ldmxcsr %0" : : "m"(s->mxcsr));
+    if (now.x87_control != s->x87_control)
+        __asm__ volatile("fldcw %0" : : "m"(s->x87_control));
+#elif defined(__aarch64__)
+    if (now.fpcr != s->fpcr)
+        __asm__ volatile("msr fpcr, %0" : : "r"(s->fpcr));
+#else
+    (void)now;
+    (void)s;
+#endif
+}
 
 /* Prepares `ctx` to start `entry(arg)` on the given stack at the next switch into it.
  * `entry` must never return (it switches away when done). */
