@@ -663,3 +663,26 @@ def test_one_kernel_object_launched_from_many_threads(fiber_library):
     for t in threads:
         t.join()
     assert not errors, errors[0]
+
+
+ACTIVEMASK_BRANCHES = r"""
+extern "C" __global__ void same_tails(unsigned int* out, int split)
+{
+    int t = threadIdx.x;
+    if (t % split == 0)
+        out[t] = __activemask();
+    else
+        out[t] = __activemask();
+}
+"""
+
+
+def test_activemask_in_branches_with_identical_tails_is_per_branch():
+    """Regression: at -O2 GCC merged the two identical calls into one, so the lanes of both
+    branches formed one group (0xffffffff for everyone)."""
+    kernel = CudaKernel(ACTIVEMASK_BRANCHES, "same_tails")
+    out = np.zeros(32, np.uint32)
+    emulate(kernel, out, 3, grid=1, block=32)
+    first = sum(1 << t for t in range(32) if t % 3 == 0)
+    expected = np.where(np.arange(32) % 3 == 0, first, 0xFFFFFFFF ^ first).astype(np.uint32)
+    np.testing.assert_array_equal(out, expected)

@@ -141,10 +141,11 @@ class EmulationLibrary:
 
 # ------------------------------------------------------------------ mode choice
 
-# Operations that need every thread of a block (or warp) alive at once: fiber mode.
+# Operations that need every thread of a block (or warp) alive at once: fiber mode. The text is
+# preprocessed, so __activemask() appears as the prelude's activemask_at<site>().
 _COLLECTIVES = re.compile(
     r"\b(?:__syncthreads(?:_count|_and|_or)?|__syncwarp|__shfl(?:_up|_down|_xor)?(?:_sync)?"
-    r"|__ballot(?:_sync)?|__any(?:_sync)?|__all(?:_sync)?|__activemask|__match_(?:any|all)_sync"
+    r"|__ballot(?:_sync)?|__any(?:_sync)?|__all(?:_sync)?|__activemask|activemask_at|__match_(?:any|all)_sync"
     r"|__reduce_\w+_sync|this_thread_block|tiled_partition|coalesced_threads|this_grid)\b"
 )
 _LINE_MARKER = re.compile(r'^#\s*\d+\s+"((?:[^"\\]|\\.)*)"', re.M)

@@ -225,12 +225,21 @@ static __inline__ int __all_sync(unsigned int mask, int predicate)
     return __ballot_sync(mask, predicate) == mask;
 }
 
-// Always inlined: the runtime groups lanes by the call site (its return address).
-static __inline__ __attribute__((always_inline)) unsigned int __activemask(void)
+namespace cunumpy_emu {
+// The runtime groups the lanes waiting in __activemask() by call site (the return address),
+// so every call in the source must stay a call of its own. Identical calls ending two
+// branches (`if (c) out[t] = __activemask(); else out[t] = __activemask();`) are merged into
+// one by GCC's tail merging at -O2, which made the lanes of both branches one group. An empty
+// asm carrying a number unique to the call site, right after the call, makes the tails differ.
+template <int Site> static __inline__ __attribute__((always_inline)) unsigned int activemask_at(void)
 {
     cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
-    return w->api->activemask(w);
+    const unsigned int mask = w->api->activemask(w);
+    __asm__ __volatile__("" : : "i"(Site));
+    return mask;
 }
+} // namespace cunumpy_emu
+#define __activemask() (::cunumpy_emu::activemask_at<__COUNTER__>())
 
 namespace cunumpy_emu {
 
