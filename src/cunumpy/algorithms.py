@@ -735,16 +735,19 @@ def segment_boundaries(sorted_keys):
     _require_1d(k, "sorted_keys")
     _require_integer_keys(k, "sorted_keys")
     ck = _native(k)
-    runs = core.segment_runs(ck)
+    # The count keeps the runs of each fixed chunk of rows, so the fill (each chunk from its
+    # own first run, in parallel) need not count again.
+    chunk_runs = np.empty(max(-(-ck.shape[0] // core.SEGMENT_RUNS_CHUNK), 1), np.int64)
+    runs = core.segment_runs(ck, chunk_runs)
     alloc = _device_empty if side == "fake" else (lambda shape, dt: (lambda a: (a, a))(np.empty(shape, dt)))
     unique, u = alloc((runs,), k.dtype)
     starts, s = alloc((runs,), np.int64)
     stops, e = alloc((runs,), np.int64)
     if ck.dtype == u.dtype:
-        core.segment_runs(ck, u, s, e)
+        core.segment_runs(ck, u, s, e, chunk_runs)
     else:
         tmp = np.empty(runs, dtype=ck.dtype)
-        core.segment_runs(ck, tmp, s, e)
+        core.segment_runs(ck, tmp, s, e, chunk_runs)
         u[...] = tmp
     return unique, starts, stops
 

@@ -42,7 +42,9 @@ static void scratch_free(void *ptr)
         free(ptr);
 }
 
-#define CN_SORT_PARALLEL_FOR(nchunks, fn, ctx) cn_parallel_for((nchunks), (fn), (ctx))
+/* Below this many keys a sort stays on the calling thread (measured, see below). */
+#define CN_SORT_CUTOVER ((size_t)0)
+#define CN_SORT_PARALLEL_FOR(n, nchunks, fn, ctx) cn_parallel_for_n((nchunks), (fn), (ctx), (n), CN_SORT_CUTOVER)
 #define CN_SORT_SCRATCH_ALLOC(size) scratch_alloc(size)
 #define CN_SORT_SCRATCH_FREE(ptr) scratch_free(ptr)
 #include "sort_kernels.h"
