@@ -48,7 +48,7 @@ static inline size_t cn_key_size(cn_key_type t)
 }
 
 /* ---- per-type helpers: read one ordered value, write one back ---- */
-#define CN_DEFINE_KEY_IO(SUF, T, UT, FLIP)                                                          \
+#define CN_DEFINE_KEY_IO(SUF, T, UT, FLIP)                                                         \
     static inline uint64_t cn_key_get_##SUF(const char *p)                                         \
     {                                                                                              \
         T v;                                                                                       \
@@ -370,6 +370,48 @@ static inline cn_rec128 cn_rec128_make(uint64_t k, uint64_t i)
 }
 #define CN_REC128_MAKE(k, i) cn_rec128_make((k), (i))
 
+/* Expand M(SUF) for the key type t: the per-element loops below are compiled once per type
+ * (a switch inside the loop costs a fifth of the pass). */
+#define CN_KEY_DISPATCH(t, M)                                                                      \
+    switch (t) {                                                                                   \
+    case CN_KEY_I32: M(i32); break;                                                                \
+    case CN_KEY_U32: M(u32); break;                                                                \
+    case CN_KEY_I64: M(i64); break;                                                                \
+    case CN_KEY_I8: M(i8); break;                                                                  \
+    case CN_KEY_U8: M(u8); break;                                                                  \
+    case CN_KEY_I16: M(i16); break;                                                                \
+    case CN_KEY_U16: M(u16); break;                                                                \
+    default: M(u64); break;                                                                        \
+    }
+#define CN_KEY_DISPATCH_X(t, M, X)                                                                 \
+    switch (t) {                                                                                   \
+    case CN_KEY_I32: M(i32, X); break;                                                             \
+    case CN_KEY_U32: M(u32, X); break;                                                             \
+    case CN_KEY_I64: M(i64, X); break;                                                             \
+    case CN_KEY_I8: M(i8, X); break;                                                               \
+    case CN_KEY_U8: M(u8, X); break;                                                               \
+    case CN_KEY_I16: M(i16, X); break;                                                             \
+    case CN_KEY_U16: M(u16, X); break;                                                             \
+    default: M(u64, X); break;                                                                     \
+    }
+/* Loop bodies of the top pass (names of cn_top_count / cn_top_scatter's locals). */
+#define CN_TOP_COUNT_LOOP(S)                                                                       \
+    for (size_t x = x0; x < x1; x++) {                                                             \
+        uint64_t k = cn_key_get_##S(keys + (ptrdiff_t)x * stride) & wmask;                         \
+        h[(k >> tsh) & bmask]++;                                                                   \
+    }
+#define CN_TOP_SCATTER_LOOP(S, MAKE)                                                               \
+    for (size_t x = x0; x < x1; x++) {                                                             \
+        uint64_t k = cn_key_get_##S(keys + (ptrdiff_t)x * stride) & wmask;                         \
+        size_t b = (k >> tsh) & bmask;                                                             \
+        size_t q = p[b]++;                                                                         \
+        if (CN_UNLIKELY_K(q >= l[b])) {                                                            \
+            j->overflow[c] = 1;                                                                    \
+            return;                                                                                \
+        }                                                                                          \
+        a[q] = MAKE(k, x);                                                                         \
+    }
+
 #define CN_DEFINE_HYBRID(SUF, REC, KEY, MAKE)                                                     \
     /* Stable LSD sort of a[0..m) on the bits where its keys differ below `top`, using tmp. */     \
     static void cn_bucket_sort_##SUF(REC *a, REC *tmp, size_t m, int top, size_t *hist)            \
@@ -486,10 +528,10 @@ static inline cn_rec128 cn_rec128_make(uint64_t k, uint64_t i)
                 h[(KEY(r) >> tsh) & bmask]++;                                                      \
             }                                                                                      \
         } else {                                                                                   \
-            for (size_t x = x0; x < x1; x++) {                                                     \
-                uint64_t k = cn_key_get(j->t, j->keys + (ptrdiff_t)x * j->stride) & j->wmask;      \
-                h[(k >> tsh) & bmask]++;                                                           \
-            }                                                                                      \
+            const char *keys = j->keys;                                                            \
+            ptrdiff_t stride = j->stride;                                                          \
+            uint64_t wmask = j->wmask;                                                             \
+            CN_KEY_DISPATCH(j->t, CN_TOP_COUNT_LOOP)                                               \
         }                                                                                          \
     }                                                                                              \
     static void cn_top_scatter_##SUF(void *ctx, size_t c)                                          \
@@ -510,16 +552,10 @@ static inline cn_rec128 cn_rec128_make(uint64_t k, uint64_t i)
         /* The keys are read a second time and another thread may have written them since the      \
          * count: every write stays inside this chunk's range of its bucket. If none would         \
          * leave it, the chunk's writes filled its ranges exactly (they sum to its length). */     \
-        for (size_t x = x0; x < x1; x++) {                                                         \
-            uint64_t k = cn_key_get(j->t, j->keys + (ptrdiff_t)x * j->stride) & j->wmask;          \
-            size_t b = (k >> tsh) & bmask;                                                         \
-            size_t q = p[b]++;                                                                     \
-            if (CN_UNLIKELY_K(q >= l[b])) {                                                        \
-                j->overflow[c] = 1;                                                                \
-                return;                                                                            \
-            }                                                                                      \
-            a[q] = MAKE(k, x);                                                                     \
-        }                                                                                          \
+        const char *keys = j->keys;                                                                \
+        ptrdiff_t stride = j->stride;                                                              \
+        uint64_t wmask = j->wmask;                                                                 \
+        CN_KEY_DISPATCH_X(j->t, CN_TOP_SCATTER_LOOP, MAKE)                                         \
     }                                                                                              \
     /* Sort n keys (ordered values, working key = ordered & wmask) into a; top digit first. */     \
     static int cn_hybrid_##SUF(cn_key_type t, const char *keys, ptrdiff_t stride, size_t n,        \
@@ -540,7 +576,7 @@ static inline cn_rec128 cn_rec128_make(uint64_t k, uint64_t i)
         cn_top_##SUF top = {t, keys, stride, n, len, nb, wmask, hi - top_bits, force_copy,         \
                             a, tmp, pos, pos + nch * nb, overflow};                                \
         for (;;) {                                                                                 \
-            CN_SORT_PARALLEL_FOR(n, nch, cn_top_count_##SUF, &top);                                   \
+            CN_SORT_PARALLEL_FOR(n, nch, cn_top_count_##SUF, &top);                                \
             size_t sum = 0;                                                                        \
             for (size_t b = 0; b < nb; b++) {                                                      \
                 start[b] = sum;                                                                    \
@@ -552,14 +588,14 @@ static inline cn_rec128 cn_rec128_make(uint64_t k, uint64_t i)
                 }                                                                                  \
             }                                                                                      \
             start[nb] = n;                                                                         \
-            CN_SORT_PARALLEL_FOR(n, nch, cn_top_scatter_##SUF, &top);                                 \
+            CN_SORT_PARALLEL_FOR(n, nch, cn_top_scatter_##SUF, &top);                              \
             if (top.copied || memchr(overflow, 1, nch) == NULL)                                    \
                 break;                                                                             \
             /* The keys changed under us: redo the pass from a private copy, read once. */         \
             top.copied = 1;                                                                        \
         }                                                                                          \
         cn_buckets_##SUF job = {a, tmp, start, nb, top.tsh, 0};                                    \
-        CN_SORT_PARALLEL_FOR(n, CN_SORT_BUCKET_GROUPS, cn_bucket_group_##SUF, &job);                  \
+        CN_SORT_PARALLEL_FOR(n, CN_SORT_BUCKET_GROUPS, cn_bucket_group_##SUF, &job);               \
         free(pos);                                                                                 \
         free(start);                                                                               \
         free(overflow);                                                                            \
@@ -634,11 +670,18 @@ static void cn_sort_unpack64_chunk(void *ctx, size_t c)
     const cn_sort_elems *j = ctx;
     size_t x0 = c * CN_SORT_ELEMENT_CHUNK, x1 = cn_sort_elems_end(j, x0);
     const uint64_t *a = j->recs;
-    for (size_t i = x0; i < x1; i++) {
-        uint64_t v = a[i];
-        j->order[i] = (int64_t)(v & 0xffffffffu);
-        cn_key_put(j->t, j->sorted_out + i * j->isz, j->high | (v >> 32));
+    int64_t *order = j->order;
+    char *out = j->sorted_out;
+    uint64_t high = j->high;
+    size_t isz = j->isz;
+#define CN_UNPACK64_LOOP(S)                                                                        \
+    for (size_t i = x0; i < x1; i++) {                                                             \
+        uint64_t v = a[i];                                                                         \
+        order[i] = (int64_t)(v & 0xffffffffu);                                                     \
+        cn_key_put_##S(out + i * isz, high | (v >> 32));                                           \
     }
+    CN_KEY_DISPATCH(j->t, CN_UNPACK64_LOOP)
+#undef CN_UNPACK64_LOOP
 }
 
 static void cn_sort_unpack128_chunk(void *ctx, size_t c)
@@ -646,10 +689,16 @@ static void cn_sort_unpack128_chunk(void *ctx, size_t c)
     const cn_sort_elems *j = ctx;
     size_t x0 = c * CN_SORT_ELEMENT_CHUNK, x1 = cn_sort_elems_end(j, x0);
     const cn_rec128 *a = j->recs;
-    for (size_t i = x0; i < x1; i++) {
-        j->order[i] = (int64_t)a[i].i;
-        cn_key_put(j->t, j->sorted_out + i * j->isz, a[i].k);
+    int64_t *order = j->order;
+    char *out = j->sorted_out;
+    size_t isz = j->isz;
+#define CN_UNPACK128_LOOP(S)                                                                       \
+    for (size_t i = x0; i < x1; i++) {                                                             \
+        order[i] = (int64_t)a[i].i;                                                                \
+        cn_key_put_##S(out + i * isz, a[i].k);                                                     \
     }
+    CN_KEY_DISPATCH(j->t, CN_UNPACK128_LOOP)
+#undef CN_UNPACK128_LOOP
 }
 
 /* First key, differing bits and sortedness of all keys, from chunks in parallel. Returns -1
