@@ -5,6 +5,7 @@
 
 #include "buffer_args.h"
 #include "segment_kernels.h"
+#include "cutovers.h"
 #include "thread_pool.h"
 
 /* One segment sum: rows [0, n) into out (zeroed by the kernel); -1 or the first bad row. */
@@ -98,7 +99,7 @@ static int run_segment_sum(segment_job *job)
             part[p].out = scratch + (p - 1) * elems * isz;
     }
     segment_parts ctx = {part};
-    cn_parallel_for(parts, segment_part, &ctx);
+    cn_parallel_for_n(parts, segment_part, &ctx, job->n, CN_SEGMENT_SUM_CUTOVER);
     for (size_t p = 1; p < parts; p++) {
         if (job->is_double) {
             double *o = job->out;
@@ -337,7 +338,7 @@ static PyObject *cell_offsets_into(PyObject *self, PyObject *const *args, Py_ssi
             bad = cn_cell_offsets(t, k.buf, k.strides[0], rows, ncells, o.buf);
         } else {
             offsets_job job = {t, k.buf, k.strides[0], rows, ncells, o.buf, bads};
-            cn_parallel_for(nchunks, offsets_chunk, &job);
+            cn_parallel_for_n(nchunks, offsets_chunk, &job, rows, CN_OFFSETS_CUTOVER);
             /* The first bad row over the chunks in order: the row one pass would stop at. */
             bad = -1;
             for (size_t c = 0; c < nchunks && bad < 0; c++)
@@ -372,8 +373,6 @@ fail:
 /* Runs in fixed chunks of rows (from the size only): a first call counts the runs of every
  * chunk, a second writes each chunk's runs from the sum of the counts before it. */
 #define CN_RUNS_CHUNK ((size_t)1 << 16)
-/* Below this many rows the runs stay on the calling thread (measured, see below). */
-#define CN_RUNS_CUTOVER ((size_t)0)
 
 typedef struct {
     int is_unsigned;

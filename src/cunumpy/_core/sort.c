@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "buffer_args.h"
+#include "cutovers.h"
 #include "thread_pool.h"
 
 /* The scratch area of large-key sorts is kept between calls: on fresh memory the page faults
@@ -42,8 +43,7 @@ static void scratch_free(void *ptr)
         free(ptr);
 }
 
-/* Below this many keys a sort stays on the calling thread (measured, see below). */
-#define CN_SORT_CUTOVER ((size_t)0)
+/* Small sorts stay on the calling thread (cutovers.h). */
 #define CN_SORT_PARALLEL_FOR(n, nchunks, fn, ctx) cn_parallel_for_n((nchunks), (fn), (ctx), (n), CN_SORT_CUTOVER)
 #define CN_SORT_SCRATCH_ALLOC(size) scratch_alloc(size)
 #define CN_SORT_SCRATCH_FREE(ptr) scratch_free(ptr)
