@@ -1,0 +1,100 @@
+"""Small inputs (1 000 elements) against another build of cunumpy, in the same run.
+
+The thread pool must cost nothing below its cut-overs. This times every host algorithm on
+1 000 elements with this checkout's cunumpy and with another build (``--old``: a folder that
+holds a ``cunumpy`` package, e.g. made by ``pip install --target``), in child processes that
+alternate round by round so that load changes hit both. Each round reports the median of
+``--calls`` calls per case; the table shows the best round of each build and the ratio
+(this build / old, below 1.10 is the target).
+
+    .venv/bin/python benchmarks/small_inputs.py --old /tmp/prepool-site [--rounds 7] [--calls 400]
+
+A build from before the pool: ``git archive <commit> | tar -x -C /tmp/src`` and in /tmp/src
+``PATH=$PWD/.venv/bin:$PATH python -m pip install --no-build-isolation --no-deps --target
+/tmp/prepool-site -Cbuild-dir=/tmp/prepool-build .`` (with this checkout's .venv on PATH).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+CHILD = r"""
+import json, statistics, sys, time
+import numpy as np
+import cunumpy as xp
+A = xp.algorithms
+calls = int(sys.argv[1])
+m = 1000
+rng = np.random.default_rng(11)
+k30 = rng.integers(0, 2**30, m)
+cells = np.sort(rng.integers(0, 64, m))
+v3 = rng.random((m, 3))
+seg = rng.integers(0, 64, m)
+pos = rng.random((m, 3))
+lower, upper = np.zeros(3), np.ones(3)
+mkeys = A.morton_keys(pos, lower, upper, 21)
+counter = np.arange(m, dtype=np.uint64)
+mask = rng.random(m) < 0.7
+payloads = [rng.random(m), rng.random((m, 3)), rng.integers(0, 9, m), rng.random(m)]
+cases = {
+    "sort_by_key": lambda: A.sort_by_key(k30),
+    "segment_sum (n, 3)": lambda: A.segment_sum(v3, seg, 64),
+    "cell_offsets": lambda: A.cell_offsets(cells, 64),
+    "segment_boundaries": lambda: A.segment_boundaries(cells),
+    "morton_keys": lambda: A.morton_keys(pos, lower, upper, 21),
+    "morton_decode": lambda: A.morton_decode(mkeys, 3),
+    "philox_uniform": lambda: xp.rng.philox_uniform(7, 3, counter),
+}
+out = {}
+for name, fn in cases.items():
+    fn()
+    ts = []
+    for _ in range(calls):
+        s = time.perf_counter(); fn(); ts.append(time.perf_counter() - s)
+    out[name] = statistics.median(ts)
+arrays = [[p.copy() for p in payloads] for _ in range(calls)]
+ts = []
+for arr in arrays:
+    s = time.perf_counter(); A.compact_by_mask(mask, *arr); ts.append(time.perf_counter() - s)
+out["compact_by_mask (4 arrays)"] = statistics.median(ts)
+print(json.dumps(out))
+"""
+
+
+def run_child(pythonpath, calls):
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
+    out = subprocess.run([sys.executable, "-c", CHILD, str(calls)], env=env, check=True,
+                         capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--old", required=True, help="folder holding the other build's cunumpy")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=400)
+    args = parser.parse_args()
+    best = {"new": {}, "old": {}}
+    for _ in range(args.rounds):
+        for which, path in (("new", ""), ("old", args.old)):
+            for name, t in run_child(path, args.calls).items():
+                best[which][name] = min(t, best[which].get(name, float("inf")))
+    print(f"1 000 elements; best of {args.rounds} rounds of the median of {args.calls} calls; "
+          f"this build's default threads; old = {args.old}")
+    print(f"{'case':<30} {'this':>9} {'old':>9}  this/old")
+    worst = 0.0
+    for name, t_new in best["new"].items():
+        t_old = best["old"][name]
+        worst = max(worst, t_new / t_old)
+        print(f"{name:<30} {t_new * 1e6:7.1f}us {t_old * 1e6:7.1f}us  {t_new / t_old:6.3f}")
+    print(f"worst ratio {worst:.3f} (target <= 1.10)")
+
+
+if __name__ == "__main__":
+    main()
