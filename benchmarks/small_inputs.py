@@ -8,6 +8,11 @@ alternate round by round so that load changes hit both. Each round reports the m
 (this build / old, below 1.10 is the target).
 
     .venv/bin/python benchmarks/small_inputs.py --old /tmp/prepool-site [--rounds 7] [--calls 400]
+    .venv/bin/python benchmarks/small_inputs.py --old /tmp/prepool-site --callgrind
+
+With ``--callgrind`` each build runs once under valgrind's callgrind instead, and the table
+gives instructions per call (the counters are dumped around each case, and a case that does
+nothing is subtracted): not wall time, but unaffected by the load of a shared machine.
 
 A build from before the pool: ``git archive <commit> | tar -x -C /tmp/src`` and in /tmp/src
 ``PATH=$PWD/.venv/bin:$PATH python -m pip install --no-build-isolation --no-deps --target
@@ -49,6 +54,22 @@ cases = {
     "morton_decode": lambda: A.morton_decode(mkeys, 3),
     "philox_uniform": lambda: xp.rng.philox_uniform(7, 3, counter),
 }
+if len(sys.argv) > 2:  # under callgrind: dump the counters around each case
+    import os, subprocess
+    def dump(tag):
+        subprocess.run(["callgrind_control", "-d", tag, str(os.getpid())], check=True,
+                       capture_output=True)
+    arrays = iter([[p.copy() for p in payloads] for _ in range(calls)])
+    cases["nothing"] = lambda: None
+    cases["compact_by_mask (4 arrays)"] = lambda: A.compact_by_mask(mask, *next(arrays))
+    for index, (name, fn) in enumerate(cases.items()):
+        if not name.startswith("compact"):
+            fn()
+        dump("before")
+        for _ in range(calls):
+            fn()
+        dump(f"case-{index}-")  # names with brackets do not survive callgrind_control
+    sys.exit(0)
 out = {}
 for name, fn in cases.items():
     fn()
@@ -65,6 +86,12 @@ print(json.dumps(out))
 """
 
 
+# The child's cases in order, as it numbers them under callgrind.
+CASE_NAMES = ["sort_by_key", "segment_sum (n, 3)", "cell_offsets", "segment_boundaries",
+              "morton_keys", "morton_decode", "philox_uniform", "nothing",
+              "compact_by_mask (4 arrays)"]
+
+
 def run_child(pythonpath, calls):
     env = dict(os.environ)
     if pythonpath:
@@ -74,12 +101,49 @@ def run_child(pythonpath, calls):
     return json.loads(out.stdout)
 
 
+def callgrind_child(pythonpath, calls, folder):
+    """Instructions per call of every case, from one run under callgrind."""
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
+    os.makedirs(folder, exist_ok=True)
+    out = os.path.join(folder, "cg.out")
+    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
+                    "-c", CHILD, str(calls), "callgrind"], env=env, check=True,
+                   capture_output=True)
+    totals = {}
+    for name in os.listdir(folder):
+        text = open(os.path.join(folder, name)).read()
+        tag = next((int(line.split("case-", 1)[1].split("-")[0]) for line in text.splitlines()
+                    if line.startswith("desc: Trigger") and "case-" in line), None)
+        total = next((int(line.split()[1]) for line in text.splitlines()
+                      if line.startswith(("summary:", "totals:"))), None)
+        if tag is not None and total is not None:
+            totals[CASE_NAMES[tag]] = total
+    nothing = totals.pop("nothing")
+    return {name: (t - nothing) / calls for name, t in totals.items()}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--old", required=True, help="folder holding the other build's cunumpy")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=400)
+    parser.add_argument("--callgrind", action="store_true",
+                        help="instructions per call under callgrind instead of wall time")
     args = parser.parse_args()
+    if args.callgrind:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            new = callgrind_child("", min(args.calls, 200), os.path.join(tmp, "new"))
+            old = callgrind_child(args.old, min(args.calls, 200), os.path.join(tmp, "old"))
+        print(f"1 000 elements; instructions per call under callgrind; old = {args.old}")
+        print(f"{'case':<30} {'this':>10} {'old':>10}  this/old")
+        for name in new:
+            print(f"{name:<30} {new[name]:10.0f} {old[name]:10.0f}  {new[name] / old[name]:6.3f}")
+        print(f"worst ratio {max(new[n] / old[n] for n in new):.3f} (target <= 1.10)")
+        return
     best = {"new": {}, "old": {}}
     for _ in range(args.rounds):
         for which, path in (("new", ""), ("old", args.old)):
