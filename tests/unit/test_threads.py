@@ -440,6 +440,40 @@ def test_sort_by_key_63_bit_keys_with_payloads_for_every_thread_count(n):
     np.testing.assert_array_equal(first[3], p2[order])
 
 
+@pytest.mark.parametrize("n", [0, 1, 16_385, 70_001, 300_007])
+def test_sort_by_key_payload_gathers_for_every_thread_count(n):
+    """Payloads of every row size move through take_rows on the pool (C-contiguous, first
+    axis); Fortran-ordered payloads and axis=-1 go through np.take."""
+    gen = np.random.default_rng(n + 5)
+    keys = gen.integers(0, 2**63 - 1, n)
+    payloads = [gen.random(n), gen.random((n, 3)), gen.integers(0, 9, n).astype(np.int8),
+                gen.random((n, 2)).astype(np.float32), gen.random((n, 5, 3)).astype(np.float16),
+                gen.integers(0, 9, n).astype(np.int16), np.asfortranarray(gen.random((n, 3))),
+                gen.random(2 * n)[::2], np.array(gen.integers(0, 9, (n, 3)), dtype="V24")]
+    component_major = gen.random((3, n))
+    first = each_count(lambda: tuple(A.sort_by_key(keys, *payloads))
+                       + tuple(A.sort_by_key(keys, component_major, axis=-1)[2:]))
+    order = np.argsort(keys, kind="stable")
+    for got, p in zip(first[2:], payloads):
+        assert got.tobytes() == p[order].tobytes()
+    np.testing.assert_array_equal(first[-1], component_major[:, order])
+
+
+@pytest.mark.parametrize("fn_name", ["core", "twin"])
+def test_take_rows_rejects_bad_input(fn_name):
+    from cunumpy import _reference
+
+    fn = _core.take_rows if fn_name == "core" else _reference.take_rows
+    src = np.arange(6.0)
+    for bad, where in (([0, 1, 2, 3, 4, 6], 5), ([-1, 0, 0, 0, 0, 0], 0), ([0, 2**63 - 1, 0, 0, 0, 0], 1)):
+        with pytest.raises(ValueError, match=rf"order\[{where}\]"):
+            fn(src, np.array(bad, np.int64), np.empty(6))
+    with pytest.raises(TypeError, match="objects"):
+        fn(np.array([object()] * 2), np.zeros(2, np.int64), np.empty(2, object))
+    with pytest.raises(ValueError, match="shape|dst"):
+        fn(src, np.zeros(6, np.int64), np.empty(5))
+
+
 # ---- cut-overs: small inputs stay on the calling thread, large ones use the pool ------------------
 
 def _pool_cases(n):

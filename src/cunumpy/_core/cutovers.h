@@ -34,5 +34,7 @@
 #define CN_MORTON_DECODE_CUTOVER ((size_t)1 << 16) /* decode and encode */
 #define CN_PHILOX_CUTOVER ((size_t)1 << 15)
 #define CN_COMPACT_CUTOVER ((size_t)1 << 18)
+/* The payload gathers of sort_by_key: random reads like the sort's scatter; its cut-over. */
+#define CN_TAKE_CUTOVER CN_SORT_CUTOVER
 
 #endif /* CUNUMPY__CORE_CUTOVERS_H */
