@@ -7,6 +7,9 @@ against a plain copy of the same arrays, the bandwidth segment_sum reaches next 
 copy, and small inputs (1 000 elements) on one and all threads.
 
     .venv/bin/python benchmarks/algorithms.py [--n 4000000] [--repeats 5] [--threads N]
+
+Where the second thread starts to pay: benchmarks/cutover.py; small inputs against another
+build (e.g. the one before the pool): benchmarks/small_inputs.py.
 """
 
 from __future__ import annotations
@@ -92,6 +95,8 @@ def main():
         return k63.take(o), o, p1.take(o), p2.take(o)
 
     case("sort_by_key, 63-bit keys + 2 payloads", lambda: A.sort_by_key(k63, p1, p2), numpy_sort_payloads, 2)
+    case("sort_by_key, 63-bit keys", lambda: A.sort_by_key(k63),
+         lambda: (lambda o: (k63.take(o), o))(np.argsort(k63, kind="stable")), 2, scaling=1.6)
 
     # segment_sum ---------------------------------------------------------------------------
     nseg = max(n // 16, 1)
@@ -117,6 +122,19 @@ def main():
          lambda: np.bincount(keys, weights=v1, minlength=nseg), 1)
     case("segment_sum (n, 3) vs np.add.at", lambda: A.segment_sum(v3, keys, nseg), add_at_3, 3)
     case("segment_sum (n, 3) vs np.bincount per column", lambda: A.segment_sum(v3, keys, nseg), bincount_3, 1)
+
+    # cell_offsets and segment_boundaries ---------------------------------------------------
+    ncells = max(n // 16, 1)
+    cells = np.sort(rng.integers(0, ncells, n))
+
+    def numpy_boundaries():
+        starts = np.flatnonzero(np.concatenate(([True], cells[1:] != cells[:-1])))
+        return cells[starts], starts, np.append(starts[1:], n)
+
+    case("cell_offsets vs np.searchsorted", lambda: A.cell_offsets(cells, ncells),
+         lambda: np.searchsorted(cells, np.arange(ncells + 1), side="left"), 1)
+    case("segment_boundaries vs flatnonzero of changes", lambda: A.segment_boundaries(cells),
+         numpy_boundaries, 1)
 
     # morton_keys ---------------------------------------------------------------------------
     pos = rng.random((n, 3))
@@ -175,7 +193,10 @@ def main():
     small_cases = {
         "sort_by_key": (lambda k=k30[:m]: A.sort_by_key(k)),
         "segment_sum (n, 3)": (lambda v=v3[:m], k=keys[:m] % 64: A.segment_sum(v, k, 64)),
+        "cell_offsets": (lambda c=np.sort(keys[:m] % 64): A.cell_offsets(c, 64)),
+        "segment_boundaries": (lambda c=np.sort(keys[:m] % 64): A.segment_boundaries(c)),
         "morton_keys": (lambda p=pos[:m]: A.morton_keys(p, lower, upper, 21)),
+        "morton_decode": (lambda k=A.morton_keys(pos[:m], lower, upper, 21): A.morton_decode(k, 3)),
         "philox_uniform": (lambda c=counter[:m]: xp.rng.philox_uniform(7, 3, c)),
         "compact_by_mask": (lambda arrays, mk=mask[:m]: A.compact_by_mask(mk, *arrays)),
     }

@@ -378,11 +378,21 @@ def sort_by_key(keys, *arrays, axis=0):
     for h, ax in zip(hosts, axes):
         if side == "fake":
             r, o = _device_empty(h.shape, h.dtype)
-            np.take(h, oo, axis=ax, out=o)
-            sorted_arrays.append(r)
         else:
-            sorted_arrays.append(np.take(h, oo, axis=ax))
+            r = o = np.empty(h.shape, h.dtype)
+        _take_into(h, oo, ax, o)
+        sorted_arrays.append(r)
     return (out_keys, out_order, *sorted_arrays)
+
+
+def _take_into(h: np.ndarray, order: np.ndarray, ax: int, out: np.ndarray) -> None:
+    # Rows of a C-contiguous array along its first axis move in C on the pool (the order is
+    # our own, so every index is valid); anything else goes through np.take.
+    if (ax == 0 and h.flags.c_contiguous and out.flags.c_contiguous and not h.dtype.hasobject
+            and out.dtype == h.dtype):
+        core.take_rows(h, order, out)
+    else:
+        np.take(h, order, axis=ax, out=out)
 
 
 def _argsort_into(k: np.ndarray, order: np.ndarray, sorted_keys: np.ndarray) -> None:
@@ -735,16 +745,19 @@ def segment_boundaries(sorted_keys):
     _require_1d(k, "sorted_keys")
     _require_integer_keys(k, "sorted_keys")
     ck = _native(k)
-    runs = core.segment_runs(ck)
+    # The count keeps the runs of each fixed chunk of rows, so the fill (each chunk from its
+    # own first run, in parallel) need not count again.
+    chunk_runs = np.empty(max(-(-ck.shape[0] // core.SEGMENT_RUNS_CHUNK), 1), np.int64)
+    runs = core.segment_runs(ck, chunk_runs)
     alloc = _device_empty if side == "fake" else (lambda shape, dt: (lambda a: (a, a))(np.empty(shape, dt)))
     unique, u = alloc((runs,), k.dtype)
     starts, s = alloc((runs,), np.int64)
     stops, e = alloc((runs,), np.int64)
     if ck.dtype == u.dtype:
-        core.segment_runs(ck, u, s, e)
+        core.segment_runs(ck, u, s, e, chunk_runs)
     else:
         tmp = np.empty(runs, dtype=ck.dtype)
-        core.segment_runs(ck, tmp, s, e)
+        core.segment_runs(ck, tmp, s, e, chunk_runs)
         u[...] = tmp
     return unique, starts, stops
 

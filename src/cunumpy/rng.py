@@ -135,6 +135,11 @@ class RandomStreams:
         return _cupy_module().random.default_rng(seed)
 
     # ------------------------------------------------------------------ draws
+    # The draws are the process generator's own (NumPy or CuPy ``Generator`` methods): their
+    # values are a sequential state's next outputs, and ``normal`` consumes a varying number
+    # of raw words per value (ziggurat), so no fixed split over threads gives the same values.
+    # They stay on the calling thread; the counter-based ``philox_*`` functions are the
+    # parallel (and thread-count independent) way to draw many numbers on the host.
 
     def _gen(self, rng):
         return self.generator() if rng is None else rng

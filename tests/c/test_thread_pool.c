@@ -1,5 +1,5 @@
-/* The thread pool and the parallel compaction, pure C: built with ASan/UBSan by `make test-c`
- * and with ThreadSanitizer by `make test-tsan`. */
+/* The thread pool, the parallel compaction and the parallel radix sort, pure C: built with
+ * ASan/UBSan by `make test-c` and with ThreadSanitizer by `make test-tsan`. */
 #include "thread_pool.c"
 
 #include <stdio.h>
@@ -8,6 +8,9 @@
 #include <unistd.h>
 
 #include "compact_kernels.h"
+/* Every pass of the sort on the pool, with no cut-over: the threaded paths at test sizes. */
+#define CN_SORT_PARALLEL_FOR(n, nchunks, fn, ctx) cn_parallel_for_n((nchunks), (fn), (ctx), (n), 0)
+#include "sort_kernels.h"
 
 static int failures = 0;
 #define CHECK(cond)                                                                                \
@@ -116,6 +119,46 @@ static void test_compact(int threads)
     free(c3);
 }
 
+/* The same order and sorted keys for every thread count, and a stable argsort: 30-bit keys
+ * (64-bit records), 63-bit keys (128-bit records), sorted and reversed keys (the scan). */
+static void test_sort(int threads, int64_t **first_orders)
+{
+    cn_pool_resize(threads);
+    size_t n = 3 * CN_SORT_CHUNK_MIN + 4099;
+    int64_t *keys = malloc(n * sizeof(int64_t)), *sorted = malloc(n * sizeof(int64_t));
+    int64_t *order = malloc(n * sizeof(int64_t));
+    for (int pattern = 0; pattern < 4; pattern++) {
+        uint64_t state = 88172645463325252ull;
+        for (size_t i = 0; i < n; i++) {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            keys[i] = pattern == 0   ? (int64_t)(state >> 34)
+                      : pattern == 1 ? (int64_t)(state >> 1) - (int64_t)(state >> 2)
+                      : pattern == 2 ? (int64_t)i
+                                     : (int64_t)(n - i) / 3;
+        }
+        CHECK(cn_radix_argsort(CN_KEY_I64, (const char *)keys, 8, n, order, (char *)sorted) ==
+              CN_SORT_OK);
+        int ok = 1;
+        for (size_t i = 0; i < n; i++) {
+            ok &= order[i] >= 0 && (size_t)order[i] < n && sorted[i] == keys[order[i]];
+            if (i > 0)
+                ok &= sorted[i - 1] < sorted[i] || (sorted[i - 1] == sorted[i] && order[i - 1] < order[i]);
+        }
+        CHECK(ok);
+        if (first_orders[pattern] == NULL) {
+            first_orders[pattern] = malloc(n * sizeof(int64_t));
+            memcpy(first_orders[pattern], order, n * sizeof(int64_t));
+        } else {
+            CHECK(memcmp(first_orders[pattern], order, n * sizeof(int64_t)) == 0);
+        }
+    }
+    free(keys);
+    free(sorted);
+    free(order);
+}
+
 static void test_fork(void)
 {
     cn_pool_resize(3);
@@ -152,11 +195,15 @@ int main(void)
 {
     CHECK(cn_pool_install_fork_handlers() == 0);
     int counts[] = {1, 2, 3, 8};
+    int64_t *sort_orders[4] = {NULL, NULL, NULL, NULL};
     for (int i = 0; i < 4; i++) {
         test_parallel_for(counts[i]);
         test_workers_take_chunks(counts[i]);
         test_compact(counts[i]);
+        test_sort(counts[i], sort_orders);
     }
+    for (int p = 0; p < 4; p++)
+        free(sort_orders[p]);
     test_fork();
     test_start_failure();
     cn_pool_resize(1); /* joins the workers: nothing left running at exit */

@@ -116,6 +116,25 @@ race(call, keys, a, b)
     )
 
 
+def test_take_rows_with_order_and_rows_written_concurrently():
+    """The payload gather of sort_by_key: each index is read once and checked before use."""
+    _race(
+        """
+n = 300_000
+good = rs.permutation(n).astype(np.int64)
+bad = good.copy(); bad[::1000] = n + 5
+order = good.copy()
+src = rs.random((n, 3)); dst = np.empty_like(src)
+def call():
+    core.take_rows(src, order, dst)
+race(call, order, good, bad)
+race_src = rs.random((n, 3))
+stop.clear()
+race(lambda: core.take_rows(src, good, dst), src, race_src, race_src[::-1].copy())
+"""
+    )
+
+
 # --------------------------------------------------------------------------- segment.c
 
 

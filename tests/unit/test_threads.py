@@ -27,8 +27,12 @@ SIZES = (1, 63, 16385, 3 * 32768 + 4097, 200_003)
 
 @pytest.fixture(autouse=True)
 def restore_threads():
+    """Every test starts with the cut-overs ignored, so the sizes here (small, to keep the suite
+    quick) run the parallel paths; the cut-over test turns them back on."""
     before = T.get_num_threads()
+    _core._pool_ignore_cutover(True)
     yield
+    _core._pool_ignore_cutover(False)
     T.set_num_threads(before)
 
 
@@ -397,6 +401,183 @@ def test_sort_by_key_bit_identical_for_every_thread_count(n, bits, dtype):
     np.testing.assert_array_equal(first[0], keys[order])
     np.testing.assert_array_equal(first[1], order)
     np.testing.assert_array_equal(first[2], payload[order])
+
+
+@pytest.mark.parametrize("n", [65_537, 300_007])
+@pytest.mark.parametrize("pattern", ["sorted", "reversed", "equal", "few", "sorted but one",
+                                     "negative", "strided"])
+def test_sort_by_key_patterns_bit_identical_for_every_thread_count(n, pattern):
+    """Key patterns that take the other paths of the parallel passes: the sortedness scan over
+    chunks (a single unsorted pair in the last chunk), equal keys, buckets left empty."""
+    gen = np.random.default_rng(n)
+    keys = {"sorted": np.arange(n) * 3,
+            "reversed": np.arange(n)[::-1].copy(),
+            "equal": np.full(n, -7),
+            "few": gen.integers(0, 3, n),
+            "sorted but one": np.arange(n),
+            "negative": gen.integers(-(2**62), 2**62, n),
+            "strided": gen.integers(0, 2**33, 2 * n)[::2]}[pattern]
+    if pattern == "sorted but one":
+        keys[n - 2], keys[n - 1] = keys[n - 1], keys[n - 2]
+    payload = gen.random((n, 2))
+    first = each_count(lambda: tuple(A.sort_by_key(keys, payload)))
+    order = np.argsort(keys, kind="stable")
+    np.testing.assert_array_equal(first[1], order)
+    np.testing.assert_array_equal(first[0], keys[order])
+    np.testing.assert_array_equal(first[2], payload[order])
+
+
+@pytest.mark.parametrize("n", [65_537, 2**21 + 3])
+def test_sort_by_key_63_bit_keys_with_payloads_for_every_thread_count(n):
+    gen = np.random.default_rng(63)
+    keys = gen.integers(0, 2**63 - 1, n, dtype=np.int64)
+    keys[::5] = keys[1::5][: keys[::5].size]  # repeated keys: stability matters
+    p1, p2 = gen.random(n), gen.integers(0, 2**40, (n, 3))
+    first = each_count(lambda: tuple(A.sort_by_key(keys, p1, p2)))
+    order = np.argsort(keys, kind="stable")
+    np.testing.assert_array_equal(first[1], order)
+    np.testing.assert_array_equal(first[2], p1[order])
+    np.testing.assert_array_equal(first[3], p2[order])
+
+
+@pytest.mark.parametrize("n", [0, 1, 16_385, 70_001, 300_007])
+def test_sort_by_key_payload_gathers_for_every_thread_count(n):
+    """Payloads of every row size move through take_rows on the pool (C-contiguous, first
+    axis); Fortran-ordered payloads and axis=-1 go through np.take."""
+    gen = np.random.default_rng(n + 5)
+    keys = gen.integers(0, 2**63 - 1, n)
+    payloads = [gen.random(n), gen.random((n, 3)), gen.integers(0, 9, n).astype(np.int8),
+                gen.random((n, 2)).astype(np.float32), gen.random((n, 5, 3)).astype(np.float16),
+                gen.integers(0, 9, n).astype(np.int16), np.asfortranarray(gen.random((n, 3))),
+                gen.random(2 * n)[::2], np.array(gen.integers(0, 9, (n, 3)), dtype="V24")]
+    component_major = gen.random((3, n))
+    first = each_count(lambda: tuple(A.sort_by_key(keys, *payloads))
+                       + tuple(A.sort_by_key(keys, component_major, axis=-1)[2:]))
+    order = np.argsort(keys, kind="stable")
+    for got, p in zip(first[2:], payloads):
+        assert got.tobytes() == p[order].tobytes()
+    np.testing.assert_array_equal(first[-1], component_major[:, order])
+
+
+@pytest.mark.parametrize("fn_name", ["core", "twin"])
+def test_take_rows_rejects_bad_input(fn_name):
+    from cunumpy import _reference
+
+    fn = _core.take_rows if fn_name == "core" else _reference.take_rows
+    src = np.arange(6.0)
+    for bad, where in (([0, 1, 2, 3, 4, 6], 5), ([-1, 0, 0, 0, 0, 0], 0), ([0, 2**63 - 1, 0, 0, 0, 0], 1)):
+        with pytest.raises(ValueError, match=rf"order\[{where}\]"):
+            fn(src, np.array(bad, np.int64), np.empty(6))
+    with pytest.raises(TypeError, match="objects"):
+        fn(np.array([object()] * 2), np.zeros(2, np.int64), np.empty(2, object))
+    with pytest.raises(ValueError, match="shape|dst"):
+        fn(src, np.zeros(6, np.int64), np.empty(5))
+
+
+# ---- cut-overs: small inputs stay on the calling thread, large ones use the pool ------------------
+
+def _pool_cases(n):
+    gen = np.random.default_rng(n)
+    cells = np.sort(gen.integers(0, max(n // 8, 1), n))
+    pos = gen.random((n, 3))
+    mask = gen.random(n) < 0.5
+    return {
+        "sort_by_key": lambda: A.sort_by_key(gen.integers(0, 2**30, n)),
+        "segment_boundaries": lambda: A.segment_boundaries(cells),
+        "cell_offsets": lambda: A.cell_offsets(cells, max(n // 8, 1)),
+        "segment_sum": lambda: A.segment_sum(gen.random((n, 3)), gen.integers(0, 64, n), 64),
+        "morton_keys": lambda: A.morton_keys(pos, np.zeros(3), np.ones(3), 21),
+        "philox_uniform": lambda: R.philox_uniform(7, 3, np.arange(n, dtype=np.uint64)),
+        "compact_by_mask": lambda: A.compact_by_mask(mask, gen.random(n)),
+    }
+
+
+# One less than the cut-overs of src/cunumpy/_core/cutovers.h (segment_sum has none: its parts
+# decide).
+JUST_BELOW_CUTOVER = {"sort_by_key": 2**17 - 1, "segment_boundaries": 2**17 - 1,
+                      "cell_offsets": 2**17 - 1, "morton_keys": 2**15 - 1,
+                      "philox_uniform": 2**15 - 1, "compact_by_mask": 2**18 - 1}
+
+
+@pytest.mark.skipif(not hasattr(_core, "_pool_jobs") or _core._pool_jobs.__module__ == "cunumpy._reference.threads",
+                    reason="needs the C core's pool")
+@pytest.mark.parametrize("name", sorted(_pool_cases(1)))
+def test_small_inputs_stay_on_the_calling_thread_and_large_ones_use_the_pool(name):
+    _core._pool_ignore_cutover(False)
+    T.set_num_threads(2)
+    small, large = _pool_cases(1000)[name], _pool_cases(1_500_007)[name]
+    before = _core._pool_jobs()
+    small()
+    assert _core._pool_jobs() == before, f"{name} of 1000 elements handed work to the pool"
+    large()
+    assert _core._pool_jobs() > before, f"{name} of 1.5M elements did not use the pool"
+    below = JUST_BELOW_CUTOVER.get(name)
+    if below is not None:  # several chunks, yet below the cut-over: the calling thread
+        before = _core._pool_jobs()
+        _pool_cases(below)[name]()
+        assert _core._pool_jobs() == before, f"{name} used the pool below its cut-over"
+    before = _core._pool_jobs()
+    _core._pool_ignore_cutover(True)
+    _pool_cases(600_001)[name]()  # two parts of segment_sum: pool whatever the cut-over
+    assert _core._pool_jobs() > before
+
+
+# ---- segment_boundaries ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [1, 65_536, 65_537, 300_007])
+@pytest.mark.parametrize("distinct", [1, 3, 1000, None])
+@pytest.mark.parametrize("dtype", [np.int64, np.uint8, np.int32, np.uint64])
+def test_segment_boundaries_bit_identical_for_every_thread_count(n, distinct, dtype):
+    gen = np.random.default_rng(n + (distinct or 0))
+    high = min(distinct or 2**31, np.iinfo(dtype).max)
+    keys = np.sort(gen.integers(0, high, n)).astype(dtype)
+    first = each_count(lambda: A.segment_boundaries(keys))
+    start = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    np.testing.assert_array_equal(first[0], keys[start])
+    np.testing.assert_array_equal(first[1], start)
+    np.testing.assert_array_equal(first[2], np.append(start[1:], n))
+
+
+def test_segment_boundaries_run_across_every_chunk():
+    """One run that covers whole chunks, then runs that start exactly at chunk boundaries."""
+    chunk = _core.SEGMENT_RUNS_CHUNK
+    keys = np.concatenate((np.zeros(2 * chunk + 5), np.repeat([1, 2, 3], chunk))).astype(np.int64)
+    keys = np.concatenate((keys, [9])) if keys.size % chunk == 0 else keys
+    first = each_count(lambda: A.segment_boundaries(keys))
+    start = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    np.testing.assert_array_equal(first[1], start)
+    np.testing.assert_array_equal(first[2], np.append(start[1:], keys.size))
+
+
+@pytest.mark.parametrize("where", [5, 65_535, 65_536, 65_537, 200_000])
+def test_segment_boundaries_report_the_first_unsorted_row_for_every_thread_count(where):
+    keys = np.arange(300_007, dtype=np.int64)
+    keys[where] = -1
+    keys[where + 1000] = -5  # a later bad row must not be the one reported
+    for count in COUNTS:
+        with T.num_threads(count):
+            with pytest.raises(ValueError, match=rf"sorted_keys\[{where}\] < sorted_keys\[{where - 1}\]"):
+                A.segment_boundaries(keys)
+
+
+@pytest.mark.parametrize("fn_name", ["core", "twin"])
+def test_segment_runs_chunk_counts_are_checked(fn_name):
+    from cunumpy import _reference
+
+    fn = _core.segment_runs if fn_name == "core" else _reference.segment_runs
+    chunk = _core.SEGMENT_RUNS_CHUNK
+    keys = np.repeat(np.arange(5), chunk // 2)  # 2.5 chunks
+    counts = np.empty(3, np.int64)
+    assert fn(keys, counts) == 5
+    np.testing.assert_array_equal(counts, [2, 2, 1])
+    u, s, e = np.empty(5, np.int64), np.empty(5, np.int64), np.empty(5, np.int64)
+    assert fn(keys, u, s, e, counts) == 5
+    np.testing.assert_array_equal(s, np.arange(5) * (chunk // 2))
+    with pytest.raises(ValueError, match="chunk_runs"):
+        fn(keys, np.empty(2, np.int64))  # one entry per chunk
+    for bad in ([2, 2, -1], [2, 2, 10**6], [3, 1, 1]):
+        with pytest.raises(ValueError, match="chunk_runs|unique|changed"):
+            fn(keys, u, s, e, np.array(bad, np.int64))
 
 
 # ---- the pure-Python twin of the controls ----------------------------------------------------

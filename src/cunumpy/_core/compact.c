@@ -5,6 +5,7 @@
 
 #include "buffer_args.h"
 #include "compact_kernels.h"
+#include "cutovers.h"
 #include "thread_pool.h"
 
 /* Describe one array (compaction axis first) as lanes. Rows whose other dimensions form one
@@ -128,9 +129,9 @@ static PyObject *compact_in_place(PyObject *self, PyObject *const *args, Py_ssiz
         if (nblocks <= 1) {
             live = cn_compact_serial(&job);
         } else {
-            cn_parallel_for(nblocks, cn_compact_scan_block, &job);
+            cn_parallel_for_n(nblocks, cn_compact_scan_block, &job, (size_t)n, CN_COMPACT_CUTOVER);
             live = cn_compact_offsets(&job);
-            cn_parallel_for(nblocks, cn_compact_move_block, &job);
+            cn_parallel_for_n(nblocks, cn_compact_move_block, &job, (size_t)n, CN_COMPACT_CUTOVER);
         }
         CN_END_NOGIL
         if (nblocks > 1) {

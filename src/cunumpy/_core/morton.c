@@ -4,6 +4,7 @@
 
 #include "buffer_args.h"
 #include "morton_kernels.h"
+#include "cutovers.h"
 #include "thread_pool.h"
 
 /* Parallel drivers: fixed chunks of CN_ELEMENT_CHUNK elements, each element independent. */
@@ -214,7 +215,7 @@ static PyObject *morton_keys_into(PyObject *self, PyObject *const *args, Py_ssiz
             goto fail;
         }
         CN_BEGIN_NOGIL
-        cn_parallel_for(nchunks, morton_keys_chunk, &job);
+        cn_parallel_for_n(nchunks, morton_keys_chunk, &job, n, CN_MORTON_KEYS_CUTOVER);
         CN_END_NOGIL
         /* The first bad row over the chunks in order: the same row as one pass would find. */
         bad = -1;
@@ -279,7 +280,8 @@ static PyObject *morton_encode_into(PyObject *self, PyObject *const *args, Py_ss
             if (cn_pool_prepare() < 0)
                 goto fail;
             CN_BEGIN_NOGIL
-            cn_parallel_for(CN_CHUNKS((size_t)n, CN_ELEMENT_CHUNK), morton_encode_chunk, &job);
+            cn_parallel_for_n(CN_CHUNKS((size_t)n, CN_ELEMENT_CHUNK), morton_encode_chunk, &job,
+                              (size_t)n, CN_MORTON_DECODE_CUTOVER);
             CN_END_NOGIL
         }
     }
@@ -328,7 +330,8 @@ static PyObject *morton_decode_into(PyObject *self, PyObject *const *args, Py_ss
         if (cn_pool_prepare() < 0)
             goto fail;
         CN_BEGIN_NOGIL
-        cn_parallel_for(CN_CHUNKS((size_t)n, CN_ELEMENT_CHUNK), morton_decode_chunk, &job);
+        cn_parallel_for_n(CN_CHUNKS((size_t)n, CN_ELEMENT_CHUNK), morton_decode_chunk, &job,
+                          (size_t)n, CN_MORTON_DECODE_CUTOVER);
         CN_END_NOGIL
     }
     while (got-- > 0)

@@ -3,6 +3,7 @@
 
 #include "buffer_args.h"
 #include "philox_kernels.h"
+#include "cutovers.h"
 #include "thread_pool.h"
 
 /* Scalar broadcast: an input of one element is read with step 0, else it needs n. */
@@ -78,7 +79,7 @@ static PyObject *philox4x32_10_into(PyObject *self, PyObject *const *args, Py_ss
         if (cn_pool_prepare() < 0)
             goto fail;
         CN_BEGIN_NOGIL
-        cn_parallel_for(CN_CHUNKS(n, CN_ELEMENT_CHUNK), philox_raw_chunk, &job);
+        cn_parallel_for_n(CN_CHUNKS(n, CN_ELEMENT_CHUNK), philox_raw_chunk, &job, n, CN_PHILOX_CUTOVER);
         CN_END_NOGIL
     }
     PyBuffer_Release(&o);
@@ -124,7 +125,7 @@ static void philox_fill_loop(int kind, size_t n, const uint64_t *seed, size_t se
 {
     philox_fill_job job = {kind,      n,           seed,         stream, counter,
                            seed_step, stream_step, counter_step, out0,   out1};
-    cn_parallel_for(CN_CHUNKS(n, CN_ELEMENT_CHUNK), philox_fill_chunk, &job);
+    cn_parallel_for_n(CN_CHUNKS(n, CN_ELEMENT_CHUNK), philox_fill_chunk, &job, n, CN_PHILOX_CUTOVER);
 }
 
 PyDoc_STRVAR(philox_fill_doc,

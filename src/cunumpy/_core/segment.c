@@ -5,6 +5,7 @@
 
 #include "buffer_args.h"
 #include "segment_kernels.h"
+#include "cutovers.h"
 #include "thread_pool.h"
 
 /* One segment sum: rows [0, n) into out (zeroed by the kernel); -1 or the first bad row. */
@@ -98,7 +99,7 @@ static int run_segment_sum(segment_job *job)
             part[p].out = scratch + (p - 1) * elems * isz;
     }
     segment_parts ctx = {part};
-    cn_parallel_for(parts, segment_part, &ctx);
+    cn_parallel_for_n(parts, segment_part, &ctx, job->n, CN_SEGMENT_SUM_CUTOVER);
     for (size_t p = 1; p < parts; p++) {
         if (job->is_double) {
             double *o = job->out;
@@ -337,7 +338,7 @@ static PyObject *cell_offsets_into(PyObject *self, PyObject *const *args, Py_ssi
             bad = cn_cell_offsets(t, k.buf, k.strides[0], rows, ncells, o.buf);
         } else {
             offsets_job job = {t, k.buf, k.strides[0], rows, ncells, o.buf, bads};
-            cn_parallel_for(nchunks, offsets_chunk, &job);
+            cn_parallel_for_n(nchunks, offsets_chunk, &job, rows, CN_OFFSETS_CUTOVER);
             /* The first bad row over the chunks in order: the row one pass would stop at. */
             bad = -1;
             for (size_t c = 0; c < nchunks && bad < 0; c++)
@@ -369,88 +370,180 @@ fail:
     return NULL;
 }
 
+/* Runs in fixed chunks of rows (from the size only): a first call counts the runs of every
+ * chunk, a second writes each chunk's runs from the sum of the counts before it. */
+#define CN_RUNS_CHUNK ((size_t)1 << 16)
+
+typedef struct {
+    int is_unsigned;
+    size_t isz;
+    const char *keys;
+    ptrdiff_t ks;
+    size_t n;
+    char *unique;
+    int64_t *starts, *stops;
+    const int64_t *base;   /* fill: first run index of each chunk */
+    int64_t *count;        /* count: runs per chunk (or -(1 + row)); fill: runs written */
+} runs_job;
+
+static void runs_chunk(void *ctx, size_t c)
+{
+    const runs_job *j = ctx;
+    size_t a = c * CN_RUNS_CHUNK, b = j->n - a < CN_RUNS_CHUNK ? j->n : a + CN_RUNS_CHUNK;
+    if (j->unique == NULL) {
+        j->count[c] = cn_segment_runs_rows(j->is_unsigned, j->isz, j->keys, j->ks, j->n, a, b,
+                                           NULL, NULL, NULL, 0, 0);
+        return;
+    }
+    size_t base = (size_t)j->base[c], capacity = (size_t)(j->base[c + 1] - j->base[c]);
+    ptrdiff_t got = cn_segment_runs_rows(j->is_unsigned, j->isz, j->keys, j->ks, j->n, a, b,
+                                         j->unique, j->starts, j->stops, base, capacity);
+    /* Fewer runs than counted would leave entries unwritten: as wrong as more. */
+    j->count[c] = got == (ptrdiff_t)capacity ? 1 : 0;
+}
+
+static size_t runs_chunks(size_t n)
+{
+    return n == 0 ? 1 : CN_CHUNKS(n, CN_RUNS_CHUNK);
+}
+
 PyDoc_STRVAR(segment_runs_doc,
-             "segment_runs(sorted_keys, unique=None, starts=None, stops=None)\n--\n\n"
-             "Number of runs of 1-D sorted integer keys (32 or 64-bit, signed or unsigned);\n"
+             "segment_runs(sorted_keys, unique=None, starts=None, stops=None, chunk_runs=None)\n--\n\n"
+             "Number of runs of 1-D sorted integer keys (8 to 64-bit, signed or unsigned);\n"
              "with the C-contiguous outputs (unique of the keys' type, int64 starts/stops,\n"
-             "one entry per run) also fill them. ValueError if the keys are not sorted.");
+             "one entry per run) also fill them. ValueError if the keys are not sorted.\n"
+             "chunk_runs (int64, one entry per SEGMENT_RUNS_CHUNK rows, at least one): a count\n"
+             "stores the runs of every chunk there and a fill takes them from there instead of\n"
+             "counting again; segment_runs(keys, chunk_runs) counts.");
 
 static PyObject *segment_runs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 1 && nargs != 4)
-        return cn_raise(CN_ERR_TYPE, "segment_runs() takes 1 or 4 arguments (%zd given)", nargs);
-    int fill = nargs == 4;
-    Py_buffer k, u, s, e;
+    if (nargs < 1 || nargs > 5 || nargs == 3)
+        return cn_raise(CN_ERR_TYPE, "segment_runs() takes 1, 2, 4 or 5 arguments (%zd given)",
+                        nargs);
+    int fill = nargs >= 4;
+    PyObject *chunk_arg = nargs == 2 ? args[1] : nargs == 5 ? args[4] : Py_None;
+    Py_buffer k, u, s, e, cr;
+    int have_u = 0, have_s = 0, have_e = 0, have_cr = 0;
+    int64_t *counts = NULL, *bases = NULL;
+    PyObject *result = NULL;
     if (cn_get_buffer(args[0], &k, 0, 1, "sorted_keys") < 0)
         return NULL;
     cn_kind kind = cn_buffer_kind(&k);
     if ((kind != CN_KIND_INT && kind != CN_KIND_UINT) ||
         (k.itemsize != 1 && k.itemsize != 2 && k.itemsize != 4 && k.itemsize != 8)) {
-        PyBuffer_Release(&k);
-        return cn_raise(CN_ERR_TYPE, "'sorted_keys' must be 8 to 64-bit integers here");
+        cn_raise(CN_ERR_TYPE, "'sorted_keys' must be 8 to 64-bit integers here");
+        goto done;
     }
     if (fill) {
         if (cn_get_buffer(args[1], &u, 1, 1, "unique") < 0)
-            goto fail_k;
+            goto done;
+        have_u = 1;
         if (cn_get_buffer(args[2], &s, 1, 1, "starts") < 0)
-            goto fail_u;
+            goto done;
+        have_s = 1;
         if (cn_get_buffer(args[3], &e, 1, 1, "stops") < 0)
-            goto fail_s;
+            goto done;
+        have_e = 1;
     }
-    ptrdiff_t runs;
-    {
-        int is_unsigned = kind == CN_KIND_UINT;
-        size_t isz = (size_t)k.itemsize;
-        size_t n = (size_t)k.shape[0];
+    size_t n = (size_t)k.shape[0], nch = runs_chunks(n);
+    if (chunk_arg != Py_None) {
+        if (cn_get_buffer(chunk_arg, &cr, 1, 1, "chunk_runs") < 0)
+            goto done;
+        have_cr = 1;
+        if (cn_require_contig(&cr, CN_KIND_INT, 8, (Py_ssize_t)nch, "chunk_runs") < 0)
+            goto done;
+    }
+    /* Private copies: the caller's chunk_runs may change under us (and a fill validates it). */
+    counts = PyMem_Malloc(nch * sizeof(int64_t));
+    bases = PyMem_Malloc((nch + 1) * sizeof(int64_t));
+    if (counts == NULL || bases == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int is_unsigned = kind == CN_KIND_UINT;
+    size_t isz = (size_t)k.itemsize;
+    runs_job job = {is_unsigned, isz, k.buf, k.strides[0], n, NULL, NULL, NULL, bases, counts};
+    ptrdiff_t runs = 0, bad = -1;
+    if (cn_pool_prepare() < 0)
+        goto done;
+    if (!fill || !have_cr) {
         CN_BEGIN_NOGIL
-        runs = cn_segment_runs(is_unsigned, isz, k.buf, k.strides[0], n, NULL, NULL, NULL, 0);
+        cn_parallel_for_n(nch, runs_chunk, &job, n, CN_RUNS_CUTOVER);
         CN_END_NOGIL
-        if (runs < 0) {
+        /* The first unsorted row over the chunks in order: the row one pass would stop at. */
+        for (size_t c = 0; c < nch && bad < 0; c++) {
+            if (counts[c] < 0)
+                bad = (ptrdiff_t)(-counts[c] - 1);
+            else
+                runs += (ptrdiff_t)counts[c];
+        }
+        if (bad >= 0) {
             PyErr_Format(PyExc_ValueError,
                          "'sorted_keys' must be sorted (non-decreasing); sorted_keys[%zd] < "
                          "sorted_keys[%zd]",
-                         -runs - 1, -runs - 2);
-            goto fail;
+                         bad, bad - 1);
+            goto done;
         }
-        if (fill) {
-            if (cn_require_contig(&u, kind, k.itemsize, runs, "unique") < 0 ||
-                cn_require_contig(&s, CN_KIND_INT, 8, runs, "starts") < 0 ||
-                cn_require_contig(&e, CN_KIND_INT, 8, runs, "stops") < 0)
-                goto fail;
-            ptrdiff_t filled;
-            CN_BEGIN_NOGIL
-            filled = cn_segment_runs(is_unsigned, isz, k.buf, k.strides[0], n, u.buf, s.buf,
-                                     e.buf, (size_t)runs);
-            CN_END_NOGIL
-            /* The keys are read twice with the GIL released: a second read that disagrees
-             * with the first (another thread wrote them) is an error, never a longer write. */
-            if (filled != runs) {
-                PyErr_SetString(PyExc_ValueError,
-                                "'sorted_keys' changed while being read (another thread wrote "
-                                "them); the runs are not consistent");
-                goto fail;
+        if (have_cr)
+            memcpy(cr.buf, counts, nch * sizeof(int64_t));
+    } else {
+        memcpy(counts, cr.buf, nch * sizeof(int64_t));
+        for (size_t c = 0; c < nch; c++) {
+            size_t rows = c + 1 < nch ? CN_RUNS_CHUNK : n - c * CN_RUNS_CHUNK;
+            if (counts[c] < 0 || (uint64_t)counts[c] > (uint64_t)rows) {
+                PyErr_Format(PyExc_ValueError,
+                             "'chunk_runs' must hold the run counts of a count call; "
+                             "chunk_runs[%zu] = %lld",
+                             c, (long long)counts[c]);
+                goto done;
             }
+            runs += (ptrdiff_t)counts[c];
         }
     }
-    if (fill) {
-        PyBuffer_Release(&e);
-        PyBuffer_Release(&s);
-        PyBuffer_Release(&u);
+    if (!fill) {
+        result = PyLong_FromSsize_t(runs);
+        goto done;
     }
-    PyBuffer_Release(&k);
-    return PyLong_FromSsize_t(runs);
-fail:
-    if (fill)
+    if (cn_require_contig(&u, kind, k.itemsize, runs, "unique") < 0 ||
+        cn_require_contig(&s, CN_KIND_INT, 8, runs, "starts") < 0 ||
+        cn_require_contig(&e, CN_KIND_INT, 8, runs, "stops") < 0)
+        goto done;
+    bases[0] = 0;
+    for (size_t c = 0; c < nch; c++)
+        bases[c + 1] = bases[c] + counts[c];
+    job.unique = u.buf;
+    job.starts = s.buf;
+    job.stops = e.buf;
+    int consistent = 1;
+    CN_BEGIN_NOGIL
+    if (n > 0)
+        cn_parallel_for_n(nch, runs_chunk, &job, n, CN_RUNS_CUTOVER);
+    for (size_t c = 0; c < nch && n > 0; c++)
+        consistent &= counts[c] == 1;
+    CN_END_NOGIL
+    /* The keys are read twice with the GIL released: a second read that disagrees with the
+     * first (another thread wrote them) is an error, never a longer write. */
+    if (!consistent) {
+        PyErr_SetString(PyExc_ValueError,
+                        "'sorted_keys' changed while being read (another thread wrote "
+                        "them); the runs are not consistent");
+        goto done;
+    }
+    result = PyLong_FromSsize_t(runs);
+done:
+    PyMem_Free(counts);
+    PyMem_Free(bases);
+    if (have_cr)
+        PyBuffer_Release(&cr);
+    if (have_e)
         PyBuffer_Release(&e);
-fail_s:
-    if (fill)
+    if (have_s)
         PyBuffer_Release(&s);
-fail_u:
-    if (fill)
+    if (have_u)
         PyBuffer_Release(&u);
-fail_k:
     PyBuffer_Release(&k);
-    return NULL;
+    return result;
 }
 
 static PyMethodDef segment_methods[] = {
@@ -466,5 +559,7 @@ static PyMethodDef segment_methods[] = {
 
 CN_INTERNAL int cn_register_segment(PyObject *module)
 {
+    if (PyModule_AddIntConstant(module, "SEGMENT_RUNS_CHUNK", (long)CN_RUNS_CHUNK) < 0)
+        return -1;
     return PyModule_AddFunctions(module, segment_methods);
 }

@@ -222,41 +222,53 @@ static ptrdiff_t cn_cell_offsets_chunk(cn_skey_type t, const char *keys, ptrdiff
     return -1;
 }
 
-/* Runs of sorted keys; signed or unsigned 64-bit comparison. With unique == NULL only counts.
- * Returns the number of runs, or -(1 + i) when row i is smaller than row i - 1. The outputs
- * hold `capacity` runs (the count of a first pass): if the keys changed since (another thread
- * writing them) and there are more runs, returns CN_RUNS_CHANGED without writing past them. */
+/* Runs of sorted keys; signed or unsigned 64-bit comparison. Rows [a, b) of n: a row starts a
+ * run if it is row 0 or differs from the row before it (row a - 1 is read for that), so chunks
+ * of rows count and fill independently. With unique == NULL only counts the runs that start in
+ * the rows. Otherwise writes them at run indices base, base + 1, ...: unique and starts, the
+ * stop of the run before each (stops[base - 1] belongs to the run before the chunk), and with
+ * b == n the last stop. Returns the number of runs, or -(1 + i) when row i is smaller than row
+ * i - 1. The outputs hold `capacity` runs from base on (the count of a first pass): if the keys
+ * changed since (another thread writing them) and there are more runs, returns CN_RUNS_CHANGED
+ * without writing past them. */
 #define CN_RUNS_CHANGED PTRDIFF_MIN
-static ptrdiff_t cn_segment_runs(int is_unsigned, size_t isz, const char *keys, ptrdiff_t ks,
-                                 size_t n, char *unique, int64_t *starts, int64_t *stops,
-                                 size_t capacity)
+static inline void cn_run_key(size_t isz, const char *p, uint64_t *u, int64_t *s)
+{
+    if (isz == 1) {
+        uint8_t u8;
+        memcpy(&u8, p, 1);
+        *u = u8;
+        *s = (int8_t)u8;
+    } else if (isz == 2) {
+        uint16_t u16;
+        memcpy(&u16, p, 2);
+        *u = u16;
+        *s = (int16_t)u16;
+    } else if (isz == 4) {
+        uint32_t u32;
+        memcpy(&u32, p, 4);
+        *u = u32;
+        *s = (int32_t)u32;
+    } else {
+        memcpy(u, p, 8);
+        *s = (int64_t)*u;
+    }
+}
+
+static ptrdiff_t cn_segment_runs_rows(int is_unsigned, size_t isz, const char *keys, ptrdiff_t ks,
+                                      size_t n, size_t a, size_t b, char *unique, int64_t *starts,
+                                      int64_t *stops, size_t base, size_t capacity)
 {
     ptrdiff_t runs = 0;
     uint64_t prev_u = 0;
     int64_t prev_s = 0;
-    for (size_t i = 0; i < n; i++) {
+    if (a > 0)
+        cn_run_key(isz, keys + (ptrdiff_t)(a - 1) * ks, &prev_u, &prev_s);
+    for (size_t i = a; i < b; i++) {
         const char *p = keys + (ptrdiff_t)i * ks;
         uint64_t u;
         int64_t s;
-        if (isz == 1) {
-            uint8_t u8;
-            memcpy(&u8, p, 1);
-            u = u8;
-            s = (int8_t)u8;
-        } else if (isz == 2) {
-            uint16_t u16;
-            memcpy(&u16, p, 2);
-            u = u16;
-            s = (int16_t)u16;
-        } else if (isz == 4) {
-            uint32_t u32;
-            memcpy(&u32, p, 4);
-            u = u32;
-            s = (int32_t)u32;
-        } else {
-            memcpy(&u, p, 8);
-            s = (int64_t)u;
-        }
+        cn_run_key(isz, p, &u, &s);
         int new_run = i == 0;
         if (i > 0) {
             int less = is_unsigned ? u < prev_u : s < prev_s;
@@ -268,19 +280,28 @@ static ptrdiff_t cn_segment_runs(int is_unsigned, size_t isz, const char *keys, 
             if (unique != NULL) {
                 if ((size_t)runs >= capacity)
                     return CN_RUNS_CHANGED;
-                memcpy(unique + (size_t)runs * isz, p, isz);
-                starts[runs] = (int64_t)i;
-                if (runs > 0)
-                    stops[runs - 1] = (int64_t)i;
+                size_t r = base + (size_t)runs;
+                memcpy(unique + r * isz, p, isz);
+                starts[r] = (int64_t)i;
+                if (r > 0)
+                    stops[r - 1] = (int64_t)i;
             }
             runs++;
         }
         prev_u = u;
         prev_s = s;
     }
-    if (unique != NULL && runs > 0)
-        stops[runs - 1] = (int64_t)n;
+    if (unique != NULL && b == n && base + (size_t)runs > 0)
+        stops[base + (size_t)runs - 1] = (int64_t)n;
     return runs;
+}
+
+static inline ptrdiff_t cn_segment_runs(int is_unsigned, size_t isz, const char *keys, ptrdiff_t ks,
+                                 size_t n, char *unique, int64_t *starts, int64_t *stops,
+                                 size_t capacity)
+{
+    return cn_segment_runs_rows(is_unsigned, isz, keys, ks, n, 0, n, unique, starts, stops, 0,
+                                capacity);
 }
 
 #endif /* CUNUMPY__CORE_SEGMENT_KERNELS_H */

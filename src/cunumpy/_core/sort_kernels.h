@@ -48,7 +48,7 @@ static inline size_t cn_key_size(cn_key_type t)
 }
 
 /* ---- per-type helpers: read one ordered value, write one back ---- */
-#define CN_DEFINE_KEY_IO(SUF, T, UT, FLIP)                                                          \
+#define CN_DEFINE_KEY_IO(SUF, T, UT, FLIP)                                                         \
     static inline uint64_t cn_key_get_##SUF(const char *p)                                         \
     {                                                                                              \
         T v;                                                                                       \
@@ -338,13 +338,25 @@ typedef struct {
  * consecutive buckets: an includer may run the groups on threads (each bucket's result is the
  * same whichever thread sorts it). */
 #define CN_SORT_BUCKET_GROUPS 64
+/* Every pass runs in chunks fixed by the input size n alone; the includer may run them on
+ * threads (and keep inputs below its cut-over on the calling thread). */
 #ifndef CN_SORT_PARALLEL_FOR
-#define CN_SORT_PARALLEL_FOR(nchunks, fn, ctx)                                                     \
+#define CN_SORT_PARALLEL_FOR(n, nchunks, fn, ctx)                                                  \
     do {                                                                                           \
+        (void)(n);                                                                                 \
         for (size_t c_ = 0; c_ < (nchunks); c_++)                                                  \
             fn((ctx), c_);                                                                         \
     } while (0)
 #endif
+/* Chunks of the top pass: at least 64K keys, at most 1024 chunks (their counters are
+ * 2 * 8 bytes per chunk and bucket). */
+#define CN_SORT_CHUNK_MIN ((size_t)1 << 16)
+#define CN_SORT_MAX_CHUNKS ((size_t)1024)
+static inline size_t cn_sort_chunk_len(size_t n)
+{
+    size_t len = (n + CN_SORT_MAX_CHUNKS - 1) / CN_SORT_MAX_CHUNKS;
+    return len < CN_SORT_CHUNK_MIN ? CN_SORT_CHUNK_MIN : len;
+}
 #define CN_BUCKET_HIST (6 * 2048) /* counters for up to 6 digits of 11 bits (or 8 of 8) */
 
 #define CN_UNLIKELY_K(x) __builtin_expect(!!(x), 0)
@@ -357,6 +369,48 @@ static inline cn_rec128 cn_rec128_make(uint64_t k, uint64_t i)
     return r;
 }
 #define CN_REC128_MAKE(k, i) cn_rec128_make((k), (i))
+
+/* Expand M(SUF) for the key type t: the per-element loops below are compiled once per type
+ * (a switch inside the loop costs a fifth of the pass). */
+#define CN_KEY_DISPATCH(t, M)                                                                      \
+    switch (t) {                                                                                   \
+    case CN_KEY_I32: M(i32); break;                                                                \
+    case CN_KEY_U32: M(u32); break;                                                                \
+    case CN_KEY_I64: M(i64); break;                                                                \
+    case CN_KEY_I8: M(i8); break;                                                                  \
+    case CN_KEY_U8: M(u8); break;                                                                  \
+    case CN_KEY_I16: M(i16); break;                                                                \
+    case CN_KEY_U16: M(u16); break;                                                                \
+    default: M(u64); break;                                                                        \
+    }
+#define CN_KEY_DISPATCH_X(t, M, X)                                                                 \
+    switch (t) {                                                                                   \
+    case CN_KEY_I32: M(i32, X); break;                                                             \
+    case CN_KEY_U32: M(u32, X); break;                                                             \
+    case CN_KEY_I64: M(i64, X); break;                                                             \
+    case CN_KEY_I8: M(i8, X); break;                                                               \
+    case CN_KEY_U8: M(u8, X); break;                                                               \
+    case CN_KEY_I16: M(i16, X); break;                                                             \
+    case CN_KEY_U16: M(u16, X); break;                                                             \
+    default: M(u64, X); break;                                                                     \
+    }
+/* Loop bodies of the top pass (names of cn_top_count / cn_top_scatter's locals). */
+#define CN_TOP_COUNT_LOOP(S)                                                                       \
+    for (size_t x = x0; x < x1; x++) {                                                             \
+        uint64_t k = cn_key_get_##S(keys + (ptrdiff_t)x * stride) & wmask;                         \
+        h[(k >> tsh) & bmask]++;                                                                   \
+    }
+#define CN_TOP_SCATTER_LOOP(S, MAKE)                                                               \
+    for (size_t x = x0; x < x1; x++) {                                                             \
+        uint64_t k = cn_key_get_##S(keys + (ptrdiff_t)x * stride) & wmask;                         \
+        size_t b = (k >> tsh) & bmask;                                                             \
+        size_t q = p[b]++;                                                                         \
+        if (CN_UNLIKELY_K(q >= l[b])) {                                                            \
+            j->overflow[c] = 1;                                                                    \
+            return;                                                                                \
+        }                                                                                          \
+        a[q] = MAKE(k, x);                                                                         \
+    }
 
 #define CN_DEFINE_HYBRID(SUF, REC, KEY, MAKE)                                                     \
     /* Stable LSD sort of a[0..m) on the bits where its keys differ below `top`, using tmp. */     \
@@ -444,78 +498,240 @@ static inline cn_rec128 cn_rec128_make(uint64_t k, uint64_t i)
         }                                                                                          \
         free(hist);                                                                                \
     }                                                                                              \
+    /* The top pass in fixed chunks of the input (from n only): each chunk counts its keys per     \
+     * bucket, one exclusive prefix over (bucket, chunk) gives every chunk its own range in        \
+     * every bucket, and the chunks scatter into their ranges. Chunk c's range in bucket b         \
+     * follows chunk c - 1's, so the scatter is stable and the same for any thread count. */       \
+    typedef struct {                                                                               \
+        cn_key_type t;                                                                             \
+        const char *keys;                                                                          \
+        ptrdiff_t stride;                                                                          \
+        size_t n, len, nb;                                                                         \
+        uint64_t wmask;                                                                            \
+        int tsh, copied;                                                                           \
+        REC *a, *tmp;                                                                              \
+        size_t *pos, *lim; /* [chunk][bucket]: next write and end of each chunk's range */         \
+        unsigned char *overflow; /* per chunk: the keys changed between count and scatter */       \
+    } cn_top_##SUF;                                                                                \
+    static void cn_top_count_##SUF(void *ctx, size_t c)                                            \
+    {                                                                                              \
+        cn_top_##SUF *j = ctx;                                                                     \
+        size_t x0 = c * j->len, x1 = j->n - x0 < j->len ? j->n : x0 + j->len;                      \
+        size_t *h = j->pos + c * j->nb, bmask = j->nb - 1;                                         \
+        int tsh = j->tsh;                                                                          \
+        memset(h, 0, j->nb * sizeof(size_t));                                                      \
+        if (j->copied) {                                                                           \
+            for (size_t x = x0; x < x1; x++) {                                                     \
+                uint64_t k = cn_key_get(j->t, j->keys + (ptrdiff_t)x * j->stride) & j->wmask;      \
+                REC r = MAKE(k, x);                                                                \
+                j->tmp[x] = r;                                                                     \
+                h[(KEY(r) >> tsh) & bmask]++;                                                      \
+            }                                                                                      \
+        } else {                                                                                   \
+            const char *keys = j->keys;                                                            \
+            ptrdiff_t stride = j->stride;                                                          \
+            uint64_t wmask = j->wmask;                                                             \
+            CN_KEY_DISPATCH(j->t, CN_TOP_COUNT_LOOP)                                               \
+        }                                                                                          \
+    }                                                                                              \
+    static void cn_top_scatter_##SUF(void *ctx, size_t c)                                          \
+    {                                                                                              \
+        cn_top_##SUF *j = ctx;                                                                     \
+        size_t x0 = c * j->len, x1 = j->n - x0 < j->len ? j->n : x0 + j->len;                      \
+        size_t *p = j->pos + c * j->nb, bmask = j->nb - 1;                                         \
+        const size_t *l = j->lim + c * j->nb;                                                      \
+        int tsh = j->tsh;                                                                          \
+        REC *a = j->a;                                                                             \
+        if (j->copied) { /* tmp is private and was counted: every range fills exactly */           \
+            for (size_t x = x0; x < x1; x++) {                                                     \
+                REC r = j->tmp[x];                                                                 \
+                a[p[(KEY(r) >> tsh) & bmask]++] = r;                                               \
+            }                                                                                      \
+            return;                                                                                \
+        }                                                                                          \
+        /* The keys are read a second time and another thread may have written them since the      \
+         * count: every write stays inside this chunk's range of its bucket. If none would         \
+         * leave it, the chunk's writes filled its ranges exactly (they sum to its length). */     \
+        const char *keys = j->keys;                                                                \
+        ptrdiff_t stride = j->stride;                                                              \
+        uint64_t wmask = j->wmask;                                                                 \
+        CN_KEY_DISPATCH_X(j->t, CN_TOP_SCATTER_LOOP, MAKE)                                         \
+    }                                                                                              \
     /* Sort n keys (ordered values, working key = ordered & wmask) into a; top digit first. */     \
-    static int cn_hybrid_##SUF(cn_key_type t, const char *keys, ptrdiff_t stride, size_t n,       \
+    static int cn_hybrid_##SUF(cn_key_type t, const char *keys, ptrdiff_t stride, size_t n,        \
                                 uint64_t wmask, int hi, int top_bits, REC *a, REC *tmp,            \
                                 int force_copy)                                                    \
     {                                                                                              \
         size_t nb = (size_t)1 << top_bits;                                                         \
-        int tsh = hi - top_bits;                                                                   \
-        size_t *pos = calloc(nb + 1, sizeof(size_t));                                              \
+        size_t len = cn_sort_chunk_len(n), nch = (n + len - 1) / len;                              \
+        size_t *pos = malloc(2 * nch * nb * sizeof(size_t));                                       \
         size_t *start = malloc((nb + 1) * sizeof(size_t));                                         \
-        if (pos == NULL || start == NULL) {                                                        \
+        unsigned char *overflow = calloc(nch, 1);                                                  \
+        if (pos == NULL || start == NULL || overflow == NULL) {                                    \
             free(pos);                                                                             \
             free(start);                                                                           \
+            free(overflow);                                                                        \
             return CN_SORT_NOMEM;                                                                  \
         }                                                                                          \
-        /* The keys are read twice (count, then scatter) and another thread may write them in \
-         * between: every scatter write is bounded by its bucket's end. If no bucket overflows, \
-         * the n writes filled every bucket exactly; if one would, the keys changed and the     \
-         * top pass is redone from a private copy, read once (the records in tmp). */            \
-        int copied = force_copy;                                                                   \
-        if (!copied) {                                                                             \
-            for (size_t x = 0; x < n; x++)                                                         \
-                pos[((cn_key_get(t, keys + (ptrdiff_t)x * stride) & wmask) >> tsh) & (nb - 1)]++; \
-        } else {                                                                                   \
-            for (size_t x = 0; x < n; x++) {                                                       \
-                uint64_t k = cn_key_get(t, keys + (ptrdiff_t)x * stride) & wmask;                  \
-                tmp[x] = MAKE(k, x);                                                               \
-                pos[(KEY(tmp[x]) >> tsh) & (nb - 1)]++;                                            \
-            }                                                                                      \
-        }                                                                                          \
+        cn_top_##SUF top = {t, keys, stride, n, len, nb, wmask, hi - top_bits, force_copy,         \
+                            a, tmp, pos, pos + nch * nb, overflow};                                \
         for (;;) {                                                                                 \
+            CN_SORT_PARALLEL_FOR(n, nch, cn_top_count_##SUF, &top);                                \
             size_t sum = 0;                                                                        \
             for (size_t b = 0; b < nb; b++) {                                                      \
-                size_t c = pos[b];                                                                 \
-                start[b] = pos[b] = sum;                                                           \
-                sum += c;                                                                          \
+                start[b] = sum;                                                                    \
+                for (size_t c = 0; c < nch; c++) {                                                 \
+                    size_t cnt = pos[c * nb + b];                                                  \
+                    pos[c * nb + b] = sum;                                                         \
+                    sum += cnt;                                                                    \
+                    top.lim[c * nb + b] = sum;                                                     \
+                }                                                                                  \
             }                                                                                      \
             start[nb] = n;                                                                         \
-            if (copied) {                                                                          \
-                for (size_t x = 0; x < n; x++) {                                                   \
-                    REC r = tmp[x];                                                                \
-                    a[pos[(KEY(r) >> tsh) & (nb - 1)]++] = r;                                      \
-                }                                                                                  \
+            CN_SORT_PARALLEL_FOR(n, nch, cn_top_scatter_##SUF, &top);                              \
+            if (top.copied || memchr(overflow, 1, nch) == NULL)                                    \
                 break;                                                                             \
-            }                                                                                      \
-            size_t x = 0;                                                                          \
-            for (; x < n; x++) {                                                                   \
-                uint64_t k = cn_key_get(t, keys + (ptrdiff_t)x * stride) & wmask;                  \
-                size_t b = (k >> tsh) & (nb - 1);                                                  \
-                size_t p = pos[b]++;                                                               \
-                if (CN_UNLIKELY_K(p >= start[b + 1]))                                              \
-                    break;                                                                         \
-                a[p] = MAKE(k, x);                                                                 \
-            }                                                                                      \
-            if (x == n)                                                                            \
-                break;                                                                             \
-            memset(pos, 0, (nb + 1) * sizeof(size_t));                                             \
-            for (x = 0; x < n; x++) {                                                              \
-                uint64_t k = cn_key_get(t, keys + (ptrdiff_t)x * stride) & wmask;                  \
-                tmp[x] = MAKE(k, x);                                                               \
-                pos[(KEY(tmp[x]) >> tsh) & (nb - 1)]++;                                            \
-            }                                                                                      \
-            copied = 1;                                                                            \
+            /* The keys changed under us: redo the pass from a private copy, read once. */         \
+            top.copied = 1;                                                                        \
         }                                                                                          \
-        cn_buckets_##SUF job = {a, tmp, start, nb, tsh, 0};                                        \
-        CN_SORT_PARALLEL_FOR(CN_SORT_BUCKET_GROUPS, cn_bucket_group_##SUF, &job);                  \
+        cn_buckets_##SUF job = {a, tmp, start, nb, top.tsh, 0};                                    \
+        CN_SORT_PARALLEL_FOR(n, CN_SORT_BUCKET_GROUPS, cn_bucket_group_##SUF, &job);               \
         free(pos);                                                                                 \
         free(start);                                                                               \
+        free(overflow);                                                                            \
         return job.nomem ? CN_SORT_NOMEM : CN_SORT_OK;                                             \
     }
 
 CN_DEFINE_HYBRID(r64, uint64_t, CN_REC64_KEY, CN_REC64_MAKE)
 CN_DEFINE_HYBRID(r128, cn_rec128, CN_REC128_KEY, CN_REC128_MAKE)
+
+/* ---- passes over the elements in fixed chunks: the sortedness scan and the unpacking ---- */
+#define CN_SORT_ELEMENT_CHUNK ((size_t)1 << 16)
+
+static int cn_key_scan(cn_key_type t, const char *base, ptrdiff_t stride, size_t n,
+                       uint64_t *first, uint64_t *diff)
+{
+    switch (t) {
+    case CN_KEY_I32: return cn_key_scan_i32(base, stride, n, first, diff);
+    case CN_KEY_U32: return cn_key_scan_u32(base, stride, n, first, diff);
+    case CN_KEY_I64: return cn_key_scan_i64(base, stride, n, first, diff);
+    case CN_KEY_I8: return cn_key_scan_i8(base, stride, n, first, diff);
+    case CN_KEY_U8: return cn_key_scan_u8(base, stride, n, first, diff);
+    case CN_KEY_I16: return cn_key_scan_i16(base, stride, n, first, diff);
+    case CN_KEY_U16: return cn_key_scan_u16(base, stride, n, first, diff);
+    default: return cn_key_scan_u64(base, stride, n, first, diff);
+    }
+}
+
+typedef struct {
+    cn_key_type t;
+    const char *keys;
+    ptrdiff_t stride;
+    size_t n, isz;
+    int64_t *order;
+    char *sorted_out;
+    const void *recs;   /* unpack: uint64 (key << 32 | index) or cn_rec128 records */
+    uint64_t high;      /* unpack of 64-bit records: the key bits they leave out */
+    uint64_t *first, *diff; /* scan: per chunk */
+    unsigned char *unsorted;
+} cn_sort_elems;
+
+static inline size_t cn_sort_elems_end(const cn_sort_elems *j, size_t x0)
+{
+    return j->n - x0 < CN_SORT_ELEMENT_CHUNK ? j->n : x0 + CN_SORT_ELEMENT_CHUNK;
+}
+
+/* The first key, the OR of (key ^ first) and sortedness of one chunk; a chunk after the first
+ * also compares its first key with the key before it. */
+static void cn_sort_scan_chunk(void *ctx, size_t c)
+{
+    cn_sort_elems *j = ctx;
+    size_t x0 = c * CN_SORT_ELEMENT_CHUNK, x1 = cn_sort_elems_end(j, x0);
+    const char *p = j->keys + (ptrdiff_t)x0 * j->stride;
+    int sorted = cn_key_scan(j->t, p, j->stride, x1 - x0, &j->first[c], &j->diff[c]);
+    if (sorted && x0 > 0 && cn_key_get(j->t, p - j->stride) > j->first[c])
+        sorted = 0;
+    j->unsorted[c] = (unsigned char)!sorted;
+}
+
+static void cn_sort_identity_chunk(void *ctx, size_t c)
+{
+    const cn_sort_elems *j = ctx;
+    size_t x0 = c * CN_SORT_ELEMENT_CHUNK, x1 = cn_sort_elems_end(j, x0);
+    for (size_t i = x0; i < x1; i++) {
+        j->order[i] = (int64_t)i;
+        memcpy(j->sorted_out + i * j->isz, j->keys + (ptrdiff_t)i * j->stride, j->isz);
+    }
+}
+
+/* In place when recs is the order itself: each element is read before it is written. */
+static void cn_sort_unpack64_chunk(void *ctx, size_t c)
+{
+    const cn_sort_elems *j = ctx;
+    size_t x0 = c * CN_SORT_ELEMENT_CHUNK, x1 = cn_sort_elems_end(j, x0);
+    const uint64_t *a = j->recs;
+    int64_t *order = j->order;
+    char *out = j->sorted_out;
+    uint64_t high = j->high;
+    size_t isz = j->isz;
+#define CN_UNPACK64_LOOP(S)                                                                        \
+    for (size_t i = x0; i < x1; i++) {                                                             \
+        uint64_t v = a[i];                                                                         \
+        order[i] = (int64_t)(v & 0xffffffffu);                                                     \
+        cn_key_put_##S(out + i * isz, high | (v >> 32));                                           \
+    }
+    CN_KEY_DISPATCH(j->t, CN_UNPACK64_LOOP)
+#undef CN_UNPACK64_LOOP
+}
+
+static void cn_sort_unpack128_chunk(void *ctx, size_t c)
+{
+    const cn_sort_elems *j = ctx;
+    size_t x0 = c * CN_SORT_ELEMENT_CHUNK, x1 = cn_sort_elems_end(j, x0);
+    const cn_rec128 *a = j->recs;
+    int64_t *order = j->order;
+    char *out = j->sorted_out;
+    size_t isz = j->isz;
+#define CN_UNPACK128_LOOP(S)                                                                       \
+    for (size_t i = x0; i < x1; i++) {                                                             \
+        order[i] = (int64_t)a[i].i;                                                                \
+        cn_key_put_##S(out + i * isz, a[i].k);                                                     \
+    }
+    CN_KEY_DISPATCH(j->t, CN_UNPACK128_LOOP)
+#undef CN_UNPACK128_LOOP
+}
+
+/* First key, differing bits and sortedness of all keys, from chunks in parallel. Returns -1
+ * when memory for the per-chunk results runs out. */
+static int cn_sort_scan(cn_sort_elems *j, uint64_t *first, uint64_t *diff)
+{
+    size_t nch = (j->n + CN_SORT_ELEMENT_CHUNK - 1) / CN_SORT_ELEMENT_CHUNK;
+    if (nch <= 1)
+        return cn_key_scan(j->t, j->keys, j->stride, j->n, first, diff);
+    unsigned char *mem = malloc(nch * (2 * sizeof(uint64_t) + 1));
+    if (mem == NULL)
+        return -1;
+    j->first = (uint64_t *)(void *)mem;
+    j->diff = j->first + nch;
+    j->unsorted = mem + 2 * nch * sizeof(uint64_t);
+    CN_SORT_PARALLEL_FOR(j->n, nch, cn_sort_scan_chunk, j);
+    /* A bit differs somewhere iff it differs inside a chunk or between two chunks' firsts. */
+    uint64_t f = j->first[0], d = 0;
+    int sorted = 1;
+    for (size_t c = 0; c < nch; c++) {
+        d |= j->diff[c] | (j->first[c] ^ f);
+        sorted &= !j->unsorted[c];
+    }
+    free(mem);
+    *first = f;
+    *diff = d;
+    return sorted;
+}
+
+static void cn_sort_elements(cn_sort_elems *j, void (*fn)(void *, size_t))
+{
+    CN_SORT_PARALLEL_FOR(j->n, (j->n + CN_SORT_ELEMENT_CHUNK - 1) / CN_SORT_ELEMENT_CHUNK, fn, j);
+}
 
 /* Stable argsort of n keys of type `t` at `keys` (byte stride `stride`). Writes the order
  * (int64, contiguous) and the sorted keys (type `t`, contiguous). Returns 0 or CN_SORT_NOMEM. */
@@ -526,22 +742,14 @@ static int cn_radix_argsort(cn_key_type t, const char *keys, ptrdiff_t stride, s
     if (n == 0)
         return CN_SORT_OK;
     uint64_t first, diff;
-    int sorted;
-    switch (t) {
-    case CN_KEY_I32: sorted = cn_key_scan_i32(keys, stride, n, &first, &diff); break;
-    case CN_KEY_U32: sorted = cn_key_scan_u32(keys, stride, n, &first, &diff); break;
-    case CN_KEY_I64: sorted = cn_key_scan_i64(keys, stride, n, &first, &diff); break;
-    case CN_KEY_I8: sorted = cn_key_scan_i8(keys, stride, n, &first, &diff); break;
-    case CN_KEY_U8: sorted = cn_key_scan_u8(keys, stride, n, &first, &diff); break;
-    case CN_KEY_I16: sorted = cn_key_scan_i16(keys, stride, n, &first, &diff); break;
-    case CN_KEY_U16: sorted = cn_key_scan_u16(keys, stride, n, &first, &diff); break;
-    default: sorted = cn_key_scan_u64(keys, stride, n, &first, &diff); break;
-    }
-    if (sorted) {
-        for (size_t i = 0; i < n; i++) {
-            order[i] = (int64_t)i;
-            memcpy(sorted_out + i * isz, keys + (ptrdiff_t)i * stride, isz);
-        }
+    cn_sort_elems el = {t, keys, stride, n, isz, order, sorted_out, NULL, 0, NULL, NULL, NULL};
+    int sorted = cn_sort_scan(&el, &first, &diff);
+    if (sorted < 0)
+        return CN_SORT_NOMEM;
+    /* Equal keys are sorted: the chunks are read at different times, and a concurrent writer
+     * can make a boundary look unsorted while every key read equals the first. */
+    if (sorted || diff == 0) {
+        cn_sort_elements(&el, cn_sort_identity_chunk);
         return CN_SORT_OK;
     }
     int lo = __builtin_ctzll(diff), hi = cn_bit_width(diff);
@@ -576,12 +784,9 @@ static int cn_radix_argsort(cn_key_type t, const char *keys, ptrdiff_t stride, s
             status = cn_hybrid_r64(t, keys, stride, n, 0xffffffffu, hi, top_bits, a, tmp,
                                    CN_SORT_FORCE_COPY);
             if (status == CN_SORT_OK) {
-                uint64_t high = first & ~(uint64_t)0xffffffffu;
-                for (size_t i = 0; i < n; i++) {
-                    uint64_t v = a[i];
-                    order[i] = (int64_t)(v & 0xffffffffu);
-                    cn_key_put(t, sorted_out + i * isz, high | (v >> 32));
-                }
+                el.recs = a;
+                el.high = first & ~(uint64_t)0xffffffffu;
+                cn_sort_elements(&el, cn_sort_unpack64_chunk);
             }
             free(spare);
         } else {
@@ -592,10 +797,8 @@ static int cn_radix_argsort(cn_key_type t, const char *keys, ptrdiff_t stride, s
                 status = cn_hybrid_r128(t, keys, stride, n, ~(uint64_t)0, hi, top_bits, a, tmp,
                                         CN_SORT_FORCE_COPY);
             if (status == CN_SORT_OK) {
-                for (size_t i = 0; i < n; i++) {
-                    order[i] = (int64_t)a[i].i;
-                    cn_key_put(t, sorted_out + i * isz, a[i].k);
-                }
+                el.recs = a;
+                cn_sort_elements(&el, cn_sort_unpack128_chunk);
             }
             if (a != NULL)
                 CN_SORT_SCRATCH_FREE(a);

@@ -34,6 +34,8 @@ static size_t job_chunks;
 static size_t job_next;          /* atomic: next chunk to take */
 
 static _Thread_local int in_worker = 0;
+static int ignore_cutover = 0;   /* atomic */
+static unsigned long jobs_run = 0; /* atomic: jobs published to the workers */
 
 static void run_chunks(cn_chunk_fn fn, void *ctx, size_t nchunks)
 {
@@ -153,6 +155,7 @@ void cn_parallel_for(size_t nchunks, cn_chunk_fn fn, void *ctx)
     __atomic_store_n(&job_next, 0, __ATOMIC_RELAXED);
     pending = nworkers;
     generation++;
+    __atomic_fetch_add(&jobs_run, 1, __ATOMIC_RELAXED);
     pthread_cond_broadcast(&work_ready);
     pthread_mutex_unlock(&state);
     run_chunks(fn, ctx, nchunks);
@@ -161,6 +164,26 @@ void cn_parallel_for(size_t nchunks, cn_chunk_fn fn, void *ctx)
         pthread_cond_wait(&work_done, &state);
     pthread_mutex_unlock(&state);
     pthread_mutex_unlock(&job_lock);
+}
+
+void cn_parallel_for_n(size_t nchunks, cn_chunk_fn fn, void *ctx, size_t n, size_t cutover)
+{
+    if (n < cutover && !__atomic_load_n(&ignore_cutover, __ATOMIC_RELAXED)) {
+        for (size_t c = 0; c < nchunks; c++)
+            fn(ctx, c);
+        return;
+    }
+    cn_parallel_for(nchunks, fn, ctx);
+}
+
+void cn_pool_ignore_cutover(int on)
+{
+    __atomic_store_n(&ignore_cutover, on, __ATOMIC_RELAXED);
+}
+
+unsigned long cn_pool_jobs(void)
+{
+    return __atomic_load_n(&jobs_run, __ATOMIC_RELAXED);
 }
 
 int cn_pool_threads(void)

@@ -16,6 +16,11 @@ typedef void (*cn_chunk_fn)(void *ctx, size_t chunk);
  * they run on the calling thread in increasing order. Never touches Python. */
 void cn_parallel_for(size_t nchunks, cn_chunk_fn fn, void *ctx);
 
+/* cn_parallel_for for an input of n elements: below `cutover` elements every chunk runs on the
+ * calling thread (handing a job to the workers costs more than they would save; each caller
+ * measures its own cut-over). The chunks and so the results are the same either way. */
+void cn_parallel_for_n(size_t nchunks, cn_chunk_fn fn, void *ctx, size_t n, size_t cutover);
+
 /* Threads a job may use now (1 = the calling thread only). */
 int cn_pool_threads(void);
 
@@ -29,5 +34,7 @@ int cn_pool_take_start_failure(void); /* 1 once after workers failed to start (t
 void cn_pool_fail_next_start(void);  /* test hook: the next start fails like pthread_create */
 int cn_pool_workers(void);           /* worker threads running now */
 int cn_pool_install_fork_handlers(void); /* a child of fork starts with a fresh pool */
+void cn_pool_ignore_cutover(int on);  /* tests, benchmarks: cn_parallel_for_n ignores cut-overs */
+unsigned long cn_pool_jobs(void);     /* jobs handed to the workers so far (tests) */
 
 #endif /* CUNUMPY__CORE_THREAD_POOL_H */

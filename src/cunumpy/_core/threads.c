@@ -122,11 +122,33 @@ static PyObject *pool_workers(PyObject *self, PyObject *unused)
     return PyLong_FromLong(cn_pool_workers());
 }
 
+PyDoc_STRVAR(pool_ignore_cutover_doc,
+             "_pool_ignore_cutover(on)\n--\n\nTests and benchmarks: with on true, inputs below an "
+             "algorithm's cut-over use the pool too (the results are the same bits).");
+
+static PyObject *pool_ignore_cutover(PyObject *self, PyObject *arg)
+{
+    int on = PyObject_IsTrue(arg);
+    if (on < 0)
+        return NULL;
+    cn_pool_ignore_cutover(on);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(pool_jobs_doc, "_pool_jobs()\n--\n\nJobs handed to the worker threads so far (tests).");
+
+static PyObject *pool_jobs(PyObject *self, PyObject *unused)
+{
+    return PyLong_FromUnsignedLong(cn_pool_jobs());
+}
+
 static PyMethodDef pool_methods[] = {
     {"get_num_threads", get_num_threads, METH_NOARGS, get_num_threads_doc},
     {"set_num_threads", set_num_threads, METH_O, set_num_threads_doc},
     {"_pool_fail_next_start", pool_fail_next_start, METH_NOARGS, pool_fail_next_start_doc},
     {"_pool_workers", pool_workers, METH_NOARGS, pool_workers_doc},
+    {"_pool_ignore_cutover", pool_ignore_cutover, METH_O, pool_ignore_cutover_doc},
+    {"_pool_jobs", pool_jobs, METH_NOARGS, pool_jobs_doc},
     {NULL, NULL, 0, NULL},
 };
 

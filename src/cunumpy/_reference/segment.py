@@ -2,7 +2,8 @@
 
 import numpy as np
 
-__all__ = ["segment_check_keys", "segment_sum_into", "cell_offsets_into", "segment_runs"]
+__all__ = ["segment_check_keys", "segment_sum_into", "cell_offsets_into", "segment_runs",
+           "SEGMENT_RUNS_CHUNK"]
 
 
 def _key_check(keys, name):
@@ -59,11 +60,39 @@ def cell_offsets_into(sorted_cells, n_cells, out):
     return None
 
 
-def segment_runs(sorted_keys, unique=None, starts=None, stops=None):
+SEGMENT_RUNS_CHUNK = 65536
+
+
+def _runs_per_chunk(k) -> np.ndarray:
+    n = k.size
+    nch = max(-(-n // SEGMENT_RUNS_CHUNK), 1)
+    new_run = np.ones(n, dtype=bool)
+    new_run[1:] = k[1:] != k[:-1]
+    return np.add.reduceat(new_run, np.arange(nch) * SEGMENT_RUNS_CHUNK).astype(np.int64) if n else np.zeros(1, np.int64)
+
+
+def segment_runs(sorted_keys, *outputs):
+    """segment_runs(keys), (keys, chunk_runs), (keys, unique, starts, stops[, chunk_runs])."""
+    if len(outputs) not in (0, 1, 3, 4):
+        raise TypeError(f"segment_runs() takes 1, 2, 4 or 5 arguments ({1 + len(outputs)} given)")
+    unique = starts = stops = chunk_runs = None
+    if len(outputs) == 1:
+        (chunk_runs,) = outputs
+    elif outputs:
+        unique, starts, stops = outputs[:3]
+        chunk_runs = outputs[3] if len(outputs) == 4 else None
     _key_check(sorted_keys, "sorted_keys")
     k = sorted_keys
     if k.size > 1 and np.any(k[1:] < k[:-1]):
         raise ValueError("'sorted_keys' must be sorted (non-decreasing)")
+    per_chunk = _runs_per_chunk(k)
+    if chunk_runs is not None:
+        if np.shape(chunk_runs) != per_chunk.shape:
+            raise ValueError(f"'chunk_runs' must have {per_chunk.size} entries")
+        if unique is None:
+            chunk_runs[...] = per_chunk
+        elif not np.array_equal(chunk_runs, per_chunk):
+            raise ValueError("'chunk_runs' must hold the run counts of a count call")
     if k.size == 0:
         return 0
     first = np.concatenate(([0], np.flatnonzero(k[1:] != k[:-1]) + 1))

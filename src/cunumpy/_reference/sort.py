@@ -2,7 +2,7 @@
 
 import numpy as np
 
-__all__ = ["radix_argsort"]
+__all__ = ["radix_argsort", "take_rows"]
 
 
 def radix_argsort(keys, order, sorted_keys):
@@ -13,4 +13,19 @@ def radix_argsort(keys, order, sorted_keys):
     o = np.argsort(keys, kind="stable")
     order[...] = o
     sorted_keys[...] = keys[o]
+    return None
+
+
+def take_rows(src, order, dst):
+    if src.dtype.hasobject or dst.dtype.hasobject:
+        raise TypeError("'src' and 'dst' must not hold Python objects (rows move as raw bytes)")
+    if src.ndim < 1 or dst.shape != src.shape:
+        raise ValueError("'dst' must have the shape of 'src'")
+    n = src.shape[0]
+    if order.shape != (n,) or order.dtype != np.int64:
+        raise ValueError(f"'order' must have {n} elements")
+    out_of_range = np.flatnonzero((order < 0) | (order >= n))
+    if out_of_range.size:
+        raise ValueError(f"'order' must hold indices in [0, {n}); order[{out_of_range[0]}] is not")
+    dst[...] = src[order]
     return None
