@@ -20,7 +20,29 @@ CN_INTERNAL Py_ssize_t cn_plan_size(PyObject *plan);
 CN_INTERNAL int cn_plan_kind(PyObject *plan, Py_ssize_t i);
 
 /* Check `obj` against slot i and write its value at the slot's offset in `buf` (the whole
- * struct). 0, or -1 with an exception naming the struct and the field. */
-CN_INTERNAL int cn_plan_pack_one(PyObject *plan, Py_ssize_t i, PyObject *obj, unsigned char *buf);
+ * struct). With `host`, a NumPy host array is accepted for an array slot (its host address is
+ * stored). 0, or -1 with an exception naming the struct and the field. */
+CN_INTERNAL int cn_plan_pack_one(PyObject *plan, Py_ssize_t i, PyObject *obj, unsigned char *buf, int host);
+
+/* What the C struct of a NumPy array says about its memory, read without running Python code
+ * (see register_ndarray_type in pack.c). The pointers are borrowed from the array. */
+typedef struct {
+    PyObject *descr; /* the dtype object */
+    char *data;
+    int nd;
+    int flags; /* NumPy's NPY_ARRAY_* bits */
+    const Py_ssize_t *dims;
+    const Py_ssize_t *strides; /* bytes */
+} cn_ndarray_t;
+
+#define CN_NPY_C_CONTIGUOUS 0x0001
+#define CN_NPY_WRITEABLE 0x0400
+
+/* 1 with *out filled when `obj` is exactly numpy.ndarray and its layout was verified, else 0. */
+CN_INTERNAL int cn_read_ndarray(PyObject *obj, cn_ndarray_t *out);
+
+/* The host array behind an array of the fake CuPy, exactly of the registered type (borrowed;
+ * NULL for anything else, or when the slot is empty or holds something else than an ndarray). */
+CN_INTERNAL PyObject *cn_fake_host_array(PyObject *obj);
 
 #endif /* CUNUMPY__CORE_PACK_H */
