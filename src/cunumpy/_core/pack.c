@@ -230,48 +230,9 @@ static Py_ssize_t read_ints(PyObject *seq, long long *out, const char *what)
 
 /* ---------------------------------------------------------------- arrays read from their C struct */
 
-/* NumPy's ndarray object starts with these fields (PyArrayObject_fields, the same in NumPy 1.x
- * and 2.x: its C-API inline functions read them). Reading them costs no Python call, where the
- * attributes (shape, strides, data) each build objects. Used only after register_ndarray_type()
- * compared what they say about probe arrays with what NumPy reports through Python. */
-typedef struct {
-    PyObject_HEAD
-    char *data;
-    int nd;
-    Py_ssize_t *dimensions;
-    Py_ssize_t *strides;
-    PyObject *base;
-    PyObject *descr;
-    int flags;
-} ndarray_fields_t;
-
-static PyTypeObject *ndarray_type;     /* numpy.ndarray once verified, else NULL */
-static PyTypeObject *fake_device_type; /* the fake CuPy's ndarray once registered, else NULL */
-static Py_ssize_t fake_host_offset;    /* offset of its slot holding the host ndarray */
-
-CN_INTERNAL int cn_read_ndarray(PyObject *obj, cn_ndarray_t *out)
-{
-    if (ndarray_type == NULL || !Py_IS_TYPE(obj, ndarray_type))
-        return 0;
-    const ndarray_fields_t *f = (const ndarray_fields_t *)obj;
-    out->descr = f->descr;
-    out->data = f->data;
-    out->nd = f->nd;
-    out->flags = f->flags;
-    out->dims = f->dimensions;
-    out->strides = f->strides;
-    return 1;
-}
-
-CN_INTERNAL PyObject *cn_fake_host_array(PyObject *obj)
-{
-    if (fake_device_type == NULL || !Py_IS_TYPE(obj, fake_device_type))
-        return NULL;
-    PyObject *host = *(PyObject **)((char *)obj + fake_host_offset);
-    if (host == NULL || ndarray_type == NULL || !Py_IS_TYPE(host, ndarray_type))
-        return NULL;
-    return host;
-}
+CN_INTERNAL PyTypeObject *cn_ndarray_type;
+CN_INTERNAL PyTypeObject *cn_fake_device_type;
+CN_INTERNAL Py_ssize_t cn_fake_host_offset;
 
 /* 1 if the C struct of `probe` says what `expect` = (data address, shape, strides, flags)
  * does, 0 if not, -1 on error. */
@@ -281,7 +242,7 @@ static int probe_agrees(PyObject *probe, PyObject *expect)
         PyErr_SetString(PyExc_TypeError, "register_ndarray_type(): each probe needs (data, shape, strides, flags)");
         return -1;
     }
-    const ndarray_fields_t *f = (const ndarray_fields_t *)probe;
+    const cn_ndarray_fields *f = (const cn_ndarray_fields *)probe;
     unsigned long long data = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(expect, 0));
     long flags = PyLong_AsLong(PyTuple_GET_ITEM(expect, 3));
     if (PyErr_Occurred())
@@ -315,7 +276,7 @@ static PyObject *register_ndarray_type(PyObject *self, PyObject *const *args, Py
         return cn_raise(CN_ERR_TYPE, "register_ndarray_type(ndarray, probes) takes a type and a tuple");
     PyTypeObject *type = (PyTypeObject *)args[0];
     PyObject *probes = args[1];
-    int ok = type->tp_basicsize >= (Py_ssize_t)sizeof(ndarray_fields_t) && PyTuple_GET_SIZE(probes) > 0;
+    int ok = type->tp_basicsize >= (Py_ssize_t)sizeof(cn_ndarray_fields) && PyTuple_GET_SIZE(probes) > 0;
     for (Py_ssize_t k = 0; ok && k < PyTuple_GET_SIZE(probes); k++) {
         PyObject *pair = PyTuple_GET_ITEM(probes, k);
         if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2)
@@ -329,8 +290,8 @@ static PyObject *register_ndarray_type(PyObject *self, PyObject *const *args, Py
             return NULL;
         ok = agrees;
     }
-    PyTypeObject *old = ndarray_type;
-    ndarray_type = ok ? (PyTypeObject *)Py_NewRef(type) : NULL;
+    PyTypeObject *old = cn_ndarray_type;
+    cn_ndarray_type = ok ? (PyTypeObject *)Py_NewRef(type) : NULL;
     Py_XDECREF(old);
     return PyBool_FromLong(ok);
 }
@@ -356,9 +317,9 @@ static PyObject *register_fake_device_type(PyObject *self, PyObject *const *args
              m->offset <= type->tp_basicsize - (Py_ssize_t)sizeof(PyObject *);
         offset = m->offset;
     }
-    PyTypeObject *old = fake_device_type;
-    fake_device_type = ok ? (PyTypeObject *)Py_NewRef(type) : NULL;
-    fake_host_offset = offset;
+    PyTypeObject *old = cn_fake_device_type;
+    cn_fake_host_offset = offset;
+    cn_fake_device_type = ok ? (PyTypeObject *)Py_NewRef(type) : NULL;
     Py_XDECREF(old);
     return PyBool_FromLong(ok);
 }
@@ -525,8 +486,12 @@ static int raw_array_info(PyObject *obj, int host, array_info_t *a)
     cn_ndarray_t r;
     if (!cn_read_ndarray(inner != NULL ? inner : obj, &r) || (inner == NULL && !host))
         return 0;
-    memset(a, 0, sizeof(*a));
+    /* Every field is set below; the shape and strides arrays up to ndim only (clearing the
+     * whole struct would cost more than the rest of the reading). */
+    a->shape = NULL;
+    a->read_only = 0;
     if (r.nd > MAX_NDIM) {
+        a->dtype_or_typestr = NULL;
         PyErr_Format(PyExc_TypeError, "arrays with more than %d dimensions are not supported", MAX_NDIM);
         return -1;
     }
@@ -1739,8 +1704,7 @@ CN_INTERNAL int cn_plan_pack_one(PyObject *plan, Py_ssize_t i, PyObject *obj, un
 {
     plan_t *p = (plan_t *)plan;
     slot_t *s = &p->slots[i];
-    unsigned char *out = buf + s->offset;
-    memset(out, 0, (size_t)s->size);
+    unsigned char *out = buf + s->offset; /* zeroed by the caller */
     flat_t f = {NULL, 0, 0, NULL, NULL, NULL, 0, 0, (PyTypeObject *)p->void_type, -1};
     switch (s->kind) {
     case K_SCALAR:

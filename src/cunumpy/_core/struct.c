@@ -176,7 +176,7 @@ static PyObject *pack_values(packer_t *k, PyObject *const *values, int host)
     memset(buf, 0, (size_t)k->itemsize);
     int rc = 0;
     for (Py_ssize_t i = 0; i < k->n && rc == 0; i++) {
-        PyObject *obj = host_or_self(values[i], host, cn_plan_kind(k->plan, i));
+        PyObject *obj = host ? host_or_self(values[i], host, cn_plan_kind(k->plan, i)) : Py_NewRef(values[i]);
         if (obj == NULL) {
             rc = -1;
             break;
@@ -257,7 +257,18 @@ static PyObject *ordered_values(packer_t *k, PyObject *values)
     PyObject *ordered = PyTuple_New(k->n);
     if (ordered == NULL)
         return NULL;
-    for (Py_ssize_t i = 0; i < k->n; i++) {
+    Py_ssize_t i = 0;
+    if (PyDict_GET_SIZE(values) == k->n) {
+        /* Keywords written in field order (the usual call) are the interned field names
+         * themselves: matched by position without a lookup. No Python code runs here. */
+        Py_ssize_t pos = 0;
+        PyObject *key, *v;
+        while (i < k->n && PyDict_Next(values, &pos, &key, &v) && key == PyTuple_GET_ITEM(k->names, i)) {
+            PyTuple_SET_ITEM(ordered, i, Py_NewRef(v));
+            i++;
+        }
+    }
+    for (; i < k->n; i++) {
         PyObject *v = PyDict_GetItemWithError(values, PyTuple_GET_ITEM(k->names, i));
         if (v == NULL) {
             Py_DECREF(ordered);
@@ -641,8 +652,20 @@ static int field_signature(packer_t *k, Py_ssize_t i, PyObject *v, field_state_t
     return f->shape == NULL ? -1 : 0;
 }
 
-/* 1 if field value `v` (the object recorded in `f`) is as recorded, 0 if not, -1 on error. */
-static int same_signature(const field_state_t *f, PyObject *v)
+/* SIG_SHAPE: 1 if the device array `v` still has the recorded shape, 0 if not, -1 on error. */
+static int same_shape(const field_state_t *f, PyObject *v)
+{
+    PyObject *now = PyObject_GetAttr(v, s_shape_attr);
+    if (now == NULL)
+        return -1;
+    int eq = now == f->shape ? 1 : PyObject_RichCompareBool(now, f->shape, Py_EQ);
+    Py_DECREF(now);
+    return eq;
+}
+
+/* 1 if field value `v` (the object recorded in `f`) is as recorded, 0 if not, -1 on error.
+ * Inline: the check runs it for every field. */
+static inline int same_signature(const field_state_t *f, PyObject *v)
 {
     if (f->sig == SIG_NONE)
         return 1;
@@ -651,16 +674,14 @@ static int same_signature(const field_state_t *f, PyObject *v)
         PyObject *host = cn_fake_host_array(v);
         if (!cn_read_ndarray(host != NULL ? host : v, &r))
             return 0;
-        return r.descr == f->descr && r.data == f->data && r.nd == f->nd && r.flags == f->flags &&
-               memcmp(r.dims, f->dims, (size_t)r.nd * sizeof(Py_ssize_t)) == 0 &&
-               memcmp(r.strides, f->strides, (size_t)r.nd * sizeof(Py_ssize_t)) == 0;
+        if (r.descr != f->descr || r.data != f->data || r.nd != f->nd || r.flags != f->flags)
+            return 0;
+        for (int d = 0; d < r.nd; d++)
+            if (r.dims[d] != f->dims[d] || r.strides[d] != f->strides[d])
+                return 0;
+        return 1;
     }
-    PyObject *now = PyObject_GetAttr(v, s_shape_attr);
-    if (now == NULL)
-        return -1;
-    int eq = now == f->shape ? 1 : PyObject_RichCompareBool(now, f->shape, Py_EQ);
-    Py_DECREF(now);
-    return eq;
+    return same_shape(f, v);
 }
 
 /* Read every field, pack, store a new state in the instance; returns the packed value. */
@@ -706,7 +727,7 @@ static PyObject *repack_object(packer_t *k, PyObject *obj, int host)
      * gives the class one if it can have one). The dict itself is trusted only from the first
      * check that finds every field unchanged: packing ran Python code that may have changed it. */
     dict = plain_dict(obj);
-    (void)_PyType_Lookup(Py_TYPE(obj), s_state_attr);
+    int class_packer_is_k = _PyType_Lookup(Py_TYPE(obj), s_packer_attr) == (PyObject *)k;
     unsigned int tv = type_version(Py_TYPE(obj));
     for (Py_ssize_t i = 0; i < k->n; i++) {
         PyObject *name = PyTuple_GET_ITEM(k->names, i);
@@ -719,7 +740,9 @@ static PyObject *repack_object(packer_t *k, PyObject *obj, int host)
         }
         s->fields[i].read = in_dict ? READ_DICT : READ_GETATTR;
     }
-    if (tv != 0 && tv == type_version(Py_TYPE(obj))) {
+    /* Recorded only for the class's own packer: an unchanged class then also means that its
+     * packer is still `k` (the descriptors skip looking it up). */
+    if (class_packer_is_k && tv != 0 && tv == type_version(Py_TYPE(obj))) {
         s->type = Py_TYPE(obj);
         s->type_version = tv;
     }
@@ -770,10 +793,15 @@ static int unchanged(packer_t *k, state_t *s, PyObject *obj, PyObject *dict)
     int dict_same = CN_DICT_VERSIONS && modes && dict != NULL && dict == s->dict && version == s->dict_version;
     for (Py_ssize_t i = 0; i < k->n; i++) {
         const field_state_t *f = &s->fields[i];
+        if (dict_same && f->read == READ_DICT) {
+            /* The same object (held by the state): only what may change in place is read. */
+            int same = same_signature(f, f->value);
+            if (same <= 0)
+                return same;
+            continue;
+        }
         PyObject *name = PyTuple_GET_ITEM(k->names, i), *v;
-        if (dict_same && f->read == READ_DICT)
-            v = Py_NewRef(f->value);
-        else if (modes && dict != NULL && f->read == READ_DICT) {
+        if (modes && dict != NULL && f->read == READ_DICT) {
             v = PyDict_GetItemWithError(dict, name);
             if (v == NULL && PyErr_Occurred())
                 return -1;
@@ -802,25 +830,28 @@ static int unchanged(packer_t *k, state_t *s, PyObject *obj, PyObject *dict)
     return 1;
 }
 
-/* The current packed value of `obj`: the stored one when nothing changed, else a new pack. */
-static PyObject *current_packed(packer_t *k, PyObject *obj)
+/* The packed value of state `s` (held, released here) if nothing changed, else a new pack. */
+static PyObject *current_from_state(packer_t *k, PyObject *obj, PyObject *dict, state_t *s)
 {
-    PyObject *dict = plain_dict(obj);
-    state_t *s = stored_state(k, obj, dict);
     int host = 0;
     if (s != NULL) {
         host = s->host;
         int same = unchanged(k, s, obj, dict);
-        if (same != 0) {
-            PyObject *packed = same > 0 ? Py_NewRef(s->packed) : NULL;
-            Py_DECREF(s);
-            Py_XDECREF(dict);
-            return packed;
-        }
+        PyObject *packed = same > 0 ? Py_NewRef(s->packed) : NULL;
         Py_DECREF(s);
+        if (same != 0)
+            return packed;
     }
-    Py_XDECREF(dict);
     return repack_object(k, obj, host);
+}
+
+/* The current packed value of `obj`: the stored one when nothing changed, else a new pack. */
+static PyObject *current_packed(packer_t *k, PyObject *obj)
+{
+    PyObject *dict = plain_dict(obj);
+    PyObject *packed = current_from_state(k, obj, dict, stored_state(k, obj, dict));
+    Py_XDECREF(dict);
+    return packed;
 }
 
 PyDoc_STRVAR(packer_repack_doc,
@@ -946,13 +977,35 @@ static packer_t *class_packer(PyObject *self)
     return (packer_t *)k;
 }
 
-static PyObject *args_cuda_args(PyObject *self, PyObject *unused)
+/* The current packed value of a CudaStructArguments instance. While its class is unchanged
+ * since the stored state was made, the class's packer is the state's (no lookup). */
+static PyObject *args_current(PyObject *self)
 {
+    PyObject *dict = plain_dict(self);
+    if (dict != NULL) {
+        PyObject *st = PyDict_GetItemWithError(dict, s_state_attr);
+        state_t *s = st != NULL && Py_IS_TYPE(st, &state_type) ? (state_t *)st : NULL;
+        if (s != NULL && s->type == Py_TYPE(self) && s->type_version != 0 &&
+            s->type_version == type_version(Py_TYPE(self))) {
+            Py_INCREF(s);
+            PyObject *packed = current_from_state((packer_t *)s->packer, self, dict, s);
+            Py_DECREF(dict);
+            return packed;
+        }
+        PyErr_Clear();
+        Py_DECREF(dict);
+    }
     packer_t *k = class_packer(self);
     if (k == NULL)
         return NULL;
     PyObject *packed = current_packed(k, self);
     Py_DECREF(k);
+    return packed;
+}
+
+static PyObject *args_cuda_args(PyObject *self, PyObject *unused)
+{
+    PyObject *packed = args_current(self);
     if (packed == NULL)
         return NULL;
     PyObject *t = PyTuple_New(1);
@@ -964,15 +1017,7 @@ static PyObject *args_cuda_args(PyObject *self, PyObject *unused)
     return t;
 }
 
-static PyObject *args_packed(PyObject *self, void *c)
-{
-    packer_t *k = class_packer(self);
-    if (k == NULL)
-        return NULL;
-    PyObject *packed = current_packed(k, self);
-    Py_DECREF(k);
-    return packed;
-}
+static PyObject *args_packed(PyObject *self, void *c) { return args_current(self); }
 
 static PyMethodDef cuda_args_def = {
     "__cuda_args__", (PyCFunction)args_cuda_args, METH_NOARGS,
