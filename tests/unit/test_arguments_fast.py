@@ -434,7 +434,7 @@ def test_device_struct_packs_the_same_bytes_as_the_attributes_say(dev):
     S = CudaStruct("DS", [("x", "double*"), ("v", "Array2D<double>"), ("c", "CArray1D<double>")])
     x, v, c = dev(np.zeros(5)), dev(np.zeros((4, 6)))[:, ::2], dev(np.zeros(0))
     p = S(x=x, v=v, c=c).packed
-    assert int(p["x"]) == x.data.ptr and int(p["c"]["data"]) == c.data.ptr == 0
+    assert int(p["x"]) == x.data.ptr and int(p["c"]["data"]) == c.data.ptr  # 0 on the fake CuPy
     assert list(p["v"]["shape"]) == [4, 3] and list(p["v"]["strides"]) == [6, 2]
     assert int(p["v"]["data"]) == v.data.ptr
 
