@@ -779,6 +779,15 @@ static state_t *stored_state(packer_t *k, PyObject *obj, PyObject *dict)
     return (state_t *)st;
 }
 
+/* The last instance found unchanged with a trusted dict, and its state: a later check of the
+ * same instance with the dict still at that version (so still holding that state) skips the
+ * dict lookup of the state. Only compared until the version matches; then the state is alive. */
+static struct {
+    PyObject *obj, *dict;
+    uint64_t version;
+    state_t *state;
+} last_checked;
+
 /* 1 if every field of `obj` is what state `s` was packed from, 0 if not, -1 on error. */
 static int unchanged(packer_t *k, state_t *s, PyObject *obj, PyObject *dict)
 {
@@ -826,6 +835,10 @@ static int unchanged(packer_t *k, state_t *s, PyObject *obj, PyObject *dict)
     if (CN_DICT_VERSIONS && modes && dict != NULL) {
         s->dict = dict;
         s->dict_version = version;
+        last_checked.obj = obj;
+        last_checked.dict = dict;
+        last_checked.version = version;
+        last_checked.state = s;
     }
     return 1;
 }
@@ -983,8 +996,14 @@ static PyObject *args_current(PyObject *self)
 {
     PyObject *dict = plain_dict(self);
     if (dict != NULL) {
-        PyObject *st = PyDict_GetItemWithError(dict, s_state_attr);
-        state_t *s = st != NULL && Py_IS_TYPE(st, &state_type) ? (state_t *)st : NULL;
+        state_t *s;
+        if (CN_DICT_VERSIONS && last_checked.obj == self && last_checked.dict == dict &&
+            last_checked.version == dict_version(dict))
+            s = last_checked.state; /* the unchanged dict still holds it */
+        else {
+            PyObject *st = PyDict_GetItemWithError(dict, s_state_attr);
+            s = st != NULL && Py_IS_TYPE(st, &state_type) ? (state_t *)st : NULL;
+        }
         if (s != NULL && s->type == Py_TYPE(self) && s->type_version != 0 &&
             s->type_version == type_version(Py_TYPE(self))) {
             Py_INCREF(s);
