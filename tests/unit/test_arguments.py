@@ -1521,3 +1521,25 @@ def test_device_property_returning_new_arrays_with_the_check_armed(dev):
         seen.add(p.tobytes())
     f.n = 2
     assert f.packed["n"] == 2
+
+
+def test_instances_replaced_at_the_same_address_never_share_a_check():
+    """The check remembers the last instance found unchanged by address, dict and dict version:
+    a new instance (possibly at a freed one's address, with a new dict) is checked in full."""
+
+    class A(CudaStructArguments):
+        struct_name = "Reuse"
+        fields = (("n", "long long"),)
+
+        def __init__(self, n):
+            self.n = n
+
+    for k in range(200):
+        a = A(k)
+        assert a.packed["n"] == k and a.packed["n"] == k  # the second check is the remembered one
+        del a
+    a, b = A(1), A(2)
+    a.packed, a.packed, b.packed, b.packed
+    assert (a.packed["n"], b.packed["n"], a.packed["n"]) == (1, 2, 1)
+    b.__dict__ = a.__dict__  # one dict, two instances: the same fields, the same value
+    assert b.packed["n"] == 1 and a.packed["n"] == 1
