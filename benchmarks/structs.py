@@ -7,9 +7,10 @@ fake CuPy. Measured in the same run, interleaved:
   CudaStructValue, against building the same ``numpy.void`` in plain Python without any
   checks: from the arrays (the fake CuPy's ``data.ptr`` is slow, so also) from addresses,
   shapes and strides read beforehand. Target: at most 1.5 us.
-* ``args.packed`` of a CudaStructArguments whose fields did not change (attribute reads and
-  identity/shape comparisons in C), against the same attribute reads in Python and an
-  empty Python method call. Target: 150 ns.
+* ``args.packed`` of a CudaStructArguments whose fields did not change (in C: with the
+  instance dict and the class unchanged since the last check, only what can change in place
+  under a fixed identity is read, here the C structs of the fake CuPy's host arrays), against
+  the same attribute reads in Python and an empty Python method call. Target: 150 ns.
 
 The machine is shared and noisy: read the ratios.
 """

@@ -142,11 +142,11 @@ def _parse_fields(struct_name, fields):
 # ------------------------------------------------------------------ CudaStruct
 
 
-class CudaStruct:
+class CudaStruct(core.StructCaller):
     """A C struct passed to kernels by value: declaration, NumPy dtype with the C layout, packer.
 
     ``S(**values)`` checks every field like a kernel argument of the same type and returns a
-    :class:`CudaStructValue`.
+    :class:`CudaStructValue` (the call itself is the C core's: the hot path of packing).
     """
 
     def __init__(self, name, fields):
@@ -179,6 +179,7 @@ class CudaStruct:
         self._packer = core.struct_packer(
             name, tuple(specs), self._offsets, itemsize, self._dtype, self._names, np.void, np.generic, np.empty
         )
+        self._attach(self._packer, CudaStructValue)
 
     # -------------------------------------------------------------- properties
 
@@ -221,8 +222,7 @@ class CudaStruct:
 
     # -------------------------------------------------------------- packing
 
-    def __call__(self, **values) -> CudaStructValue:
-        return CudaStructValue(self, self._packer.pack_dict(values, False), values)
+    # ``S(**values)`` is StructCaller's tp_call: the keyword dict goes to the C packer as it is.
 
     def pack(self, values, *, host_arrays=False) -> CudaStructValue:
         """Pack a mapping of field values. ``host_arrays=True`` also accepts NumPy host arrays for
@@ -230,7 +230,8 @@ class CudaStruct:
         if not hasattr(values, "keys"):
             raise TypeError(f"CudaStruct {self._name!r}: pack() takes a mapping of field values")
         values = dict(values)
-        return CudaStructValue(self, self._packer.pack_dict(values, bool(host_arrays)), values)
+        packed = self._packer.pack_dict(values, bool(host_arrays))
+        return CudaStructValue(self, packed, tuple(values[n] for n in self._names))
 
     # -------------------------------------------------------------- headers and sources
 
@@ -584,51 +585,41 @@ def write_cuda_header(path, structs, guard=None, *, includes=()) -> str:
 # ------------------------------------------------------------------ values
 
 
-class CudaStructValue:
+class CudaStructValue(core.StructValue):
     """A packed struct value: ``struct``, ``packed`` (a ``numpy.void`` with the C layout, whose
     bytes are the kernel argument) and the source values, kept alive while the value is.
 
     The packed bytes hold device addresses: after replacing an array, pack a new value.
+    Created by ``S(**values)`` in C (the base holds the three attributes and ``__cuda_args__``).
     """
 
-    __slots__ = ("_struct", "_packed", "_values", "__weakref__")
-
-    def __init__(self, struct, packed, values):
-        self._struct = struct
-        self._packed = packed
-        self._values = values
-
-    struct = property(lambda self: self._struct)
-    packed = property(lambda self: self._packed)
-
-    def __cuda_args__(self) -> tuple:
-        return (self._packed,)
+    __slots__ = ()
 
     def __getitem__(self, field):
         try:
-            return self._values[field]
-        except (KeyError, TypeError):
-            raise KeyError(f"struct {self._struct.name!r} has no field {field!r}") from None
+            return self._values[self.struct.field_names.index(field)]
+        except (ValueError, TypeError):
+            raise KeyError(f"struct {self.struct.name!r} has no field {field!r}") from None
 
     def __contains__(self, field):
-        return field in self._values
+        return field in self.struct.field_names
 
     def __iter__(self):
-        return iter(self._struct.field_names)
+        return iter(self.struct.field_names)
 
     def keys(self):
-        return self._struct.field_names
+        return self.struct.field_names
 
     @property
     def values(self) -> dict:
         """The source value of each field, in field order."""
-        return {n: self._values[n] for n in self._struct.field_names}
+        return dict(zip(self.struct.field_names, self._values))
 
     def tobytes(self) -> bytes:
-        return self._packed.tobytes()
+        return self.packed.tobytes()
 
     def __repr__(self):
-        return f"<CudaStructValue {self._struct.name} ({self._struct.itemsize} bytes)>"
+        return f"<CudaStructValue {self.struct.name} ({self.struct.itemsize} bytes)>"
 
 
 # ------------------------------------------------------------------ CudaStructArguments

@@ -16,6 +16,7 @@
 #include <float.h>
 #include <math.h>
 #include <string.h>
+#include <structmember.h>
 #if defined(__unix__) || defined(__APPLE__)
 #include <dlfcn.h>
 #define CN_HAVE_DLFCN 1
@@ -227,6 +228,102 @@ static Py_ssize_t read_ints(PyObject *seq, long long *out, const char *what)
     return n;
 }
 
+/* ---------------------------------------------------------------- arrays read from their C struct */
+
+CN_INTERNAL PyTypeObject *cn_ndarray_type;
+CN_INTERNAL PyTypeObject *cn_fake_device_type;
+CN_INTERNAL Py_ssize_t cn_fake_host_offset;
+
+/* 1 if the C struct of `probe` says what `expect` = (data address, shape, strides, flags)
+ * does, 0 if not, -1 on error. */
+static int probe_agrees(PyObject *probe, PyObject *expect)
+{
+    if (!PyTuple_Check(expect) || PyTuple_GET_SIZE(expect) != 4) {
+        PyErr_SetString(PyExc_TypeError, "register_ndarray_type(): each probe needs (data, shape, strides, flags)");
+        return -1;
+    }
+    const cn_ndarray_fields *f = (const cn_ndarray_fields *)probe;
+    unsigned long long data = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(expect, 0));
+    long flags = PyLong_AsLong(PyTuple_GET_ITEM(expect, 3));
+    if (PyErr_Occurred())
+        return -1;
+    PyObject *shape = PyTuple_GET_ITEM(expect, 1), *strides = PyTuple_GET_ITEM(expect, 2);
+    if (!PyTuple_Check(shape) || !PyTuple_Check(strides) || PyTuple_GET_SIZE(shape) != PyTuple_GET_SIZE(strides))
+        return 0;
+    Py_ssize_t nd = PyTuple_GET_SIZE(shape);
+    if ((unsigned long long)(uintptr_t)f->data != data || f->nd != nd || f->flags != (int)flags)
+        return 0;
+    for (Py_ssize_t k = 0; k < nd; k++) {
+        Py_ssize_t d = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, k));
+        Py_ssize_t st = PyLong_AsSsize_t(PyTuple_GET_ITEM(strides, k));
+        if (PyErr_Occurred())
+            return -1;
+        if (f->dimensions[k] != d || f->strides[k] != st)
+            return 0;
+    }
+    return 1;
+}
+
+PyDoc_STRVAR(register_ndarray_type_doc,
+             "register_ndarray_type(ndarray, probes)\n--\n\n"
+             "Read NumPy arrays (exactly of type `ndarray`) from their C struct when packing, after\n"
+             "checking it on `probes`: pairs (array, (data address, shape, strides, flags)) with the\n"
+             "values NumPy reports. Returns whether the fast reading is enabled.");
+
+static PyObject *register_ndarray_type(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyType_Check(args[0]) || !PyTuple_Check(args[1]))
+        return cn_raise(CN_ERR_TYPE, "register_ndarray_type(ndarray, probes) takes a type and a tuple");
+    PyTypeObject *type = (PyTypeObject *)args[0];
+    PyObject *probes = args[1];
+    int ok = type->tp_basicsize >= (Py_ssize_t)sizeof(cn_ndarray_fields) && PyTuple_GET_SIZE(probes) > 0;
+    for (Py_ssize_t k = 0; ok && k < PyTuple_GET_SIZE(probes); k++) {
+        PyObject *pair = PyTuple_GET_ITEM(probes, k);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2)
+            return cn_raise(CN_ERR_TYPE, "register_ndarray_type(): probes are (array, expected) pairs");
+        if (!Py_IS_TYPE(PyTuple_GET_ITEM(pair, 0), type)) {
+            ok = 0;
+            break;
+        }
+        int agrees = probe_agrees(PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1));
+        if (agrees < 0)
+            return NULL;
+        ok = agrees;
+    }
+    PyTypeObject *old = cn_ndarray_type;
+    cn_ndarray_type = ok ? (PyTypeObject *)Py_NewRef(type) : NULL;
+    Py_XDECREF(old);
+    return PyBool_FromLong(ok);
+}
+
+PyDoc_STRVAR(register_fake_device_type_doc,
+             "register_fake_device_type(type, slot)\n--\n\n"
+             "Arrays exactly of `type` (the fake CuPy's ndarray) keep their host ndarray in the slot\n"
+             "named `slot`: packing reads it from there. Returns whether it is enabled.");
+
+static PyObject *register_fake_device_type(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyType_Check(args[0]) || !PyUnicode_Check(args[1]))
+        return cn_raise(CN_ERR_TYPE, "register_fake_device_type(type, slot) takes a type and a str");
+    PyTypeObject *type = (PyTypeObject *)args[0];
+    PyObject *descr = PyDict_GetItemWithError(type->tp_dict, args[1]);
+    if (descr == NULL && PyErr_Occurred())
+        return NULL;
+    int ok = descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type);
+    Py_ssize_t offset = 0;
+    if (ok) {
+        const PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
+        ok = m->type == T_OBJECT_EX && m->offset >= (Py_ssize_t)sizeof(PyObject) &&
+             m->offset <= type->tp_basicsize - (Py_ssize_t)sizeof(PyObject *);
+        offset = m->offset;
+    }
+    PyTypeObject *old = cn_fake_device_type;
+    cn_fake_host_offset = offset;
+    cn_fake_device_type = ok ? (PyTypeObject *)Py_NewRef(type) : NULL;
+    Py_XDECREF(old);
+    return PyBool_FromLong(ok);
+}
+
 typedef struct {
     PyObject *dtype_or_typestr; /* new reference */
     PyObject *shape;            /* new reference */
@@ -379,6 +476,47 @@ fail:
     return -1;
 }
 
+/* The same information from the C struct of a NumPy array, for an array of the fake CuPy (as
+ * its attributes report it: data.ptr is 0 for an empty array, strides always given, device 0)
+ * or, with `host`, a NumPy host array (as its __array_interface__ reports it: strides only when
+ * not C-contiguous, read-only flag). 1 when read, 0 when `obj` is neither, -1 with an error. */
+static int raw_array_info(PyObject *obj, int host, array_info_t *a)
+{
+    PyObject *inner = cn_fake_host_array(obj);
+    cn_ndarray_t r;
+    if (!cn_read_ndarray(inner != NULL ? inner : obj, &r) || (inner == NULL && !host))
+        return 0;
+    /* Every field is set below; the shape and strides arrays up to ndim only (clearing the
+     * whole struct would cost more than the rest of the reading). */
+    a->shape = NULL;
+    a->read_only = 0;
+    if (r.nd > MAX_NDIM) {
+        a->dtype_or_typestr = NULL;
+        PyErr_Format(PyExc_TypeError, "arrays with more than %d dimensions are not supported", MAX_NDIM);
+        return -1;
+    }
+    a->ndim = r.nd;
+    int empty = 0;
+    for (int k = 0; k < r.nd; k++) {
+        a->shape_v[k] = r.dims[k];
+        a->strides_v[k] = r.strides[k];
+        empty |= r.dims[k] == 0;
+    }
+    a->dtype_or_typestr = Py_NewRef(r.descr);
+    if (inner != NULL) {
+        a->strides_known = 1;
+        a->ptr = empty ? 0 : (unsigned long long)(uintptr_t)r.data;
+        a->dev = 0;
+    }
+    else {
+        a->strides_known = !(r.flags & CN_NPY_C_CONTIGUOUS);
+        a->ptr = (unsigned long long)(uintptr_t)r.data;
+        a->dev = -1;
+        a->read_only = !(r.flags & CN_NPY_WRITEABLE);
+    }
+    return 1;
+}
+
 static int c_contiguous(const array_info_t *a, Py_ssize_t itemsize)
 {
     if (!a->strides_known)
@@ -439,51 +577,67 @@ typedef struct {
 } flat_t;
 
 
-static int pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned char *out, const flat_t *f)
+/* A device array already accepted in slot i, recognised by identity (weak reference): 1 with
+ * its cached value copied to `out`, 0 if not cached (or changed), -1 with an exception. */
+static int pack_cached(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned char *out, const flat_t *f)
 {
     slot_t *s = &p->slots[i];
-    int is_device = cn_is_device(obj);
-    if (is_device && s->seen != NULL && weak_target(s->seen) == obj) {
-        if (f->cur_dev >= 0 && s->seen_dev >= 0 && s->seen_dev != f->cur_dev) {
-            other_device(p, i, s->seen_dev, f->cur_dev);
-            return -1;
-        }
-        if (s->kind != K_VIEW && s->kind != K_CVIEW) {
-            memcpy(out, s->cached, (size_t)s->size);
-            return 0;
-        }
-        /* A view also depends on the shape, which CuPy lets code assign in place. Reading
-         * and comparing it runs Python code: the entry is copied only if no other thread
-         * changed it meanwhile (else the full packing below runs). */
-        unsigned long long generation = s->generation;
-        PyObject *seen_shape = Py_XNewRef(s->seen_shape);
-        PyObject *shape = obj == f->first ? Py_NewRef(f->first_shape) : PyObject_GetAttr(obj, s_shape);
-        if (shape == NULL) {
-            Py_XDECREF(seen_shape);
-            return -1;
-        }
-        int same = shape == seen_shape ||
-                   (seen_shape != NULL && PyObject_RichCompareBool(shape, seen_shape, Py_EQ) == 1);
-        Py_DECREF(shape);
+    if (s->seen == NULL || weak_target(s->seen) != obj)
+        return 0;
+    if (f->cur_dev >= 0 && s->seen_dev >= 0 && s->seen_dev != f->cur_dev) {
+        other_device(p, i, s->seen_dev, f->cur_dev);
+        return -1;
+    }
+    if (s->kind != K_VIEW && s->kind != K_CVIEW) {
+        memcpy(out, s->cached, (size_t)s->size);
+        return 1;
+    }
+    /* A view also depends on the shape, which CuPy lets code assign in place. Reading
+     * and comparing it runs Python code: the entry is copied only if no other thread
+     * changed it meanwhile (else the full packing runs). */
+    unsigned long long generation = s->generation;
+    PyObject *seen_shape = Py_XNewRef(s->seen_shape);
+    PyObject *shape = obj == f->first ? Py_NewRef(f->first_shape) : PyObject_GetAttr(obj, s_shape);
+    if (shape == NULL) {
         Py_XDECREF(seen_shape);
-        if (PyErr_Occurred())
-            return -1;
-        if (same && s->generation == generation) {
-            memcpy(out, s->cached, (size_t)s->size);
-            return 0;
-        }
+        return -1;
     }
-    if (!is_device) {
-        int has = has_attr(obj, s_cai);
-        if (has < 0)
-            return -1;
-        if (!has) {
-            not_device(p, i, obj);
-            return -1;
-        }
+    int same = shape == seen_shape ||
+               (seen_shape != NULL && PyObject_RichCompareBool(shape, seen_shape, Py_EQ) == 1);
+    Py_DECREF(shape);
+    Py_XDECREF(seen_shape);
+    if (PyErr_Occurred())
+        return -1;
+    if (same && s->generation == generation) {
+        memcpy(out, s->cached, (size_t)s->size);
+        return 1;
     }
+    return 0;
+}
+
+static int pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned char *out, const flat_t *f, int host)
+{
+    slot_t *s = &p->slots[i];
     array_info_t a;
-    if (array_info(obj, is_device, &a) < 0) {
+    /* Arrays read from their C struct skip the cache: reading costs less than the lookup. */
+    int got = raw_array_info(obj, host, &a);
+    int is_device = got != 0 || cn_is_device(obj); /* read from the struct: the dtype is an object */
+    if (got == 0) {
+        int cached = is_device ? pack_cached(p, i, obj, out, f) : 0;
+        if (cached != 0)
+            return cached < 0 ? -1 : 0;
+        if (!is_device) {
+            int has = has_attr(obj, s_cai);
+            if (has < 0)
+                return -1;
+            if (!has) {
+                not_device(p, i, obj);
+                return -1;
+            }
+        }
+        got = array_info(obj, is_device, &a) < 0 ? -1 : 2;
+    }
+    if (got < 0) {
         PyObject *why = take_error_text();
         arg_error(PyExc_TypeError, p, i, "cannot read the device array: %U", why);
         Py_DECREF(why);
@@ -576,7 +730,7 @@ static int pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned char *out
             }
         }
     }
-    if (is_device)
+    if (is_device && got == 2) /* not read from the C struct */
         slot_remember(s, obj, a.shape, a.dev, out, s->size);
     rc = 0;
 done:
@@ -1017,7 +1171,7 @@ static int pack_call(plan_t *p, PyObject *const *args, Py_ssize_t nargs, long lo
             r = pack_struct(p, i, obj, out);
             break;
         default:
-            r = pack_array(p, i, obj, out, &f);
+            r = pack_array(p, i, obj, out, &f, 0);
             break;
         }
         if (r < 0)
@@ -1546,12 +1700,11 @@ CN_INTERNAL Py_ssize_t cn_plan_size(PyObject *plan) { return ((plan_t *)plan)->n
 
 CN_INTERNAL int cn_plan_kind(PyObject *plan, Py_ssize_t i) { return ((plan_t *)plan)->slots[i].kind; }
 
-CN_INTERNAL int cn_plan_pack_one(PyObject *plan, Py_ssize_t i, PyObject *obj, unsigned char *buf)
+CN_INTERNAL int cn_plan_pack_one(PyObject *plan, Py_ssize_t i, PyObject *obj, unsigned char *buf, int host)
 {
     plan_t *p = (plan_t *)plan;
     slot_t *s = &p->slots[i];
-    unsigned char *out = buf + s->offset;
-    memset(out, 0, (size_t)s->size);
+    unsigned char *out = buf + s->offset; /* zeroed by the caller */
     flat_t f = {NULL, 0, 0, NULL, NULL, NULL, 0, 0, (PyTypeObject *)p->void_type, -1};
     switch (s->kind) {
     case K_SCALAR:
@@ -1559,7 +1712,7 @@ CN_INTERNAL int cn_plan_pack_one(PyObject *plan, Py_ssize_t i, PyObject *obj, un
     case K_STRUCT:
         return pack_struct(p, i, obj, out);
     default:
-        return pack_array(p, i, obj, out, &f);
+        return pack_array(p, i, obj, out, &f, host);
     }
 }
 
@@ -1569,6 +1722,10 @@ static PyMethodDef pack_methods[] = {
     {"driver_available", driver_available, METH_NOARGS, driver_available_doc},
     {"packed_address", packed_address, METH_O, packed_address_doc},
     {"kernel_call_method", kernel_call_method, METH_O, kernel_call_method_doc},
+    {"register_ndarray_type", (PyCFunction)(void (*)(void))register_ndarray_type, METH_FASTCALL,
+     register_ndarray_type_doc},
+    {"register_fake_device_type", (PyCFunction)(void (*)(void))register_fake_device_type, METH_FASTCALL,
+     register_fake_device_type_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -3,11 +3,15 @@
  * A StructPacker is built once per CudaStruct: a LaunchPlan laid out like the C struct
  * (pack.h), so every field gets the checks and casts of a kernel parameter of its type. A
  * packed value is a numpy.void of the struct's dtype that owns a private copy of the bytes.
+ * CudaStruct derives from StructCaller, whose tp_call takes the keyword dict of S(**values)
+ * as it is, and CudaStructValue from StructValue, created here without a Python __init__.
  *
  * CudaStructArguments keep a StructState in the instance: the field objects of the last
- * pack (kept alive: the packed bytes hold their addresses), the shape and strides of view
- * fields, and the packed value. The "has anything changed" check reads each field attribute
- * and compares identities (and view shapes/strides); only a change packs again. */
+ * pack (kept alive: the packed bytes hold their addresses), what can change in place under
+ * a fixed identity (the C struct of NumPy arrays, the shape of other device arrays), how
+ * each field is read, and the packed value. The "has anything changed" check reads each
+ * field and compares; where the instance dict and the class are provably unchanged since the
+ * last check (PEP 509 dict versions, type version tags) plain attributes are not re-read. */
 #include "common.h"
 #include "pack.h"
 
@@ -62,7 +66,9 @@ static int lookup_attr(PyObject *obj, PyObject *name, PyObject **out)
  * New reference, or NULL with an exception. */
 static PyObject *host_or_self(PyObject *obj, int host, int kind)
 {
-    if (!host || !is_array_kind(kind) || cn_is_device(obj))
+    cn_ndarray_t r;
+    /* A NumPy array is read from its C struct by the plan itself (cn_plan_pack_one with host). */
+    if (!host || !is_array_kind(kind) || cn_is_device(obj) || cn_read_ndarray(obj, &r))
         return Py_NewRef(obj);
     PyObject *cai = NULL;
     if (lookup_attr(obj, s_cai_attr, &cai) < 0)
@@ -170,12 +176,12 @@ static PyObject *pack_values(packer_t *k, PyObject *const *values, int host)
     memset(buf, 0, (size_t)k->itemsize);
     int rc = 0;
     for (Py_ssize_t i = 0; i < k->n && rc == 0; i++) {
-        PyObject *obj = host_or_self(values[i], host, cn_plan_kind(k->plan, i));
+        PyObject *obj = host ? host_or_self(values[i], host, cn_plan_kind(k->plan, i)) : Py_NewRef(values[i]);
         if (obj == NULL) {
             rc = -1;
             break;
         }
-        rc = cn_plan_pack_one(k->plan, i, obj, buf);
+        rc = cn_plan_pack_one(k->plan, i, obj, buf, host);
         Py_DECREF(obj);
     }
     PyObject *out = rc == 0 ? new_value(k, buf) : NULL;
@@ -244,21 +250,25 @@ done:
 PyDoc_STRVAR(packer_pack_dict_doc,
              "pack_dict(values, host)\n--\n\nPack a dict {field: value}; every field required, no others.");
 
-static PyObject *packer_pack_dict(packer_t *k, PyObject *const *args, Py_ssize_t nargs)
+/* The values of dict `values` in field order, as a tuple (a key's __eq__ or a value's
+ * __index__ may change the dict later); TypeError unless it has every field and no other. */
+static PyObject *ordered_values(packer_t *k, PyObject *values)
 {
-    if (nargs != 2)
-        return cn_raise(CN_ERR_TYPE, "pack_dict() takes exactly 2 arguments (%zd given)", nargs);
-    PyObject *values = args[0];
-    if (!PyDict_Check(values))
-        return cn_raise(CN_ERR_TYPE, "struct '%U': pack_dict() takes a dict", k->name);
-    int host;
-    if (host_flag(args[1], &host) < 0)
-        return NULL;
-    /* Values in field order, as a tuple: a key's __eq__ or a value's __index__ may change the dict. */
     PyObject *ordered = PyTuple_New(k->n);
     if (ordered == NULL)
         return NULL;
-    for (Py_ssize_t i = 0; i < k->n; i++) {
+    Py_ssize_t i = 0;
+    if (PyDict_GET_SIZE(values) == k->n) {
+        /* Keywords written in field order (the usual call) are the interned field names
+         * themselves: matched by position without a lookup. No Python code runs here. */
+        Py_ssize_t pos = 0;
+        PyObject *key, *v;
+        while (i < k->n && PyDict_Next(values, &pos, &key, &v) && key == PyTuple_GET_ITEM(k->names, i)) {
+            PyTuple_SET_ITEM(ordered, i, Py_NewRef(v));
+            i++;
+        }
+    }
+    for (; i < k->n; i++) {
         PyObject *v = PyDict_GetItemWithError(values, PyTuple_GET_ITEM(k->names, i));
         if (v == NULL) {
             Py_DECREF(ordered);
@@ -270,28 +280,267 @@ static PyObject *packer_pack_dict(packer_t *k, PyObject *const *args, Py_ssize_t
         Py_DECREF(ordered);
         return field_mismatch(k, values);
     }
+    return ordered;
+}
+
+static PyObject *packer_pack_dict(packer_t *k, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2)
+        return cn_raise(CN_ERR_TYPE, "pack_dict() takes exactly 2 arguments (%zd given)", nargs);
+    PyObject *values = args[0];
+    if (!PyDict_Check(values))
+        return cn_raise(CN_ERR_TYPE, "struct '%U': pack_dict() takes a dict", k->name);
+    int host;
+    if (host_flag(args[1], &host) < 0)
+        return NULL;
+    PyObject *ordered = ordered_values(k, values);
+    if (ordered == NULL)
+        return NULL;
     PyObject *r = pack_values(k, &PyTuple_GET_ITEM(ordered, 0), host);
     Py_DECREF(ordered);
     return r;
 }
 
-/* ---------------------------------------------------------------- CudaStructArguments state */
+/* ---------------------------------------------------------------- CudaStructValue */
 
 typedef struct {
     PyObject_HEAD
+    PyObject *owner;  /* the CudaStruct */
+    PyObject *packed; /* numpy.void */
+    PyObject *values; /* tuple: the source value of each field, in field order */
+    PyObject *weakrefs;
+} value_t;
+
+static PyTypeObject value_type;
+
+static int value_traverse(value_t *v, visitproc visit, void *arg)
+{
+    Py_VISIT(v->owner);
+    Py_VISIT(v->packed);
+    Py_VISIT(v->values);
+    return 0;
+}
+
+static int value_clear(value_t *v)
+{
+    Py_CLEAR(v->owner);
+    Py_CLEAR(v->packed);
+    Py_CLEAR(v->values);
+    return 0;
+}
+
+static void value_dealloc(value_t *v)
+{
+    PyObject_GC_UnTrack(v);
+    if (v->weakrefs != NULL)
+        PyObject_ClearWeakRefs((PyObject *)v);
+    value_clear(v);
+    Py_TYPE(v)->tp_free((PyObject *)v);
+}
+
+/* A new value of `type` (StructValue or a subclass). */
+static PyObject *new_value_object(PyTypeObject *type, PyObject *owner, PyObject *packed, PyObject *values)
+{
+    value_t *v = (value_t *)type->tp_alloc(type, 0);
+    if (v == NULL)
+        return NULL;
+    v->owner = Py_NewRef(owner);
+    v->packed = Py_NewRef(packed);
+    v->values = Py_NewRef(values);
+    return (PyObject *)v;
+}
+
+static PyObject *value_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *owner, *packed, *values;
+    static char *kwlist[] = {"struct", "packed", "values", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO!:StructValue", kwlist, &owner, &packed, &PyTuple_Type,
+                                     &values))
+        return NULL;
+    return new_value_object(type, owner, packed, values);
+}
+
+static PyObject *value_cuda_args(value_t *v, PyObject *unused) { return PyTuple_Pack(1, v->packed); }
+
+static PyMethodDef value_methods[] = {
+    {"__cuda_args__", (PyCFunction)value_cuda_args, METH_NOARGS, "__cuda_args__() -> (packed,)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef value_members[] = {
+    {"struct", T_OBJECT_EX, offsetof(value_t, owner), READONLY, "the CudaStruct"},
+    {"packed", T_OBJECT_EX, offsetof(value_t, packed), READONLY, "the packed value (numpy.void)"},
+    {"_values", T_OBJECT_EX, offsetof(value_t, values), READONLY, "the source values in field order"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject value_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cunumpy._core.StructValue",
+    .tp_basicsize = sizeof(value_t),
+    .tp_dealloc = (destructor)value_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "StructValue(struct, packed, values)\n--\n\nBase of CudaStructValue: the struct, the packed "
+              "value and the source values (a tuple in field order), kept alive together.",
+    .tp_traverse = (traverseproc)value_traverse,
+    .tp_clear = (inquiry)value_clear,
+    .tp_weaklistoffset = offsetof(value_t, weakrefs),
+    .tp_methods = value_methods,
+    .tp_members = value_members,
+    .tp_new = value_new,
+};
+
+/* ---------------------------------------------------------------- CudaStruct.__call__ */
+
+/* The base of CudaStruct. Its tp_call takes the keyword dict of S(**values) as it comes,
+ * where a Python __call__ or a vectorcall entry would first copy or unpack it. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *packer;     /* StructPacker, set by _attach() */
+    PyObject *value_type; /* StructValue or a subclass */
+} caller_t;
+
+static int caller_traverse(caller_t *c, visitproc visit, void *arg)
+{
+    Py_VISIT(c->packer);
+    Py_VISIT(c->value_type);
+    return 0;
+}
+
+static int caller_clear(caller_t *c)
+{
+    Py_CLEAR(c->packer);
+    Py_CLEAR(c->value_type);
+    return 0;
+}
+
+static void caller_dealloc(caller_t *c)
+{
+    PyObject_GC_UnTrack(c);
+    caller_clear(c);
+    Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+static PyObject *caller_call(caller_t *c, PyObject *args, PyObject *kwargs)
+{
+    packer_t *k = (packer_t *)c->packer;
+    if (k == NULL)
+        return cn_raise(CN_ERR_TYPE, "%.200s: the struct has no packer (StructCaller._attach was not called)",
+                        Py_TYPE(c)->tp_name);
+    if (PyTuple_GET_SIZE(args) != 0)
+        return cn_raise(CN_ERR_TYPE, "struct '%U' takes its fields as keyword arguments (S(name=value, ...)), "
+                        "got %zd positional argument%s", k->name, PyTuple_GET_SIZE(args),
+                        PyTuple_GET_SIZE(args) == 1 ? "" : "s");
+    PyObject *empty = NULL;
+    if (kwargs == NULL && (kwargs = empty = PyDict_New()) == NULL)
+        return NULL;
+    PyObject *ordered = ordered_values(k, kwargs);
+    Py_XDECREF(empty);
+    if (ordered == NULL)
+        return NULL;
+    PyObject *packed = pack_values(k, &PyTuple_GET_ITEM(ordered, 0), 0);
+    PyObject *value = packed != NULL ? new_value_object((PyTypeObject *)c->value_type, (PyObject *)c, packed, ordered)
+                                     : NULL;
+    Py_XDECREF(packed);
+    Py_DECREF(ordered);
+    return value;
+}
+
+static PyObject *caller_attach(caller_t *c, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !Py_IS_TYPE(args[0], &packer_type) || !PyType_Check(args[1]) ||
+        !PyType_IsSubtype((PyTypeObject *)args[1], &value_type))
+        return cn_raise(CN_ERR_TYPE, "_attach(packer, value_type) takes a StructPacker and a StructValue subclass");
+    Py_XSETREF(c->packer, Py_NewRef(args[0]));
+    Py_XSETREF(c->value_type, Py_NewRef(args[1]));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef caller_methods[] = {
+    {"_attach", (PyCFunction)(void (*)(void))caller_attach, METH_FASTCALL,
+     "_attach(packer, value_type)\n--\n\nPack calls with `packer` into instances of `value_type`."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject caller_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cunumpy._core.StructCaller",
+    .tp_basicsize = sizeof(caller_t),
+    .tp_dealloc = (destructor)caller_dealloc,
+    .tp_call = (ternaryfunc)caller_call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Base of CudaStruct: calling it with the fields as keywords packs a value.",
+    .tp_traverse = (traverseproc)caller_traverse,
+    .tp_clear = (inquiry)caller_clear,
+    .tp_methods = caller_methods,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ---------------------------------------------------------------- CudaStructArguments state */
+
+/* PEP 509 dict versions: a dict's version changes with every change of its content and is
+ * unique across dicts, so an unchanged version means the same values under the same keys.
+ * Relied on where its behaviour is known (3.10 to 3.12); elsewhere every field is read. */
+#if PY_VERSION_HEX < 0x030D0000
+#define CN_DICT_VERSIONS 1
+static uint64_t dict_version(PyObject *dict)
+{
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+    return ((PyDictObject *)dict)->ma_version_tag;
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+}
+#else
+#define CN_DICT_VERSIONS 0
+static uint64_t dict_version(PyObject *dict) { return 0; }
+#endif
+
+/* How a field's value is read: from the instance dict (a plain attribute: the type has no data
+ * descriptor of that name), or through getattr (property, slot, class attribute, ...). */
+enum { READ_DICT = 0, READ_GETATTR = 1 };
+/* What can change under a fixed identity: nothing (scalars, structs, CuPy pointers: a CuPy
+ * array's address never changes), the C struct of a NumPy array (host arrays and the host
+ * arrays of the fake CuPy: `a.shape = ...` changes them in place), the shape of another
+ * device array in a view field (CuPy changes shape and strides together, in place). */
+enum { SIG_NONE = 0, SIG_NDARRAY = 1, SIG_SHAPE = 2 };
+
+typedef struct {
+    PyObject *value; /* borrowed from the state's `values` */
+    int read;
+    int sig;
+    PyObject *shape; /* SIG_SHAPE: the shape it was packed with */
+    PyObject *descr; /* SIG_NDARRAY: the dtype object (held: compared by identity) */
+    char *data;
+    int nd, flags;
+    Py_ssize_t dims[16], strides[16];
+} field_state_t;
+
+typedef struct {
+    PyObject_VAR_HEAD
     PyObject *packer;
     PyObject *values; /* tuple: the field objects of the last pack */
-    PyObject *shapes; /* tuple: (shape, strides) for CuPy arrays in view fields, else None */
     PyObject *packed; /* numpy.void */
     int host;
-    int always; /* an array field holds something other than a CuPy array: re-pack every time */
+    int always; /* an array field holds an object whose changes cannot be seen: re-pack every time */
+    /* The class and the instance dict as they were when the fields were last found unchanged:
+     * only compared, never dereferenced (a version matches only the same, unchanged object). */
+    PyTypeObject *type;
+    unsigned int type_version; /* 0: no valid version tag, read modes unknown */
+    PyObject *dict;
+    uint64_t dict_version;
+    field_state_t fields[];
 } state_t;
 
 static void state_dealloc(state_t *s)
 {
+    for (Py_ssize_t i = 0; i < Py_SIZE(s); i++) {
+        Py_XDECREF(s->fields[i].shape);
+        Py_XDECREF(s->fields[i].descr);
+    }
     Py_XDECREF(s->packer);
     Py_XDECREF(s->values);
-    Py_XDECREF(s->shapes);
     Py_XDECREF(s->packed);
     Py_TYPE(s)->tp_free((PyObject *)s);
 }
@@ -307,12 +556,19 @@ static PyGetSetDef state_getset[] = {
 
 static PyTypeObject state_type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cunumpy._core.StructState",
-    .tp_basicsize = sizeof(state_t),
+    .tp_basicsize = offsetof(state_t, fields),
+    .tp_itemsize = sizeof(field_state_t),
     .tp_dealloc = (destructor)state_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "The packed state of a CudaStructArguments instance (dropped by copies and pickling).",
     .tp_getset = state_getset,
 };
+
+/* The class's version tag, 0 when it has none (then nothing is cached about the class). */
+static unsigned int type_version(PyTypeObject *t)
+{
+    return (t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ? t->tp_version_tag : 0;
+}
 
 /* getattr(obj, field) with a missing attribute turned into an AttributeError naming the field. */
 static PyObject *read_field(packer_t *k, PyObject *obj, Py_ssize_t i)
@@ -326,72 +582,6 @@ static PyObject *read_field(packer_t *k, PyObject *obj, Py_ssize_t i)
                      Py_TYPE(obj)->tp_name, PyTuple_GET_ITEM(k->names, i), k->name);
     }
     return v;
-}
-
-/* The shape of a CuPy array in a view field, None otherwise; sets *volatile_field when the
- * field holds an array object whose address or shape may change unseen. Only the shape: a
- * CuPy array's strides change only with it (the in-place `a.shape = ...`), its data pointer
- * never. */
-static PyObject *shape_key(packer_t *k, Py_ssize_t i, PyObject *v, int *volatile_field)
-{
-    int kind = cn_plan_kind(k->plan, i);
-    if (!is_array_kind(kind))
-        return Py_NewRef(Py_None);
-    if (!cn_is_device(v)) {
-        *volatile_field = 1;
-        return Py_NewRef(Py_None);
-    }
-    if (kind != CN_K_VIEW && kind != CN_K_CVIEW)
-        return Py_NewRef(Py_None);
-    return PyObject_GetAttr(v, s_shape_attr);
-}
-
-/* Read every field, pack, store a new state in the instance; returns the packed value. */
-static PyObject *repack_object(packer_t *k, PyObject *obj, int host)
-{
-    PyObject *values = PyTuple_New(k->n), *shapes = NULL, *packed = NULL;
-    if (values == NULL)
-        return NULL;
-    for (Py_ssize_t i = 0; i < k->n; i++) {
-        PyObject *v = read_field(k, obj, i);
-        if (v == NULL)
-            goto fail;
-        PyTuple_SET_ITEM(values, i, v);
-    }
-    packed = pack_values(k, &PyTuple_GET_ITEM(values, 0), host);
-    if (packed == NULL)
-        goto fail;
-    shapes = PyTuple_New(k->n);
-    if (shapes == NULL)
-        goto fail;
-    int always = 0;
-    for (Py_ssize_t i = 0; i < k->n; i++) {
-        PyObject *key = shape_key(k, i, PyTuple_GET_ITEM(values, i), &always);
-        if (key == NULL)
-            goto fail;
-        PyTuple_SET_ITEM(shapes, i, key);
-    }
-    state_t *s = PyObject_New(state_t, &state_type);
-    if (s == NULL)
-        goto fail;
-    s->packer = Py_NewRef((PyObject *)k);
-    s->values = values;
-    s->shapes = shapes;
-    s->packed = Py_NewRef(packed);
-    s->host = host;
-    s->always = always;
-    int rc = PyObject_GenericSetAttr(obj, s_state_attr, (PyObject *)s);
-    Py_DECREF(s);
-    if (rc < 0) {
-        Py_DECREF(packed);
-        return NULL;
-    }
-    return packed;
-fail:
-    Py_XDECREF(values);
-    Py_XDECREF(shapes);
-    Py_XDECREF(packed);
-    return NULL;
 }
 
 /* The instance dict of `obj` when plain attribute reads may bypass getattr (generic
@@ -409,21 +599,163 @@ static PyObject *plain_dict(PyObject *obj)
     return dict;
 }
 
+/* 1 if getattr(obj, name) is the instance dict's item whenever the dict has it: the class
+ * has no data descriptor of that name. */
+static int dict_shadows_class(PyObject *obj, PyObject *name)
+{
+    PyObject *descr = _PyType_Lookup(Py_TYPE(obj), name);
+    return descr == NULL || Py_TYPE(descr)->tp_descr_set == NULL;
+}
+
 /* getattr(obj, name), from the instance dict `dict` (may be NULL) when the type has no data
  * descriptor of that name: the same value, without the generic lookup. New reference. */
 static PyObject *get_attr_fast(PyObject *obj, PyObject *dict, PyObject *name)
 {
-    if (dict != NULL) {
-        PyObject *descr = _PyType_Lookup(Py_TYPE(obj), name);
-        if (descr == NULL || Py_TYPE(descr)->tp_descr_set == NULL) {
-            PyObject *v = PyDict_GetItemWithError(dict, name);
-            if (v != NULL)
-                return Py_NewRef(v);
-            if (PyErr_Occurred())
-                return NULL;
-        }
+    if (dict != NULL && dict_shadows_class(obj, name)) {
+        PyObject *v = PyDict_GetItemWithError(dict, name);
+        if (v != NULL)
+            return Py_NewRef(v);
+        if (PyErr_Occurred())
+            return NULL;
     }
     return PyObject_GetAttr(obj, name);
+}
+
+/* Record in `f` what of field value `v` (slot i) can change in place. 0, or -1 with an
+ * exception; sets *always when the value is an array object whose changes cannot be seen. */
+static int field_signature(packer_t *k, Py_ssize_t i, PyObject *v, field_state_t *f, int *always)
+{
+    int kind = cn_plan_kind(k->plan, i);
+    f->sig = SIG_NONE;
+    if (!is_array_kind(kind))
+        return 0;
+    cn_ndarray_t r;
+    PyObject *host = cn_fake_host_array(v);
+    if (cn_read_ndarray(host != NULL ? host : v, &r) && r.nd <= 16) {
+        f->sig = SIG_NDARRAY;
+        f->descr = Py_NewRef(r.descr);
+        f->data = r.data;
+        f->nd = r.nd;
+        f->flags = r.flags;
+        memcpy(f->dims, r.dims, (size_t)r.nd * sizeof(Py_ssize_t));
+        memcpy(f->strides, r.strides, (size_t)r.nd * sizeof(Py_ssize_t));
+        return 0;
+    }
+    if (!cn_is_device(v)) {
+        *always = 1;
+        return 0;
+    }
+    if (kind != CN_K_VIEW && kind != CN_K_CVIEW)
+        return 0;
+    f->sig = SIG_SHAPE;
+    f->shape = PyObject_GetAttr(v, s_shape_attr);
+    return f->shape == NULL ? -1 : 0;
+}
+
+/* SIG_SHAPE: 1 if the device array `v` still has the recorded shape, 0 if not, -1 on error. */
+static int same_shape(const field_state_t *f, PyObject *v)
+{
+    PyObject *now = PyObject_GetAttr(v, s_shape_attr);
+    if (now == NULL)
+        return -1;
+    int eq = now == f->shape ? 1 : PyObject_RichCompareBool(now, f->shape, Py_EQ);
+    Py_DECREF(now);
+    return eq;
+}
+
+/* 1 if field value `v` (the object recorded in `f`) is as recorded, 0 if not, -1 on error.
+ * Inline: the check runs it for every field. */
+static inline int same_signature(const field_state_t *f, PyObject *v)
+{
+    if (f->sig == SIG_NONE)
+        return 1;
+    if (f->sig == SIG_NDARRAY) {
+        cn_ndarray_t r;
+        PyObject *host = cn_fake_host_array(v);
+        if (!cn_read_ndarray(host != NULL ? host : v, &r))
+            return 0;
+        if (r.descr != f->descr || r.data != f->data || r.nd != f->nd || r.flags != f->flags)
+            return 0;
+        for (int d = 0; d < r.nd; d++)
+            if (r.dims[d] != f->dims[d] || r.strides[d] != f->strides[d])
+                return 0;
+        return 1;
+    }
+    return same_shape(f, v);
+}
+
+/* Read every field, pack, store a new state in the instance; returns the packed value. */
+static PyObject *repack_object(packer_t *k, PyObject *obj, int host)
+{
+    PyObject *values = PyTuple_New(k->n), *packed = NULL, *dict = NULL;
+    state_t *s = NULL;
+    if (values == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < k->n; i++) {
+        PyObject *v = read_field(k, obj, i);
+        if (v == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(values, i, v);
+    }
+    s = PyObject_NewVar(state_t, &state_type, k->n);
+    if (s == NULL)
+        goto fail;
+    s->packer = Py_NewRef((PyObject *)k);
+    s->values = Py_NewRef(values);
+    s->packed = NULL;
+    s->host = host;
+    s->always = 0;
+    s->type = NULL;
+    s->type_version = 0;
+    s->dict = NULL;
+    s->dict_version = 0;
+    memset(s->fields, 0, (size_t)k->n * sizeof(field_state_t));
+    /* What can change in place is recorded before packing: a change made meanwhile by Python
+     * code that packing runs (__index__, a shape read) is then seen by the next check. */
+    for (Py_ssize_t i = 0; i < k->n; i++) {
+        s->fields[i].value = PyTuple_GET_ITEM(values, i);
+        if (field_signature(k, i, s->fields[i].value, &s->fields[i], &s->always) < 0)
+            goto fail;
+    }
+    packed = pack_values(k, &PyTuple_GET_ITEM(values, 0), host);
+    if (packed == NULL)
+        goto fail;
+    s->packed = Py_NewRef(packed);
+    if (PyObject_GenericSetAttr(obj, s_state_attr, (PyObject *)s) < 0)
+        goto fail;
+    /* How each field is read, valid while the class keeps its version tag (the lookup first
+     * gives the class one if it can have one). The dict itself is trusted only from the first
+     * check that finds every field unchanged: packing ran Python code that may have changed it. */
+    dict = plain_dict(obj);
+    int class_packer_is_k = _PyType_Lookup(Py_TYPE(obj), s_packer_attr) == (PyObject *)k;
+    unsigned int tv = type_version(Py_TYPE(obj));
+    for (Py_ssize_t i = 0; i < k->n; i++) {
+        PyObject *name = PyTuple_GET_ITEM(k->names, i);
+        int in_dict = 0;
+        if (dict != NULL && dict_shadows_class(obj, name)) {
+            PyObject *v = PyDict_GetItemWithError(dict, name);
+            if (v == NULL && PyErr_Occurred())
+                PyErr_Clear();
+            in_dict = v != NULL && v == s->fields[i].value;
+        }
+        s->fields[i].read = in_dict ? READ_DICT : READ_GETATTR;
+    }
+    /* Recorded only for the class's own packer: an unchanged class then also means that its
+     * packer is still `k` (the descriptors skip looking it up). */
+    if (class_packer_is_k && tv != 0 && tv == type_version(Py_TYPE(obj))) {
+        s->type = Py_TYPE(obj);
+        s->type_version = tv;
+    }
+    Py_XDECREF(dict);
+    Py_DECREF(s);
+    Py_DECREF(values);
+    return packed;
+fail:
+    Py_XDECREF(s);
+    Py_XDECREF(values);
+    Py_XDECREF(packed);
+    Py_XDECREF(dict);
+    return NULL;
 }
 
 /* The stored state of `obj` if it belongs to packer `k`, else NULL (no exception). */
@@ -447,61 +779,92 @@ static state_t *stored_state(packer_t *k, PyObject *obj, PyObject *dict)
     return (state_t *)st;
 }
 
+/* The last instance found unchanged with a trusted dict, and its state: a later check of the
+ * same instance with the dict still at that version (so still holding that state) skips the
+ * dict lookup of the state. Only compared until the version matches; then the state is alive. */
+static struct {
+    PyObject *obj, *dict;
+    uint64_t version;
+    state_t *state;
+} last_checked;
+
 /* 1 if every field of `obj` is what state `s` was packed from, 0 if not, -1 on error. */
 static int unchanged(packer_t *k, state_t *s, PyObject *obj, PyObject *dict)
 {
     if (s->always)
         return 0;
+    /* Modes are trusted only while the class is unchanged; plain attributes are not even read
+     * while the instance dict is unchanged too. */
+    int modes = s->type == Py_TYPE(obj) && s->type_version != 0 && s->type_version == type_version(Py_TYPE(obj));
+    /* The version before any field is read: a change made while they are read (a property
+     * that assigns another field) leaves the dict at a newer version, never trusted below. */
+    uint64_t version = dict != NULL ? dict_version(dict) : 0;
+    int dict_same = CN_DICT_VERSIONS && modes && dict != NULL && dict == s->dict && version == s->dict_version;
     for (Py_ssize_t i = 0; i < k->n; i++) {
-        PyObject *v = get_attr_fast(obj, dict, PyTuple_GET_ITEM(k->names, i));
+        const field_state_t *f = &s->fields[i];
+        if (dict_same && f->read == READ_DICT) {
+            /* The same object (held by the state): only what may change in place is read. */
+            int same = same_signature(f, f->value);
+            if (same <= 0)
+                return same;
+            continue;
+        }
+        PyObject *name = PyTuple_GET_ITEM(k->names, i), *v;
+        if (modes && dict != NULL && f->read == READ_DICT) {
+            v = PyDict_GetItemWithError(dict, name);
+            if (v == NULL && PyErr_Occurred())
+                return -1;
+            v = v != NULL ? Py_NewRef(v) : PyObject_GetAttr(obj, name);
+        }
+        else if (modes)
+            v = PyObject_GetAttr(obj, name);
+        else
+            v = get_attr_fast(obj, dict, name);
         if (v == NULL) {
             if (PyErr_ExceptionMatches(PyExc_AttributeError))
                 Py_XDECREF(read_field(k, obj, i)); /* the message naming the field */
             return -1;
         }
-        int same = v == PyTuple_GET_ITEM(s->values, i);
-        PyObject *key = PyTuple_GET_ITEM(s->shapes, i);
-        if (same && key != Py_None) {
-            int ignored = 0;
-            PyObject *now = shape_key(k, i, v, &ignored);
-            if (now == NULL) {
-                Py_DECREF(v);
-                return -1;
-            }
-            int eq = now == key ? 1 : PyObject_RichCompareBool(now, key, Py_EQ);
-            Py_DECREF(now);
-            if (eq < 0) {
-                Py_DECREF(v);
-                return -1;
-            }
-            same = eq;
-        }
+        int same = v == f->value ? same_signature(f, v) : 0;
         Py_DECREF(v);
-        if (!same)
-            return 0;
+        if (same <= 0)
+            return same;
+    }
+    /* Found unchanged: later checks skip the plain attributes while the dict stays as it was
+     * before this one read them. */
+    if (CN_DICT_VERSIONS && modes && dict != NULL) {
+        s->dict = dict;
+        s->dict_version = version;
+        last_checked.obj = obj;
+        last_checked.dict = dict;
+        last_checked.version = version;
+        last_checked.state = s;
     }
     return 1;
+}
+
+/* The packed value of state `s` (held, released here) if nothing changed, else a new pack. */
+static PyObject *current_from_state(packer_t *k, PyObject *obj, PyObject *dict, state_t *s)
+{
+    int host = 0;
+    if (s != NULL) {
+        host = s->host;
+        int same = unchanged(k, s, obj, dict);
+        PyObject *packed = same > 0 ? Py_NewRef(s->packed) : NULL;
+        Py_DECREF(s);
+        if (same != 0)
+            return packed;
+    }
+    return repack_object(k, obj, host);
 }
 
 /* The current packed value of `obj`: the stored one when nothing changed, else a new pack. */
 static PyObject *current_packed(packer_t *k, PyObject *obj)
 {
     PyObject *dict = plain_dict(obj);
-    state_t *s = stored_state(k, obj, dict);
-    int host = 0;
-    if (s != NULL) {
-        host = s->host;
-        int same = unchanged(k, s, obj, dict);
-        if (same != 0) {
-            PyObject *packed = same > 0 ? Py_NewRef(s->packed) : NULL;
-            Py_DECREF(s);
-            Py_XDECREF(dict);
-            return packed;
-        }
-        Py_DECREF(s);
-    }
+    PyObject *packed = current_from_state(k, obj, dict, stored_state(k, obj, dict));
     Py_XDECREF(dict);
-    return repack_object(k, obj, host);
+    return packed;
 }
 
 PyDoc_STRVAR(packer_repack_doc,
@@ -627,13 +990,41 @@ static packer_t *class_packer(PyObject *self)
     return (packer_t *)k;
 }
 
-static PyObject *args_cuda_args(PyObject *self, PyObject *unused)
+/* The current packed value of a CudaStructArguments instance. While its class is unchanged
+ * since the stored state was made, the class's packer is the state's (no lookup). */
+static PyObject *args_current(PyObject *self)
 {
+    PyObject *dict = plain_dict(self);
+    if (dict != NULL) {
+        state_t *s;
+        if (CN_DICT_VERSIONS && last_checked.obj == self && last_checked.dict == dict &&
+            last_checked.version == dict_version(dict))
+            s = last_checked.state; /* the unchanged dict still holds it */
+        else {
+            PyObject *st = PyDict_GetItemWithError(dict, s_state_attr);
+            s = st != NULL && Py_IS_TYPE(st, &state_type) ? (state_t *)st : NULL;
+        }
+        if (s != NULL && s->type == Py_TYPE(self) && s->type_version != 0 &&
+            s->type_version == type_version(Py_TYPE(self))) {
+            Py_INCREF(s);
+            PyObject *packed = current_from_state((packer_t *)s->packer, self, dict, s);
+            Py_DECREF(dict);
+            return packed;
+        }
+        PyErr_Clear();
+        Py_DECREF(dict);
+    }
     packer_t *k = class_packer(self);
     if (k == NULL)
         return NULL;
     PyObject *packed = current_packed(k, self);
     Py_DECREF(k);
+    return packed;
+}
+
+static PyObject *args_cuda_args(PyObject *self, PyObject *unused)
+{
+    PyObject *packed = args_current(self);
     if (packed == NULL)
         return NULL;
     PyObject *t = PyTuple_New(1);
@@ -645,15 +1036,7 @@ static PyObject *args_cuda_args(PyObject *self, PyObject *unused)
     return t;
 }
 
-static PyObject *args_packed(PyObject *self, void *c)
-{
-    packer_t *k = class_packer(self);
-    if (k == NULL)
-        return NULL;
-    PyObject *packed = current_packed(k, self);
-    Py_DECREF(k);
-    return packed;
-}
+static PyObject *args_packed(PyObject *self, void *c) { return args_current(self); }
 
 static PyMethodDef cuda_args_def = {
     "__cuda_args__", (PyCFunction)args_cuda_args, METH_NOARGS,
@@ -708,10 +1091,13 @@ CN_INTERNAL int cn_register_struct(PyObject *module)
         if (*names[k].slot == NULL)
             return -1;
     }
-    if (PyType_Ready(&host_view_type) < 0 || PyType_Ready(&packer_type) < 0 || PyType_Ready(&state_type) < 0)
+    if (PyType_Ready(&host_view_type) < 0 || PyType_Ready(&packer_type) < 0 || PyType_Ready(&state_type) < 0 ||
+        PyType_Ready(&value_type) < 0 || PyType_Ready(&caller_type) < 0)
         return -1;
     if (PyModule_AddObjectRef(module, "StructPacker", (PyObject *)&packer_type) < 0 ||
-        PyModule_AddObjectRef(module, "StructState", (PyObject *)&state_type) < 0)
+        PyModule_AddObjectRef(module, "StructState", (PyObject *)&state_type) < 0 ||
+        PyModule_AddObjectRef(module, "StructValue", (PyObject *)&value_type) < 0 ||
+        PyModule_AddObjectRef(module, "StructCaller", (PyObject *)&caller_type) < 0)
         return -1;
     return PyModule_AddFunctions(module, struct_methods);
 }

@@ -13,7 +13,16 @@ import sys
 
 _FLT_MAX = 3.4028234663852886e38  # numpy.finfo(numpy.float32).max
 
-__all__ = ["LaunchPlan", "driver_available", "kernel_call_method", "launch", "launch_plan", "packed_address"]
+__all__ = [
+    "LaunchPlan",
+    "driver_available",
+    "kernel_call_method",
+    "launch",
+    "launch_plan",
+    "packed_address",
+    "register_fake_device_type",
+    "register_ndarray_type",
+]
 
 K_POINTER, K_VOID_POINTER, K_VIEW, K_CVIEW, K_SCALAR, K_STRUCT = range(6)
 S_BOOL, S_INT, S_UINT, S_FLOAT, S_COMPLEX = range(5)
@@ -445,3 +454,18 @@ def packed_address(packed):
     if not isinstance(packed, bytes):
         raise TypeError(f"packed_address(): expected bytes, got {type(packed).__name__}")
     return 0
+
+
+def register_ndarray_type(ndarray, probes):
+    """Twin of the C function: reading arrays from their C struct is a C-only shortcut (the
+    twin reads the same values through the attributes); never enabled here."""
+    if not isinstance(ndarray, type) or not isinstance(probes, tuple):
+        raise TypeError("register_ndarray_type(ndarray, probes) takes a type and a tuple")
+    return False
+
+
+def register_fake_device_type(type_, slot):
+    """Twin of the C function (a C-only shortcut, see register_ndarray_type)."""
+    if not isinstance(type_, type) or not isinstance(slot, str):
+        raise TypeError("register_fake_device_type(type, slot) takes a type and a str")
+    return False

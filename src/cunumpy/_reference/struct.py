@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from . import pack as _pack
 
-__all__ = ["StructPacker", "StructState", "struct_arguments_descriptors", "struct_packer"]
+__all__ = [
+    "StructCaller",
+    "StructPacker",
+    "StructState",
+    "StructValue",
+    "struct_arguments_descriptors",
+    "struct_packer",
+]
 
 _ARRAY_KINDS = (_pack.K_POINTER, _pack.K_VOID_POINTER, _pack.K_VIEW, _pack.K_CVIEW)
 
@@ -30,6 +37,44 @@ def _host_or_self(obj, host, kind):
     if hasattr(obj, "__cuda_array_interface__") or not hasattr(obj, "__array_interface__"):
         return obj
     return _HostArrayView(obj.__array_interface__)
+
+
+class StructValue:
+    """Twin of the C base of CudaStructValue: the struct, the packed value, the source values."""
+
+    __slots__ = ("struct", "packed", "_values", "__weakref__")
+
+    def __init__(self, struct, packed, values):
+        if not isinstance(values, tuple):
+            raise TypeError("StructValue() argument 'values' must be a tuple")
+        self.struct, self.packed, self._values = struct, packed, values
+
+    def __cuda_args__(self):
+        return (self.packed,)
+
+
+class StructCaller:
+    """Twin of the C base of CudaStruct: calling it with the fields as keywords packs a value."""
+
+    _caller = None
+
+    def _attach(self, packer, value_type):
+        if not isinstance(packer, StructPacker) or not (isinstance(value_type, type) and issubclass(value_type, StructValue)):
+            raise TypeError("_attach(packer, value_type) takes a StructPacker and a StructValue subclass")
+        self._caller = (packer, value_type)
+
+    def __call__(self, *args, **values):
+        if self._caller is None:
+            raise TypeError(f"{type(self).__name__}: the struct has no packer (StructCaller._attach was not called)")
+        packer, value_type = self._caller
+        if args:
+            n = len(args)
+            raise TypeError(
+                f"struct '{packer._name}' takes its fields as keyword arguments (S(name=value, ...)), "
+                f"got {n} positional argument{'' if n == 1 else 's'}"
+            )
+        packed = packer.pack_dict(values, False)
+        return value_type(self, packed, tuple(values[n] for n in packer.names))
 
 
 class StructState:
