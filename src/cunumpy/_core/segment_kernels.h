@@ -235,9 +235,11 @@ static ptrdiff_t cn_cell_offsets_chunk(cn_skey_type t, const char *keys, ptrdiff
 /* The loops are specialised per key type. The count is branch-free: per block of
  * CN_RUNS_BLOCK rows (a trip count the vectoriser likes) it adds up k[i] != k[i - 1] and ORs
  * k[i] < k[i - 1]; only when that OR is set does an exact scalar scan find the first unsorted
- * row. The count writes nothing, so reading a key twice there is harmless; the fill reads each
- * key once and bounds every write by the capacity. A contiguous input gets its own copy of the
- * loops (the stride a constant), which the compiler vectorises. */
+ * row. Both passes may read a key more than once (as a row and as the next row's predecessor,
+ * and the fill again to store a run's key): a key written in between can only make the answer
+ * wrong or the fill's count disagree, because every write of the fill is bounded by the
+ * capacity. A contiguous input gets its own copy of the loops (the stride a constant), which
+ * the compiler vectorises. */
 #define CN_RUNS_BLOCK 64
 
 #define CN_RUNS_LD(T, i)                                                                           \
