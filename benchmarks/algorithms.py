@@ -134,7 +134,7 @@ def main():
     case("cell_offsets vs np.searchsorted", lambda: A.cell_offsets(cells, ncells),
          lambda: np.searchsorted(cells, np.arange(ncells + 1), side="left"), 1)
     case("segment_boundaries vs flatnonzero of changes", lambda: A.segment_boundaries(cells),
-         numpy_boundaries, 1)
+         numpy_boundaries, 1.5)
 
     # morton_keys ---------------------------------------------------------------------------
     pos = rng.random((n, 3))

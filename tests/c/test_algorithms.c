@@ -294,6 +294,48 @@ static void test_segments(void)
     CHECK(cn_segment_runs(1, 8, (const char *)u, 8, 5, (char *)uniq2, st2, sp2, 2) == CN_RUNS_CHANGED);
 }
 
+/* The per-type loops on more rows than one 64-row block: signed and unsigned 64-bit keys
+ * (the vector mask path), a strided view, an unsorted row in the second block, and outputs one
+ * run too short. A run starts every 3 rows. */
+static void test_segment_runs_blocks(void)
+{
+    enum { N = 200, R = (N + 2) / 3 };
+    uint64_t u[N], strided[2 * N], uniq[R];
+    int64_t s[N], st[R], sp[R];
+    for (size_t i = 0; i < N; i++) {
+        u[i] = 0x7ffffffffffffff0ull + i / 3; /* crosses INT64_MAX: unsigned order only */
+        s[i] = -100 + (int64_t)(i / 3);
+        strided[2 * i] = u[i];
+        strided[2 * i + 1] = 0;
+    }
+    CHECK(cn_segment_runs(1, 8, (const char *)u, 8, N, NULL, NULL, NULL, 0) == R);
+    CHECK(cn_segment_runs(1, 8, (const char *)u, 8, N, (char *)uniq, st, sp, R) == R);
+    int ok = 1;
+    for (size_t r = 0; r < R; r++)
+        ok &= uniq[r] == u[3 * r] && st[r] == (int64_t)(3 * r) &&
+              sp[r] == (int64_t)(3 * r + 3 < N ? 3 * r + 3 : N);
+    CHECK(ok);
+    CHECK(cn_segment_runs(1, 8, (const char *)strided, 16, N, NULL, NULL, NULL, 0) == R);
+    CHECK(cn_segment_runs(1, 8, (const char *)strided, 16, N, (char *)uniq, st, sp, R) == R);
+    CHECK(uniq[R - 1] == u[N - 1] && st[R - 1] == 3 * (R - 1) && sp[R - 1] == N);
+    /* The signed view of the same bits is unsorted where they cross INT64_MAX (row 48). */
+    CHECK(cn_segment_runs(0, 8, (const char *)u, 8, N, NULL, NULL, NULL, 0) == -(48 + 1));
+    CHECK(cn_segment_runs(0, 8, (const char *)u, 8, N, (char *)uniq, st, sp, R) == -(48 + 1));
+    CHECK(cn_segment_runs(0, 8, (const char *)s, 8, N, (char *)uniq, st, sp, R) == R);
+    CHECK((int64_t)uniq[R - 1] == s[N - 1] && st[1] == 3);
+    s[100] = -1000;
+    CHECK(cn_segment_runs(0, 8, (const char *)s, 8, N, NULL, NULL, NULL, 0) == -(100 + 1));
+    CHECK(cn_segment_runs(0, 8, (const char *)s, 8, N, (char *)uniq, st, sp, R) == -(100 + 1));
+    /* Capacity for fewer runs, on the heap so ASan sees a write past it. */
+    uint64_t *uniq_short = malloc((R - 1) * sizeof *uniq_short);
+    int64_t *st_short = malloc((R - 1) * sizeof *st_short), *sp_short = malloc((R - 1) * sizeof *sp_short);
+    CHECK(cn_segment_runs(1, 8, (const char *)u, 8, N, (char *)uniq_short, st_short, sp_short,
+                          R - 1) == CN_RUNS_CHANGED);
+    free(uniq_short);
+    free(st_short);
+    free(sp_short);
+}
+
 /* ---------------------------------------------------------------- compaction */
 
 static void test_compact(void)
@@ -346,6 +388,7 @@ int main(void)
     test_morton();
     test_sort();
     test_segments();
+    test_segment_runs_blocks();
     test_compact();
     if (failures) {
         fprintf(stderr, "test_algorithms: %d check(s) failed\n", failures);

@@ -598,6 +598,87 @@ def test_segment_plan_device_rules(device_only):
     np.testing.assert_array_equal(host(plan.sum(xp.asarray([1.0, 2.0, 3.0]))), [1, 5])
 
 
+RUN_DTYPES = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
+
+
+def _runs_keys(dtype, n, seed):
+    """Sorted keys over the dtype's whole range (negative, and above INT64_MAX for uint64) with
+    random run lengths: runs start anywhere in the 64-row blocks and across 64K-row chunks."""
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(seed)
+    lengths = rng.geometric(1 / 40, size=n)
+    values = np.sort(rng.integers(info.min, info.max, size=lengths.size, dtype=dtype, endpoint=True))
+    values[0], values[-1] = info.min, info.max
+    return np.repeat(values, lengths)[:n]
+
+
+def _expected_runs(k):
+    first = np.concatenate(([0], np.flatnonzero(k[1:] != k[:-1]) + 1)).astype(np.int64)
+    return k[first], first, np.append(first[1:], k.size).astype(np.int64)
+
+
+@pytest.mark.parametrize("dtype", RUN_DTYPES)
+@pytest.mark.parametrize("n", [1, 63, 64, 65, 129, 1000, 65_536 + 200, 140_001])
+def test_segment_boundaries_every_key_type(on_backend, dtype, n):
+    k = _runs_keys(dtype, n, n)
+    got = A.segment_boundaries(dev(k))
+    for g, e in zip(got, _expected_runs(k)):
+        assert host(g).dtype == e.dtype
+        np.testing.assert_array_equal(host(g), e)
+
+
+@pytest.mark.parametrize("dtype", RUN_DTYPES)
+def test_segment_runs_strided_keys_match_contiguous_and_twin(dtype):
+    k = _runs_keys(dtype, 70_001, 3)
+    table = np.zeros((k.size, 3), dtype)
+    table[:, 1] = k
+    for view in (table[:, 1], np.repeat(k, 2)[::2]):
+        assert not view.flags.c_contiguous
+        runs = core.segment_runs(view)
+        assert runs == _reference.segment_runs(view) == core.segment_runs(k)
+        got = [np.empty(runs, dtype), np.empty(runs, np.int64), np.empty(runs, np.int64)]
+        core.segment_runs(view, *got)
+        for g, e in zip(got, _expected_runs(k)):
+            np.testing.assert_array_equal(g, e)
+        for g, e in zip(A.segment_boundaries(view), _expected_runs(k)):
+            np.testing.assert_array_equal(g, e)
+
+
+@pytest.mark.parametrize("dtype", RUN_DTYPES)
+@pytest.mark.parametrize("where", [1, 64, 100, 127, 32_777, 65_536 + 3_000])
+@pytest.mark.parametrize("strided", [False, True])
+def test_segment_runs_report_an_unsorted_row_inside_a_block(dtype, where, strided):
+    k = np.sort(_runs_keys(dtype, 70_000, 5))
+    info = np.iinfo(dtype)
+    k[where - 1], k[where] = info.max, info.min  # the first row smaller than its predecessor
+    k[where + 6], k[where + 7] = info.max, info.min  # a later one in the same block: not reported
+    view = np.repeat(k, 2)[::2] if strided else k
+    for fn in (core.segment_runs, lambda keys: A.segment_boundaries(keys)):
+        with pytest.raises(ValueError, match=rf"sorted_keys\[{where}\] < sorted_keys\[{where - 1}\]"):
+            fn(view)
+    with pytest.raises(ValueError, match="sorted_keys"):
+        _reference.segment_runs(view)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64, np.int32, np.uint8])
+def test_segment_runs_fill_with_forged_counts_never_writes_past_them(dtype):
+    """A fill trusts chunk_runs for the sizes: unsorted keys, or more runs than the counts say
+    (what a writer between the two passes gives), must raise, and write only what was sized."""
+    k = _runs_keys(dtype, 70_000, 9)
+    counts = np.empty(2, np.int64)
+    runs = core.segment_runs(k, counts)
+    short = counts.copy()
+    short[0] -= 3
+    outs = [np.empty(runs - 3, dtype), np.empty(runs - 3, np.int64), np.empty(runs - 3, np.int64)]
+    with pytest.raises(ValueError, match="changed"):
+        core.segment_runs(k, *outs, short)
+    broken = k.copy()
+    broken[4_999], broken[5_000] = np.iinfo(dtype).max, np.iinfo(dtype).min
+    outs = [np.empty(runs, dtype), np.empty(runs, np.int64), np.empty(runs, np.int64)]
+    with pytest.raises(ValueError, match="changed"):
+        core.segment_runs(broken, *outs, counts)
+
+
 def test_cell_offsets_and_boundaries(on_backend):
     np.testing.assert_array_equal(host(A.cell_offsets(dev(np.zeros(0, np.int64)), 3)), [0, 0, 0, 0])
     np.testing.assert_array_equal(host(A.cell_offsets(dev(np.zeros(0, np.int64)), 0)), [0])

@@ -119,8 +119,8 @@ static inline int64_t cn_seg_clamp_u64(uint64_t u)
             }                                                                                      \
             return bad;                                                                            \
         }                                                                                          \
-        /* Prefetch only when the output does not sit in L2 anyway. */                              \
-        const size_t pf_end = nseg * m * sizeof(T) > 262144 ? n : 0;                                 \
+        /* Prefetch only when the output does not sit in L2 anyway. */                             \
+        const size_t pf_end = nseg * m * sizeof(T) > 262144 ? n : 0;                               \
         for (size_t i = 0; i < n; i++) {                                                           \
             if (i + CN_SEGMENT_PREFETCH < pf_end) {                                                \
                 int64_t kp = CN_SEG_READ_KEY(KT, KSUF, i + CN_SEGMENT_PREFETCH);                   \
@@ -232,68 +232,252 @@ static ptrdiff_t cn_cell_offsets_chunk(cn_skey_type t, const char *keys, ptrdiff
  * changed since (another thread writing them) and there are more runs, returns CN_RUNS_CHANGED
  * without writing past them. */
 #define CN_RUNS_CHANGED PTRDIFF_MIN
-static inline void cn_run_key(size_t isz, const char *p, uint64_t *u, int64_t *s)
-{
-    if (isz == 1) {
-        uint8_t u8;
-        memcpy(&u8, p, 1);
-        *u = u8;
-        *s = (int8_t)u8;
-    } else if (isz == 2) {
-        uint16_t u16;
-        memcpy(&u16, p, 2);
-        *u = u16;
-        *s = (int16_t)u16;
-    } else if (isz == 4) {
-        uint32_t u32;
-        memcpy(&u32, p, 4);
-        *u = u32;
-        *s = (int32_t)u32;
-    } else {
-        memcpy(u, p, 8);
-        *s = (int64_t)*u;
+/* The loops are specialised per key type. The count is branch-free: per block of
+ * CN_RUNS_BLOCK rows (a trip count the vectoriser likes) it adds up k[i] != k[i - 1] and ORs
+ * k[i] < k[i - 1]; only when that OR is set does an exact scalar scan find the first unsorted
+ * row. Both passes may read a key more than once (as a row and as the next row's predecessor,
+ * and the fill again to store a run's key): a key written in between can only make the answer
+ * wrong or the fill's count disagree, because every write of the fill is bounded by the
+ * capacity. A contiguous input gets its own copy of the loops (the stride a constant), which
+ * the compiler vectorises. */
+#define CN_RUNS_BLOCK 64
+
+#define CN_RUNS_LD(T, i)                                                                           \
+    ({                                                                                             \
+        T v_;                                                                                      \
+        memcpy(&v_, keys + (ptrdiff_t)(i) * ks, sizeof v_);                                        \
+        v_;                                                                                        \
+    })
+
+#define CN_DEFINE_RUNS(SUF, T, UT, ATTR, MASKFN)                                                   \
+    /* Exact scalar count of rows [a, b) (a > 0 or a == 1 past row 0), or -(1 + first bad row). */ \
+    ATTR static inline __attribute__((always_inline)) ptrdiff_t cn_runs_exact_##SUF(               \
+        const char *keys, ptrdiff_t ks, size_t a, size_t b)                                        \
+    {                                                                                              \
+        ptrdiff_t runs = 0;                                                                        \
+        T prev = CN_RUNS_LD(T, a - 1);                                                             \
+        for (size_t i = a; i < b; i++) {                                                           \
+            T v = CN_RUNS_LD(T, i);                                                                \
+            if (v < prev)                                                                          \
+                return -(ptrdiff_t)(i + 1);                                                        \
+            runs += v != prev;                                                                     \
+            prev = v;                                                                              \
+        }                                                                                          \
+        return runs;                                                                               \
+    }                                                                                              \
+    ATTR static inline __attribute__((always_inline)) ptrdiff_t cn_runs_count_body_##SUF(          \
+        const char *keys, ptrdiff_t ks, size_t a, size_t b)                                        \
+    {                                                                                              \
+        if (a >= b)                                                                                \
+            return 0;                                                                              \
+        size_t first = a == 0 ? 1 : a, i = first, runs = a == 0;                                   \
+        unsigned unsorted = 0;                                                                     \
+        for (; i + CN_RUNS_BLOCK <= b; i += CN_RUNS_BLOCK) {                                       \
+            UT changes = 0, down = 0; /* same width as T: the lanes line up, 64 fits */            \
+            const char *blk = keys + (ptrdiff_t)(i - 1) * ks;                                      \
+            for (int j = 0; j < CN_RUNS_BLOCK; j++) {                                              \
+                T v, p;                                                                            \
+                memcpy(&p, blk + (ptrdiff_t)j * ks, sizeof p);                                     \
+                memcpy(&v, blk + (ptrdiff_t)(j + 1) * ks, sizeof v);                               \
+                changes += v != p;                                                                 \
+                down |= v < p;                                                                     \
+            }                                                                                      \
+            runs += changes;                                                                       \
+            unsorted |= down;                                                                      \
+        }                                                                                          \
+        for (; i < b; i++) {                                                                       \
+            T v = CN_RUNS_LD(T, i), p = CN_RUNS_LD(T, i - 1);                                      \
+            runs += v != p;                                                                        \
+            unsorted |= v < p;                                                                     \
+        }                                                                                          \
+        if (!unsorted)                                                                             \
+            return (ptrdiff_t)runs;                                                                \
+        ptrdiff_t exact = cn_runs_exact_##SUF(keys, ks, first, b);                                 \
+        return exact < 0 ? exact : exact + (a == 0);                                               \
+    }                                                                                              \
+    ATTR static ptrdiff_t cn_runs_count_##SUF(const char *keys, ptrdiff_t ks, size_t a, size_t b)  \
+    {                                                                                              \
+        if (ks == (ptrdiff_t)sizeof(T))                                                            \
+            return cn_runs_count_body_##SUF(keys, (ptrdiff_t)sizeof(T), a, b);                     \
+        return cn_runs_count_body_##SUF(keys, ks, a, b);                                           \
+    }                                                                                              \
+    /* Writes the runs that start in rows [a, b) from run index base on (see above). */            \
+    ATTR static inline __attribute__((always_inline)) ptrdiff_t cn_runs_fill_body_##SUF(           \
+        const char *keys, ptrdiff_t ks, size_t n, size_t a, size_t b, char *unique,                \
+        int64_t *starts, int64_t *stops, size_t base, size_t capacity)                             \
+    {                                                                                              \
+        size_t r = base, end = base + capacity, i = a;                                             \
+        T prev;                                                                                    \
+        if (a >= b)                                                                                \
+            return 0;                                                                              \
+        if (a == 0) {                                                                              \
+            prev = CN_RUNS_LD(T, 0);                                                               \
+            if (capacity == 0)                                                                     \
+                return CN_RUNS_CHANGED;                                                            \
+            memcpy(unique + r * sizeof(T), &prev, sizeof(T));                                      \
+            starts[r] = 0;                                                                         \
+            r++;                                                                                   \
+            i = 1;                                                                                 \
+        } else {                                                                                   \
+            prev = CN_RUNS_LD(T, a - 1);                                                           \
+        }                                                                                          \
+        /* Blocks of CN_RUNS_BLOCK rows: a vectorised compare gives a bit per run start, and       \
+         * only the set bits are visited (runs are usually longer than one row). An unsorted       \
+         * block goes to the row loop below, which finds the bad row. */                           \
+        while (ks == (ptrdiff_t)sizeof(T) && i + CN_RUNS_BLOCK <= b) {                             \
+            const char *blk = keys + (ptrdiff_t)(i - 1) * ks;                                      \
+            uint64_t starts_mask;                                                                  \
+            if (MASKFN(blk, &starts_mask))                                                         \
+                break;                                                                             \
+            while (starts_mask) {                                                                  \
+                size_t row = i + (size_t)__builtin_ctzll(starts_mask);                             \
+                starts_mask &= starts_mask - 1;                                                    \
+                if (r >= end)                                                                      \
+                    return CN_RUNS_CHANGED;                                                        \
+                T v = CN_RUNS_LD(T, row);                                                          \
+                memcpy(unique + r * sizeof(T), &v, sizeof(T));                                     \
+                starts[r] = (int64_t)row;                                                          \
+                if (r > 0)                                                                         \
+                    stops[r - 1] = (int64_t)row;                                                   \
+                r++;                                                                               \
+            }                                                                                      \
+            i += CN_RUNS_BLOCK;                                                                    \
+        }                                                                                          \
+        if (i < b)                                                                                 \
+            prev = CN_RUNS_LD(T, i - 1);                                                           \
+        for (; i < b; i++) {                                                                       \
+            T v = CN_RUNS_LD(T, i);                                                                \
+            if (__builtin_expect(v != prev, 0)) {                                                  \
+                if (v < prev)                                                                      \
+                    return -(ptrdiff_t)(i + 1);                                                    \
+                if (r >= end)                                                                      \
+                    return CN_RUNS_CHANGED;                                                        \
+                memcpy(unique + r * sizeof(T), &v, sizeof(T));                                     \
+                starts[r] = (int64_t)i;                                                            \
+                if (r > 0)                                                                         \
+                    stops[r - 1] = (int64_t)i;                                                     \
+                r++;                                                                               \
+            }                                                                                      \
+            prev = v;                                                                              \
+        }                                                                                          \
+        if (b == n && r > 0)                                                                       \
+            stops[r - 1] = (int64_t)n;                                                             \
+        return (ptrdiff_t)(r - base);                                                              \
+    }                                                                                              \
+    ATTR static ptrdiff_t cn_runs_fill_##SUF(const char *keys, ptrdiff_t ks, size_t n, size_t a,   \
+                                             size_t b, char *unique, int64_t *starts,              \
+                                             int64_t *stops, size_t base, size_t capacity)         \
+    {                                                                                              \
+        if (ks == (ptrdiff_t)sizeof(T))                                                            \
+            return cn_runs_fill_body_##SUF(keys, (ptrdiff_t)sizeof(T), n, a, b, unique, starts,    \
+                                           stops, base, capacity);                                 \
+        return cn_runs_fill_body_##SUF(keys, ks, n, a, b, unique, starts, stops, base, capacity);  \
     }
+
+/* The fill's block mask: bit j set when row i + j starts a run (blk points at row i - 1, and
+ * rows i - 1 .. i + CN_RUNS_BLOCK - 1 are readable); returns nonzero when the block is not
+ * sorted or has no vector version (the row loop then takes over). */
+static inline int cn_runs_mask_none(const char *blk, uint64_t *mask)
+{
+    (void)blk;
+    *mask = 0;
+    return 1;
 }
+
+#define CN_DEFINE_RUNS_ALL(PRE, ATTR, MASK_I64, MASK_U64)                                          \
+    CN_DEFINE_RUNS(PRE##i8, int8_t, uint8_t, ATTR, cn_runs_mask_none)                              \
+    CN_DEFINE_RUNS(PRE##u8, uint8_t, uint8_t, ATTR, cn_runs_mask_none)                             \
+    CN_DEFINE_RUNS(PRE##i16, int16_t, uint16_t, ATTR, cn_runs_mask_none)                           \
+    CN_DEFINE_RUNS(PRE##u16, uint16_t, uint16_t, ATTR, cn_runs_mask_none)                          \
+    CN_DEFINE_RUNS(PRE##i32, int32_t, uint32_t, ATTR, cn_runs_mask_none)                           \
+    CN_DEFINE_RUNS(PRE##u32, uint32_t, uint32_t, ATTR, cn_runs_mask_none)                          \
+    CN_DEFINE_RUNS(PRE##i64, int64_t, uint64_t, ATTR, MASK_I64)                                    \
+    CN_DEFINE_RUNS(PRE##u64, uint64_t, uint64_t, ATTR, MASK_U64)
+
+CN_DEFINE_RUNS_ALL(base_, , cn_runs_mask_none, cn_runs_mask_none)
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+/* 64-bit compares need SSE4.2/AVX2 to vectorise; the baseline build has only SSE2. */
+#define CN_RUNS_HAVE_AVX2 1
+#define CN_RUNS_AVX2 __attribute__((target("avx2")))
+
+/* flip = the sign bit for unsigned keys (so a signed compare orders them), else 0. */
+CN_RUNS_AVX2 static inline int cn_runs_mask_avx2_64(const char *blk, uint64_t *mask,
+                                                    long long flip)
+{
+    const __m256i f = _mm256_set1_epi64x(flip);
+    __m256i down = _mm256_setzero_si256();
+    uint64_t m = 0;
+    for (int j = 0; j < CN_RUNS_BLOCK; j += 4) {
+        __m256i p = _mm256_loadu_si256((const __m256i *)(const void *)(blk + (ptrdiff_t)j * 8));
+        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(blk + (ptrdiff_t)(j + 1) * 8));
+        __m256i same = _mm256_cmpeq_epi64(v, p);
+        m |= (uint64_t)(~(unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(same)) & 15u) << j;
+        down = _mm256_or_si256(down, _mm256_cmpgt_epi64(_mm256_xor_si256(p, f),
+                                                        _mm256_xor_si256(v, f)));
+    }
+    *mask = m;
+    return !_mm256_testz_si256(down, down);
+}
+CN_RUNS_AVX2 static inline int cn_runs_mask_avx2_i64(const char *blk, uint64_t *mask)
+{
+    return cn_runs_mask_avx2_64(blk, mask, 0);
+}
+CN_RUNS_AVX2 static inline int cn_runs_mask_avx2_u64(const char *blk, uint64_t *mask)
+{
+    return cn_runs_mask_avx2_64(blk, mask, (long long)INT64_MIN);
+}
+
+CN_DEFINE_RUNS_ALL(avx2_, CN_RUNS_AVX2, cn_runs_mask_avx2_i64, cn_runs_mask_avx2_u64)
+static inline int cn_runs_use_avx2(void)
+{
+    static int have = -1; /* a benign race: every thread stores the same answer */
+    if (have < 0)
+        have = __builtin_cpu_supports("avx2") ? 1 : 0;
+    return have;
+}
+#endif
+
+#define CN_RUNS_DISPATCH(PRE, CALL_COUNT, CALL_FILL)                                               \
+    do {                                                                                           \
+        int t_ = (isz == 1 ? 0 : isz == 2 ? 2 : isz == 4 ? 4 : 6) + (is_unsigned ? 1 : 0);         \
+        if (unique == NULL) {                                                                      \
+            switch (t_) {                                                                          \
+            case 0: return CALL_COUNT(PRE##i8);                                                    \
+            case 1: return CALL_COUNT(PRE##u8);                                                    \
+            case 2: return CALL_COUNT(PRE##i16);                                                   \
+            case 3: return CALL_COUNT(PRE##u16);                                                   \
+            case 4: return CALL_COUNT(PRE##i32);                                                   \
+            case 5: return CALL_COUNT(PRE##u32);                                                   \
+            case 6: return CALL_COUNT(PRE##i64);                                                   \
+            default: return CALL_COUNT(PRE##u64);                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        switch (t_) {                                                                              \
+        case 0: return CALL_FILL(PRE##i8);                                                         \
+        case 1: return CALL_FILL(PRE##u8);                                                         \
+        case 2: return CALL_FILL(PRE##i16);                                                        \
+        case 3: return CALL_FILL(PRE##u16);                                                        \
+        case 4: return CALL_FILL(PRE##i32);                                                        \
+        case 5: return CALL_FILL(PRE##u32);                                                        \
+        case 6: return CALL_FILL(PRE##i64);                                                        \
+        default: return CALL_FILL(PRE##u64);                                                       \
+        }                                                                                          \
+    } while (0)
+
+#define CN_RUNS_CALL_COUNT(SUF) cn_runs_count_##SUF(keys, ks, a, b)
+#define CN_RUNS_CALL_FILL(SUF)                                                                     \
+    cn_runs_fill_##SUF(keys, ks, n, a, b, unique, starts, stops, base, capacity)
 
 static ptrdiff_t cn_segment_runs_rows(int is_unsigned, size_t isz, const char *keys, ptrdiff_t ks,
                                       size_t n, size_t a, size_t b, char *unique, int64_t *starts,
                                       int64_t *stops, size_t base, size_t capacity)
 {
-    ptrdiff_t runs = 0;
-    uint64_t prev_u = 0;
-    int64_t prev_s = 0;
-    if (a > 0)
-        cn_run_key(isz, keys + (ptrdiff_t)(a - 1) * ks, &prev_u, &prev_s);
-    for (size_t i = a; i < b; i++) {
-        const char *p = keys + (ptrdiff_t)i * ks;
-        uint64_t u;
-        int64_t s;
-        cn_run_key(isz, p, &u, &s);
-        int new_run = i == 0;
-        if (i > 0) {
-            int less = is_unsigned ? u < prev_u : s < prev_s;
-            if (less)
-                return -(ptrdiff_t)(i + 1);
-            new_run = is_unsigned ? u != prev_u : s != prev_s;
-        }
-        if (new_run) {
-            if (unique != NULL) {
-                if ((size_t)runs >= capacity)
-                    return CN_RUNS_CHANGED;
-                size_t r = base + (size_t)runs;
-                memcpy(unique + r * isz, p, isz);
-                starts[r] = (int64_t)i;
-                if (r > 0)
-                    stops[r - 1] = (int64_t)i;
-            }
-            runs++;
-        }
-        prev_u = u;
-        prev_s = s;
-    }
-    if (unique != NULL && b == n && base + (size_t)runs > 0)
-        stops[base + (size_t)runs - 1] = (int64_t)n;
-    return runs;
+#ifdef CN_RUNS_HAVE_AVX2
+    if (cn_runs_use_avx2())
+        CN_RUNS_DISPATCH(avx2_, CN_RUNS_CALL_COUNT, CN_RUNS_CALL_FILL);
+#endif
+    CN_RUNS_DISPATCH(base_, CN_RUNS_CALL_COUNT, CN_RUNS_CALL_FILL);
 }
 
 static inline ptrdiff_t cn_segment_runs(int is_unsigned, size_t isz, const char *keys, ptrdiff_t ks,
