@@ -88,11 +88,15 @@ def numbers_of(values):
     return numbers
 
 
-def interleaved(fns, number, rounds=9):
-    times = [[] for _ in fns]
+def interleaved(statements, namespace, number, rounds=9):
+    """Best and median time of each statement. Statements are timed as source text, compiled
+    into timeit's loop: a lambda per iteration would add a Python call (about 50 ns here) to
+    every figure, more than a third of the check's budget."""
+    timers = [timeit.Timer(stmt, globals=namespace) for stmt in statements]
+    times = [[] for _ in timers]
     for _ in range(rounds):
-        for k, fn in enumerate(fns):
-            times[k].append(timeit.timeit(fn, number=number) / number)
+        for k, timer in enumerate(timers):
+            times[k].append(timer.timeit(number=number) / number)
     return [(min(t), statistics.median(t)) for t in times]
 
 
@@ -112,18 +116,21 @@ def main() -> int:
 
     numbers = numbers_of(values)
     assert plain_python_void_from_numbers(numbers).tobytes() == packed.tobytes()
-    pack = lambda: Struct(**values)  # noqa: E731
-    baseline = lambda: plain_python_void(values)  # noqa: E731
-    building = lambda: plain_python_void_from_numbers(numbers)  # noqa: E731
-    check = lambda: args.packed  # noqa: E731
-    # The least Python needs to notice a change: read the ten fields and the two view shapes.
-    reads = lambda a=args: (a.x, a.v, a.w, a.q, a.markers, a.grid, a.n, a.dt, a.count, a.active,  # noqa: E731
-                            a.markers.shape, a.grid.shape)
-    method = args.empty
-    empty_call = lambda: method()  # noqa: E731
-    results = interleaved([pack, baseline, building, check, reads, empty_call], number=20000)
+    namespace = dict(Struct=Struct, values=values, plain_python_void=plain_python_void,
+                     plain_python_void_from_numbers=plain_python_void_from_numbers, numbers=numbers,
+                     args=args, a=args, method=args.empty)
+    statements = [
+        "Struct(**values)",
+        "plain_python_void(values)",
+        "plain_python_void_from_numbers(numbers)",
+        "args.packed",
+        # The least Python needs to notice a change: read the ten fields and the two view shapes.
+        "(a.x, a.v, a.w, a.q, a.markers, a.grid, a.n, a.dt, a.count, a.active, a.markers.shape, a.grid.shape)",
+        "method()",
+    ]
+    results = interleaved(statements, namespace, number=20000)
     (p_best, p_med), (b_best, b_med), (n_best, n_med), (c_best, c_med), (r_best, r_med), (e_best, e_med) = results
-    print("machine: shared 2-core CPU, loaded; fake CuPy arrays; best (median) of 9 interleaved rounds")
+    print("machine: shared 2-core CPU (see uptime); fake CuPy arrays; best (median) of 9 interleaved rounds")
     print(f"S(**values), 10 fields          : {p_best * 1e6:7.3f} us ({p_med * 1e6:.3f})  target <= {PACK_TARGET_US} us")
     print(f"plain Python from the arrays    : {b_best * 1e6:7.3f} us ({b_med * 1e6:.3f})")
     print(f"plain Python from read numbers  : {n_best * 1e6:7.3f} us ({n_med * 1e6:.3f})")
