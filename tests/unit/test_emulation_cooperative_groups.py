@@ -228,6 +228,7 @@ def _sources():
     }
 
 
+@pytest.mark.nosan  # nvcc inherits the sanitizer run's LD_PRELOAD of libasan and crashes
 @pytest.mark.parametrize("name", ["cooperative_groups", "fp16", "cucomplex", "thrust"])
 def test_the_sources_compile_for_the_gpu(name, tmp_path):
     nvcc = _nvcc()
