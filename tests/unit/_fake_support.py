@@ -8,8 +8,10 @@ sets ``CUNUMPY_TESTS_FAKE_SUITE=separate`` and the re-runs skip instead of repea
 """
 
 import os
+import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -40,3 +42,18 @@ def rerun_under_fake_cupy(test_file: str, keyword: str, *, backend: str | None =
     result = run_in_fake_cupy_subprocess(code, env=env, timeout=timeout)
     last = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
     assert " passed" in last and "failed" not in last and "error" not in last, result.stdout[-3000:]
+
+
+def run_device_tests_under_standin(test_file: str) -> None:
+    """Plain run: the ``test_device_*`` tests of ``test_file`` against the CuPy stand-in plugin
+    (``_cuda_standin.py``) in a fresh interpreter; fail with its output unless all ran and passed."""
+    here = Path(__file__).resolve().parent
+    env = {k: v for k, v in os.environ.items() if k not in ("CUNUMPY_FAKE_CUPY", "CUNUMPY_BACKEND")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(here), env.get("PYTHONPATH", "")) if p)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "_cuda_standin",
+         str(test_file), "-k", "test_device_"],
+        capture_output=True, text=True, env=env, cwd=str(here.parent.parent),
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and "skipped" not in result.stdout.splitlines()[-1], result.stdout[-2000:]

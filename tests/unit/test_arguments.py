@@ -8,9 +8,7 @@ Tests named ``test_device_*`` need device arrays: they run against the fake CuPy
 
 import copy
 import gc
-import os
 import pickle
-import subprocess
 import sys
 import textwrap
 import warnings
@@ -20,6 +18,8 @@ from typing import Final
 
 import numpy as np
 import pytest
+
+from _fake_support import run_device_tests_under_standin
 
 import cunumpy as xp
 from cunumpy.kernel_testing import fake_cupy_active
@@ -35,7 +35,6 @@ from cunumpy.arguments import (
 from cunumpy.kernels import CudaKernel
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
 HEADER = HERE / "data" / "struct_args.cuh"
 
 SCALAR_TYPES = [
@@ -77,15 +76,7 @@ SCALAR_TYPES = [
 @pytest.mark.skipif(fake_cupy_active(), reason="device tests already run in this process")
 def test_standin_runs_the_device_tests():
     """Plain run: the device-side tests against the CuPy stand-in, in a fresh interpreter."""
-    env = {k: v for k, v in os.environ.items() if k not in ("CUNUMPY_FAKE_CUPY", "CUNUMPY_BACKEND")}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), env.get("PYTHONPATH", "")) if p)
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "_cuda_standin",
-         str(Path(__file__)), "-k", "test_device_"],
-        capture_output=True, text=True, env=env, cwd=str(REPO),
-    )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert " passed" in result.stdout and "skipped" not in result.stdout.splitlines()[-1], result.stdout[-2000:]
+    run_device_tests_under_standin(__file__)
 
 
 # ------------------------------------------------------------------ CudaStruct: fields and layout

@@ -20,6 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _fake_support import run_device_tests_under_standin
+
 import cunumpy as xp
 from cunumpy.kernel_testing import fake_cupy_active
 from cunumpy import _reference
@@ -27,8 +29,6 @@ from cunumpy._native import core
 from cunumpy.kernels import CudaKernel, CudaKernelVariants
 from cunumpy.kernels import _cuda_kernel as ck
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
 
 ALL = (
     'extern "C" __global__ void k(const double* x, double* y, int n, Array2D<float> v, '
@@ -685,15 +685,7 @@ def test_device_packer_matches_the_twin(dev):
 @pytest.mark.skipif(fake_cupy_active(), reason="device tests already run in this process")
 def test_standin_runs_the_device_checks():
     """Plain run: the device-side tests against the CuPy stand-in, in a fresh interpreter."""
-    env = {k: v for k, v in os.environ.items() if k not in ("CUNUMPY_FAKE_CUPY", "CUNUMPY_BACKEND")}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), env.get("PYTHONPATH", "")) if p)
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "_cuda_standin",
-         str(Path(__file__)), "-k", "test_device_"],
-        capture_output=True, text=True, env=env, cwd=str(REPO),
-    )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert " passed" in result.stdout and "skipped" not in result.stdout.splitlines()[-1], result.stdout[-2000:]
+    run_device_tests_under_standin(__file__)
 
 
 def test_device_repeated_calls_recheck_what_can_change(dev):
