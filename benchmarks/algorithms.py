@@ -148,6 +148,11 @@ def main():
     case("philox_uniform", lambda: xp.rng.philox_uniform(7, 3, counter),
          lambda: numpy_philox_uniform(np.uint64(7), np.uint64(3), counter), 8, scaling=1.6)
 
+    # random_streams draws: one thread is NumPy's own draw; more split it over jumped copies
+    gen_ours, gen_numpy = np.random.default_rng(5), np.random.default_rng(5)
+    case("random_streams.random (PCG64) vs Generator.random",
+         lambda: xp.rng.random_streams.random(n, rng=gen_ours), lambda: gen_numpy.random(n), 0.9)
+
     # compact_by_mask -----------------------------------------------------------------------
     mask = rng.random(n) < 0.7
     payloads = [rng.random(n), rng.random((n, 3)), rng.integers(0, 9, n), rng.random(n)]

@@ -10,12 +10,14 @@
 
 from __future__ import annotations
 
+import math
 import operator
 import sys
 
 import numpy as np
 
 from . import _backend
+from . import threads as _threads
 from ._native import core
 from ._reference import philox as _philox_ref
 
@@ -135,11 +137,14 @@ class RandomStreams:
         return _cupy_module().random.default_rng(seed)
 
     # ------------------------------------------------------------------ draws
-    # The draws are the process generator's own (NumPy or CuPy ``Generator`` methods): their
-    # values are a sequential state's next outputs, and ``normal`` consumes a varying number
-    # of raw words per value (ziggurat), so no fixed split over threads gives the same values.
-    # They stay on the calling thread; the counter-based ``philox_*`` functions are the
-    # parallel (and thread-count independent) way to draw many numbers on the host.
+    # The draws are the generator's own values (NumPy or CuPy ``Generator`` methods): a
+    # sequential state's next outputs. ``random`` and ``uniform`` take one raw draw per value,
+    # so on the NumPy backend, for bit generators that can jump ahead (PCG64, PCG64DXSM),
+    # large draws are split over the thread pool with one advanced copy of the state per
+    # chunk: the same values, bit for bit, as the sequential draw, for any thread count.
+    # ``normal`` consumes a varying number of raw draws per value (ziggurat), so it stays on
+    # the calling thread; the counter-based ``philox_*`` functions are the parallel way to
+    # draw many normals on the host.
 
     def _gen(self, rng):
         return self.generator() if rng is None else rng
@@ -154,10 +159,15 @@ class RandomStreams:
         return self._gen(rng).standard_normal(size)
 
     def random(self, size=None, rng=None):
-        return self._gen(rng).random(size)
+        gen = self._gen(rng)
+        out = _parallel_uniform(gen, size, 0.0, 1.0, plain=True)
+        return gen.random(size) if out is None else out
 
     def uniform(self, low=0.0, high=1.0, size=None, rng=None):
         gen = self._gen(rng)
+        out = _parallel_uniform(gen, size, low, high, plain=False)
+        if out is not None:
+            return out
         if hasattr(gen, "uniform"):
             return gen.uniform(low, high, size)
         return low + (high - low) * gen.random(size)
@@ -173,6 +183,71 @@ class RandomStreams:
 
 
 random_streams = RandomStreams()
+
+# Below this many values a draw stays on the calling thread (copying and advancing the state
+# costs about 10 us per chunk; one thread draws about 100 values per microsecond).
+_PARALLEL_DRAWS = 1 << 17
+_JUMPABLE = (np.random.PCG64, np.random.PCG64DXSM)
+
+
+def _draw_shape(size):
+    """``size`` as a shape of non-negative ints, or None when it is anything else."""
+    try:
+        if isinstance(size, (int, np.integer)):
+            shape = (operator.index(size),)
+        elif isinstance(size, tuple):
+            shape = tuple(operator.index(d) for d in size)
+        else:
+            return None
+    except TypeError:
+        return None
+    return shape if all(d >= 0 for d in shape) else None
+
+
+def _parallel_uniform(gen, size, low, high, plain):
+    """``gen.random(size)`` (``plain``) or ``gen.uniform(low, high, size)`` drawn on the pool,
+    or None when this draw takes the generator's own path (small, unusual arguments, a bit
+    generator without jumps, one thread). NumPy's own checks and errors stay NumPy's."""
+    if type(gen) is not np.random.Generator or type(gen.bit_generator) not in _JUMPABLE:
+        return None
+    shape = _draw_shape(size)
+    if shape is None:
+        return None
+    n = math.prod(shape)
+    threads = _threads.get_num_threads()
+    if n < _PARALLEL_DRAWS or threads < 2:
+        return None
+    if not plain:
+        if not (isinstance(low, (int, float, np.integer, np.floating))
+                and isinstance(high, (int, float, np.integer, np.floating))):
+            return None
+        try:
+            low, high = float(low), float(high)
+        except OverflowError:
+            return None
+        span = high - low
+        if not math.isfinite(span) or math.copysign(1.0, span) < 0:
+            return None  # NumPy raises its OverflowError or ValueError ("high - low < 0")
+    chunk = -(-n // min(threads, -(-n // (_PARALLEL_DRAWS // 2))))
+    count = -(-n // chunk)
+    out = np.empty(shape, dtype=np.float64)
+    bit_generator = gen.bit_generator
+    kind = type(bit_generator)
+    with bit_generator.lock:
+        start = bit_generator.state
+        copies = []
+        for i in range(count):
+            copy = kind(0)
+            copy.state = start
+            copy.advance(i * chunk)
+            copies.append(copy)
+        core.bitgen_fill(tuple(copies), chunk, out.reshape(-1), low, high - low, plain)
+        # The last copy stands where the sequential draw ends; advance() dropped the buffered
+        # 32-bit half-word, which draws of doubles leave alone.
+        end = copies[-1].state
+        end["has_uint32"], end["uinteger"] = start["has_uint32"], start["uinteger"]
+        bit_generator.state = end
+    return out
 
 # --------------------------------------------------------------------------- Philox
 

@@ -4,9 +4,10 @@ The C core runs large inputs of the host algorithms (``sort_by_key``, ``compact_
 ``segment_sum`` and ``SegmentPlan.sum``, ``cell_offsets``, ``segment_boundaries``, the Morton
 functions and the ``philox_*`` draws) on a pool of worker threads; inputs below a measured
 size per algorithm (from 32 768 elements for the Philox and Morton functions to 262 144 for
-compaction) stay on the calling thread. The ``random_streams`` draws do not use the pool:
-they are NumPy ``Generator`` draws, a sequential state whose values are the documented
-result; counter-based ``philox_*`` numbers are the parallel way. Its size is
+compaction) stay on the calling thread. Large ``random_streams.random`` and ``.uniform``
+draws from PCG64 and PCG64DXSM generators use it too, one jumped-ahead copy of the state per
+chunk, giving NumPy's sequential values; ``normal`` (a varying number of raw draws per value)
+stays serial, and counter-based ``philox_*`` numbers are the parallel way. Its size is
 ``CUNUMPY_NUM_THREADS`` when set (a whole number from 1 to 1024; anything else warns and
 means one thread), otherwise the CPUs this process may use. Results never depend on the
 number of threads: work is cut into fixed chunks and combined in a fixed order.

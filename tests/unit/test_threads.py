@@ -643,3 +643,146 @@ def test_cell_offsets_reports_the_first_bad_row_for_every_thread_count(where, ki
         with T.num_threads(count):
             with pytest.raises(ValueError, match=rf"sorted_cells\[{where}\]"):
                 A.cell_offsets(cells, n_cells)
+
+
+# ---- random_streams draws ---------------------------------------------------------------------
+
+DRAW_SIZES = (1, R._PARALLEL_DRAWS - 1, R._PARALLEL_DRAWS, 400_001, (301, 1001))
+
+
+def _pair(kind, seed=42):
+    """Two generators in the same state, with a buffered 32-bit half-word (from a float32
+    draw), which draws of doubles must leave in place."""
+    gens = [np.random.Generator(kind(seed)) for _ in range(2)]
+    for g in gens:
+        g.random(3, dtype=np.float32)
+    return gens
+
+
+@pytest.mark.parametrize("kind", [np.random.PCG64, np.random.PCG64DXSM])
+@pytest.mark.parametrize("size", DRAW_SIZES)
+def test_random_streams_draws_equal_the_sequential_draws_for_every_thread_count(kind, size):
+    streams = R.RandomStreams()
+    for count in COUNTS:
+        ours, plain = _pair(kind)
+        with T.num_threads(count):
+            got = (streams.random(size, rng=ours), streams.uniform(-2.5, 7, size, rng=ours),
+                   streams.uniform(np.float32(1.5), 3, size, rng=ours))
+        want = (plain.random(size), plain.uniform(-2.5, 7, size), plain.uniform(np.float32(1.5), 3, size))
+        for a, b in zip(got, want):
+            assert a.shape == b.shape and a.tobytes() == b.tobytes(), f"{count} threads"
+        # The generator stands where the sequential draw left it, half-word included.
+        assert ours.bit_generator.state == plain.bit_generator.state
+        assert ours.random(7, dtype=np.float32).tobytes() == plain.random(7, dtype=np.float32).tobytes()
+
+
+def test_random_streams_large_draws_use_the_pool_and_the_process_generator_continues():
+    T.set_num_threads(2)
+    streams = R.RandomStreams().seed(7)
+    with xp.use_backend("numpy"):
+        _draw_from_process_generator(streams)
+
+
+def _draw_from_process_generator(streams):
+    reference = np.random.Generator(np.random.PCG64(streams._child(R._CHILD_NUMPY)))
+    before = _core._pool_jobs() if hasattr(_core, "_pool_jobs") else None
+    got = streams.random(300_001)
+    if before is not None and R.core.__name__ == "cunumpy._core":
+        assert _core._pool_jobs() > before
+    assert got.tobytes() == reference.random(300_001).tobytes()
+    assert streams.uniform(1, 2, 5).tobytes() == reference.uniform(1, 2, 5).tobytes()
+
+
+@pytest.mark.parametrize("name", ["MT19937", "Philox", "SFC64"])
+def test_random_streams_draws_of_other_bit_generators_stay_sequential(name):
+    kind = getattr(np.random, name)
+    ours, plain = (np.random.Generator(kind(5)) for _ in range(2))
+    with T.num_threads(3):
+        assert R.random_streams.random(R._PARALLEL_DRAWS + 3, rng=ours).tobytes() == \
+            plain.random(R._PARALLEL_DRAWS + 3).tobytes()
+    assert ours.random(5).tobytes() == plain.random(5).tobytes()
+
+
+@pytest.mark.parametrize("low, high, size, exc", [
+    (0.0, np.inf, 300_000, OverflowError),       # NumPy's own range check
+    (-1e308, 1e308, 300_000, OverflowError),
+    (1.0, 0.0, 300_000, ValueError),             # high - low < 0
+    (0.0, -0.0, 300_000, ValueError),
+    (10**400, 1.0, 300_000, OverflowError),
+    (0.0, 1.0, -300_000, ValueError),            # NumPy's own size check
+    (0.0, 1.0, (300_000, -1), ValueError),
+    (0.0, 1.0, 300_000.0, TypeError),
+])
+def test_random_streams_draw_errors_are_numpys(low, high, size, exc):
+    with T.num_threads(2):
+        gen = np.random.Generator(np.random.PCG64(1))
+        with pytest.raises(exc) as ours:
+            R.random_streams.uniform(low, high, size, rng=gen)
+        with pytest.raises(exc) as numpys:
+            np.random.Generator(np.random.PCG64(1)).uniform(low, high, size)
+        assert str(ours.value) == str(numpys.value)
+
+
+def test_random_streams_array_bounds_take_numpys_path():
+    low = np.array([0.0, 10.0, 20.0])
+    ours, plain = (np.random.Generator(np.random.PCG64(3)) for _ in range(2))
+    with T.num_threads(2):
+        got = R.random_streams.uniform(low, low + 1, (200_000, 3), rng=ours)
+    assert got.tobytes() == plain.uniform(low, low + 1, (200_000, 3)).tobytes()
+
+
+def test_random_streams_one_generator_from_many_python_threads():
+    """The bit generator's lock covers the whole parallel draw: draws from several Python
+    threads at once are each a contiguous run of the sequential stream, none repeated."""
+    gen = np.random.Generator(np.random.PCG64(11))
+    n, per_thread = 150_001, 3
+    results, errors = [], []
+
+    def worker():
+        try:
+            for _ in range(per_thread):
+                results.append(R.random_streams.random(n, rng=gen))
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    T.set_num_threads(2)
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    stream = np.random.Generator(np.random.PCG64(11)).random(n * per_thread * 4)
+    starts = sorted(int(np.flatnonzero(stream == r[0])[0]) for r in results)
+    assert starts == [i * n for i in range(per_thread * 4)]
+    for r in results:
+        i = int(np.flatnonzero(stream == r[0])[0])
+        assert r.tobytes() == stream[i:i + n].tobytes()
+
+
+@pytest.mark.parametrize("fill", [_core.bitgen_fill, getattr(__import__("cunumpy._reference", fromlist=["x"]), "bitgen_fill")])
+def test_bitgen_fill_rejects_bad_input(fill):
+    bg = np.random.PCG64(1)
+    out = np.empty(10)
+    with pytest.raises(TypeError, match="bit_generators"):
+        fill([bg], 10, out, 0.0, 1.0, True)
+    with pytest.raises(TypeError, match="bit generator 0"):
+        fill((object(),), 10, out, 0.0, 1.0, True)
+    with pytest.raises(ValueError, match="share one state"):
+        fill((bg, bg), 5, out, 0.0, 1.0, True)
+    with pytest.raises(ValueError, match="do not cover"):
+        fill((bg,), 5, out, 0.0, 1.0, True)
+    with pytest.raises(ValueError, match="do not cover"):
+        fill((bg, np.random.PCG64(2)), 10, out, 0.0, 1.0, True)
+    with pytest.raises(ValueError, match="positive"):
+        fill((bg,), 0, out, 0.0, 1.0, True)
+    with pytest.raises(TypeError, match="out"):
+        fill((bg,), 10, np.empty(10, np.float32), 0.0, 1.0, True)
+    with pytest.raises((TypeError, ValueError), match="out"):
+        fill((bg,), 10, np.empty(20)[::2], 0.0, 1.0, True)
+    ro = np.empty(10)
+    ro.flags.writeable = False
+    with pytest.raises((TypeError, ValueError), match="out"):
+        fill((bg,), 10, ro, 0.0, 1.0, True)
+    fill((bg,), 10, out, 0.0, 1.0, True)
+    assert out.tobytes() == np.random.Generator(np.random.PCG64(1)).random(10).tobytes()

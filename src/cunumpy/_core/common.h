@@ -55,6 +55,7 @@ CN_INTERNAL int cn_register_cudasig(PyObject *module);
 CN_INTERNAL int cn_register_pack(PyObject *module);
 CN_INTERNAL int cn_register_morton(PyObject *module);
 CN_INTERNAL int cn_register_philox(PyObject *module);
+CN_INTERNAL int cn_register_bitgen(PyObject *module);
 CN_INTERNAL int cn_register_segment(PyObject *module);
 CN_INTERNAL int cn_register_sort(PyObject *module);
 CN_INTERNAL int cn_register_compact(PyObject *module);

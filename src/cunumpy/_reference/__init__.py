@@ -10,6 +10,7 @@ from .cudasig import *  # noqa: F401,F403
 from .pack import *  # noqa: F401,F403
 from .morton import *  # noqa: F401,F403
 from .philox import *  # noqa: F401,F403
+from .bitgen import *  # noqa: F401,F403
 from .segment import *  # noqa: F401,F403
 from .sort import *  # noqa: F401,F403
 from .compact import *  # noqa: F401,F403
