@@ -37,6 +37,7 @@ def cases(n, rng):
     lower, upper = np.zeros(3), np.ones(3)
     mkeys = A.morton_keys(pos, lower, upper, 21)
     counter = np.arange(n, dtype=np.uint64)
+    draws = np.random.default_rng(5)
     mask = rng.random(n) < 0.7
     payloads = [rng.random(n), rng.random((n, 3)), rng.integers(0, 9, n), rng.random(n)]
     return {
@@ -49,6 +50,8 @@ def cases(n, rng):
         "philox_uniform": (lambda: xp.rng.philox_uniform(7, 3, counter), None),
         "compact_by_mask (4 arrays)": (lambda arrays: A.compact_by_mask(mask, *arrays),
                                        lambda: [p.copy() for p in payloads]),
+        # its cut-over is rng._PARALLEL_DRAWS, in Python; main() sets it to 0 for the measurement
+        "random_streams.random": (lambda: xp.rng.random_streams.random(n, rng=draws), None),
     }
 
 
@@ -74,6 +77,7 @@ def main():
     rng = np.random.default_rng(5)
     before = xp.threads.get_num_threads()
     core._pool_ignore_cutover(True)
+    parallel_draws, xp.rng._PARALLEL_DRAWS = xp.rng._PARALLEL_DRAWS, 0
     table = {}
     try:
         for n in sizes:
@@ -86,6 +90,7 @@ def main():
                 table.setdefault(name, {})[n] = time_pair(fn, setup, reps)
     finally:
         core._pool_ignore_cutover(False)
+        xp.rng._PARALLEL_DRAWS = parallel_draws
         xp.threads.set_num_threads(before)
     print("median times, 1 thread / 2 threads (ms); ratio of the medians; ratio of the best times "
           "(> 1: two threads faster)")

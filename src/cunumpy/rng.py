@@ -187,7 +187,19 @@ random_streams = RandomStreams()
 # Below this many values a draw stays on the calling thread (copying and advancing the state
 # costs about 10 us per chunk; one thread draws about 100 values per microsecond).
 _PARALLEL_DRAWS = 1 << 17
+_MIN_CHUNK_DRAWS = 1 << 15  # a chunk per thread, none smaller than this
 _JUMPABLE = (np.random.PCG64, np.random.PCG64DXSM)
+
+
+class _NoSeed(np.random.bit_generator.ISeedSequence):
+    """Seeds a bit generator whose state is set right after (PCG64(0) would hash a seed
+    sequence first: 25 us against 7 us per copy)."""
+
+    def generate_state(self, n_words, dtype=np.uint32):
+        return np.zeros(n_words, dtype=dtype)
+
+
+_NO_SEED = _NoSeed()
 
 
 def _draw_shape(size):
@@ -228,7 +240,7 @@ def _parallel_uniform(gen, size, low, high, plain):
         span = high - low
         if not math.isfinite(span) or math.copysign(1.0, span) < 0:
             return None  # NumPy raises its OverflowError or ValueError ("high - low < 0")
-    chunk = -(-n // min(threads, -(-n // (_PARALLEL_DRAWS // 2))))
+    chunk = -(-n // max(1, min(threads, n // _MIN_CHUNK_DRAWS)))
     count = -(-n // chunk)
     out = np.empty(shape, dtype=np.float64)
     bit_generator = gen.bit_generator
@@ -237,7 +249,7 @@ def _parallel_uniform(gen, size, low, high, plain):
         start = bit_generator.state
         copies = []
         for i in range(count):
-            copy = kind(0)
+            copy = kind(_NO_SEED)
             copy.state = start
             copy.advance(i * chunk)
             copies.append(copy)
