@@ -85,10 +85,10 @@ static size_t compact_once(size_t n, unsigned density, double *a, uint32_t *b, d
     cn_compact_job job = {mask, 1, n, arrays, 3, NULL, NULL, NULL};
     job.bits = malloc(((n + 63) / 64) * sizeof(uint64_t));
     job.offset = malloc((nblocks + 1) * sizeof(size_t));
-    job.done = calloc(nblocks, sizeof(int));
+    job.done = calloc(cn_compact_move_chunks(&job), sizeof(int));
     cn_parallel_for(nblocks, cn_compact_scan_block, &job);
     size_t live = cn_compact_offsets(&job);
-    cn_parallel_for(nblocks, cn_compact_move_block, &job);
+    cn_parallel_for(cn_compact_move_chunks(&job), cn_compact_move_chunk, &job);
     /* Every live position in order, checked against the mask. */
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {

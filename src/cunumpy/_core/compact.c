@@ -109,13 +109,12 @@ static PyObject *compact_in_place(PyObject *self, PyObject *const *args, Py_ssiz
         size_t words = ((size_t)n + 63) / 64;
         uint64_t bits_small[CN_COMPACT_BLOCK / 64];
         size_t offset_small[2];
-        int done_small[1] = {0};
         cn_compact_job job = {m.buf, m.strides[0], (size_t)n, arrs, (size_t)na,
-                              bits_small, offset_small, done_small};
+                              bits_small, offset_small, NULL};
         if (nblocks > 1) {
             job.bits = PyMem_RawMalloc(words * sizeof(uint64_t));
             job.offset = PyMem_RawMalloc((nblocks + 1) * sizeof(size_t));
-            job.done = PyMem_RawCalloc(nblocks, sizeof(int));
+            job.done = PyMem_RawCalloc(cn_compact_move_chunks(&job) + 1, sizeof(int));
             if (job.bits == NULL || job.offset == NULL || job.done == NULL) {
                 PyMem_RawFree(job.bits);
                 PyMem_RawFree(job.offset);
@@ -131,7 +130,8 @@ static PyObject *compact_in_place(PyObject *self, PyObject *const *args, Py_ssiz
         } else {
             cn_parallel_for_n(nblocks, cn_compact_scan_block, &job, (size_t)n, CN_COMPACT_CUTOVER);
             live = cn_compact_offsets(&job);
-            cn_parallel_for_n(nblocks, cn_compact_move_block, &job, (size_t)n, CN_COMPACT_CUTOVER);
+            cn_parallel_for_n(cn_compact_move_chunks(&job), cn_compact_move_chunk, &job, (size_t)n,
+                              CN_COMPACT_CUTOVER);
         }
         CN_END_NOGIL
         if (nblocks > 1) {
