@@ -69,18 +69,20 @@ def num_threads(n: int):
         set_num_threads(previous)
 
 
-_registered = False
+_registered_with = None  # the threadpoolctl module the controller is registered with
 
 
 def register_threadpoolctl() -> bool:
     """Make ``threadpoolctl`` see the pool (``user_api="cunumpy"``). False if it is not installed."""
-    global _registered
+    global _registered_with
     try:
         import threadpoolctl
     except ImportError:
         return False
     with _lock:
-        if _registered:
+        # A re-imported threadpoolctl (a fresh module after its sys.modules entry went) has
+        # lost earlier registrations: register with the module there is now.
+        if _registered_with is threadpoolctl:
             return True
 
         class CunumpyController(threadpoolctl.LibController):
@@ -101,7 +103,7 @@ def register_threadpoolctl() -> bool:
                 return __version__
 
         threadpoolctl.register(CunumpyController)
-        _registered = True
+        _registered_with = threadpoolctl
     return True
 
 
