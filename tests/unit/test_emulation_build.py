@@ -293,3 +293,33 @@ def test_disk_cache_is_reused_and_header_edits_rebuild(tmp_path, monkeypatch):
     with kt.emulated_launches():
         assert k.recompile() is None
     assert kt.compile_for_emulation(k) == second
+
+
+@requires_compiler
+def test_headers_named_by_a_macro_rebuild_when_they_change(tmp_path, monkeypatch):
+    """The key holds the headers found by name before the build; a header the preprocessor
+    reached otherwise (``#include MACRO``, or from a header in another directory) is recorded
+    with its contents after the build and checked on every later use, in memory and on disk."""
+    monkeypatch.setenv("CUNUMPY_EMULATION_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "inc").mkdir()
+    header = tmp_path / "inc" / "value.cuh"
+    header.write_text("#define VALUE 1\n")
+    src = ('#define VALUE_HEADER "value.cuh"\n#include VALUE_HEADER\n'
+           'extern "C" __global__ void macro_h(double* x) { x[0] = VALUE; }')
+
+    def run():
+        out = np.zeros(1)
+        kt.emulate_cuda_kernel(CudaKernel(src, "macro_h", include_dirs=[tmp_path / "inc"]), out, grid=(1,), block=(1,))
+        return out[0]
+
+    assert run() == 1.0
+    before = _build.build_count()
+    assert run() == 1.0 and _build.build_count() == before  # unchanged: the same build
+    header.write_text("#define VALUE 2\n")
+    assert run() == 2.0 and _build.build_count() == before + 1  # memory entry was stale
+    _build._memory.clear()  # as in a new process
+    assert run() == 2.0 and _build.build_count() == before + 1  # the disk entry is current
+    header.write_text("#define VALUE 3\n")
+    _build._memory.clear()
+    assert run() == 3.0 and _build.build_count() == before + 2  # the disk entry was stale
+    assert len(list((tmp_path / "cache").glob("*.so"))) == 1  # replaced builds are removed

@@ -21,7 +21,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from ._source import STUBS_FILE, rewrite_preprocessed
+from ._source import STUBS_FILE, rewrite_preprocessed, user_files
 
 __all__ = [
     "EmulationLibrary",
@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 #: Bump when the generated code or the cache layout changes: old entries are then ignored.
-_FORMAT = "cunumpy-emulation-4"
+_FORMAT = "cunumpy-emulation-5"
 # -fno-strict-aliasing: CUDA code reinterprets shared memory and bit patterns through pointer
 # casts, which NVRTC compiles as written.
 _BASE_FLAGS = ("-std=c++17", "-O2", "-fPIC", "-shared", "-fno-strict-aliasing", "-pthread")
@@ -111,10 +111,11 @@ def _compiler_identity(command: list[str]) -> str:
 class EmulationLibrary:
     """A loaded emulation library: the entry addresses of its kernels and its execution mode."""
 
-    __slots__ = ("path", "key", "fibers", "entries", "bind", "abi_version", "_dll", "_addresses")
+    __slots__ = ("path", "key", "fibers", "entries", "depends", "bind", "abi_version", "_dll", "_addresses")
 
-    def __init__(self, path: Path, key: str, fibers: bool, entries):
+    def __init__(self, path: Path, key: str, fibers: bool, entries, depends=()):
         self.path = path
+        self.depends = tuple(depends)  # (path, sha256) of every user header the build read
         self.key = key
         self.fibers = fibers
         self.entries = tuple(entries)
@@ -242,18 +243,40 @@ def _unlink(path) -> None:
         pass
 
 
-def _load_cached(directory: Path, key: str, entries) -> EmulationLibrary | None:
-    so = directory / f"{key}.so"
-    meta = directory / f"{key}.json"
-    if not so.is_file():
+def _digest(path) -> str | None:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
         return None
+
+
+def _depends_current(depends) -> bool:
+    """Whether every header a build read still has the contents it had. The key covers the
+    headers found by name before the build; this covers the rest (``#include MACRO``,
+    headers included from headers in other directories)."""
+    return all(_digest(path) == digest for path, digest in depends)
+
+
+def _library_name(key: str, depends) -> str:
+    """The file of a build: a rebuild after a header changed gets a name of its own, because
+    the dynamic loader hands out the library already loaded under a name again."""
+    h = hashlib.sha256(json.dumps(depends).encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{key}.{h}.so"
+
+
+def _load_cached(directory: Path, key: str, entries) -> EmulationLibrary | None:
+    meta = directory / f"{key}.json"
     try:
         info = json.loads(meta.read_text())
         fibers = bool(info["fibers"])
+        depends = [(str(p), str(d)) for p, d in info["depends"]]
+        so = directory / str(info["library"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    if so.parent != directory or not so.is_file() or not _depends_current(depends):
+        return None  # missing, or a header changed since: build again over it
     try:
-        return EmulationLibrary(so, key, fibers, entries)
+        return EmulationLibrary(so, key, fibers, entries, depends)
     except (OSError, AttributeError):
         return None  # a damaged entry: build again over it
 
@@ -292,11 +315,11 @@ def build_library(unit: str, *, name: str, entries, compiler: str, flags: tuple,
     identity = _compiler_identity(command)
     key = _cache_key(unit, flags, identity, headers)
     lib = _memory.get(key)
-    if lib is not None:
+    if lib is not None and _depends_current(lib.depends):
         return lib
     with _key_lock(key):
         lib = _memory.get(key)
-        if lib is not None:
+        if lib is not None and _depends_current(lib.depends):
             return lib
         directory = _cache_dir()
         lock_path = directory / f"{key}.lock"
@@ -333,6 +356,9 @@ def _build(directory, key, unit, name, entries, command, flags) -> EmulationLibr
         output_only=True,
     )
     rewritten = rewrite_preprocessed(preprocessed, _clean_dirs(), (str(source), STUBS_FILE))
+    depends = [(os.path.abspath(path), _digest(path))
+               for path in user_files(preprocessed, _clean_dirs(), (str(source), STUBS_FILE))]
+    depends = [(path, digest) for path, digest in depends if digest is not None]
     fibers = uses_collectives(rewritten, _PRELUDE_DIR)
     expanded = directory / f"{key}.ii"
     _write_atomic(expanded, rewritten.encode("utf-8", "surrogatepass"))
@@ -342,11 +368,19 @@ def _build(directory, key, unit, name, entries, command, flags) -> EmulationLibr
         _run(command + list(_BASE_FLAGS) + list(flags) + [str(expanded), "-o", tmp], "compilation", name)
         with _memory_lock:
             _builds[0] += 1
-        _write_atomic(directory / f"{key}.json", json.dumps({"fibers": fibers, "kernel": name}).encode())
-        so = directory / f"{key}.so"
+        so = directory / _library_name(key, depends)
         os.replace(tmp, so)
+        meta = directory / f"{key}.json"
+        try:  # the build this one replaces (its headers changed): its library goes
+            stale = str(json.loads(meta.read_text())["library"])
+        except (OSError, ValueError, KeyError, TypeError):
+            stale = None
+        _write_atomic(meta, json.dumps(
+            {"fibers": fibers, "kernel": name, "depends": depends, "library": so.name}).encode())
+        if stale and stale != so.name and "/" not in stale:
+            _unlink(directory / stale)  # a process that loaded it keeps its mapping
         _unlink(expanded)  # about 1 MB each; kept only when the build fails (the error names it)
     except BaseException:
         _unlink(tmp)
         raise
-    return EmulationLibrary(so, key, fibers, entries)
+    return EmulationLibrary(so, key, fibers, entries, depends)

@@ -193,6 +193,23 @@ def _marker_file(quoted: str) -> str:
     return re.sub(r"\\(.)", r"\1", quoted)
 
 
+def user_files(text: str, clean_dirs=(), clean_files=()) -> list[str]:
+    """The files of the user that the preprocessed ``text`` came from (by the same rule as
+    ``rewrite_preprocessed``): every header it read, however it was named (``#include MACRO``
+    too), so a build can be checked against their contents later."""
+    clean_dirs = tuple(str(d) for d in clean_dirs)
+    found = []
+    for m in _LINE_MARKER.finditer(text):
+        name = _marker_file(m.group(1))
+        if "3" in m.group(2).split() or name.startswith("<") or name in clean_files:
+            continue
+        if clean_dirs and name.startswith(clean_dirs):
+            continue
+        if name not in found:
+            found.append(name)
+    return found
+
+
 def rewrite_preprocessed(text: str, clean_dirs=(), clean_files=()) -> str:
     """The preprocessed translation unit ``text`` with inline PTX and ``extern __shared__``
     rewritten in every part that comes from a file of the user: not a system header (line
