@@ -127,12 +127,20 @@ test-petsc: petsc
 	CUNUMPY_FAKE_CUPY=1 CUNUMPY_BACKEND=cupy $(PYTEST) -rs tests/unit/test_petsc.py
 
 # The thread pool and parallel compaction under ThreadSanitizer (the fork test forks a
-# process that has threads, which TSan allows with die_after_fork=0).
+# process that has threads, which TSan allows with die_after_fork=0), then the emulator's
+# runtime: its workers run blocks in parallel, and every fiber is announced to TSan (emu_fiber.c),
+# so it tells the fibers of a worker apart. The ucontext variant is left out: swapcontext
+# under TSan is slower than its watchdog allows, and the runtime code is the same.
 test-tsan:
 	@mkdir -p build/ctests
 	gcc -std=c11 -g -O1 -fsanitize=thread -Isrc/cunumpy/_core tests/c/test_thread_pool.c \
 	  -o build/ctests/test_thread_pool_tsan -lm -lpthread
 	TSAN_OPTIONS=halt_on_error=1:die_after_fork=0 build/ctests/test_thread_pool_tsan
+	g++ -std=c++17 -g -O1 -fsanitize=thread -Wno-tsan -Isrc/cunumpy/_emulation/include \
+	  -Isrc/cunumpy/cuda/include -c tests/c/test_emu_kernels.cpp -o build/ctests/test_emu_tsan.kernels.o
+	gcc -std=c11 -g -O1 -fsanitize=thread -Isrc/cunumpy/_core tests/c/test_emu.c \
+	  build/ctests/test_emu_tsan.kernels.o -lstdc++ -o build/ctests/test_emu_tsan -lm -lpthread
+	TSAN_OPTIONS=halt_on_error=1 build/ctests/test_emu_tsan
 
 # benchmarks/mpi_exchange.py re-launches itself under `mpiexec -n 2` when started plainly.
 bench: install

@@ -107,6 +107,7 @@ extern "C" __global__ void k_vote(unsigned mask, unsigned *out)
 {
     const int t = cunumpy_block_thread();
     const int lane = t & 31;
+    out += 4 * blockIdx.x * cunumpy_block_threads(); // each block its own results (no race)
     if (!(mask & (1u << lane))) {
         out[4 * t] = out[4 * t + 1] = out[4 * t + 2] = out[4 * t + 3] = 0xdeadu;
         return;
@@ -136,7 +137,7 @@ extern "C" __global__ void k_reduce_scan(long long *out)
 {
     const int t = cunumpy_block_thread();
     const int v = (t * 7) % 11 - 3;
-    long long *r = out + 8 * t;
+    long long *r = out + 8 * (t + (int)blockIdx.x * cunumpy_block_threads()); // per block (no race)
     r[0] = cunumpy_block_sum(v);
     r[1] = cunumpy_block_min((long long)v);
     r[2] = (long long)cunumpy_block_max((double)v);
@@ -172,7 +173,7 @@ extern "C" __global__ void k_atomics(unsigned long long *total, int *imax, int *
     atomicInc(inc, 0xffffffffu);
     cunumpy_atomic_add(dsum, 1.0);
     cunumpy_atomic_add(lsum, (long long)-g);
-    unsigned old = *cas_count, assumed;
+    unsigned old = atomicAdd(cas_count, 0u), assumed; // an atomic read: others CAS it meanwhile
     do {
         assumed = old;
         old = atomicCAS(cas_count, assumed, assumed + 1u);
@@ -230,9 +231,9 @@ extern "C" __global__ void k_mask_exited(void)
 }
 CUNUMPY_EMU_EXPORT_KERNEL(mask_exited, k_mask_exited)
 
-// Faulting on purpose: not instrumented, so that the sanitizer build reaches the runtime's
+// Faulting on purpose: not instrumented (ASan, UBSan, TSan), so that the sanitizer builds reach the runtime's
 // checked-execution handler instead of reporting the access itself.
-#define CUNUMPY_TEST_UNCHECKED __attribute__((no_sanitize("address", "undefined")))
+#define CUNUMPY_TEST_UNCHECKED __attribute__((no_sanitize("address", "undefined", "thread")))
 extern "C" __global__ CUNUMPY_TEST_UNCHECKED void k_null_deref(int *p, int thread)
 {
     if ((int)threadIdx.x == thread)

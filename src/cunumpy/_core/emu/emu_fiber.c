@@ -23,6 +23,9 @@
 #if EMU_ASAN
 #include <sanitizer/common_interface_defs.h>
 #endif
+#if EMU_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
 
 /* ---- the assembly switch ------------------------------------------------------------------
  * void cn_emu_switch_asm(void **save_sp, void *load_sp): pushes the callee-saved state on the
@@ -157,9 +160,14 @@ typedef struct emu_start_record {
     void *arg;
 } emu_start_record;
 
-#if EMU_ASAN || !EMU_ASM_SWITCH
+#if EMU_ASAN || EMU_TSAN || !EMU_ASM_SWITCH
 void emu_context_switch(emu_context *from, emu_context *to, int from_done)
 {
+#if EMU_TSAN
+    if (from->tsan_fiber == NULL)
+        from->tsan_fiber = __tsan_get_current_fiber(); /* a worker's own stack */
+    __tsan_switch_to_fiber(to->tsan_fiber, 0);
+#endif
 #if EMU_ASAN
     emu_switch_origin = from;
     __sanitizer_start_switch_fiber(from_done ? NULL : &from->asan_fake_stack, to->stack_low, to->stack_size);
@@ -211,8 +219,31 @@ static void emu_ucontext_start(unsigned int hi, unsigned int lo)
 }
 #endif
 
+void emu_context_forget(emu_context *ctx)
+{
+#if EMU_TSAN
+    if (ctx->tsan_fiber != NULL)
+        __tsan_destroy_fiber(ctx->tsan_fiber);
+#endif
+    ctx->tsan_fiber = NULL;
+}
+
+void emu_context_resumed_by_jump(emu_context *ctx)
+{
+#if EMU_TSAN
+    if (ctx->tsan_fiber != NULL && ctx->tsan_fiber != __tsan_get_current_fiber())
+        __tsan_switch_to_fiber(ctx->tsan_fiber, 0);
+#else
+    (void)ctx;
+#endif
+}
+
 void emu_context_make(emu_context *ctx, void *stack_low, size_t stack_size, void (*entry)(void *), void *arg)
 {
+    emu_context_forget(ctx); /* a context made again (the next launch) */
+#if EMU_TSAN
+    ctx->tsan_fiber = __tsan_create_fiber(0);
+#endif
     ctx->stack_low = stack_low;
     ctx->stack_size = stack_size;
     ctx->asan_fake_stack = NULL;

@@ -336,6 +336,8 @@ static void emu_report_stuck(emu_worker *w)
 static int emu_prepare_fibers(emu_worker *w, unsigned int n)
 {
     if (w->fibers_cap < n) {
+        for (unsigned int i = 0; i < w->fibers_cap; ++i)
+            emu_context_forget(&w->fibers[i].ctx);
         free(w->fibers);
         free(w->warps);
         free(w->ready);
@@ -670,6 +672,7 @@ static void emu_fault_handler(int sig, siginfo_t *info, void *context)
         w->in_kernel = 0;
         w->fault_signal = sig;
         w->fault_address = info != NULL ? info->si_addr : NULL;
+        emu_context_resumed_by_jump(&w->main_ctx); /* TSan finds the jump buffer in that fiber */
         siglongjmp(w->jump, 2);
     }
     /* Not ours: hand it to whoever handled it before. */
@@ -788,6 +791,7 @@ static void emu_worker_run(emu_worker *w, emu_launch *launch)
     if (sigsetjmp(w->jump, 1) != 0) {
         /* A trap in loop mode, or a fault in checked mode. */
         w->in_kernel = 0;
+        emu_context_resumed_by_jump(&w->main_ctx); /* the fault may have left from a fiber */
         if (w->fault_signal != 0) {
             w->pub.current = NULL; /* the faulting thread is not known reliably in fiber mode */
             emu_set_error(w, 0, "%s at address %p (invalid memory access in the kernel)",

@@ -40,6 +40,19 @@
 #define EMU_ASAN 0
 #endif
 
+/* Thread sanitizer: every fiber is a TSan fiber, and every switch is announced to it, so that
+ * it keeps one shadow stack and one clock per fiber instead of mixing a worker's fibers up. */
+#if defined(__SANITIZE_THREAD__)
+#define EMU_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define EMU_TSAN 1
+#endif
+#endif
+#ifndef EMU_TSAN
+#define EMU_TSAN 0
+#endif
+
 /* Hand-written context switch where we have one; ucontext elsewhere. */
 #if (defined(__x86_64__) || defined(__aarch64__)) && defined(__linux__) && !defined(CUNUMPY_EMU_FORCE_UCONTEXT)
 #define EMU_ASM_SWITCH 1
@@ -55,6 +68,7 @@ typedef struct emu_context {
     const void *stack_low;  /* for ASan: the stack's lowest usable address and size */
     size_t stack_size;
     void *asan_fake_stack;
+    void *tsan_fiber;       /* for TSan: its fiber (a worker's own stack: learned at the first switch) */
 } emu_context;
 
 /* Switches from `from` (saving the running state into it) to `to`. `from_done` says the
@@ -64,7 +78,7 @@ typedef struct emu_context {
 #if EMU_ASM_SWITCH
 EMU_INTERNAL void cn_emu_switch_asm(void **save_sp, void *load_sp);
 #endif
-#if EMU_ASM_SWITCH && !EMU_ASAN
+#if EMU_ASM_SWITCH && !EMU_ASAN && !EMU_TSAN
 static inline void emu_context_switch(emu_context *from, emu_context *to, int from_done)
 {
     (void)from_done;
@@ -73,6 +87,11 @@ static inline void emu_context_switch(emu_context *from, emu_context *to, int fr
 #else
 EMU_INTERNAL void emu_context_switch(emu_context *from, emu_context *to, int from_done);
 #endif
+
+/* Releases what a context made by emu_context_make holds besides its stack (a TSan fiber). */
+EMU_INTERNAL void emu_context_forget(emu_context *ctx);
+/* Tells TSan the running code is `ctx`'s again after a siglongjmp out of a fiber. */
+EMU_INTERNAL void emu_context_resumed_by_jump(emu_context *ctx);
 
 /* The floating-point control state (x86-64: MXCSR and the x87 control word; aarch64: FPCR):
  * rounding mode, flush-to-zero, exception masks. The assembly switch does not save it per
