@@ -262,6 +262,7 @@ def test_backend_info_is_json_and_has_the_keys():
         assert info["cuda_unavailable_reason"]
 
 
+@pytest.mark.nosan  # a child Python running pure-Python code: nothing for the sanitizers
 def test_backend_info_never_imports_mpi_and_never_switches():
     code = "import sys, cunumpy as xp; b = xp.get_backend(); xp.backend_info(); print('mpi4py' in sys.modules, xp.get_backend() == b)"
     assert run_python(code).split() == ["False", "True"]

@@ -16,6 +16,10 @@ import pytest
 
 import cunumpy as xp
 
+# Child processes running pure-Python code (plugin loading, CLI output): nothing for the
+# sanitizer build to check, and slow under its preloaded runtime.
+pytestmark = pytest.mark.nosan
+
 HEAVY = ("cupy", "mpi4py", "scipy", "pytest", "pyccel", "numba", "petsc4py", "mlx")
 SESSION_FAKE = os.environ.get("CUNUMPY_FAKE_CUPY", "") == "1"
 

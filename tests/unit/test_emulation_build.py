@@ -295,6 +295,7 @@ def test_disk_cache_is_reused_and_header_edits_rebuild(tmp_path, monkeypatch):
     assert kt.compile_for_emulation(k) == second
 
 
+@pytest.mark.nosan  # the cache logic is Python; four g++ runs under the preloaded sanitizers take 30 s
 @requires_compiler
 def test_headers_named_by_a_macro_rebuild_when_they_change(tmp_path, monkeypatch):
     """The key holds the headers found by name before the build; a header the preprocessor

@@ -260,6 +260,7 @@ def test_device_only():
 """
 
 
+@pytest.mark.nosan  # a child Python running pure-Python code: nothing for the sanitizers
 @pytest.mark.parametrize("fake", ["0", "1"])
 @pytest.mark.parametrize("required", ["0", "1"])
 def test_markers_and_fixture_in_pytest(tmp_path, fake, required):

@@ -14,6 +14,10 @@ import textwrap
 
 import pytest
 
+# Child processes running pure-Python code (plugin loading, CLI output): nothing for the
+# sanitizer build to check, and slow under its preloaded runtime.
+pytestmark = pytest.mark.nosan
+
 FAKE_ENV = {"CUNUMPY_FAKE_CUPY": "1", "CUNUMPY_BACKEND": "cupy"}
 ENVIRONMENTS = {"numpy": {}, "fake_cupy": FAKE_ENV}
 

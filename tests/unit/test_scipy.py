@@ -198,6 +198,7 @@ def test_without_scipy_solve_circulant_still_works(on_backend, without_scipy):
     np.testing.assert_allclose(xp.to_numpy(x), [1.0, 1.0, 1.0])
 
 
+@pytest.mark.nosan  # a child Python running pure-Python code: nothing for the sanitizers
 def test_nothing_is_imported_until_used():
     code = (
         "import sys\n"
