@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import operator
 import sys
-from math import isfinite as _isfinite
 
 import numpy as np
 
@@ -190,12 +189,33 @@ def _box_floats(bound):
     return None
 
 
+# Boxes given as float64 arrays, by the bytes of their bounds (exact: -0.0 and NaN payloads
+# differ) and their levels: a simulation passes the same box at every step.
+_BOXES: dict = {}
+_BOXES_KEPT = 64
+
+
 def _plain_box(lower, upper, levels):
     """``(lower, scale)`` as tuples of Python floats when the bounds are plain (see
     :func:`_box_floats`) and pass every check of :func:`morton_scales`, else None (the
     general path then computes or refuses). Python float arithmetic is IEEE double
     arithmetic, so the scales are the bits morton_scales computes with NumPy."""
-    lo, up = _box_floats(lower), _box_floats(upper)
+    if (type(lower) is _ndarray and type(upper) is _ndarray and type(levels) is int
+            and lower.dtype == _FLOAT64 and upper.dtype == _FLOAT64 and lower.ndim == 1 and upper.ndim == 1):
+        key = (lower.tobytes(), upper.tobytes(), levels)
+        box = _BOXES.get(key)
+        if box is None:
+            box = _compute_box(lower.tolist(), upper.tolist(), levels)
+            if box is not None:
+                if len(_BOXES) >= _BOXES_KEPT:
+                    _BOXES.clear()
+                _BOXES[key] = box
+        return box
+    return _compute_box(_box_floats(lower), _box_floats(upper), levels)
+
+
+def _compute_box(lo, up, levels):
+    """_plain_box from the bounds as lists of Python floats (None: not plain)."""
     if lo is None or up is None or len(lo) != len(up) or type(levels) is not int:
         return None
     top = MAX_MORTON_LEVELS.get(len(lo))
@@ -203,14 +223,17 @@ def _plain_box(lower, upper, levels):
         return None
     cells = float(2**levels)
     scale = []
+    finite = 0.0
     for a, b in zip(lo, up):
         width = b - a
-        if width == 0 or not (_isfinite(a) and _isfinite(b) and _isfinite(width)):
+        if width == 0:
             return None
         s = cells / width
-        if not _isfinite(s):
-            return None
+        # x - x is 0.0 for a finite x and NaN for an infinite or NaN one: one sum tests all.
+        finite += (a - a) + (b - b) + (width - width) + (s - s)
         scale.append(s)
+    if finite != 0.0:
+        return None
     return tuple(lo), tuple(scale)
 
 

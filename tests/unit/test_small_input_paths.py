@@ -302,7 +302,8 @@ SUM_CASES = {
     "key out of range": (lambda: ([F1.copy(), SEG.copy(), 3], {}), ValueError),
     "float keys": (lambda: ([F1.copy(), SEG.astype(float), 8], {}), TypeError),
     "2-D keys": (lambda: ([F1.copy(), SEG.reshape(1, N).copy(), 8], {}), ValueError),
-    "0-d values": (lambda: ([np.float64(1.0), SEG[:1].copy(), 8], {}), ValueError),
+    "0-d values": (lambda: ([np.array(1.0), SEG[:1].copy(), 8], {}), ValueError),
+    "numpy scalar values": (lambda: ([np.float64(1.0), SEG[:1].copy(), 8], {}), ValueError),
     "row mismatch": (lambda: ([F1[1:].copy(), SEG.copy(), 8], {}), ValueError),
     "object values": (lambda: ([F1.astype(object), SEG.copy(), 8], {}), TypeError),
     "out": (lambda: ([F3.copy(), SEG.copy(), 8], {"out": np.full((8, 3), 7.0)}), "ok"),
@@ -437,6 +438,21 @@ def test_morton_keys_fast_path_matches_general(general, case):
     lower, upper, levels, expect = BOX_CASES[case]
     pos = POS2 if len(np.ravel(lower)) == 2 else POS3
     check_both_ways(general, al.morton_keys, lambda: ([pos.copy(), lower, upper, levels], {}), expect)
+
+
+def test_morton_box_memo_follows_the_bounds(general):
+    """Boxes of float64 arrays are remembered by their bytes: a bound changed in place, -0.0
+    against 0.0, and more boxes than are kept all give what the general path gives."""
+    lower, upper = Z3 - 1, ONE3 * 3
+    for step in range(al._BOXES_KEPT + 5):
+        lower[step % 3] = -1.0 - step / 7
+        if step == 3:
+            lower[1] = -0.0
+        for fn, args in ((al.morton_keys, [POS3, lower, upper, 21]), (al.morton_scales, [lower, upper, 21])):
+            check_both_ways(general, fn, lambda: ([a.copy() if isinstance(a, np.ndarray) else a for a in args], {}),
+                            "ok")
+            check_both_ways(general, fn, lambda: (list(args), {}), "ok")  # the same arrays: memo hits
+    assert 0 < len(al._BOXES) <= al._BOXES_KEPT
 
 
 POSITION_CASES = {
