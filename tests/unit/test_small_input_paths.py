@@ -548,12 +548,16 @@ def test_philox_fast_path_matches_general(general, fn, case):
 
 
 def test_philox_fast_path_values():
-    """The fast path's values themselves: the reference formula, elementwise."""
+    """The fast path's values themselves: the twin's, and those of single Python-int calls."""
+    for kind, fn in enumerate(("philox_uniform", "philox_uniform2", "philox_normal", "philox_normal2")):
+        got = getattr(xrng, fn)(-7, 2**64 - 3, COUNTER.view(np.int64))
+        got = got if isinstance(got, tuple) else (got,)
+        twin = [np.empty(N) for _ in got]
+        seed, stream = np.array([2**64 - 7], np.uint64), np.array([2**64 - 3], np.uint64)
+        _reference.philox_fill(kind, seed, stream, COUNTER, twin[0], twin[1] if len(twin) > 1 else None)
+        for g, t in zip(got, twin):
+            np.testing.assert_array_equal(g, t)
     u = xrng.philox_uniform(7, 3, COUNTER)
-    expected = _reference.philox_uniform(np.uint64(7), np.uint64(3), COUNTER) if hasattr(
-        _reference, "philox_uniform") else None
-    if expected is not None:
-        np.testing.assert_array_equal(u, expected)
     for i in (0, 1, N - 1):
         assert u[i] == xrng.philox_uniform(7, 3, int(COUNTER[i]))
 
@@ -617,3 +621,32 @@ def test_compact_by_mask_with_crafted_strides_takes_the_exact_test():
     zero_stride = _crafted(buf, (4,), (0,))
     with pytest.raises(ValueError, match="arrays 0 and 1 share memory"):
         al.compact_by_mask(np.ones(4, bool), buf[:4], zero_stride)
+
+
+def test_memos_shared_by_threads(general):
+    """Many threads drawing with more seeds and boxes than the memos keep (so they are
+    cleared while others read them) get what the general path gives for each call."""
+    import threading
+
+    seeds = range(-100, 100, 3)
+    boxes = [(Z3 - 1 - s / 64, ONE3 * 3 + s / 32) for s in range(80)]
+    expected_u = general(lambda: {s: xrng.philox_uniform(s, s * 7, COUNTER) for s in seeds})
+    expected_k = general(lambda: [al.morton_keys(POS3, lo, up, 21) for lo, up in boxes])
+    failures = []
+
+    def worker(offset):
+        for rep in range(3):
+            for i, s in enumerate(seeds):
+                if not np.array_equal(xrng.philox_uniform(s, s * 7, COUNTER), expected_u[s]):
+                    failures.append(("philox", s))
+            for i in range(offset, offset + len(boxes)):
+                lo, up = boxes[i % len(boxes)]
+                if not np.array_equal(al.morton_keys(POS3, lo, up, 21), expected_k[i % len(boxes)]):
+                    failures.append(("morton", i))
+
+    threads = [threading.Thread(target=worker, args=(7 * t,)) for t in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures[:5]
