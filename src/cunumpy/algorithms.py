@@ -721,9 +721,9 @@ _SUM_PLAIN_DTYPES = (_FLOAT64, np.dtype(np.float32))
 
 
 def _segment_sum(values, keys, n_segments, out, plan=None):
-    if (out is None and type(values) is _ndarray and type(keys) is _ndarray
+    if (type(values) is _ndarray and type(keys) is _ndarray and (out is None or type(out) is _ndarray)
             and (plan is None or plan._side == "numpy")):
-        result = _segment_sum_plain(values, keys, n_segments)
+        result = _segment_sum_plain(values, keys, n_segments, out, plan is None)
         if result is not None:
             return result
     # Every argument exactly NumPy (and a host plan): what the dispatch below would find.
@@ -775,21 +775,30 @@ def _segment_sum(values, keys, n_segments, out, plan=None):
     return result
 
 
-def _segment_sum_plain(values: np.ndarray, keys: np.ndarray, n_segments: int):
-    """The common call (no ``out``): aligned native float64 or float32 values of 1 or 2
-    dimensions, native 1-D integer keys with one per row. The checks those pass and the C call
-    of the general path, without its conversions; None for anything else (the general path
-    then computes or refuses)."""
+def _segment_sum_plain(values: np.ndarray, keys: np.ndarray, n_segments: int, out, check_keys: bool):
+    """The common call: aligned native float64 or float32 values of 1 or 2 dimensions, native
+    1-D integer keys with one per row, and no ``out`` or an ``out`` that passes every check of
+    _check_out (exactly a NumPy array, disjoint from values and keys by the bounds test). The
+    C call of the general path, without its conversions; None for anything else (the general
+    path then computes or refuses). ``check_keys``: the keys come from no plan, so with an
+    ``out`` they are checked before it is written, as the general path does."""
     ndim, dt, kdt = values.ndim, values.dtype, keys.dtype
     if (ndim > 2 or ndim == 0 or keys.ndim != 1 or dt not in _SUM_PLAIN_DTYPES or not values.flags.aligned
             or kdt.kind not in "iu" or not kdt.isnative or keys.shape[0] != values.shape[0]):
         return None
-    if ndim == 2:
-        out = np.empty((n_segments, values.shape[1]), dt)
-        core.segment_sum_into(values, keys, out, False)
+    shape = (n_segments, values.shape[1]) if ndim == 2 else (n_segments,)
+    if out is None:
+        out = np.empty(shape, dt)
+        check_keys = False
     else:
-        out = np.empty(n_segments, dt)
-        core.segment_sum_into(values.reshape(values.shape[0], 1), keys, out.reshape(n_segments, 1), False)
+        flags = out.flags
+        if (out.shape != shape or out.dtype != dt or not (flags.c_contiguous and flags.writeable and flags.aligned)
+                or not core.extents_disjoint((out, values, keys))):
+            return None
+    if ndim == 2:
+        core.segment_sum_into(values, keys, out, check_keys)
+    else:
+        core.segment_sum_into(values.reshape(values.shape[0], 1), keys, out.reshape(n_segments, 1), check_keys)
     return out
 
 
