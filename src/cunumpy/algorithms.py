@@ -425,7 +425,7 @@ def morton_decode(keys, ndim):
 
 
 _TOP_BIT = 2**63
-_max = np.maximum.reduce
+_max = np.maximum.reduce  # k.max() without the Python wrapper of ndarray.max
 
 
 def _morton_decode_plain(k: np.ndarray, ndim: int):
@@ -450,7 +450,7 @@ def _check_decode_keys(k, ndim, to_bool):
         return
     if k.dtype.kind == "i" and to_bool((k < 0).any()):
         raise ValueError("'keys' must be non-negative")
-    if ndim == 3 and k.dtype.itemsize == 8 and k.dtype.kind == "u" and to_bool(k.max() >= _TOP_BIT):
+    if ndim == 3 and k.dtype.itemsize == 8 and k.dtype.kind == "u" and to_bool((k >= 2**63).any()):
         raise ValueError("3-D keys have 63 bits; 'keys' has larger values")
 
 
@@ -721,15 +721,13 @@ _SUM_PLAIN_DTYPES = (_FLOAT64, np.dtype(np.float32))
 
 
 def _segment_sum(values, keys, n_segments, out, plan=None):
-    if (type(values) is _ndarray and type(keys) is _ndarray and (out is None or type(out) is _ndarray)
-            and (plan is None or plan._side == "numpy")):
-        result = _segment_sum_plain(values, keys, n_segments, out, plan is None)
-        if result is not None:
-            return result
     # Every argument exactly NumPy (and a host plan): what the dispatch below would find.
     plain = (type(values) is _ndarray and type(keys) is _ndarray and (out is None or type(out) is _ndarray)
              and (plan is None or plan._side == "numpy"))
     if plain:
+        result = _segment_sum_plain(values, keys, n_segments, out, plan is None)
+        if result is not None:
+            return result
         side = "numpy"
     else:
         side = _side(values, keys, out)
