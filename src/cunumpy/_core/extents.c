@@ -30,7 +30,10 @@ static int byte_extent(PyObject *obj, uintptr_t *first, uintptr_t *last)
         if (span < 0 ? __builtin_add_overflow(low, span, &low) : __builtin_add_overflow(high, span, &high))
             return 0;
     }
-    PyObject *size_obj = PyObject_GetAttr(a.descr, itemsize_name);
+    /* Held while its attribute is read: the array's reference is only borrowed. */
+    PyObject *descr = Py_NewRef(a.descr);
+    PyObject *size_obj = PyObject_GetAttr(descr, itemsize_name);
+    Py_DECREF(descr);
     if (size_obj == NULL)
         return -1;
     Py_ssize_t itemsize = PyLong_AsSsize_t(size_obj);
