@@ -225,9 +225,12 @@ def _scalar_word(value):
 
 
 def _philox_plain(kind: int, seed, stream, counter):
-    """The common call, Python-int seed and stream with a C-contiguous 64-bit integer NumPy
-    counter of at least one dimension, without the general broadcasting; None otherwise."""
-    if type(counter) is not _ndarray or counter.ndim == 0 or not counter.flags.c_contiguous:
+    """The common call, Python-int seed and stream with an aligned C-contiguous 64-bit integer
+    NumPy counter of at least one dimension, without the general broadcasting; None otherwise."""
+    if type(counter) is not _ndarray or counter.ndim == 0:
+        return None
+    flags = counter.flags
+    if not (flags.c_contiguous and flags.aligned):
         return None
     dt = counter.dtype
     if dt != _UINT64 and dt != _INT64:  # native only: a byte-swapped counter is converted

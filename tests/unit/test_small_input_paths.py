@@ -282,6 +282,13 @@ def _misaligned(n):
     return raw[1:].view(np.float64)
 
 
+def _misaligned_copy(a):
+    raw = np.zeros(a.nbytes + 1, np.uint8)
+    out = raw[1:].view(a.dtype)
+    out[...] = a
+    return out
+
+
 def _values_over_keys():
     """Values reinterpreting the keys' bytes (allowed) with a separate out."""
     keys = np.abs(SEG)
@@ -546,6 +553,8 @@ PHILOX_CASES = {
     "byte-swapped counter": (7, 3, lambda: swapped(COUNTER), "ok"),
     "strided counter": (7, 3, lambda: np.repeat(COUNTER, 2)[::2], "ok"),
     "read-only counter": (7, 3, lambda: read_only(COUNTER), "ok"),
+    "misaligned uint64 counter": (7, 3, lambda: _misaligned_copy(COUNTER), None),
+    "misaligned int64 counter": (7, 3, lambda: _misaligned_copy(COUNTER.view(np.int64)), None),
     "subclass counter": (7, 3, lambda: COUNTER.copy().view(Sub), "ok"),
     "one-element counter": (7, 3, lambda: COUNTER[:1].copy(), "ok"),
     "empty counter": (7, 3, lambda: COUNTER[:0].copy(), "ok"),
