@@ -197,6 +197,7 @@ COMPACT_CASES = {
     "object payload": (lambda: [MASK.copy(), F1.copy(), F1.astype(object)], {}, TypeError),
     "strided payload": (lambda: [MASK.copy(), rand(3 * N)[::3], rand(N, 4)[:, ::2]], {}, "ok"),
     "Fortran payload": (lambda: [MASK.copy(), np.asfortranarray(F3)], {}, "ok"),
+    "misaligned payload": (lambda: [MASK.copy(), _misaligned_copy(F1), _misaligned_copy(I1)], {}, None),
     "zero-width payload": (lambda: [MASK.copy(), np.empty((N, 0)), F1.copy()], {}, "ok"),
     "empty mask": (lambda: [np.zeros(0, bool), np.empty(0), np.empty((0, 3))], {}, "ok"),
     "int mask": (lambda: [MASK.astype(np.int8), F1.copy()], {}, TypeError),
@@ -249,6 +250,7 @@ SORT_CASES = {
     "byte-swapped keys": (lambda: [swapped(K.astype(np.int32)), swapped(F1)], {}, "ok"),
     "strided keys": (lambda: [randint(0, 5, 2 * N)[::2], rand(N, 6)[:, ::3]], {}, "ok"),
     "read-only inputs": (lambda: [read_only(K), read_only(F3)], {}, "ok"),
+    "misaligned inputs": (lambda: [_misaligned_copy(K), _misaligned_copy(F1)], {}, None),
     "subclass keys": (lambda: [K.copy().view(Sub), F1.copy()], {}, "ok"),
     "subclass payload": (lambda: [K.copy(), F1.copy().view(Sub)], {}, "ok"),
     "list keys": (lambda: [K.tolist(), F1.copy()], {}, "ok"),
@@ -284,7 +286,7 @@ def _misaligned(n):
 
 def _misaligned_copy(a):
     raw = np.zeros(a.nbytes + 1, np.uint8)
-    out = raw[1:].view(a.dtype)
+    out = raw[1:].view(a.dtype).reshape(a.shape)
     out[...] = a
     return out
 
@@ -316,6 +318,8 @@ SUM_CASES = {
     "byte-swapped": (lambda: ([swapped(F3), swapped(SEG), 8], {}), "ok"),
     "strided": (lambda: ([rand(2 * N, 3)[::2], randint(0, 8, 2 * N)[::2], 8], {}), "ok"),
     "int8 keys": (lambda: ([F1.copy(), SEG.astype(np.int8), 8], {}), "ok"),
+    "misaligned values": (lambda: ([_misaligned_copy(F3), SEG.copy(), 8], {}), None),
+    "misaligned keys": (lambda: ([F1.copy(), _misaligned_copy(SEG), 8], {}), None),
     "subclass values": (lambda: ([F3.copy().view(Sub), SEG.copy(), 8], {}), "ok"),
     "list values": (lambda: ([F1.tolist(), SEG.copy(), 8], {}), "ok"),
     "numpy n_segments": (lambda: ([F1.copy(), SEG.copy(), np.int16(8)], {}), "ok"),
@@ -382,6 +386,7 @@ OFFSET_CASES = {
     "byte-swapped": (lambda: ([swapped(CELLS), 9], {}), "ok"),
     "strided": (lambda: ([np.repeat(CELLS, 2)[::2], 9], {}), "ok"),
     "subclass": (lambda: ([CELLS.copy().view(Sub), 9], {}), "ok"),
+    "misaligned": (lambda: ([_misaligned_copy(CELLS), 9], {}), None),
     "list": (lambda: ([CELLS.tolist(), 9], {}), "ok"),
     "empty": (lambda: ([np.zeros(0, np.int32), 0], {}), "ok"),
     "numpy n_cells": (lambda: ([CELLS.copy(), np.uint8(9)], {}), "ok"),
@@ -407,6 +412,7 @@ RUN_CASES = {
     "byte-swapped": (lambda: ([swapped(CELLS.astype(np.int32))], {}), "ok"),
     "strided": (lambda: ([np.repeat(CELLS, 3)[::3]], {}), "ok"),
     "read-only": (lambda: ([read_only(CELLS)], {}), "ok"),
+    "misaligned": (lambda: ([_misaligned_copy(CELLS)], {}), None),
     "subclass": (lambda: ([CELLS.copy().view(Sub)], {}), "ok"),
     "list": (lambda: ([CELLS.tolist()], {}), "ok"),
     "empty": (lambda: ([np.zeros(0, np.int16)], {}), "ok"),
@@ -495,6 +501,7 @@ POSITION_CASES = {
     "Fortran": (lambda: np.asfortranarray(POS3), "ok"),
     "strided": (lambda: rand(N, 6)[:, ::2], "ok"),
     "read-only": (lambda: read_only(POS3), "ok"),
+    "misaligned": (lambda: _misaligned_copy(POS3), "ok"),
     "subclass": (lambda: POS3.copy().view(Sub), "ok"),
     "list": (lambda: POS3.tolist(), "ok"),
     "empty": (lambda: np.zeros((0, 3)), "ok"),
@@ -524,6 +531,7 @@ DECODE_CASES = {
     "byte-swapped": (lambda: swapped(MKEYS), 3, "ok"),
     "strided": (lambda: np.repeat(MKEYS, 2)[::2], 3, "ok"),
     "read-only": (lambda: read_only(MKEYS), 3, "ok"),
+    "misaligned": (lambda: _misaligned_copy(MKEYS), 3, None),
     "subclass": (lambda: MKEYS.copy().view(Sub), 3, "ok"),
     "list": (lambda: MKEYS.tolist(), 2, "ok"),
     "empty": (lambda: np.zeros(0, np.uint64), 3, "ok"),
