@@ -182,10 +182,11 @@ def _box_floats(bound):
     if type(bound) is _ndarray:
         return bound.tolist() if bound.dtype == _FLOAT64 and bound.ndim == 1 else None
     if type(bound) is tuple or type(bound) is list:
-        for x in bound:
+        items = tuple(bound)  # one snapshot: another thread may change a list between passes
+        for x in items:
             if type(x) is not float and (type(x) is not int or not -(2**53) <= x <= 2**53):
                 return None
-        return [float(x) for x in bound]
+        return [float(x) for x in items]
     return None
 
 
