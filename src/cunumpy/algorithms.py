@@ -82,6 +82,26 @@ def _as_host(a, side: str, name: str) -> np.ndarray:
         raise TypeError(f"'{name}' must be an array, not {type(a).__name__}") from exc
 
 
+# Exact-type tests of the fast paths: an argument whose type is exactly numpy.ndarray lives on
+# the host, is no masked array and needs no conversion, so the backend dispatch (_side,
+# _as_host) can be skipped for it. Subclasses, array-likes and device arrays take the general
+# path, which gives the same results and errors.
+_ndarray = np.ndarray
+_BOOL = np.dtype(np.bool_)
+_INT64 = np.dtype(np.int64)
+_UINT64 = np.dtype(np.uint64)
+_FLOAT64 = np.dtype(np.float64)
+_FLOAT16 = np.dtype(np.float16)
+
+
+def _plain(arrays) -> bool:
+    """True if every item is exactly a numpy.ndarray (True for none)."""
+    for a in arrays:
+        if type(a) is not _ndarray:
+            return False
+    return True
+
+
 def _device_empty(shape, dtype):
     """A new fake device array and its host buffer."""
     out = _cupy().empty(shape, dtype=dtype)
@@ -89,6 +109,8 @@ def _device_empty(shape, dtype):
 
 
 def _index(value, name: str) -> int:
+    if type(value) is int:
+        return value
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"'{name}' must be an integer, not bool")
     try:
@@ -154,6 +176,68 @@ def _host_floats(values, name: str) -> np.ndarray:
     return arr.astype(np.float64)
 
 
+def _box_floats(bound):
+    """A bound as a list of Python floats when that conversion is exact and needs no NumPy
+    (a 1-D float64 ndarray, or a list or tuple of floats and of ints below 2**53), else None."""
+    if type(bound) is _ndarray:
+        return bound.tolist() if bound.dtype == _FLOAT64 and bound.ndim == 1 else None
+    if type(bound) is tuple or type(bound) is list:
+        items = tuple(bound)  # one snapshot: another thread may change a list between passes
+        for x in items:
+            if type(x) is not float and (type(x) is not int or not -(2**53) <= x <= 2**53):
+                return None
+        return [float(x) for x in items]
+    return None
+
+
+# Boxes given as float64 arrays, by the bytes of their bounds (exact: -0.0 and NaN payloads
+# differ) and their levels: a simulation passes the same box at every step.
+_BOXES: dict = {}
+_BOXES_KEPT = 64
+
+
+def _plain_box(lower, upper, levels):
+    """``(lower, scale)`` as tuples of Python floats when the bounds are plain (see
+    :func:`_box_floats`) and pass every check of :func:`morton_scales`, else None (the
+    general path then computes or refuses). Python float arithmetic is IEEE double
+    arithmetic, so the scales are the bits morton_scales computes with NumPy."""
+    if (type(lower) is _ndarray and type(upper) is _ndarray and type(levels) is int
+            and lower.dtype == _FLOAT64 and upper.dtype == _FLOAT64 and lower.ndim == 1 and upper.ndim == 1):
+        key = (lower.tobytes(), upper.tobytes(), levels)
+        box = _BOXES.get(key)
+        if box is None:
+            box = _compute_box(lower.tolist(), upper.tolist(), levels)
+            if box is not None:
+                if len(_BOXES) >= _BOXES_KEPT:
+                    _BOXES.clear()
+                _BOXES[key] = box
+        return box
+    return _compute_box(_box_floats(lower), _box_floats(upper), levels)
+
+
+def _compute_box(lo, up, levels):
+    """_plain_box from the bounds as lists of Python floats (None: not plain)."""
+    if lo is None or up is None or len(lo) != len(up) or type(levels) is not int:
+        return None
+    top = MAX_MORTON_LEVELS.get(len(lo))
+    if top is None or not 1 <= levels <= top:
+        return None
+    cells = float(2**levels)
+    scale = []
+    finite = 0.0
+    for a, b in zip(lo, up):
+        width = b - a
+        if width == 0:
+            return None
+        s = cells / width
+        # x - x is 0.0 for a finite x and NaN for an infinite or NaN one: one sum tests all.
+        finite += (a - a) + (b - b) + (width - width) + (s - s)
+        scale.append(s)
+    if finite != 0.0:
+        return None
+    return tuple(lo), tuple(scale)
+
+
 def morton_scales(lower, upper, levels) -> np.ndarray:
     """``2**levels / (upper - lower)`` per axis, as a float64 NumPy array.
 
@@ -161,6 +245,9 @@ def morton_scales(lower, upper, levels) -> np.ndarray:
     ``upper == lower`` (or a bound is not finite), or ``levels`` is outside
     ``[1, MAX_MORTON_LEVELS[ndim]]``.
     """
+    box = _plain_box(lower, upper, levels)
+    if box is not None:
+        return np.array(box[1], dtype=_FLOAT64)
     lo = _host_floats(lower, "lower")
     up = _host_floats(upper, "upper")
     if lo.ndim != 1 or up.ndim != 1 or lo.shape != up.shape:
@@ -203,28 +290,34 @@ def morton_keys(positions, lower, upper, levels):
     (``scale`` from :func:`morton_scales`); ``lower > upper`` reverses the axis. Positions
     must be finite (ValueError naming the row).
     """
-    scale = morton_scales(lower, upper, levels)
-    levels = operator.index(levels)
-    lower = _host_floats(lower, "lower")
-    ndim = scale.shape[0]
-    side = _side(positions)
-    if side == "cupy":
-        return _morton_keys_cupy(positions, lower, scale, levels, ndim)
-    pos = _as_host(positions, side, "positions")
+    box = _plain_box(lower, upper, levels) if type(positions) is _ndarray else None
+    if box is not None:
+        side, pos, (lower, scale) = "numpy", positions, box
+        ndim = len(scale)
+    else:
+        scale = morton_scales(lower, upper, levels)
+        levels = operator.index(levels)
+        lower = _host_floats(lower, "lower")
+        ndim = scale.shape[0]
+        side = _side(positions)
+        if side == "cupy":
+            return _morton_keys_cupy(positions, lower, scale, levels, ndim)
+        pos = _as_host(positions, side, "positions")
+        lower, scale = tuple(lower.tolist()), tuple(scale.tolist())
     if pos.ndim != 2 or pos.shape[1] not in (2, 3):
         raise ValueError(f"'positions' must have shape (n, 2) or (n, 3), got {tuple(pos.shape)}")
     if pos.shape[1] != ndim:
         raise ValueError(f"'positions' has {pos.shape[1]} columns but the box has {ndim} axes")
     if pos.dtype.kind not in "iuf":
         raise TypeError(f"'positions' must hold real numbers, got dtype {pos.dtype}")
-    if pos.dtype != np.float64 or not pos.flags.aligned:
+    if pos.dtype != _FLOAT64 or not pos.flags.aligned:
         pos = pos.astype(np.float64)
     n = pos.shape[0]
     if side == "fake":
         result, out = _device_empty((n,), np.uint64)
     else:
-        result = out = np.empty(n, dtype=np.uint64)
-    core.morton_keys_into(pos, tuple(lower.tolist()), tuple(scale.tolist()), levels, out)
+        result = out = np.empty(n, dtype=_UINT64)
+    core.morton_keys_into(pos, lower, scale, levels, out)
     return result
 
 
@@ -296,22 +389,28 @@ def _check_cells(c, axis, bits, to_bool):
 
 def morton_decode(keys, ndim):
     """Inverse of :func:`morton_encode`: a tuple of ``ndim`` uint64 cell arrays."""
-    if isinstance(ndim, (bool, np.bool_)):
-        raise TypeError("'ndim' must be an integer (2 or 3), not bool")
-    try:
-        ndim = operator.index(ndim)
-    except TypeError:
-        raise TypeError(f"'ndim' must be an integer (2 or 3), not {type(ndim).__name__}") from None
+    if type(ndim) is not int:
+        if isinstance(ndim, (bool, np.bool_)):
+            raise TypeError("'ndim' must be an integer (2 or 3), not bool")
+        try:
+            ndim = operator.index(ndim)
+        except TypeError:
+            raise TypeError(f"'ndim' must be an integer (2 or 3), not {type(ndim).__name__}") from None
     if ndim not in (2, 3):
         raise ValueError(f"'ndim' must be 2 or 3, got {ndim!r}")
-    side = _side(keys)
-    if side == "cupy":
-        cp = _cupy()
-        k = cp.asarray(keys)
-        _check_decode_keys(k, ndim, bool)
-        k = k.astype(cp.uint64)
-        return tuple(_morton_ref.compact(k >> cp.uint64(a), ndim, xp=cp) for a in range(ndim))
-    k = _as_host(keys, side, "keys")
+    if type(keys) is _ndarray:
+        if keys.ndim == 1 and keys.dtype == _UINT64 and keys.flags.c_contiguous:
+            return _morton_decode_plain(keys, ndim)
+        side, k = "numpy", keys
+    else:
+        side = _side(keys)
+        if side == "cupy":
+            cp = _cupy()
+            k = cp.asarray(keys)
+            _check_decode_keys(k, ndim, bool)
+            k = k.astype(cp.uint64)
+            return tuple(_morton_ref.compact(k >> cp.uint64(a), ndim, xp=cp) for a in range(ndim))
+        k = _as_host(keys, side, "keys")
     _check_decode_keys(k, ndim, bool)
     flat = np.ascontiguousarray(k, dtype=np.uint64).reshape(-1)
     results, outs = [], []
@@ -324,6 +423,25 @@ def morton_decode(keys, ndim):
         outs.append(o.reshape(-1))
     core.morton_decode_into(flat, tuple(outs))
     return tuple(results)
+
+
+_TOP_BIT = 2**63
+_max = np.maximum.reduce  # k.max() without the Python wrapper of ndarray.max
+
+
+def _morton_decode_plain(k: np.ndarray, ndim: int):
+    """morton_decode of native C-contiguous 1-D uint64 NumPy keys: the checks of
+    _check_decode_keys for such keys, the keys read in place and (n,) outputs, which is what
+    the general path does with them."""
+    n = k.shape[0]
+    if ndim == 3 and n and _max(k) >= _TOP_BIT:
+        raise ValueError("3-D keys have 63 bits; 'keys' has larger values")
+    if ndim == 3:
+        outs = (np.empty(n, _UINT64), np.empty(n, _UINT64), np.empty(n, _UINT64))
+    else:
+        outs = (np.empty(n, _UINT64), np.empty(n, _UINT64))
+    core.morton_decode_into(k, outs)
+    return outs
 
 
 def _check_decode_keys(k, ndim, to_bool):
@@ -359,21 +477,28 @@ def sort_by_key(keys, *arrays, axis=0):
     ``(ncomp, n)`` arrays next to ``(n,)`` ones). New arrays are returned.
     """
     axis = _index(axis, "axis")
-    side = _side(keys, *arrays)
-    if side == "cupy":
-        return _sort_by_key_cupy(keys, arrays, axis)
-    k = _as_host(keys, side, "keys")
-    _require_1d(k, "keys")
-    n = k.shape[0]
-    hosts = [_as_host(a, side, f"arrays[{i}]") for i, a in enumerate(arrays)]
+    if type(keys) is _ndarray and _plain(arrays):
+        side, k, hosts = "numpy", keys, arrays
+        _require_1d(k, "keys")
+        n = k.shape[0]
+    else:
+        side = _side(keys, *arrays)
+        if side == "cupy":
+            return _sort_by_key_cupy(keys, arrays, axis)
+        k = _as_host(keys, side, "keys")
+        _require_1d(k, "keys")
+        n = k.shape[0]
+        hosts = [_as_host(a, side, f"arrays[{i}]") for i, a in enumerate(arrays)]
     axes = [_axis_of(h, axis, i, n) for i, h in enumerate(hosts)]
     if side == "fake":
         out_keys, ok = _device_empty((n,), k.dtype)
         out_order, oo = _device_empty((n,), np.int64)
     else:
         out_keys = ok = np.empty(n, dtype=k.dtype)
-        out_order = oo = np.empty(n, dtype=np.int64)
+        out_order = oo = np.empty(n, dtype=_INT64)
     _argsort_into(k, oo, ok)
+    if not hosts:
+        return (out_keys, out_order)
     sorted_arrays = []
     for h, ax in zip(hosts, axes):
         if side == "fake":
@@ -441,6 +566,8 @@ def _result_dtype(values) -> np.dtype:
 
 
 def _check_n_segments(n_segments) -> int:
+    if type(n_segments) is int and 0 <= n_segments < 2**63:
+        return n_segments
     n_segments = _index(n_segments, "n_segments")
     if n_segments < 0:
         raise ValueError(f"'n_segments' must be >= 0, got {n_segments}")
@@ -476,9 +603,11 @@ def _check_out(out, values, keys, shape, dtype, side):
         if not ho.flags.aligned:
             raise ValueError("'out' must be aligned")
         hv = _host(values) if side == "fake" else values
+        hk = None if keys is None else _host(keys) if side == "fake" else keys
+        if core.extents_disjoint((ho, hv) if hk is None else (ho, hv, hk)):
+            return  # no two can overlap (a bounds test): the exact tests below would agree
         alias = isinstance(hv, np.ndarray) and _shares_memory(ho, hv, "'out' and 'values'")
-        if keys is not None:
-            hk = _host(keys) if side == "fake" else keys
+        if hk is not None:
             alias = alias or (isinstance(hk, np.ndarray) and _shares_memory(ho, hk, "'out' and 'keys'"))
     if alias:
         raise ValueError("'out' must not share memory with 'values' or the keys")
@@ -500,24 +629,25 @@ def _ptr_overlap(a, b) -> bool:
 
 def _sum_host(values: np.ndarray, keys: np.ndarray, out: np.ndarray, n_segments: int, check_first: bool):
     """Sum rows of host ``values`` into host ``out`` (C-contiguous, result dtype, overwritten)."""
-    n = values.shape[0]
-    m = int(np.prod(values.shape[1:], dtype=np.int64))
+    n, ndim = values.shape[0], values.ndim
+    # Elements per row (np.prod costs microseconds; 1-D and 2-D values need none).
+    m = 1 if ndim == 1 else values.shape[1] if ndim == 2 else int(np.prod(values.shape[1:], dtype=np.int64))
     rdt = out.dtype
-    if rdt == np.float16:
+    if rdt == _FLOAT16:
         acc = np.empty((n_segments, m), dtype=np.float32)
         _sum_host(values.reshape(n, m).astype(np.float32), keys, acc, n_segments, check_first)
         out.reshape(n_segments, m)[...] = acc
         return
-    if rdt.kind not in "fc" or rdt.itemsize not in (4, 8, 16) or rdt == np.longdouble and rdt.itemsize > 8:
+    if rdt.kind not in "fc" or rdt.itemsize not in (4, 8, 16) or rdt.itemsize > 8 and rdt == np.longdouble:
         # long double and friends: the twin (np.add.at)
         from ._reference.segment import segment_sum_into as twin
 
         twin(values.reshape(n, m).astype(rdt), _c_keys(keys), out.reshape(n_segments, m), check_first)
         return
-    v = values.reshape(n, m)
+    v = values if ndim == 2 else values.reshape(n, m)
     if v.dtype != rdt or not v.dtype.isnative or not v.flags.aligned:
         v = v.astype(rdt)
-    o = out.reshape(n_segments, m)
+    o = out if out.ndim == 2 else out.reshape(n_segments, m)
     if rdt.kind == "c":
         if m and v.strides[1] != v.itemsize:
             v = np.ascontiguousarray(v)
@@ -538,7 +668,7 @@ class SegmentPlan:
 
     def __init__(self, keys, n_segments):
         n_segments = _check_n_segments(n_segments)
-        side = _side(keys)
+        side = "numpy" if type(keys) is _ndarray else _side(keys)
         self._side = side
         self._device = None
         self._scatter = None
@@ -588,26 +718,38 @@ class SegmentPlan:
         return _segment_sum(values, self._keys, self._n_segments, out, plan=self)
 
 
+_SUM_PLAIN_DTYPES = (_FLOAT64, np.dtype(np.float32))
+
+
 def _segment_sum(values, keys, n_segments, out, plan=None):
-    side = _side(values, keys, out)
-    if plan is not None:
-        plan_side = "numpy" if plan._side == "numpy" else "device"
-        if (side == "numpy") != (plan_side == "numpy"):
-            raise TypeError(
-                f"arrays live on different backends: the plan is on {'numpy' if plan_side == 'numpy' else 'cupy'}"
-            )
-        if plan._device is not None:
-            current = _cupy().cuda.runtime.getDevice()
-            if current != plan._device:
-                raise ValueError(f"the SegmentPlan belongs to device {plan._device}, but device {current} is current")
-    if side == "cupy":
-        return _segment_sum_cupy(values, keys, n_segments, out, plan)
-    v = _as_host(values, side, "values")
+    # Every argument exactly NumPy (and a host plan): what the dispatch below would find.
+    plain = (type(values) is _ndarray and type(keys) is _ndarray and (out is None or type(out) is _ndarray)
+             and (plan is None or plan._side == "numpy"))
+    if plain:
+        result = _segment_sum_plain(values, keys, n_segments, out, plan is None)
+        if result is not None:
+            return result
+        side = "numpy"
+    else:
+        side = _side(values, keys, out)
+        if plan is not None:
+            plan_side = "numpy" if plan._side == "numpy" else "device"
+            if (side == "numpy") != (plan_side == "numpy"):
+                raise TypeError(
+                    f"arrays live on different backends: the plan is on {'numpy' if plan_side == 'numpy' else 'cupy'}"
+                )
+            if plan._device is not None:
+                current = _cupy().cuda.runtime.getDevice()
+                if current != plan._device:
+                    raise ValueError(f"the SegmentPlan belongs to device {plan._device}, but device {current} is current")
+        if side == "cupy":
+            return _segment_sum_cupy(values, keys, n_segments, out, plan)
+    v = values if plain else _as_host(values, side, "values")
     if v.ndim < 1:
         raise ValueError("'values' must have at least 1 dimension (one row per key)")
     rdt = _result_dtype(v)
     if plan is None:
-        k = _as_host(keys, side, "keys")
+        k = keys if plain else _as_host(keys, side, "keys")
         _require_1d(k, "keys")
         _require_integer_keys(k, "keys")
     else:
@@ -630,6 +772,33 @@ def _segment_sum(values, keys, n_segments, out, plan=None):
         check_first = plan is None
     _sum_host(v, k, o, n_segments, check_first)
     return result
+
+
+def _segment_sum_plain(values: np.ndarray, keys: np.ndarray, n_segments: int, out, check_keys: bool):
+    """The common call: aligned native float64 or float32 values of 1 or 2 dimensions, native
+    1-D integer keys with one per row, and no ``out`` or an ``out`` that passes every check of
+    _check_out (exactly a NumPy array, disjoint from values and keys by the bounds test). The
+    C call of the general path, without its conversions; None for anything else (the general
+    path then computes or refuses). ``check_keys``: the keys come from no plan, so with an
+    ``out`` they are checked before it is written, as the general path does."""
+    ndim, dt, kdt = values.ndim, values.dtype, keys.dtype
+    if (ndim > 2 or ndim == 0 or keys.ndim != 1 or dt not in _SUM_PLAIN_DTYPES or not values.flags.aligned
+            or kdt.kind not in "iu" or not kdt.isnative or keys.shape[0] != values.shape[0]):
+        return None
+    shape = (n_segments, values.shape[1]) if ndim == 2 else (n_segments,)
+    if out is None:
+        out = np.empty(shape, dt)
+        check_keys = False
+    else:
+        flags = out.flags
+        if (out.shape != shape or out.dtype != dt or not (flags.c_contiguous and flags.writeable and flags.aligned)
+                or not core.extents_disjoint((out, values, keys))):
+            return None
+    if ndim == 2:
+        core.segment_sum_into(values, keys, out, check_keys)
+    else:
+        core.segment_sum_into(values.reshape(values.shape[0], 1), keys, out.reshape(n_segments, 1), check_keys)
+    return out
 
 
 def _segment_sum_cupy(values, keys, n_segments, out, plan):
@@ -698,27 +867,33 @@ def cell_offsets(sorted_cells, n_cells):
     n_cells = _index(n_cells, "n_cells")
     if n_cells < 0:
         raise ValueError(f"'n_cells' must be >= 0, got {n_cells}")
-    side = _side(sorted_cells)
-    if side == "cupy":
-        cp = _cupy()
-        k = sorted_cells
-        _require_1d(k, "sorted_cells")
-        _require_integer_keys(k, "sorted_cells")
-        if k.size:
-            if bool(k[0] < 0) or bool(k[-1] >= n_cells):
-                raise ValueError(f"'sorted_cells' must be in [0, n_cells = {n_cells})")
-            if k.size > 1 and bool((k[1:] < k[:-1]).any()):
-                raise ValueError("'sorted_cells' must be sorted (non-decreasing)")
-        return cp.searchsorted(k, cp.arange(n_cells + 1, dtype=k.dtype), side="left").astype(cp.int64)
-    k = _as_host(sorted_cells, side, "sorted_cells")
+    if type(sorted_cells) is _ndarray:
+        side, k = "numpy", sorted_cells
+    else:
+        side = _side(sorted_cells)
+        if side == "cupy":
+            return _cell_offsets_cupy(sorted_cells, n_cells)
+        k = _as_host(sorted_cells, side, "sorted_cells")
     _require_1d(k, "sorted_cells")
     _require_integer_keys(k, "sorted_cells")
     if side == "fake":
         result, out = _device_empty((n_cells + 1,), np.int64)
     else:
-        result = out = np.empty(n_cells + 1, dtype=np.int64)
-    core.cell_offsets_into(_c_keys(k), n_cells, out)
+        result = out = np.empty(n_cells + 1, dtype=_INT64)
+    core.cell_offsets_into(k if k.dtype.isnative else _c_keys(k), n_cells, out)
     return result
+
+
+def _cell_offsets_cupy(k, n_cells):
+    cp = _cupy()
+    _require_1d(k, "sorted_cells")
+    _require_integer_keys(k, "sorted_cells")
+    if k.size:
+        if bool(k[0] < 0) or bool(k[-1] >= n_cells):
+            raise ValueError(f"'sorted_cells' must be in [0, n_cells = {n_cells})")
+        if k.size > 1 and bool((k[1:] < k[:-1]).any()):
+            raise ValueError("'sorted_cells' must be sorted (non-decreasing)")
+    return cp.searchsorted(k, cp.arange(n_cells + 1, dtype=k.dtype), side="left").astype(cp.int64)
 
 
 def segment_boundaries(sorted_keys):
@@ -727,32 +902,28 @@ def segment_boundaries(sorted_keys):
     Sparse, negative and uint64 keys are accepted. TypeError for non-integer keys,
     ValueError for keys that are not 1-D or not sorted.
     """
-    side = _side(sorted_keys)
-    if side == "cupy":
-        cp = _cupy()
-        k = sorted_keys
-        _require_1d(k, "sorted_keys")
-        _require_integer_keys(k, "sorted_keys")
-        n = k.shape[0]
-        if n == 0:
-            return k[:0].copy(), cp.zeros(0, cp.int64), cp.zeros(0, cp.int64)
-        if n > 1 and bool((k[1:] < k[:-1]).any()):
-            raise ValueError("'sorted_keys' must be sorted (non-decreasing)")
-        starts = cp.concatenate((cp.zeros(1, cp.int64), cp.flatnonzero(k[1:] != k[:-1]).astype(cp.int64) + 1))
-        stops = cp.concatenate((starts[1:], cp.full(1, n, cp.int64)))
-        return k[starts], starts, stops
-    k = _as_host(sorted_keys, side, "sorted_keys")
+    if type(sorted_keys) is _ndarray:
+        side, k = "numpy", sorted_keys
+    else:
+        side = _side(sorted_keys)
+        if side == "cupy":
+            return _segment_boundaries_cupy(sorted_keys)
+        k = _as_host(sorted_keys, side, "sorted_keys")
     _require_1d(k, "sorted_keys")
     _require_integer_keys(k, "sorted_keys")
-    ck = _native(k)
+    ck = k if k.dtype.isnative else _native(k)
     # The count keeps the runs of each fixed chunk of rows, so the fill (each chunk from its
     # own first run, in parallel) need not count again.
-    chunk_runs = np.empty(max(-(-ck.shape[0] // core.SEGMENT_RUNS_CHUNK), 1), np.int64)
+    chunk_runs = np.empty(max(-(-ck.shape[0] // _RUNS_CHUNK), 1), _INT64)
     runs = core.segment_runs(ck, chunk_runs)
-    alloc = _device_empty if side == "fake" else (lambda shape, dt: (lambda a: (a, a))(np.empty(shape, dt)))
-    unique, u = alloc((runs,), k.dtype)
-    starts, s = alloc((runs,), np.int64)
-    stops, e = alloc((runs,), np.int64)
+    if side == "fake":
+        unique, u = _device_empty((runs,), k.dtype)
+        starts, s = _device_empty((runs,), np.int64)
+        stops, e = _device_empty((runs,), np.int64)
+    else:
+        unique = u = np.empty(runs, k.dtype)
+        starts = s = np.empty(runs, _INT64)
+        stops = e = np.empty(runs, _INT64)
     if ck.dtype == u.dtype:
         core.segment_runs(ck, u, s, e, chunk_runs)
     else:
@@ -760,6 +931,23 @@ def segment_boundaries(sorted_keys):
         core.segment_runs(ck, tmp, s, e, chunk_runs)
         u[...] = tmp
     return unique, starts, stops
+
+
+_RUNS_CHUNK = core.SEGMENT_RUNS_CHUNK
+
+
+def _segment_boundaries_cupy(k):
+    cp = _cupy()
+    _require_1d(k, "sorted_keys")
+    _require_integer_keys(k, "sorted_keys")
+    n = k.shape[0]
+    if n == 0:
+        return k[:0].copy(), cp.zeros(0, cp.int64), cp.zeros(0, cp.int64)
+    if n > 1 and bool((k[1:] < k[:-1]).any()):
+        raise ValueError("'sorted_keys' must be sorted (non-decreasing)")
+    starts = cp.concatenate((cp.zeros(1, cp.int64), cp.flatnonzero(k[1:] != k[:-1]).astype(cp.int64) + 1))
+    stops = cp.concatenate((starts[1:], cp.full(1, n, cp.int64)))
+    return k[starts], starts, stops
 
 
 # --------------------------------------------------------------------------- compaction
@@ -773,6 +961,8 @@ def compact_by_mask(mask, *arrays, axis=0) -> int:
     next to ``(N,)``). ``mask`` must be a 1-D boolean array (TypeError).
     """
     axis = _index(axis, "axis")
+    if type(mask) is _ndarray and _plain(arrays):
+        return _compact_plain(mask, arrays, axis)
     side = _side(mask, *arrays)
     if side == "cupy":
         return _compact_cupy(mask, arrays, axis)
@@ -794,6 +984,40 @@ def compact_by_mask(mask, *arrays, axis=0) -> int:
                 "moves raw bytes and does not move object references"
             )
         views.append(np.moveaxis(h, ax, 0))
+    return _compact_views(m, views)
+
+
+def _compact_plain(m: np.ndarray, arrays: tuple, axis: int) -> int:
+    """compact_by_mask for a mask and arrays that are all exactly numpy.ndarray: the checks,
+    their order and their messages are those of the general path, without its conversions."""
+    if m.dtype != _BOOL or m.ndim != 1:
+        raise TypeError(f"'mask' must be a 1-D boolean array, got dtype {m.dtype} and shape {tuple(m.shape)}")
+    n = m.shape[0]
+    views = []
+    for i, a in enumerate(arrays):
+        ndim = a.ndim
+        ax = axis + ndim if axis < 0 else axis
+        if not 0 <= ax < ndim or a.shape[ax] != n:
+            _axis_of(a, axis, i, n, "mask entry")  # raises the general path's ValueError
+        if not a.flags.writeable:
+            raise ValueError(f"array {i} is read-only")
+        if a.dtype.hasobject:
+            raise TypeError(
+                f"array {i} has dtype {a.dtype}, which holds Python objects; compact_by_mask "
+                "moves raw bytes and does not move object references"
+            )
+        # np.moveaxis(a, ax, 0) is a.transpose of this order (and the identity for axis 0).
+        views.append(a if ax == 0 else a.transpose((ax, *range(ax), *range(ax + 1, ndim))))
+    if core.extents_disjoint((m, *views)):
+        # No two arrays (nor an array and the mask) can overlap, so none is a repeat: what the
+        # general checks would conclude, after their exact and per pair costlier tests.
+        return core.compact_in_place(m, tuple(views))
+    return _compact_views(m, views)
+
+
+def _compact_views(m: np.ndarray, views: list) -> int:
+    """Compact host views (the mask's axis first) after removing repeated views and refusing
+    overlapping ones."""
     # The same array passed twice is compacted once (a second pass would move moved data).
     unique, seen, index = [], set(), []
     for i, v in enumerate(views):

@@ -283,7 +283,66 @@ def _words_in(value, name: str, side: str):
     return arr
 
 
+_ndarray = np.ndarray
+_UINT64 = np.dtype(np.uint64)
+_INT64 = np.dtype(np.int64)
+_FLOAT64 = np.dtype(np.float64)
+
+
+# One-element uint64 arrays of the seeds and streams seen last (a simulation draws with the
+# same few every step). Read-only, and only ever read by the C core.
+_WORDS: dict = {}
+_WORDS_KEPT = 64
+
+
+def _scalar_word(value):
+    """A Python int (not bool) in [-2**63, 2**64) as the one-element uint64 array the general
+    path makes of it, else None."""
+    word = _WORDS.get(value) if type(value) is int else None
+    if word is not None:
+        return word
+    if type(value) is int and -(2**63) <= value < 2**64:
+        word = np.array((value % 2**64,), dtype=_UINT64)
+        word.flags.writeable = False
+        if len(_WORDS) >= _WORDS_KEPT:
+            _WORDS.clear()
+        _WORDS[value] = word
+        return word
+    return None
+
+
+def _philox_plain(kind: int, seed, stream, counter):
+    """The common call, Python-int seed and stream with an aligned C-contiguous 64-bit integer
+    NumPy counter of at least one dimension, without the general broadcasting; None otherwise."""
+    if type(counter) is not _ndarray or counter.ndim == 0:
+        return None
+    flags = counter.flags
+    if not (flags.c_contiguous and flags.aligned):
+        return None
+    dt = counter.dtype
+    if dt != _UINT64 and dt != _INT64:  # native only: a byte-swapped counter is converted
+        return None
+    s, t = _scalar_word(seed), _scalar_word(stream)
+    if s is None or t is None:
+        return None
+    shape = counter.shape
+    flat = counter if len(shape) == 1 else counter.reshape(-1)
+    if dt != _UINT64:
+        flat = flat.view(_UINT64)  # int64 to uint64 is modulo 2**64: the same bits, no copy
+    out0 = np.empty(shape, dtype=_FLOAT64)
+    flat0 = out0 if len(shape) == 1 else out0.reshape(-1)
+    if kind == _UNIFORM or kind == _NORMAL:
+        core.philox_fill(kind, s, t, flat, flat0, None)
+        return out0
+    out1 = np.empty(shape, dtype=_FLOAT64)
+    core.philox_fill(kind, s, t, flat, flat0, out1 if len(shape) == 1 else out1.reshape(-1))
+    return out0, out1
+
+
 def _philox(kind: int, seed, stream, counter):
+    fast = _philox_plain(kind, seed, stream, counter)
+    if fast is not None:
+        return fast
     inputs = (seed, stream, counter)
     names = ("seed", "stream", "counter")
     devices = [a for a in inputs if _backend.is_cupy_array(a)]

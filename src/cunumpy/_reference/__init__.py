@@ -14,5 +14,6 @@ from .bitgen import *  # noqa: F401,F403
 from .segment import *  # noqa: F401,F403
 from .sort import *  # noqa: F401,F403
 from .compact import *  # noqa: F401,F403
+from .extents import *  # noqa: F401,F403
 from .struct import *  # noqa: F401,F403
 from .threads import *  # noqa: F401,F403
