@@ -14,6 +14,8 @@ from __future__ import annotations
 import operator
 import sys
 
+import threading
+
 import numpy as np
 
 from . import _backend
@@ -194,6 +196,7 @@ def _box_floats(bound):
 # differ) and their levels: a simulation passes the same box at every step.
 _BOXES: dict = {}
 _BOXES_KEPT = 64
+_MEMO_LOCK = threading.Lock()
 
 
 def _plain_box(lower, upper, levels):
@@ -208,9 +211,10 @@ def _plain_box(lower, upper, levels):
         if box is None:
             box = _compute_box(lower.tolist(), upper.tolist(), levels)
             if box is not None:
-                if len(_BOXES) >= _BOXES_KEPT:
-                    _BOXES.clear()
-                _BOXES[key] = box
+                with _MEMO_LOCK:  # lookups need none: a dict read is atomic, values immutable
+                    if len(_BOXES) >= _BOXES_KEPT:
+                        _BOXES.clear()
+                    _BOXES[key] = box
         return box
     return _compute_box(_box_floats(lower), _box_floats(upper), levels)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import operator
 import sys
+import threading
 
 import numpy as np
 
@@ -293,6 +294,7 @@ _FLOAT64 = np.dtype(np.float64)
 # same few every step). Read-only, and only ever read by the C core.
 _WORDS: dict = {}
 _WORDS_KEPT = 64
+_WORDS_LOCK = threading.Lock()
 
 
 def _scalar_word(value):
@@ -304,9 +306,10 @@ def _scalar_word(value):
     if type(value) is int and -(2**63) <= value < 2**64:
         word = np.array((value % 2**64,), dtype=_UINT64)
         word.flags.writeable = False
-        if len(_WORDS) >= _WORDS_KEPT:
-            _WORDS.clear()
-        _WORDS[value] = word
+        with _WORDS_LOCK:  # lookups need none: a dict read is atomic, the arrays read-only
+            if len(_WORDS) >= _WORDS_KEPT:
+                _WORDS.clear()
+            _WORDS[value] = word
         return word
     return None
 
