@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import operator
 import sys
-
 import threading
 
 import numpy as np
