@@ -172,26 +172,6 @@ CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_i16, float, int16_t, CN_KEY_I16)
 CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_u16, float, uint16_t, CN_KEY_U16)
 CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_u32, float, uint32_t, CN_KEY_U32)
 
-/* Offsets of n sorted cell ids in [0, n_cells): off has n_cells + 1 entries. Returns -1, or
- * the first row that is out of range or smaller than its predecessor (off then unspecified). */
-static ptrdiff_t cn_cell_offsets(cn_key_type t, const char *keys, ptrdiff_t ks, size_t n,
-                                 int64_t n_cells, int64_t *off)
-{
-    int64_t next = 0; /* the next cell whose start is not written yet */
-    int64_t prev = 0;
-    for (size_t i = 0; i < n; i++) {
-        int64_t k = cn_skey(t, keys + (ptrdiff_t)i * ks);
-        if (k < prev || k >= n_cells)
-            return (ptrdiff_t)i;
-        while (next <= k)
-            off[next++] = (int64_t)i;
-        prev = k;
-    }
-    while (next <= n_cells)
-        off[next++] = (int64_t)n;
-    return -1;
-}
-
 /* One chunk [a, b) of cn_cell_offsets (a > 0 reads row a - 1 as its predecessor): writes the
  * starts of the cells after that row's key up to the chunk's last key (and, for the last
  * chunk, the ends). Every write stays in off[0 .. n_cells]. Returns -1 or the first bad row. */
@@ -218,6 +198,14 @@ static ptrdiff_t cn_cell_offsets_chunk(cn_key_type t, const char *keys, ptrdiff_
             off[next++] = (int64_t)n;
     }
     return -1;
+}
+
+/* Offsets of n sorted cell ids in [0, n_cells): off has n_cells + 1 entries. Returns -1, or
+ * the first row that is out of range or smaller than its predecessor (off then unspecified). */
+static ptrdiff_t cn_cell_offsets(cn_key_type t, const char *keys, ptrdiff_t ks, size_t n,
+                                 int64_t n_cells, int64_t *off)
+{
+    return cn_cell_offsets_chunk(t, keys, ks, n, 0, n, n_cells, off);
 }
 
 /* Runs of sorted keys; signed or unsigned 64-bit comparison. Rows [a, b) of n: a row starts a
