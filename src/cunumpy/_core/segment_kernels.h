@@ -235,6 +235,20 @@ static ptrdiff_t cn_cell_offsets(cn_key_type t, const char *keys, ptrdiff_t ks, 
         v_;                                                                                        \
     })
 
+/* Run r of the fill starts at row ROW with key VALUE (a T): store it, end run r - 1 there, or
+ * return CN_RUNS_CHANGED when the capacity is used up (names of cn_runs_fill_body's locals). */
+#define CN_RUNS_RECORD(T, ROW, VALUE)                                                              \
+    do {                                                                                           \
+        if (r >= end)                                                                              \
+            return CN_RUNS_CHANGED;                                                                \
+        T rec_ = (VALUE);                                                                          \
+        memcpy(unique + r * sizeof(T), &rec_, sizeof(T));                                          \
+        starts[r] = (int64_t)(ROW);                                                                \
+        if (r > 0)                                                                                 \
+            stops[r - 1] = (int64_t)(ROW);                                                         \
+        r++;                                                                                       \
+    } while (0)
+
 #define CN_DEFINE_RUNS(SUF, T, UT, ATTR, MASKFN)                                                   \
     /* Exact scalar count of rows [a, b) (a > 0 or a == 1 past row 0), or -(1 + first bad row). */ \
     ATTR static inline __attribute__((always_inline)) ptrdiff_t cn_runs_exact_##SUF(               \
@@ -318,14 +332,7 @@ static ptrdiff_t cn_cell_offsets(cn_key_type t, const char *keys, ptrdiff_t ks, 
             while (starts_mask) {                                                                  \
                 size_t row = i + (size_t)__builtin_ctzll(starts_mask);                             \
                 starts_mask &= starts_mask - 1;                                                    \
-                if (r >= end)                                                                      \
-                    return CN_RUNS_CHANGED;                                                        \
-                T v = CN_RUNS_LD(T, row);                                                          \
-                memcpy(unique + r * sizeof(T), &v, sizeof(T));                                     \
-                starts[r] = (int64_t)row;                                                          \
-                if (r > 0)                                                                         \
-                    stops[r - 1] = (int64_t)row;                                                   \
-                r++;                                                                               \
+                CN_RUNS_RECORD(T, row, CN_RUNS_LD(T, row));                                        \
             }                                                                                      \
             i += CN_RUNS_BLOCK;                                                                    \
         }                                                                                          \
@@ -336,13 +343,7 @@ static ptrdiff_t cn_cell_offsets(cn_key_type t, const char *keys, ptrdiff_t ks, 
             if (__builtin_expect(v != prev, 0)) {                                                  \
                 if (v < prev)                                                                      \
                     return -(ptrdiff_t)(i + 1);                                                    \
-                if (r >= end)                                                                      \
-                    return CN_RUNS_CHANGED;                                                        \
-                memcpy(unique + r * sizeof(T), &v, sizeof(T));                                     \
-                starts[r] = (int64_t)i;                                                            \
-                if (r > 0)                                                                         \
-                    stops[r - 1] = (int64_t)i;                                                     \
-                r++;                                                                               \
+                CN_RUNS_RECORD(T, i, v);                                                           \
             }                                                                                      \
             prev = v;                                                                              \
         }                                                                                          \
