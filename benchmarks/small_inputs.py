@@ -27,76 +27,56 @@ import os
 import subprocess
 import sys
 
+# argv: calls, the folder of _host_cases.py, and "callgrind" to count instructions instead.
 CHILD = r"""
 import json, statistics, sys, time
 import numpy as np
-import cunumpy as xp
-A = xp.algorithms
+sys.path.insert(1, sys.argv[2])
+from _host_cases import host_algorithm_cases
 calls = int(sys.argv[1])
-m = 1000
-rng = np.random.default_rng(11)
-k30 = rng.integers(0, 2**30, m)
-cells = np.sort(rng.integers(0, 64, m))
-v3 = rng.random((m, 3))
-seg = rng.integers(0, 64, m)
-pos = rng.random((m, 3))
-lower, upper = np.zeros(3), np.ones(3)
-mkeys = A.morton_keys(pos, lower, upper, 21)
-counter = np.arange(m, dtype=np.uint64)
-mask = rng.random(m) < 0.7
-payloads = [rng.random(m), rng.random((m, 3)), rng.integers(0, 9, m), rng.random(m)]
-cases = {
-    "sort_by_key": lambda: A.sort_by_key(k30),
-    "segment_sum (n, 3)": lambda: A.segment_sum(v3, seg, 64),
-    "cell_offsets": lambda: A.cell_offsets(cells, 64),
-    "segment_boundaries": lambda: A.segment_boundaries(cells),
-    "morton_keys": lambda: A.morton_keys(pos, lower, upper, 21),
-    "morton_decode": lambda: A.morton_decode(mkeys, 3),
-    "philox_uniform": lambda: xp.rng.philox_uniform(7, 3, counter),
-}
-if len(sys.argv) > 2:  # under callgrind: dump the counters around each case
+cases = host_algorithm_cases(1000, np.random.default_rng(11), n_cells=64, n_segments=64)
+if len(sys.argv) > 3:  # under callgrind: dump the counters around each case
     import os, subprocess
     def dump(tag):
         subprocess.run(["callgrind_control", "-d", tag, str(os.getpid())], check=True,
                        capture_output=True)
-    arrays = iter([[p.copy() for p in payloads] for _ in range(calls)])
-    cases["nothing"] = lambda: None
-    cases["compact_by_mask (4 arrays)"] = lambda: A.compact_by_mask(mask, *next(arrays))
-    for index, (name, fn) in enumerate(cases.items()):
-        if not name.startswith("compact"):
+    cases = {"nothing": (lambda: None, None), **cases}
+    for index, (fn, setup) in enumerate(cases.values()):
+        if setup is None:
             fn()
+        else:
+            arrays = [setup() for _ in range(calls)]
         dump("before")
-        for _ in range(calls):
-            fn()
+        if setup is None:
+            for _ in range(calls):
+                fn()
+        else:
+            for arg in arrays:
+                fn(arg)
         dump(f"case-{index}-")  # names with brackets do not survive callgrind_control
+    print(json.dumps(list(cases)))
     sys.exit(0)
 out = {}
-for name, fn in cases.items():
-    fn()
+for name, (fn, setup) in cases.items():
     ts = []
-    for _ in range(calls):
-        s = time.perf_counter(); fn(); ts.append(time.perf_counter() - s)
+    if setup is None:
+        fn()
+        for _ in range(calls):
+            s = time.perf_counter(); fn(); ts.append(time.perf_counter() - s)
+    else:
+        for arg in [setup() for _ in range(calls)]:
+            s = time.perf_counter(); fn(arg); ts.append(time.perf_counter() - s)
     out[name] = statistics.median(ts)
-arrays = [[p.copy() for p in payloads] for _ in range(calls)]
-ts = []
-for arr in arrays:
-    s = time.perf_counter(); A.compact_by_mask(mask, *arr); ts.append(time.perf_counter() - s)
-out["compact_by_mask (4 arrays)"] = statistics.median(ts)
 print(json.dumps(out))
 """
-
-
-# The child's cases in order, as it numbers them under callgrind.
-CASE_NAMES = ["sort_by_key", "segment_sum (n, 3)", "cell_offsets", "segment_boundaries",
-              "morton_keys", "morton_decode", "philox_uniform", "nothing",
-              "compact_by_mask (4 arrays)"]
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def run_child(pythonpath, calls):
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
-    out = subprocess.run([sys.executable, "-c", CHILD, str(calls)], env=env, check=True,
+    out = subprocess.run([sys.executable, "-c", CHILD, str(calls), HERE], env=env, check=True,
                          capture_output=True, text=True)
     return json.loads(out.stdout)
 
@@ -108,9 +88,10 @@ def callgrind_child(pythonpath, calls, folder):
         env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
     os.makedirs(folder, exist_ok=True)
     out = os.path.join(folder, "cg.out")
-    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
-                    "-c", CHILD, str(calls), "callgrind"], env=env, check=True,
-                   capture_output=True)
+    run = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                          sys.executable, "-c", CHILD, str(calls), HERE, "callgrind"], env=env,
+                         check=True, capture_output=True, text=True)
+    case_names = json.loads(run.stdout.strip().splitlines()[-1])
     totals = {}
     for name in os.listdir(folder):
         text = open(os.path.join(folder, name)).read()
@@ -119,7 +100,7 @@ def callgrind_child(pythonpath, calls, folder):
         total = next((int(line.split()[1]) for line in text.splitlines()
                       if line.startswith(("summary:", "totals:"))), None)
         if tag is not None and total is not None:
-            totals[CASE_NAMES[tag]] = total
+            totals[case_names[tag]] = total
     nothing = totals.pop("nothing")
     return {name: (t - nothing) / calls for name, t in totals.items()}
 
