@@ -349,12 +349,7 @@ class KernelCatalog(Mapping):
     def compile_all(self, jobs=1) -> list:
         """Compile every CUDA kernel (``jobs`` threads; None: CPU count); the names compiled.
         RuntimeError without a functional CuPy when there are CUDA kernels."""
-        if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int)):
-            raise TypeError(f"compile_all(): 'jobs' must be an int or None, not {jobs!r}")
-        if jobs is None:
-            jobs = os.cpu_count() or 1
-        if jobs < 1:
-            raise ValueError(f"compile_all(): 'jobs' must be >= 1, got {jobs}")
+        jobs = _cuda_kernel._compile_jobs(jobs)
         names = self.with_cuda
         if not names:
             return []
