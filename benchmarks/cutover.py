@@ -23,36 +23,18 @@ import numpy as np
 import cunumpy as xp
 from cunumpy._native import core
 
-A = xp.algorithms
+from _host_cases import host_algorithm_cases  # beside this script, so on its path
+
 SIZES = (1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000)
 
 
 def cases(n, rng):
     """name -> (fn, setup or None); setup() makes fresh arguments for one call."""
-    k30 = rng.integers(0, 2**30, n, dtype=np.int64)
-    sorted_cells = np.sort(rng.integers(0, max(n // 8, 1), n))
-    v3 = rng.random((n, 3))
-    seg_keys = rng.integers(0, max(n // 16, 1), n)
-    pos = rng.random((n, 3))
-    lower, upper = np.zeros(3), np.ones(3)
-    mkeys = A.morton_keys(pos, lower, upper, 21)
-    counter = np.arange(n, dtype=np.uint64)
+    cases = host_algorithm_cases(n, rng, n_cells=max(n // 8, 1), n_segments=max(n // 16, 1))
+    # its cut-over is rng._PARALLEL_DRAWS, in Python; main() sets it to 0 for the measurement
     draws = np.random.default_rng(5)
-    mask = rng.random(n) < 0.7
-    payloads = [rng.random(n), rng.random((n, 3)), rng.integers(0, 9, n), rng.random(n)]
-    return {
-        "sort_by_key (30-bit)": (lambda: A.sort_by_key(k30), None),
-        "segment_sum (n, 3)": (lambda: A.segment_sum(v3, seg_keys, max(n // 16, 1)), None),
-        "cell_offsets": (lambda: A.cell_offsets(sorted_cells, max(n // 8, 1)), None),
-        "segment_boundaries": (lambda: A.segment_boundaries(sorted_cells), None),
-        "morton_keys 3-D": (lambda: A.morton_keys(pos, lower, upper, 21), None),
-        "morton_decode 3-D": (lambda: A.morton_decode(mkeys, 3), None),
-        "philox_uniform": (lambda: xp.rng.philox_uniform(7, 3, counter), None),
-        "compact_by_mask (4 arrays)": (lambda arrays: A.compact_by_mask(mask, *arrays),
-                                       lambda: [p.copy() for p in payloads]),
-        # its cut-over is rng._PARALLEL_DRAWS, in Python; main() sets it to 0 for the measurement
-        "random_streams.random": (lambda: xp.rng.random_streams.random(n, rng=draws), None),
-    }
+    cases["random_streams.random"] = (lambda: xp.rng.random_streams.random(n, rng=draws), None)
+    return cases
 
 
 def time_pair(fn, setup, repeats):

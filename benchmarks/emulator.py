@@ -157,7 +157,7 @@ def runtime_benchmarks(tmp) -> list[str]:
           f"numpy.sum {t_np_sum * 1e3:.2f} ms, ratio {t_sum / t_np_sum:.0f}")
     # Cost per CUDA thread per collective: one worker (the calling thread runs every block),
     # timed in this thread's CPU time, so other processes on the machine do not inflate it.
-    t_sum_cpu = _best_cpu(lambda: run_sum(1), rounds=3)
+    t_sum_cpu = _best(lambda: run_sum(1), rounds=3, clock=time.thread_time)
     print(f"[runtime] block sum, 1 worker, CPU time: {t_sum_cpu * 1e3:.1f} ms, "
           f"{t_sum_cpu / (N_ELEMENTS * (BLOCK_SUM_BARRIERS + BLOCK_SUM_SHUFFLES)) * 1e9:.1f} ns per thread per "
           f"collective ({BLOCK_SUM_BARRIERS} barriers and {BLOCK_SUM_SHUFFLES} shuffles per thread)")
@@ -165,7 +165,7 @@ def runtime_benchmarks(tmp) -> list[str]:
     barriers = _RuntimeKernel(lib, "barriers", reps)
     shuffles = _RuntimeKernel(lib, "shuffles", reps, out)
     for name, kernel, what in (("barriers", barriers, "__syncthreads"), ("shuffles", shuffles, "__shfl_xor_sync")):
-        t = _best_cpu(lambda: kernel(sum_grid, (256,), fibers=True, workers=1), rounds=3)
+        t = _best(lambda: kernel(sum_grid, (256,), fibers=True, workers=1), rounds=3, clock=time.thread_time)
         print(f"[runtime] {what} alone, {COLLECTIVE_REPS} per thread, 256-thread blocks, 4M threads, 1 worker, "
               f"CPU time: {t / (N_ELEMENTS * COLLECTIVE_REPS) * 1e9:.1f} ns per thread per {what}")
     t1 = _best(lambda: run_sum(1), rounds=3)
@@ -213,22 +213,14 @@ BLOCK_SUM_SHUFFLES = 5
 COLLECTIVE_REPS = 8
 
 
-def _best_cpu(fn, rounds=5):
-    """Best CPU time of this thread over `rounds` calls (for launches run by this thread alone)."""
+def _best(fn, rounds=5, clock=time.perf_counter):
+    """Best time of `fn` over `rounds` calls on `clock` (time.thread_time: CPU time of this
+    thread, for launches run by this thread alone)."""
     best = float("inf")
     for _ in range(rounds):
-        t0 = time.thread_time()
+        t0 = clock()
         fn()
-        best = min(best, time.thread_time() - t0)
-    return best
-
-
-def _best(fn, rounds=5):
-    best = float("inf")
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, clock() - t0)
     return best
 
 

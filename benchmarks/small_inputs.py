@@ -34,102 +34,85 @@ import os
 import subprocess
 import sys
 
+# argv: calls, the folder of _host_cases.py, "time" or "callgrind", and "bare" for the C calls.
 CHILD = r"""
 import json, statistics, sys, time
 import numpy as np
-import cunumpy as xp
-A = xp.algorithms
-calls = int(sys.argv[1])
-bare = len(sys.argv) > 3 and sys.argv[3] == "bare"
+sys.path.insert(1, sys.argv[2])
+from _host_cases import host_algorithm_cases, host_algorithm_inputs
+calls, mode = int(sys.argv[1]), sys.argv[3]
+bare = len(sys.argv) > 4 and sys.argv[4] == "bare"
 m = 1000
-rng = np.random.default_rng(11)
-k30 = rng.integers(0, 2**30, m)
-cells = np.sort(rng.integers(0, 64, m))
-v3 = rng.random((m, 3))
-seg = rng.integers(0, 64, m)
-pos = rng.random((m, 3))
-lower, upper = np.zeros(3), np.ones(3)
-mkeys = A.morton_keys(pos, lower, upper, 21)
-counter = np.arange(m, dtype=np.uint64)
-mask = rng.random(m) < 0.7
-payloads = [rng.random(m), rng.random((m, 3)), rng.integers(0, 9, m), rng.random(m)]
-cases = {
-    "sort_by_key": lambda: A.sort_by_key(k30),
-    "segment_sum (n, 3)": lambda: A.segment_sum(v3, seg, 64),
-    "cell_offsets": lambda: A.cell_offsets(cells, 64),
-    "segment_boundaries": lambda: A.segment_boundaries(cells),
-    "morton_keys": lambda: A.morton_keys(pos, lower, upper, 21),
-    "morton_decode": lambda: A.morton_decode(mkeys, 3),
-    "philox_uniform": lambda: xp.rng.philox_uniform(7, 3, counter),
-}
+d = host_algorithm_inputs(m, np.random.default_rng(11), n_cells=64, n_segments=64)
+cases = host_algorithm_cases(m, None, 64, 64, inputs=d)
 if bare:
     # The C call each case ends in, with its arguments prepared (outputs allocated once).
+    import cunumpy as xp
     from cunumpy._native import core
     xp.threads.set_num_threads(1)
+    k30, cells, v3, seg, pos, mkeys, counter = (d[k] for k in ("k30", "sorted_cells", "v3", "seg_keys", "pos", "mkeys", "counter"))
     order, sorted_keys = np.empty(m, np.int64), np.empty(m, k30.dtype)
     sums, offsets, chunk_runs = np.empty((64, 3)), np.empty(65, np.int64), np.empty(1, np.int64)
     runs = core.segment_runs(cells, chunk_runs)
     unique, starts, stops = np.empty(runs, cells.dtype), np.empty(runs, np.int64), np.empty(runs, np.int64)
-    box = tuple(lower.tolist()), tuple(A.morton_scales(lower, upper, 21).tolist())
+    box = tuple(d["lower"].tolist()), tuple(xp.algorithms.morton_scales(d["lower"], d["upper"], 21).tolist())
     keys_out, cells_out = np.empty(m, np.uint64), tuple(np.empty(m, np.uint64) for _ in range(3))
     seed, stream, uniforms = np.full(1, 7, np.uint64), np.full(1, 3, np.uint64), np.empty(m)
-    cases = {
-        **cases,
-        "C: sort_by_key": lambda: core.radix_argsort(k30, order, sorted_keys),
-        "C: segment_sum (n, 3)": lambda: core.segment_sum_into(v3, seg, sums, False),
-        "C: cell_offsets": lambda: core.cell_offsets_into(cells, 64, offsets),
-        "C: segment_boundaries": lambda: (core.segment_runs(cells, chunk_runs),
-                                          core.segment_runs(cells, unique, starts, stops, chunk_runs)),
-        "C: morton_keys": lambda: core.morton_keys_into(pos, *box, 21, keys_out),
-        "C: morton_decode": lambda: core.morton_decode_into(mkeys, cells_out),
-        "C: philox_uniform": lambda: core.philox_fill(0, seed, stream, counter, uniforms, None),
+    c_cases = {
+        "sort_by_key (30-bit)": (lambda: core.radix_argsort(k30, order, sorted_keys), None),
+        "segment_sum (n, 3)": (lambda: core.segment_sum_into(v3, seg, sums, False), None),
+        "cell_offsets": (lambda: core.cell_offsets_into(cells, 64, offsets), None),
+        "segment_boundaries": (lambda: (core.segment_runs(cells, chunk_runs),
+                                        core.segment_runs(cells, unique, starts, stops, chunk_runs)), None),
+        "morton_keys 3-D": (lambda: core.morton_keys_into(pos, *box, 21, keys_out), None),
+        "morton_decode 3-D": (lambda: core.morton_decode_into(mkeys, cells_out), None),
+        "philox_uniform": (lambda: core.philox_fill(0, seed, stream, counter, uniforms, None), None),
+        "compact_by_mask (4 arrays)": (lambda arrays: core.compact_in_place(d["mask"], arrays),
+                                       lambda: tuple(p.copy() for p in d["payloads"])),
     }
-if len(sys.argv) > 2 and sys.argv[2] == "callgrind":  # under callgrind: dump the counters around each case
+    cases = {**cases, **{"C: " + name: case for name, case in c_cases.items()}}
+if mode == "callgrind":  # under callgrind: dump the counters around each case
     import os, subprocess
     def dump(tag):
         subprocess.run(["callgrind_control", "-d", tag, str(os.getpid())], check=True,
                        capture_output=True)
-    arrays = iter([[p.copy() for p in payloads] for _ in range(calls)])
-    cases["nothing"] = lambda: None
-    cases["compact_by_mask (4 arrays)"] = lambda: A.compact_by_mask(mask, *next(arrays))
-    if bare:
-        c_arrays = iter([tuple(p.copy() for p in payloads) for _ in range(calls)])
-        cases["C: compact_by_mask (4 arrays)"] = lambda: core.compact_in_place(mask, next(c_arrays))
-    for index, (name, fn) in enumerate(cases.items()):
-        if "compact" not in name:
+    cases = {"nothing": (lambda: None, None), **cases}
+    for index, (fn, setup) in enumerate(cases.values()):
+        if setup is None:
             fn()
+        else:
+            arrays = [setup() for _ in range(calls)]
         dump("before")
-        for _ in range(calls):
-            fn()
+        if setup is None:
+            for _ in range(calls):
+                fn()
+        else:
+            for arg in arrays:
+                fn(arg)
         dump(f"case-{index}-")  # names with brackets do not survive callgrind_control
     print(json.dumps(list(cases)))
     sys.exit(0)
 out = {}
-for name, fn in cases.items():
-    fn()
+for name, (fn, setup) in cases.items():
     ts = []
-    for _ in range(calls):
-        s = time.perf_counter(); fn(); ts.append(time.perf_counter() - s)
+    if setup is None:
+        fn()
+        for _ in range(calls):
+            s = time.perf_counter(); fn(); ts.append(time.perf_counter() - s)
+    else:
+        for arg in [setup() for _ in range(calls)]:
+            s = time.perf_counter(); fn(arg); ts.append(time.perf_counter() - s)
     out[name] = statistics.median(ts)
-arrays = [[p.copy() for p in payloads] for _ in range(calls)]
-ts = []
-for arr in arrays:
-    s = time.perf_counter(); A.compact_by_mask(mask, *arr); ts.append(time.perf_counter() - s)
-out["compact_by_mask (4 arrays)"] = statistics.median(ts)
-if bare:
-    ts = []
-    for arr in [tuple(p.copy() for p in payloads) for _ in range(calls)]:
-        s = time.perf_counter(); core.compact_in_place(mask, arr); ts.append(time.perf_counter() - s)
-    out["C: compact_by_mask (4 arrays)"] = statistics.median(ts)
 print(json.dumps(out))
 """
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def run_child(pythonpath, calls, bare=False):
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
-    out = subprocess.run([sys.executable, "-c", CHILD, str(calls), "time", "bare" if bare else ""],
+    out = subprocess.run([sys.executable, "-c", CHILD, str(calls), HERE, "time", "bare" if bare else ""],
                          env=env, check=True, capture_output=True, text=True)
     return json.loads(out.stdout)
 
@@ -142,7 +125,7 @@ def callgrind_child(pythonpath, calls, folder, bare=False):
     os.makedirs(folder, exist_ok=True)
     out = os.path.join(folder, "cg.out")
     child = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                            sys.executable, "-c", CHILD, str(calls), "callgrind",
+                            sys.executable, "-c", CHILD, str(calls), HERE, "callgrind",
                             "bare" if bare else ""],
                            env=env, check=True, capture_output=True, text=True)
     case_names = json.loads(child.stdout.strip().splitlines()[-1])  # the child's cases in order

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import re
-import sys
 
 import numpy as np
+
+from .kernels._cuda_kernel import _device_type, _struct_fields
 
 __all__ = [
     "TEST_ARGS_SETTINGS",
@@ -73,22 +74,8 @@ def _device_context():
 def _is_array(value) -> bool:
     if isinstance(value, np.ndarray):
         return True
-    cupy = sys.modules.get("cupy")
-    device_type = getattr(cupy, "ndarray", None) if cupy is not None else None
+    device_type = _device_type()
     return device_type is not None and isinstance(value, device_type)
-
-
-def _struct_field_names(obj):
-    struct = getattr(obj, "struct", None)
-    fields = getattr(struct, "fields", None) if struct is not None else None
-    names = []
-    for f in fields or ():
-        name = getattr(f, "name", None)
-        if name is None and isinstance(f, tuple) and f:
-            name = f[0]
-        if isinstance(name, str):
-            names.append(name)
-    return names
 
 
 def _fields(obj):
@@ -97,7 +84,7 @@ def _fields(obj):
         return [(f"[{i}]", v) for i, v in enumerate(obj)]
     if isinstance(obj, dict):
         return [(f"[{k!r}]", v) for k, v in obj.items()]
-    names = _struct_field_names(obj)
+    names = _struct_fields(getattr(obj, "struct", None))
     if names:
         by_item = hasattr(type(obj), "__getitem__") and not hasattr(type(obj), "pack")
         found = []

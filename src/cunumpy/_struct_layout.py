@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .cuda._source import CudaParameter, cuda_include_dir
+from .cuda._source import CudaParameter, _matching_bracket, cuda_include_dir
 
 __all__ = ["compile_time_layouts", "find_struct_members", "probe_source", "toolkit_compiler", "verify_layout"]
 
@@ -25,19 +25,6 @@ _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _ARCH = "sm_90"
 
 # ------------------------------------------------------------------ struct definitions in sources
-
-
-def _matching_brace(text: str, start: int) -> int:
-    depth = 0
-    for k in range(start, len(text)):
-        c = text[k]
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return k
-    return -1
 
 
 def _split_top(text: str, sep: str) -> list[str]:
@@ -59,12 +46,12 @@ def _split_top(text: str, sep: str) -> list[str]:
 def _struct_body(source: str, name: str):
     text = _COMMENTS.sub(" ", source)
     for m in re.finditer(r"\bstruct\s+" + re.escape(name) + r"\s*(?::[^{;]*)?\{", text):
-        end = _matching_brace(text, m.end() - 1)
+        end = _matching_bracket(text, m.end() - 1)
         if end >= 0:
             return text[m.end():end]
     # typedef struct [tag] { ... } Name;
     for m in re.finditer(r"\btypedef\s+struct\s*(?:[A-Za-z_]\w*)?\s*\{", text):
-        end = _matching_brace(text, m.end() - 1)
+        end = _matching_bracket(text, m.end() - 1)
         if end >= 0 and re.match(r"\s*" + re.escape(name) + r"\s*;", text[end + 1:]):
             return text[m.end():end]
     return None

@@ -180,13 +180,7 @@ class HostStaging:
         return self._slots
 
     def _prepare_device(self, device_id: int) -> None:
-        if self._device_id is None:
-            self._device_id = device_id
-        elif device_id != self._device_id:
-            raise ValueError(
-                f"HostStaging.copy(): 'array' lives on device {device_id}, but this staging is bound to "
-                f"device {self._device_id}; use one staging per device"
-            )
+        self._device_id = _staging_device(self._device_id, device_id, "HostStaging.copy()")
         if not self._device_slots:
             if self._slots is not None:
                 for slot in self._slots:
@@ -270,6 +264,19 @@ def _shape_tuple(function: str, shape) -> tuple[int, ...]:
     if items is None or any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) for n in items):
         raise TypeError(f"{function}: 'shape' must be an int or a tuple of ints, got {shape!r}")
     return tuple(int(n) for n in items)
+
+
+def _staging_device(bound, device_id: int, function: str) -> int:
+    """The device a staging (HostStaging, MPIStaging) is bound to once ``function`` used it with
+    an array on ``device_id``: the first array's device; ValueError for an array on another."""
+    if bound is None:
+        return device_id
+    if device_id != bound:
+        raise ValueError(
+            f"{function}: 'array' lives on device {device_id}, but this staging is bound to "
+            f"device {bound}; use one staging per device"
+        )
+    return bound
 
 
 # --------------------------------------------------------------------------- HostCopy

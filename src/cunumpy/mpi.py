@@ -37,7 +37,7 @@ from maybempi import (
 from . import _backend, _transfers
 from ._transfers import describe, record
 from .cuda import _devices
-from .memory import _check_host_dependency, _OnDevice, _producer_dependency, _shape_tuple
+from .memory import _check_host_dependency, _OnDevice, _producer_dependency, _shape_tuple, _staging_device
 
 __all__ = [
     "OVERRIDE_VARIABLE",
@@ -376,13 +376,7 @@ class MPIStaging:
             )
 
     def _bind(self, function: str, device_id: int) -> None:
-        if self._device_id is None:
-            self._device_id = device_id
-        elif device_id != self._device_id:
-            raise ValueError(
-                f"{function}: 'array' lives on device {device_id}, but this staging is bound to "
-                f"device {self._device_id}; use one staging per device"
-            )
+        self._device_id = _staging_device(self._device_id, device_id, function)
 
     def _host_buffer(self) -> np.ndarray:
         if self._host is None:

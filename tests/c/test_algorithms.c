@@ -11,14 +11,7 @@
 #include "segment_kernels.h"
 #include "sort_kernels.h"
 
-static int failures = 0;
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);              \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static uint64_t next_u64(void)
@@ -268,17 +261,17 @@ static void test_segments(void)
     }
     keys[100] = S; /* out of range: reported, nothing out of bounds */
     CHECK(cn_segment_sum_d_i64((const char *)keys, 8, N, (const char *)vals, M * 8, 8, 1, out, S) == 100);
-    CHECK(cn_segment_check(CN_SKEY_I64, (const char *)keys, 8, N, S) == 100);
+    CHECK(cn_segment_check(CN_KEY_I64, (const char *)keys, 8, N, S) == 100);
     uint64_t big = UINT64_MAX;
-    CHECK(cn_segment_check(CN_SKEY_U64, (const char *)&big, 8, 1, S) == 0);
+    CHECK(cn_segment_check(CN_KEY_U64, (const char *)&big, 8, 1, S) == 0);
 
     int64_t cells[] = {0, 0, 2, 2, 4}, off[7];
-    CHECK(cn_cell_offsets(CN_SKEY_I64, (const char *)cells, 8, 5, 6, off) == -1);
+    CHECK(cn_cell_offsets(CN_KEY_I64, (const char *)cells, 8, 5, 6, off) == -1);
     int64_t expect[] = {0, 2, 2, 4, 4, 5, 5};
     CHECK(memcmp(off, expect, sizeof off) == 0);
     int64_t unsorted[] = {0, 2, 1};
-    CHECK(cn_cell_offsets(CN_SKEY_I64, (const char *)unsorted, 8, 3, 6, off) == 2);
-    CHECK(cn_cell_offsets(CN_SKEY_I64, (const char *)cells, 8, 5, 4, off) == 4);
+    CHECK(cn_cell_offsets(CN_KEY_I64, (const char *)unsorted, 8, 3, 6, off) == 2);
+    CHECK(cn_cell_offsets(CN_KEY_I64, (const char *)cells, 8, 5, 4, off) == 4);
 
     uint64_t u[] = {1, 1, 0x8000000000000000ull, UINT64_MAX, UINT64_MAX};
     uint64_t uniq[3];

@@ -9,6 +9,8 @@
 #include <math.h>
 #include <time.h>
 
+#include "check.h"
+
 #define DECLARE_KERNEL(k)                                                                                              \
     void cunumpy_emu_thread_##k(void *const *args);                                                                   \
     void cunumpy_emu_block_##k(cunumpy_emu_worker *w, void *const *args);
@@ -39,15 +41,6 @@ DECLARE_KERNEL(bounds)
 DECLARE_KERNEL(intrinsics)
 DECLARE_KERNEL(rounding)
 DECLARE_KERNEL(rounding_sync)
-
-static int failures = 0;
-#define CHECK(cond)                                                                                                    \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                                  \
-            failures++;                                                                                                \
-        }                                                                                                              \
-    } while (0)
 
 static char last_error[1024];
 

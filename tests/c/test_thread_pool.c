@@ -12,14 +12,7 @@
 #define CN_SORT_PARALLEL_FOR(n, nchunks, fn, ctx) cn_parallel_for_n((nchunks), (fn), (ctx), (n), 0)
 #include "sort_kernels.h"
 
-static int failures = 0;
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);              \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 static void add_square(void *ctx, size_t c)
 {

@@ -96,6 +96,14 @@ def test_inline_ptx_becomes_a_trap():
     assert '// asm("y")' in out
 
 
+def test_inline_ptx_with_brackets_in_its_strings_is_replaced_whole():
+    # The closing parenthesis is found outside string literals only.
+    src = 'void f() { asm volatile("{ ) (" ::); int after = 1; }\n'
+    out = rewrite_source(src)
+    assert out.count(f'cunumpy_emu_inline_ptx("{PTX_MESSAGE}")') == 1
+    assert '{ ) (' not in out and "::" not in out and "int after = 1; }" in out
+
+
 def test_source_without_rewrites_is_returned_unchanged():
     src = 'extern "C" __global__ void k(double* x) { x[0] = 1; }'
     assert rewrite_source(src) is src

@@ -11,6 +11,7 @@ import pytest
 
 import cunumpy as xp
 from _events import Events
+from _unsigned import Unsigned
 from cunumpy.kernels import _cuda_kernel
 
 Kernel = xp.kernels.Kernel
@@ -58,19 +59,6 @@ def hook(monkeypatch):
 
 def cupy():
     return sys.modules["cupy"]
-
-
-class Unsigned:
-    """A callable whose parameter names cannot be read (like a compiled builtin)."""
-
-    __signature__ = "not inspectable"
-
-    def __init__(self, fn):
-        self.fn = fn
-        self.__name__ = fn.__name__
-
-    def __call__(self, *args, **kwargs):
-        return self.fn(*args, **kwargs)
 
 
 # --------------------------------------------------------------------------- construction

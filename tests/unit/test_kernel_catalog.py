@@ -178,8 +178,11 @@ def test_summary_truncates():
 
 def test_compile_all(catalog, monkeypatch):
     assert KernelCatalog({"k": Kernel(lambda x: None, name="k")}).compile_all() == []
-    with pytest.raises(ValueError, match="jobs"):
+    with pytest.raises(ValueError, match="'jobs' must be >= 1, got 0"):
         catalog.compile_all(jobs=0)
+    for bad in (True, 1.5, "2"):
+        with pytest.raises(TypeError, match="'jobs' must be an int or None"):
+            catalog.compile_all(jobs=bad)
 
     class Hook:
         compiled = []

@@ -97,6 +97,16 @@ def test_staging_of_device_arrays(on_backend):
         assert c.events == []
 
 
+def test_staging_stays_on_the_device_of_its_first_array(device_only):
+    staging = HostStaging((2,), np.float64)
+    staging.copy(xp.zeros(2)).result()
+    staging.copy(xp.ones(2)).result()  # the same device again
+    staging._device_id = 1  # as if bound on device 1 (the fake CuPy has one device)
+    with pytest.raises(ValueError, match=r"HostStaging.copy\(\): 'array' lives on device 0, but this "
+                       r"staging is bound to device 1; use one staging per device"):
+        staging.copy(xp.zeros(2))
+
+
 def test_staging_keeps_at_most_buffers_copies_in_flight(device_only):
     staging = HostStaging(5, np.float32, buffers=3)
     handles = [staging.copy(xp.full(5, float(i), dtype=xp.float32)) for i in range(7)]

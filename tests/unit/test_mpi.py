@@ -363,6 +363,18 @@ def test_mpi_buffer_copies_nothing_back_when_the_block_raises(device_only):
     np.testing.assert_array_equal(xp.to_numpy(a), np.full(3, 7.0))
 
 
+def test_mpi_staging_stays_on_the_device_of_its_first_array(device_only):
+    a = xp.zeros(3)
+    staging = mpi.MPIStaging(3, np.float64)
+    for _ in range(2):
+        with staging.buffer(a, cuda_aware=False):
+            pass
+    staging._device_id = 1  # as if bound on device 1 (the fake CuPy has one device)
+    with pytest.raises(ValueError, match=r"\(\): 'array' lives on device 0, but this staging is bound "
+                       r"to device 1; use one staging per device"):
+        staging.buffer(a, cuda_aware=False)
+
+
 def test_mpi_buffer_with_a_named_producer(device_only):
     a = xp.arange(3.0)
     producer = xp.cuda.create_stream()

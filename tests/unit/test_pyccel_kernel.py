@@ -14,6 +14,7 @@ import pytest
 
 import cunumpy as xp
 from _events import Events
+from _unsigned import Unsigned
 
 PyccelKernel = xp.kernels.PyccelKernel
 outputs_from_annotations = xp.kernels.outputs_from_annotations
@@ -44,19 +45,6 @@ def host(a):
 
 def backend_array(x, backend, order="C"):
     return device(x, order) if backend == "cupy" else np.array(x, dtype=float, order=order)
-
-
-class Unsigned:
-    """A callable whose parameter names cannot be read (like a compiled builtin)."""
-
-    __signature__ = "not inspectable"
-
-    def __init__(self, fn):
-        self.fn = fn
-        self.__name__ = fn.__name__
-
-    def __call__(self, *args, **kwargs):
-        return self.fn(*args, **kwargs)
 
 
 class Particles:

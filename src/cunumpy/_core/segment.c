@@ -11,7 +11,7 @@
 /* One segment sum: rows [0, n) into out (zeroed by the kernel); -1 or the first bad row. */
 typedef struct {
     int is_double;
-    cn_skey_type kt;
+    cn_key_type kt;
     const char *keys;
     ptrdiff_t ks;
     size_t n;
@@ -25,24 +25,13 @@ typedef struct {
 
 static void run_job(segment_job *j)
 {
-#define CN_SEGMENT_CALL(FN, T)                                                                     \
-    j->bad = FN(j->keys, j->ks, j->n, j->vals, j->vs0, j->vs1, j->m, (T *)j->out, j->nseg)
-#define CN_SEGMENT_BY_KEY(P, T)                                                                    \
-    switch (j->kt) {                                                                               \
-    case CN_SKEY_I32: CN_SEGMENT_CALL(cn_segment_sum_##P##_i32, T); break;                         \
-    case CN_SKEY_I64: CN_SEGMENT_CALL(cn_segment_sum_##P##_i64, T); break;                         \
-    case CN_SKEY_U64: CN_SEGMENT_CALL(cn_segment_sum_##P##_u64, T); break;                         \
-    case CN_SKEY_I8: CN_SEGMENT_CALL(cn_segment_sum_##P##_i8, T); break;                           \
-    case CN_SKEY_U8: CN_SEGMENT_CALL(cn_segment_sum_##P##_u8, T); break;                           \
-    case CN_SKEY_I16: CN_SEGMENT_CALL(cn_segment_sum_##P##_i16, T); break;                         \
-    case CN_SKEY_U16: CN_SEGMENT_CALL(cn_segment_sum_##P##_u16, T); break;                         \
-    case CN_SKEY_U32: CN_SEGMENT_CALL(cn_segment_sum_##P##_u32, T); break;                         \
-    }
+#define CN_SEGMENT_CALL(SUF, P)                                                                    \
+    j->bad = cn_segment_sum_##P##_##SUF(j->keys, j->ks, j->n, j->vals, j->vs0, j->vs1, j->m,       \
+                                        j->out, j->nseg)
     if (j->is_double)
-        CN_SEGMENT_BY_KEY(d, double)
+        CN_KEY_DISPATCH_X(j->kt, CN_SEGMENT_CALL, d)
     else
-        CN_SEGMENT_BY_KEY(f, float)
-#undef CN_SEGMENT_BY_KEY
+        CN_KEY_DISPATCH_X(j->kt, CN_SEGMENT_CALL, f)
 #undef CN_SEGMENT_CALL
 }
 
@@ -122,15 +111,12 @@ static int run_segment_sum(segment_job *job)
     return 0;
 }
 
-static int key_type(const Py_buffer *k, const char *name, cn_skey_type *t)
+static int key_type(const Py_buffer *k, const char *name, cn_key_type *t)
 {
     cn_kind kind = cn_buffer_kind(k);
     int is_int = kind == CN_KIND_INT, is_uint = kind == CN_KIND_UINT;
     switch (is_int || is_uint ? k->itemsize : 0) {
-    case 1: *t = is_int ? CN_SKEY_I8 : CN_SKEY_U8; return 0;
-    case 2: *t = is_int ? CN_SKEY_I16 : CN_SKEY_U16; return 0;
-    case 4: *t = is_int ? CN_SKEY_I32 : CN_SKEY_U32; return 0;
-    case 8: *t = is_int ? CN_SKEY_I64 : CN_SKEY_U64; return 0;
+    case 1: case 2: case 4: case 8: *t = cn_key_type_of((size_t)k->itemsize, is_uint); return 0;
     default:
         PyErr_Format(PyExc_TypeError, "'%s' must be 8 to 64-bit integers here (format '%s')",
                      name, k->format ? k->format : "B");
@@ -161,7 +147,7 @@ static PyObject *segment_check_keys(PyObject *self, PyObject *const *args, Py_ss
     if (nargs != 2)
         return cn_raise(CN_ERR_TYPE, "segment_check_keys() takes 2 arguments (%zd given)", nargs);
     int64_t nseg;
-    cn_skey_type t;
+    cn_key_type t;
     if (read_count(args[1], "n_segments", &nseg) < 0)
         return NULL;
     Py_buffer k;
@@ -201,7 +187,7 @@ static PyObject *segment_sum_into(PyObject *self, PyObject *const *args, Py_ssiz
     if (check_first < 0)
         return NULL;
     Py_buffer v, k, o;
-    cn_skey_type kt;
+    cn_key_type kt;
     if (cn_get_buffer(args[0], &v, 0, 2, "values") < 0)
         return NULL;
     if (cn_get_buffer(args[1], &k, 0, 1, "keys") < 0)
@@ -278,7 +264,7 @@ fail_v:
 #define CN_OFFSETS_CHUNK ((size_t)1 << 16)
 
 typedef struct {
-    cn_skey_type t;
+    cn_key_type t;
     const char *keys;
     ptrdiff_t ks;
     size_t n;
@@ -303,7 +289,7 @@ static PyObject *cell_offsets_into(PyObject *self, PyObject *const *args, Py_ssi
     if (nargs != 3)
         return cn_raise(CN_ERR_TYPE, "cell_offsets_into() takes 3 arguments (%zd given)", nargs);
     int64_t ncells;
-    cn_skey_type t;
+    cn_key_type t;
     if (read_count(args[1], "n_cells", &ncells) < 0)
         return NULL;
     Py_buffer k, o;

@@ -7,27 +7,25 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Narrow keys are read in place (no widened copy). */
-typedef enum { CN_SKEY_I32 = 0, CN_SKEY_I64 = 1, CN_SKEY_U64 = 2, CN_SKEY_I8 = 3, CN_SKEY_U8 = 4,
-               CN_SKEY_I16 = 5, CN_SKEY_U16 = 6, CN_SKEY_U32 = 7 } cn_skey_type;
+#include "key_types.h"
 
 /* A key as int64; uint64 keys above INT64_MAX become INT64_MAX (out of any range). */
-static inline int64_t cn_skey(cn_skey_type t, const char *p)
+static inline int64_t cn_skey(cn_key_type t, const char *p)
 {
     switch (t) {
-    case CN_SKEY_I8: { int8_t v; memcpy(&v, p, 1); return v; }
-    case CN_SKEY_U8: { uint8_t v; memcpy(&v, p, 1); return v; }
-    case CN_SKEY_I16: { int16_t v; memcpy(&v, p, 2); return v; }
-    case CN_SKEY_U16: { uint16_t v; memcpy(&v, p, 2); return v; }
-    case CN_SKEY_U32: { uint32_t v; memcpy(&v, p, 4); return v; }
+    case CN_KEY_I8: { int8_t v; memcpy(&v, p, 1); return v; }
+    case CN_KEY_U8: { uint8_t v; memcpy(&v, p, 1); return v; }
+    case CN_KEY_I16: { int16_t v; memcpy(&v, p, 2); return v; }
+    case CN_KEY_U16: { uint16_t v; memcpy(&v, p, 2); return v; }
+    case CN_KEY_U32: { uint32_t v; memcpy(&v, p, 4); return v; }
     default: break;
     }
-    if (t == CN_SKEY_I32) {
+    if (t == CN_KEY_I32) {
         int32_t v;
         memcpy(&v, p, 4);
         return v;
     }
-    if (t == CN_SKEY_I64) {
+    if (t == CN_KEY_I64) {
         int64_t v;
         memcpy(&v, p, 8);
         return v;
@@ -38,7 +36,7 @@ static inline int64_t cn_skey(cn_skey_type t, const char *p)
 }
 
 /* Index of the first key >= n_segments, or -1. */
-static ptrdiff_t cn_segment_check(cn_skey_type t, const char *keys, ptrdiff_t ks, size_t n,
+static ptrdiff_t cn_segment_check(cn_key_type t, const char *keys, ptrdiff_t ks, size_t n,
                                   int64_t n_segments)
 {
     for (size_t i = 0; i < n; i++) {
@@ -68,7 +66,7 @@ static inline int64_t cn_seg_clamp_u64(uint64_t u)
     ({                                                                                             \
         KT kr_;                                                                                    \
         memcpy(&kr_, keys + (ptrdiff_t)(i) * ks, sizeof kr_);                                      \
-        KSUF == CN_SKEY_U64 ? cn_seg_clamp_u64((uint64_t)kr_) : (int64_t)kr_;                      \
+        KSUF == CN_KEY_U64 ? cn_seg_clamp_u64((uint64_t)kr_) : (int64_t)kr_;                       \
     })
 
 #define CN_DEFINE_SEGMENT_SUM(NAME, T, KT, KSUF)                                                   \
@@ -157,47 +155,27 @@ static inline int64_t cn_seg_clamp_u64(uint64_t u)
         }                                                                                          \
     }
 
-CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_i32, double, int32_t, CN_SKEY_I32)
-CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_i64, double, int64_t, CN_SKEY_I64)
-CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_u64, double, uint64_t, CN_SKEY_U64)
-CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_i32, float, int32_t, CN_SKEY_I32)
-CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_i64, float, int64_t, CN_SKEY_I64)
-CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_u64, float, uint64_t, CN_SKEY_U64)
-CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_i8, double, int8_t, CN_SKEY_I8)
-CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_u8, double, uint8_t, CN_SKEY_U8)
-CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_i16, double, int16_t, CN_SKEY_I16)
-CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_u16, double, uint16_t, CN_SKEY_U16)
-CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_u32, double, uint32_t, CN_SKEY_U32)
-CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_i8, float, int8_t, CN_SKEY_I8)
-CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_u8, float, uint8_t, CN_SKEY_U8)
-CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_i16, float, int16_t, CN_SKEY_I16)
-CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_u16, float, uint16_t, CN_SKEY_U16)
-CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_u32, float, uint32_t, CN_SKEY_U32)
-
-/* Offsets of n sorted cell ids in [0, n_cells): off has n_cells + 1 entries. Returns -1, or
- * the first row that is out of range or smaller than its predecessor (off then unspecified). */
-static ptrdiff_t cn_cell_offsets(cn_skey_type t, const char *keys, ptrdiff_t ks, size_t n,
-                                 int64_t n_cells, int64_t *off)
-{
-    int64_t next = 0; /* the next cell whose start is not written yet */
-    int64_t prev = 0;
-    for (size_t i = 0; i < n; i++) {
-        int64_t k = cn_skey(t, keys + (ptrdiff_t)i * ks);
-        if (k < prev || k >= n_cells)
-            return (ptrdiff_t)i;
-        while (next <= k)
-            off[next++] = (int64_t)i;
-        prev = k;
-    }
-    while (next <= n_cells)
-        off[next++] = (int64_t)n;
-    return -1;
-}
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_i32, double, int32_t, CN_KEY_I32)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_i64, double, int64_t, CN_KEY_I64)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_u64, double, uint64_t, CN_KEY_U64)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_i32, float, int32_t, CN_KEY_I32)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_i64, float, int64_t, CN_KEY_I64)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_u64, float, uint64_t, CN_KEY_U64)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_i8, double, int8_t, CN_KEY_I8)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_u8, double, uint8_t, CN_KEY_U8)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_i16, double, int16_t, CN_KEY_I16)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_u16, double, uint16_t, CN_KEY_U16)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_u32, double, uint32_t, CN_KEY_U32)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_i8, float, int8_t, CN_KEY_I8)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_u8, float, uint8_t, CN_KEY_U8)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_i16, float, int16_t, CN_KEY_I16)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_u16, float, uint16_t, CN_KEY_U16)
+CN_DEFINE_SEGMENT_SUM(cn_segment_sum_f_u32, float, uint32_t, CN_KEY_U32)
 
 /* One chunk [a, b) of cn_cell_offsets (a > 0 reads row a - 1 as its predecessor): writes the
  * starts of the cells after that row's key up to the chunk's last key (and, for the last
  * chunk, the ends). Every write stays in off[0 .. n_cells]. Returns -1 or the first bad row. */
-static ptrdiff_t cn_cell_offsets_chunk(cn_skey_type t, const char *keys, ptrdiff_t ks, size_t n,
+static ptrdiff_t cn_cell_offsets_chunk(cn_key_type t, const char *keys, ptrdiff_t ks, size_t n,
                                        size_t a, size_t b, int64_t n_cells, int64_t *off)
 {
     int64_t prev = 0, next = 0;
@@ -220,6 +198,14 @@ static ptrdiff_t cn_cell_offsets_chunk(cn_skey_type t, const char *keys, ptrdiff
             off[next++] = (int64_t)n;
     }
     return -1;
+}
+
+/* Offsets of n sorted cell ids in [0, n_cells): off has n_cells + 1 entries. Returns -1, or
+ * the first row that is out of range or smaller than its predecessor (off then unspecified). */
+static ptrdiff_t cn_cell_offsets(cn_key_type t, const char *keys, ptrdiff_t ks, size_t n,
+                                 int64_t n_cells, int64_t *off)
+{
+    return cn_cell_offsets_chunk(t, keys, ks, n, 0, n, n_cells, off);
 }
 
 /* Runs of sorted keys; signed or unsigned 64-bit comparison. Rows [a, b) of n: a row starts a
@@ -248,6 +234,20 @@ static ptrdiff_t cn_cell_offsets_chunk(cn_skey_type t, const char *keys, ptrdiff
         memcpy(&v_, keys + (ptrdiff_t)(i) * ks, sizeof v_);                                        \
         v_;                                                                                        \
     })
+
+/* Run r of the fill starts at row ROW with key VALUE (a T): store it, end run r - 1 there, or
+ * return CN_RUNS_CHANGED when the capacity is used up (names of cn_runs_fill_body's locals). */
+#define CN_RUNS_RECORD(T, ROW, VALUE)                                                              \
+    do {                                                                                           \
+        if (r >= end)                                                                              \
+            return CN_RUNS_CHANGED;                                                                \
+        T rec_ = (VALUE);                                                                          \
+        memcpy(unique + r * sizeof(T), &rec_, sizeof(T));                                          \
+        starts[r] = (int64_t)(ROW);                                                                \
+        if (r > 0)                                                                                 \
+            stops[r - 1] = (int64_t)(ROW);                                                         \
+        r++;                                                                                       \
+    } while (0)
 
 #define CN_DEFINE_RUNS(SUF, T, UT, ATTR, MASKFN)                                                   \
     /* Exact scalar count of rows [a, b) (a > 0 or a == 1 past row 0), or -(1 + first bad row). */ \
@@ -332,14 +332,7 @@ static ptrdiff_t cn_cell_offsets_chunk(cn_skey_type t, const char *keys, ptrdiff
             while (starts_mask) {                                                                  \
                 size_t row = i + (size_t)__builtin_ctzll(starts_mask);                             \
                 starts_mask &= starts_mask - 1;                                                    \
-                if (r >= end)                                                                      \
-                    return CN_RUNS_CHANGED;                                                        \
-                T v = CN_RUNS_LD(T, row);                                                          \
-                memcpy(unique + r * sizeof(T), &v, sizeof(T));                                     \
-                starts[r] = (int64_t)row;                                                          \
-                if (r > 0)                                                                         \
-                    stops[r - 1] = (int64_t)row;                                                   \
-                r++;                                                                               \
+                CN_RUNS_RECORD(T, row, CN_RUNS_LD(T, row));                                        \
             }                                                                                      \
             i += CN_RUNS_BLOCK;                                                                    \
         }                                                                                          \
@@ -350,13 +343,7 @@ static ptrdiff_t cn_cell_offsets_chunk(cn_skey_type t, const char *keys, ptrdiff
             if (__builtin_expect(v != prev, 0)) {                                                  \
                 if (v < prev)                                                                      \
                     return -(ptrdiff_t)(i + 1);                                                    \
-                if (r >= end)                                                                      \
-                    return CN_RUNS_CHANGED;                                                        \
-                memcpy(unique + r * sizeof(T), &v, sizeof(T));                                     \
-                starts[r] = (int64_t)i;                                                            \
-                if (r > 0)                                                                         \
-                    stops[r - 1] = (int64_t)i;                                                     \
-                r++;                                                                               \
+                CN_RUNS_RECORD(T, i, v);                                                           \
             }                                                                                      \
             prev = v;                                                                              \
         }                                                                                          \
@@ -438,36 +425,18 @@ static inline int cn_runs_use_avx2(void)
 }
 #endif
 
-#define CN_RUNS_DISPATCH(PRE, CALL_COUNT, CALL_FILL)                                               \
+/* Return the count (unique == NULL) or the fill of the run kernels PRE (base_ or avx2_) for
+ * the key type of the keys (names of cn_segment_runs_rows's parameters). */
+#define CN_RUNS_RETURN_COUNT(SUF, PRE) return cn_runs_count_##PRE##SUF(keys, ks, a, b)
+#define CN_RUNS_RETURN_FILL(SUF, PRE)                                                              \
+    return cn_runs_fill_##PRE##SUF(keys, ks, n, a, b, unique, starts, stops, base, capacity)
+#define CN_RUNS_DISPATCH(PRE)                                                                      \
     do {                                                                                           \
-        int t_ = (isz == 1 ? 0 : isz == 2 ? 2 : isz == 4 ? 4 : 6) + (is_unsigned ? 1 : 0);         \
-        if (unique == NULL) {                                                                      \
-            switch (t_) {                                                                          \
-            case 0: return CALL_COUNT(PRE##i8);                                                    \
-            case 1: return CALL_COUNT(PRE##u8);                                                    \
-            case 2: return CALL_COUNT(PRE##i16);                                                   \
-            case 3: return CALL_COUNT(PRE##u16);                                                   \
-            case 4: return CALL_COUNT(PRE##i32);                                                   \
-            case 5: return CALL_COUNT(PRE##u32);                                                   \
-            case 6: return CALL_COUNT(PRE##i64);                                                   \
-            default: return CALL_COUNT(PRE##u64);                                                  \
-            }                                                                                      \
-        }                                                                                          \
-        switch (t_) {                                                                              \
-        case 0: return CALL_FILL(PRE##i8);                                                         \
-        case 1: return CALL_FILL(PRE##u8);                                                         \
-        case 2: return CALL_FILL(PRE##i16);                                                        \
-        case 3: return CALL_FILL(PRE##u16);                                                        \
-        case 4: return CALL_FILL(PRE##i32);                                                        \
-        case 5: return CALL_FILL(PRE##u32);                                                        \
-        case 6: return CALL_FILL(PRE##i64);                                                        \
-        default: return CALL_FILL(PRE##u64);                                                       \
-        }                                                                                          \
+        cn_key_type t_ = cn_key_type_of(isz, is_unsigned);                                         \
+        if (unique == NULL)                                                                        \
+            CN_KEY_DISPATCH_X(t_, CN_RUNS_RETURN_COUNT, PRE)                                       \
+        CN_KEY_DISPATCH_X(t_, CN_RUNS_RETURN_FILL, PRE)                                            \
     } while (0)
-
-#define CN_RUNS_CALL_COUNT(SUF) cn_runs_count_##SUF(keys, ks, a, b)
-#define CN_RUNS_CALL_FILL(SUF)                                                                     \
-    cn_runs_fill_##SUF(keys, ks, n, a, b, unique, starts, stops, base, capacity)
 
 static ptrdiff_t cn_segment_runs_rows(int is_unsigned, size_t isz, const char *keys, ptrdiff_t ks,
                                       size_t n, size_t a, size_t b, char *unique, int64_t *starts,
@@ -475,9 +444,9 @@ static ptrdiff_t cn_segment_runs_rows(int is_unsigned, size_t isz, const char *k
 {
 #ifdef CN_RUNS_HAVE_AVX2
     if (cn_runs_use_avx2())
-        CN_RUNS_DISPATCH(avx2_, CN_RUNS_CALL_COUNT, CN_RUNS_CALL_FILL);
+        CN_RUNS_DISPATCH(avx2_);
 #endif
-    CN_RUNS_DISPATCH(base_, CN_RUNS_CALL_COUNT, CN_RUNS_CALL_FILL);
+    CN_RUNS_DISPATCH(base_);
 }
 
 static inline ptrdiff_t cn_segment_runs(int is_unsigned, size_t isz, const char *keys, ptrdiff_t ks,

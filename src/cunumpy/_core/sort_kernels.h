@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "key_types.h"
+
 #ifndef CN_STATUS_DEFINED_FOR_KERNELS
 #define CN_SORT_OK 0
 #define CN_SORT_NOMEM (-1)
@@ -31,21 +33,6 @@
 #define CN_SORT_SCRATCH_ALLOC(size) malloc(size)
 #define CN_SORT_SCRATCH_FREE(ptr) free(ptr)
 #endif
-
-/* 8 and 16-bit keys (bool as uint8) are read in place: their ordered values span at most 16
- * bits, so they take the 32-bit paths without a widened copy of the keys. */
-typedef enum { CN_KEY_I32 = 0, CN_KEY_U32 = 1, CN_KEY_I64 = 2, CN_KEY_U64 = 3, CN_KEY_I8 = 4,
-               CN_KEY_U8 = 5, CN_KEY_I16 = 6, CN_KEY_U16 = 7 } cn_key_type;
-
-static inline size_t cn_key_size(cn_key_type t)
-{
-    switch (t) {
-    case CN_KEY_I8: case CN_KEY_U8: return 1;
-    case CN_KEY_I16: case CN_KEY_U16: return 2;
-    case CN_KEY_I32: case CN_KEY_U32: return 4;
-    default: return 8;
-    }
-}
 
 /* ---- per-type helpers: read one ordered value, write one back ---- */
 #define CN_DEFINE_KEY_IO(SUF, T, UT, FLIP)                                                         \
@@ -370,30 +357,6 @@ static inline cn_rec128 cn_rec128_make(uint64_t k, uint64_t i)
 }
 #define CN_REC128_MAKE(k, i) cn_rec128_make((k), (i))
 
-/* Expand M(SUF) for the key type t: the per-element loops below are compiled once per type
- * (a switch inside the loop costs a fifth of the pass). */
-#define CN_KEY_DISPATCH(t, M)                                                                      \
-    switch (t) {                                                                                   \
-    case CN_KEY_I32: M(i32); break;                                                                \
-    case CN_KEY_U32: M(u32); break;                                                                \
-    case CN_KEY_I64: M(i64); break;                                                                \
-    case CN_KEY_I8: M(i8); break;                                                                  \
-    case CN_KEY_U8: M(u8); break;                                                                  \
-    case CN_KEY_I16: M(i16); break;                                                                \
-    case CN_KEY_U16: M(u16); break;                                                                \
-    default: M(u64); break;                                                                        \
-    }
-#define CN_KEY_DISPATCH_X(t, M, X)                                                                 \
-    switch (t) {                                                                                   \
-    case CN_KEY_I32: M(i32, X); break;                                                             \
-    case CN_KEY_U32: M(u32, X); break;                                                             \
-    case CN_KEY_I64: M(i64, X); break;                                                             \
-    case CN_KEY_I8: M(i8, X); break;                                                               \
-    case CN_KEY_U8: M(u8, X); break;                                                               \
-    case CN_KEY_I16: M(i16, X); break;                                                             \
-    case CN_KEY_U16: M(u16, X); break;                                                             \
-    default: M(u64, X); break;                                                                     \
-    }
 /* Loop bodies of the top pass (names of cn_top_count / cn_top_scatter's locals). */
 #define CN_TOP_COUNT_LOOP(S)                                                                       \
     for (size_t x = x0; x < x1; x++) {                                                             \

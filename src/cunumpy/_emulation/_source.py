@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import re
 
+from ..cuda._source import _matching_bracket
+
 __all__ = ["entry_points", "rewrite_preprocessed", "rewrite_source", "translation_unit"]
 
 _IDENT = r"[A-Za-z_]\w*"
@@ -96,21 +98,6 @@ def _brace_depth(text: str, spans, pos: int) -> int:
     return depth
 
 
-def _closing_paren(text: str, spans, open_pos: int) -> int:
-    depth = 0
-    for i in range(open_pos, len(text)):
-        if _inside(spans, i):
-            continue
-        c = text[i]
-        if c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0:
-                return i
-    return -1
-
-
 # ``extern __shared__`` after the prelude's ``#define __shared__ static thread_local``: the
 # expansion ``extern static thread_local`` is never valid C++, so it can only come from it.
 _EXPANDED_EXTERN_SHARED = re.compile(r"\bextern\s+static\s+thread_local\b")
@@ -125,7 +112,7 @@ def _without_attributes(text: str) -> str:
         m = _ATTRIBUTE.search(text)
         if m is None:
             return text
-        end = _closing_paren(text, [], m.end() - 1)
+        end = _matching_bracket(text, m.end() - 1)
         if end < 0:
             return text
         text = text[: m.start()] + " " + text[end + 1 :]
@@ -147,7 +134,7 @@ def _rewrite(text: str, extern_shared, start_depth: int = 0) -> str:
     for m in reversed(list(_ASM.finditer(out))):
         if _inside(spans, m.start()):
             continue
-        end = _closing_paren(out, spans, m.end() - 1)
+        end = _matching_bracket(out, m.end() - 1, lambda i: _inside(spans, i))
         if end < 0:
             continue
         trap = f'cunumpy_emu_inline_ptx("{PTX_MESSAGE}")'

@@ -186,6 +186,30 @@ def parse_cuda_signature(source: str, name: str, *, structs=(), template_args=No
 
 # ------------------------------------------------------------------ includes
 
+_CLOSING_BRACKET = {"(": ")", "{": "}", "[": "]"}
+
+
+def _matching_bracket(text: str, open_pos: int, skip=None) -> int:
+    """Index of the bracket that closes ``text[open_pos]`` (``(``, ``{`` or ``[``), counting
+    brackets of that kind only and passing over the positions ``i`` where ``skip(i)`` is true
+    (string literals, say); -1 when it is not closed. Shared by the source scanners of
+    cunumpy._struct_layout and cunumpy._emulation._source."""
+    opening = text[open_pos]
+    closing = _CLOSING_BRACKET[opening]
+    depth = 0
+    for i in range(open_pos, len(text)):
+        if skip is not None and skip(i):
+            continue
+        c = text[i]
+        if c == opening:
+            depth += 1
+        elif c == closing:
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
 _COMMENTS = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)
 

@@ -111,6 +111,12 @@ def kernel_from_folder(
     host_fallback=None,
     **cuda_options,
 ):
+    """The kernel of the kernel folder ``package`` (a dotted package name, usually
+    ``__name__`` in its ``__init__.py``): ``<name><host_suffix>.py`` gives the "pyccel"
+    (compiled by ``compile_host(module)`` on first use) and "python" implementations,
+    ``<name>_numba.py`` / ``<name>_numpy.py`` further ones, ``<name><cuda_suffix>`` the
+    CUDA kernel, ``<name><test_args_suffix>.py`` the test arguments; ``host_fallback``
+    (callable) replaces the "numpy" implementation. Compiles nothing."""
     where = f"Kernel.from_folder({package!r})"
     module = _import_package(package, where)
     folder = Path(module.__file__).resolve().parent
@@ -192,6 +198,11 @@ def kernel_from_folder(
         dispatch=dispatch,
         test_args=test_args,
     )
+
+
+# It is Kernel.from_folder (a classmethod there): calls with bad arguments name that.
+kernel_from_folder.__name__ = "from_folder"
+kernel_from_folder.__qualname__ = "Kernel.from_folder"
 
 
 def _per_kernel(value, name, what, *, options=False):
@@ -338,12 +349,7 @@ class KernelCatalog(Mapping):
     def compile_all(self, jobs=1) -> list:
         """Compile every CUDA kernel (``jobs`` threads; None: CPU count); the names compiled.
         RuntimeError without a functional CuPy when there are CUDA kernels."""
-        if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int)):
-            raise TypeError(f"compile_all(): 'jobs' must be an int or None, not {jobs!r}")
-        if jobs is None:
-            jobs = os.cpu_count() or 1
-        if jobs < 1:
-            raise ValueError(f"compile_all(): 'jobs' must be >= 1, got {jobs}")
+        jobs = _cuda_kernel._compile_jobs(jobs)
         names = self.with_cuda
         if not names:
             return []

@@ -304,6 +304,17 @@ def _current_device(cupy) -> int:
         return 0
 
 
+def _compile_jobs(jobs) -> int:
+    """The thread count of a compile_all(jobs=...): an int >= 1, None for the CPU count."""
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int)):
+        raise TypeError(f"compile_all(): 'jobs' must be an int or None, not {jobs!r}")
+    if jobs is None:
+        jobs = os.cpu_count() or 1
+    if jobs < 1:
+        raise ValueError(f"compile_all(): 'jobs' must be >= 1, got {jobs}")
+    return jobs
+
+
 _getter_cache: list = [None, None]  # [cupy module, its device getter]
 
 
@@ -1012,12 +1023,7 @@ class CudaKernelVariants:
 
     def compile_all(self, keys=(), *, jobs=1):
         """Create the listed variants, then compile every existing one (``jobs`` threads)."""
-        if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int)):
-            raise TypeError(f"compile_all(): 'jobs' must be an int or None, not {jobs!r}")
-        if jobs is None:
-            jobs = os.cpu_count() or 1
-        if jobs < 1:
-            raise ValueError(f"compile_all(): 'jobs' must be >= 1, got {jobs}")
+        jobs = _compile_jobs(jobs)
         for key in keys:
             self.get(*(key if isinstance(key, tuple) else (key,)))
         items = list(self._kernels.items())

@@ -24,6 +24,7 @@ from .. import _backend, _transfers
 from .._backend import _state as _backend_state
 from .._native import core
 from . import _selection
+from ._catalog import kernel_from_folder
 from ._cuda_kernel import CudaKernel
 from ._host_impl import CompiledHostKernel, HostImplementations, _python_function
 from ._pyccel_kernel import PyccelKernel
@@ -469,47 +470,8 @@ class Kernel(core.HostKernel):
 
     # ------------------------------------------------------------------ folders
 
-    @classmethod
-    def from_folder(
-        cls,
-        package,
-        *,
-        host_suffix="_kernels",
-        cuda_suffix="_cuda.cu",
-        test_args_suffix="_test_args",
-        check_name_length=True,
-        missing_cuda="raise",
-        host_options=None,
-        include_dirs=None,
-        dispatch="backend",
-        compile_host=None,
-        extra_implementations=None,
-        outputs=None,
-        **cuda_options,
-    ):
-        """The kernel of the kernel folder ``package`` (a dotted package name, usually
-        ``__name__`` in its ``__init__.py``): ``<name><host_suffix>.py`` gives the "pyccel"
-        (compiled by ``compile_host(module)`` on first use) and "python" implementations,
-        ``<name>_numba.py`` / ``<name>_numpy.py`` further ones, ``<name><cuda_suffix>`` the
-        CUDA kernel, ``<name><test_args_suffix>.py`` the test arguments. Compiles nothing."""
-        from ._catalog import kernel_from_folder
-
-        return kernel_from_folder(
-            cls,
-            package,
-            host_suffix=host_suffix,
-            cuda_suffix=cuda_suffix,
-            test_args_suffix=test_args_suffix,
-            check_name_length=check_name_length,
-            missing_cuda=missing_cuda,
-            host_options=host_options,
-            include_dirs=include_dirs,
-            dispatch=dispatch,
-            compile_host=compile_host,
-            extra_implementations=extra_implementations,
-            outputs=outputs,
-            **cuda_options,
-        )
+    # The folder reader lives in _catalog.py with the other folder helpers.
+    from_folder = classmethod(kernel_from_folder)
 
 
 # CPython < 3.12 does not pass the base's fast call protocol on to Python subclasses.

@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "prelude.h" // cunumpy_emu::to_int
+
 #if defined(__FLT16_MANT_DIG__) && !defined(CUNUMPY_EMU_SOFT_HALF)
 #define CUNUMPY_EMU_HAVE_FLOAT16 1
 #endif
@@ -178,26 +180,13 @@ static __inline__ float __half2float(__half h) { return (float)h; }
 static __inline__ float __low2float(__half2 h) { return (float)h.x; }
 static __inline__ float __high2float(__half2 h) { return (float)h.y; }
 
-// Half to integer: NaN gives 0 and out-of-range values saturate, as on the GPU.
-namespace cunumpy_emu {
-namespace half_detail {
-template <typename I> static __inline__ I to_integer(float v)
-{
-    if (std::isnan(v))
-        return 0;
-    if (v <= (float)std::numeric_limits<I>::min())
-        return std::numeric_limits<I>::min();
-    if (v >= (float)std::numeric_limits<I>::max())
-        return std::numeric_limits<I>::max();
-    return (I)v;
-}
-} // namespace half_detail
-} // namespace cunumpy_emu
+// Half to integer through float with the prelude's float-to-integer conversion: NaN gives 0
+// and out-of-range values saturate, as on the GPU.
 #define CUNUMPY_EMU_HALF_TO_INT(name, I)                                                                              \
-    static __inline__ I name##_rn(__half h) { return cunumpy_emu::half_detail::to_integer<I>(std::nearbyint((float)h)); } \
-    static __inline__ I name##_rz(__half h) { return cunumpy_emu::half_detail::to_integer<I>(std::trunc((float)h)); }  \
-    static __inline__ I name##_rd(__half h) { return cunumpy_emu::half_detail::to_integer<I>(std::floor((float)h)); }  \
-    static __inline__ I name##_ru(__half h) { return cunumpy_emu::half_detail::to_integer<I>(std::ceil((float)h)); }
+    static __inline__ I name##_rn(__half h) { return cunumpy_emu::to_int<I>(std::nearbyint((float)h)); }              \
+    static __inline__ I name##_rz(__half h) { return cunumpy_emu::to_int<I>(std::trunc((float)h)); }                  \
+    static __inline__ I name##_rd(__half h) { return cunumpy_emu::to_int<I>(std::floor((float)h)); }                  \
+    static __inline__ I name##_ru(__half h) { return cunumpy_emu::to_int<I>(std::ceil((float)h)); }
 CUNUMPY_EMU_HALF_TO_INT(__half2int, int)
 CUNUMPY_EMU_HALF_TO_INT(__half2uint, unsigned int)
 CUNUMPY_EMU_HALF_TO_INT(__half2short, short)
