@@ -1110,3 +1110,33 @@ def test_device_hip_first_launch_is_rejected_before_compiling(dev, hip):
             k(x)
     assert k(dev(np.zeros(0))) is None  # a zero-size launch does not compile
     assert hip == [] and not k.is_compiled
+
+
+def test_parallel_compile_that_cannot_enter_the_device_is_that_kernels_error(monkeypatch):
+    """Worker threads start on device 0: when the caller's device cannot be entered there,
+    the kernel's compile fails with that error instead of compiling on device 0."""
+    import types
+
+    compiled = []
+
+    class Recording(CudaKernel):
+        def compile(self, *, log_stream=None):
+            compiled.append(self.expression)
+
+    class Device:
+        def __init__(self, dev):
+            raise RuntimeError(f"cannot enter device {dev}")
+
+    stub = types.SimpleNamespace(cuda=types.SimpleNamespace(Device=Device))
+    monkeypatch.setitem(sys.modules, "cupy", stub)
+    monkeypatch.setattr(ck, "_current_device", lambda cupy: 1)
+    src = "template <int N> __global__ void t(int n) {}"
+    v = CudaKernelVariants(lambda n: Recording(src, "t", template_args=(n,)))
+    with pytest.raises(RuntimeError, match="cannot enter device 1"):
+        v.compile_all([1, 2], jobs=2)
+    assert compiled == []
+    # KernelCatalog.compile_all goes through the same helper.
+    errors = ck._compile_each([("a", Recording(src, "t", template_args=(3,))),
+                                         ("b", Recording(src, "t", template_args=(4,)))], 2)
+    assert sorted(errors) == ["a", "b"] and "cannot enter device 1" in str(errors["a"])
+    assert compiled == []

@@ -10,7 +10,6 @@ half-built.
 
 from __future__ import annotations
 
-import concurrent.futures
 import importlib
 import os
 import sys
@@ -361,29 +360,7 @@ class KernelCatalog(Mapping):
                     f"KernelCatalog.compile_all(): compiling {len(names)} CUDA kernel(s) needs a "
                     f"functional CuPy: {cupy_unavailable_reason()}"
                 )
-        errors = {}
-        if jobs == 1 or len(names) == 1:
-            for n in names:
-                try:
-                    self._kernels[n].compile()
-                except Exception as exc:
-                    errors[n] = exc
-        else:
-            cupy = sys.modules.get("cupy")
-            dev = _cuda_kernel._current_device(cupy) if cupy is not None else None
-
-            def work(kernel):
-                if dev is None or cupy is None:
-                    return kernel.compile()
-                with cupy.cuda.Device(dev):  # worker threads start on device 0
-                    return kernel.compile()
-
-            with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-                futures = [(n, pool.submit(work, self._kernels[n])) for n in names]
-                for n, future in futures:
-                    exc = future.exception()
-                    if exc is not None:
-                        errors[n] = exc
+        errors = _cuda_kernel._compile_each([(n, self._kernels[n]) for n in names], jobs)
         for n in names:
             if n in errors:
                 raise errors[n]

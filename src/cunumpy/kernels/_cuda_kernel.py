@@ -304,6 +304,37 @@ def _current_device(cupy) -> int:
         return 0
 
 
+def _compile_each(items, jobs: int) -> dict:
+    """Compile every kernel of ``items`` ((key, kernel) pairs) on ``jobs`` threads, on the
+    caller's device; returns {key: exception} of the ones that failed. A device that cannot
+    be entered in a worker thread is that kernel's error: never a silent compile on device 0,
+    where worker threads start."""
+    errors: dict = {}
+    if jobs == 1 or len(items) <= 1:
+        for key, kernel in items:
+            try:
+                kernel.compile()
+            except Exception as exc:
+                errors[key] = exc
+        return errors
+    cupy = sys.modules.get("cupy")
+    dev = _current_device(cupy) if cupy is not None else None
+
+    def work(kernel):
+        if dev is None:
+            return kernel.compile()
+        with cupy.cuda.Device(dev):
+            return kernel.compile()
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [(key, pool.submit(work, kernel)) for key, kernel in items]
+        for key, future in futures:
+            exc = future.exception()
+            if exc is not None:
+                errors[key] = exc
+    return errors
+
+
 def _compile_jobs(jobs) -> int:
     """The thread count of a compile_all(jobs=...): an int >= 1, None for the CPU count."""
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int)):
@@ -1027,34 +1058,7 @@ class CudaKernelVariants:
         for key in keys:
             self.get(*(key if isinstance(key, tuple) else (key,)))
         items = list(self._kernels.items())
-        errors: dict = {}
-        if jobs == 1 or len(items) <= 1:
-            for key, kernel in items:
-                try:
-                    kernel.compile()
-                except Exception as exc:
-                    errors[key] = exc
-        else:
-            cupy = sys.modules.get("cupy")
-            dev = _current_device(cupy) if cupy is not None else None
-
-            def work(kernel):
-                # Threads start on device 0: compile on the caller's device.
-                try:
-                    ctx = cupy.cuda.Device(dev) if dev is not None else None
-                except Exception:
-                    ctx = None
-                if ctx is None:
-                    return kernel.compile()
-                with ctx:
-                    return kernel.compile()
-
-            with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-                futures = [(key, pool.submit(work, kernel)) for key, kernel in items]
-                for key, fut in futures:
-                    exc = fut.exception()
-                    if exc is not None:
-                        errors[key] = exc
+        errors = _compile_each(items, jobs)
         for key, _ in items:
             if key in errors:
                 raise errors[key]
