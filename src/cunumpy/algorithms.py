@@ -88,7 +88,6 @@ def _as_host(a, side: str, name: str) -> np.ndarray:
 # _as_host) can be skipped for it. Subclasses, array-likes and device arrays take the general
 # path, which gives the same results and errors.
 _ndarray = np.ndarray
-_BOOL = np.dtype(np.bool_)
 _INT64 = np.dtype(np.int64)
 _UINT64 = np.dtype(np.uint64)
 _FLOAT64 = np.dtype(np.float64)
@@ -970,57 +969,58 @@ def compact_by_mask(mask, *arrays, axis=0) -> int:
     if side == "cupy":
         return _compact_cupy(mask, arrays, axis)
     m = _as_host(mask, side, "mask")
-    if m.dtype != np.bool_ or m.ndim != 1:
-        raise TypeError(f"'mask' must be a 1-D boolean array, got dtype {m.dtype} and shape {tuple(m.shape)}")
-    n = m.shape[0]
+    n = _check_mask(m)
     views = []
     for i, a in enumerate(arrays):
         if side == "numpy" and not isinstance(a, np.ndarray):
             raise TypeError(f"array {i} must be an array (compacted in place), not {type(a).__name__}")
         h = _as_host(a, side, f"arrays[{i}]")
-        ax = _axis_of(h, axis, i, n, "mask entry")
-        if not h.flags.writeable:
-            raise ValueError(f"array {i} is read-only")
-        if h.dtype.hasobject:
-            raise TypeError(
-                f"array {i} has dtype {h.dtype}, which holds Python objects; compact_by_mask "
-                "moves raw bytes and does not move object references"
-            )
-        views.append(np.moveaxis(h, ax, 0))
+        views.append(_compact_view(h, i, _axis_of(h, axis, i, n, "mask entry")))
     return _compact_views(m, views)
+
+
+def _check_mask(m) -> int:
+    """The length of a 1-D boolean mask (TypeError for any other)."""
+    if m.dtype != np.bool_ or m.ndim != 1:
+        raise TypeError(f"'mask' must be a 1-D boolean array, got dtype {m.dtype} and shape {tuple(m.shape)}")
+    return m.shape[0]
+
+
+def _compact_view(h: np.ndarray, i: int, ax: int) -> np.ndarray:
+    """Host array ``i`` with the mask's axis ``ax`` first, after refusing what compaction
+    cannot move: a read-only array, or one holding Python objects."""
+    if not h.flags.writeable:
+        raise ValueError(f"array {i} is read-only")
+    if h.dtype.hasobject:
+        raise TypeError(
+            f"array {i} has dtype {h.dtype}, which holds Python objects; compact_by_mask "
+            "moves raw bytes and does not move object references"
+        )
+    # np.moveaxis(h, ax, 0), without its argument normalisation.
+    return h if ax == 0 else h.transpose((ax, *range(ax), *range(ax + 1, h.ndim)))
 
 
 def _compact_plain(m: np.ndarray, arrays: tuple, axis: int) -> int:
     """compact_by_mask for a mask and arrays that are all exactly numpy.ndarray: the checks,
     their order and their messages are those of the general path, without its conversions."""
-    if m.dtype != _BOOL or m.ndim != 1:
-        raise TypeError(f"'mask' must be a 1-D boolean array, got dtype {m.dtype} and shape {tuple(m.shape)}")
-    n = m.shape[0]
+    n = _check_mask(m)
     views = []
     for i, a in enumerate(arrays):
         ndim = a.ndim
         ax = axis + ndim if axis < 0 else axis
         if not 0 <= ax < ndim or a.shape[ax] != n:
             _axis_of(a, axis, i, n, "mask entry")  # raises the general path's ValueError
-        if not a.flags.writeable:
-            raise ValueError(f"array {i} is read-only")
-        if a.dtype.hasobject:
-            raise TypeError(
-                f"array {i} has dtype {a.dtype}, which holds Python objects; compact_by_mask "
-                "moves raw bytes and does not move object references"
-            )
-        # np.moveaxis(a, ax, 0) is a.transpose of this order (and the identity for axis 0).
-        views.append(a if ax == 0 else a.transpose((ax, *range(ax), *range(ax + 1, ndim))))
-    if core.extents_disjoint((m, *views)):
-        # No two arrays (nor an array and the mask) can overlap, so none is a repeat: what the
-        # general checks would conclude, after their exact and per pair costlier tests.
-        return core.compact_in_place(m, tuple(views))
+        views.append(_compact_view(a, i, ax))
     return _compact_views(m, views)
 
 
 def _compact_views(m: np.ndarray, views: list) -> int:
     """Compact host views (the mask's axis first) after removing repeated views and refusing
     overlapping ones."""
+    if core.extents_disjoint((m, *views)):
+        # No two arrays (nor an array and the mask) can overlap, so none is a repeat: what the
+        # checks below would conclude, after their exact and per pair costlier tests.
+        return core.compact_in_place(m, tuple(views))
     # The same array passed twice is compacted once (a second pass would move moved data).
     unique, seen, index = [], set(), []
     for i, v in enumerate(views):
@@ -1047,9 +1047,7 @@ def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
 
 def _compact_cupy(mask, arrays, axis):
     cp = _cupy()
-    if mask.dtype != np.bool_ or mask.ndim != 1:
-        raise TypeError(f"'mask' must be a 1-D boolean array, got dtype {mask.dtype} and shape {tuple(mask.shape)}")
-    n = mask.shape[0]
+    n = _check_mask(mask)
     axes = [_axis_of(a, axis, i, n, "mask entry") for i, a in enumerate(arrays)]
     # As on the host: the same view once, other overlapping views refused.
     todo, seen = [], set()
