@@ -228,7 +228,7 @@ void emu_context_forget(emu_context *ctx)
     ctx->tsan_fiber = NULL;
 }
 
-void emu_context_resumed_by_jump(emu_context *ctx)
+void emu_context_jump_to(emu_context *ctx)
 {
 #if EMU_TSAN
     if (ctx->tsan_fiber != NULL && ctx->tsan_fiber != __tsan_get_current_fiber())

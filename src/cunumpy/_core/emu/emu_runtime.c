@@ -672,7 +672,7 @@ static void emu_fault_handler(int sig, siginfo_t *info, void *context)
         w->in_kernel = 0;
         w->fault_signal = sig;
         w->fault_address = info != NULL ? info->si_addr : NULL;
-        emu_context_resumed_by_jump(&w->main_ctx); /* TSan finds the jump buffer in that fiber */
+        emu_context_jump_to(&w->main_ctx); /* the jump buffer is that context's */
         siglongjmp(w->jump, 2);
     }
     /* Not ours: hand it to whoever handled it before. */
@@ -791,7 +791,6 @@ static void emu_worker_run(emu_worker *w, emu_launch *launch)
     if (sigsetjmp(w->jump, 1) != 0) {
         /* A trap in loop mode, or a fault in checked mode. */
         w->in_kernel = 0;
-        emu_context_resumed_by_jump(&w->main_ctx); /* the fault may have left from a fiber */
         if (w->fault_signal != 0) {
             w->pub.current = NULL; /* the faulting thread is not known reliably in fiber mode */
             emu_set_error(w, 0, "%s at address %p (invalid memory access in the kernel)",

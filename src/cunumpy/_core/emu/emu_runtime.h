@@ -90,8 +90,9 @@ EMU_INTERNAL void emu_context_switch(emu_context *from, emu_context *to, int fro
 
 /* Releases what a context made by emu_context_make holds besides its stack (a TSan fiber). */
 EMU_INTERNAL void emu_context_forget(emu_context *ctx);
-/* Tells TSan the running code is `ctx`'s again after a siglongjmp out of a fiber. */
-EMU_INTERNAL void emu_context_resumed_by_jump(emu_context *ctx);
+/* Before a siglongjmp out of a fiber to a jump buffer set in `ctx`: tells TSan the code runs
+ * on `ctx` again (it looks the buffer up in the running fiber's state). */
+EMU_INTERNAL void emu_context_jump_to(emu_context *ctx);
 
 /* The floating-point control state (x86-64: MXCSR and the x87 control word; aarch64: FPCR):
  * rounding mode, flush-to-zero, exception masks. The assembly switch does not save it per
