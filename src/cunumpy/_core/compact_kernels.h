@@ -292,7 +292,6 @@ static void cn_compact_move_chunk(void *ctx, size_t chunk)
         __atomic_store_n(&done[b], 1, __ATOMIC_RELEASE);
 }
 
-
 /* Between the phases: counts to offsets; offset[nblocks] is the total. */
 static size_t cn_compact_offsets(cn_compact_job *job)
 {
