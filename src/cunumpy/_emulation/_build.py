@@ -355,9 +355,9 @@ def _build(directory, key, unit, name, entries, command, flags) -> EmulationLibr
         command + list(_BASE_FLAGS) + includes + list(flags) + ["-E", str(source)], "preprocessing", name,
         output_only=True,
     )
-    rewritten = rewrite_preprocessed(preprocessed, _clean_dirs(), (str(source), STUBS_FILE))
-    depends = [(os.path.abspath(path), _digest(path))
-               for path in user_files(preprocessed, _clean_dirs(), (str(source), STUBS_FILE))]
+    clean_dirs, clean_files = _clean_dirs(), (str(source), STUBS_FILE)
+    rewritten = rewrite_preprocessed(preprocessed, clean_dirs, clean_files)
+    depends = [(os.path.abspath(path), _digest(path)) for path in user_files(preprocessed, clean_dirs, clean_files)]
     depends = [(path, digest) for path, digest in depends if digest is not None]
     fibers = uses_collectives(rewritten, _PRELUDE_DIR)
     expanded = directory / f"{key}.ii"

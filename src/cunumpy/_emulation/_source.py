@@ -180,28 +180,10 @@ def _marker_file(quoted: str) -> str:
     return re.sub(r"\\(.)", r"\1", quoted)
 
 
-def user_files(text: str, clean_dirs=(), clean_files=()) -> list[str]:
-    """The files of the user that the preprocessed ``text`` came from (by the same rule as
-    ``rewrite_preprocessed``): every header it read, however it was named (``#include MACRO``
-    too), so a build can be checked against their contents later."""
-    clean_dirs = tuple(str(d) for d in clean_dirs)
-    found = []
-    for m in _LINE_MARKER.finditer(text):
-        name = _marker_file(m.group(1))
-        if "3" in m.group(2).split() or name.startswith("<") or name in clean_files:
-            continue
-        if clean_dirs and name.startswith(clean_dirs):
-            continue
-        if name not in found:
-            found.append(name)
-    return found
-
-
-def rewrite_preprocessed(text: str, clean_dirs=(), clean_files=()) -> str:
-    """The preprocessed translation unit ``text`` with inline PTX and ``extern __shared__``
-    rewritten in every part that comes from a file of the user: not a system header (line
-    marker flag 3), not under one of ``clean_dirs`` (the prelude, the shipped headers), not
-    one of ``clean_files`` and not a pseudo-file such as ``<command-line>``."""
+def _user_file_rule(clean_dirs=(), clean_files=()):
+    """``owned(name, flags)``: whether a line marker's file is the user's. Not a system header
+    (line marker flag 3), not under one of ``clean_dirs`` (the prelude, the shipped headers),
+    not one of ``clean_files`` and not a pseudo-file such as ``<command-line>``."""
     clean_dirs = tuple(str(d).rstrip("/") + "/" for d in clean_dirs)
     clean_files = set(map(str, clean_files))
 
@@ -210,6 +192,26 @@ def rewrite_preprocessed(text: str, clean_dirs=(), clean_files=()) -> str:
             "3" in flags.split() or name.startswith("<") or name in clean_files or name.startswith(clean_dirs)
         )
 
+    return owned
+
+
+def user_files(text: str, clean_dirs=(), clean_files=()) -> list[str]:
+    """The files of the user that the preprocessed ``text`` came from (those
+    ``rewrite_preprocessed`` rewrites): every header it read, however it was named
+    (``#include MACRO`` too), so a build can be checked against their contents later."""
+    owned = _user_file_rule(clean_dirs, clean_files)
+    found = {}
+    for m in _LINE_MARKER.finditer(text):
+        name = _marker_file(m.group(1))
+        if owned(name, m.group(2)):
+            found[name] = None
+    return list(found)
+
+
+def rewrite_preprocessed(text: str, clean_dirs=(), clean_files=()) -> str:
+    """The preprocessed translation unit ``text`` with inline PTX and ``extern __shared__``
+    rewritten in every part that comes from a file of the user (see ``_user_file_rule``)."""
+    owned = _user_file_rule(clean_dirs, clean_files)
     pieces = []
     depth_of: dict[str, int] = {}  # brace depth reached in each user file, across its pieces
     pos = 0
