@@ -186,7 +186,8 @@ class RandomStreams:
 random_streams = RandomStreams()
 
 # Below this many values a draw stays on the calling thread (copying and advancing the state
-# costs about 10 us per chunk; one thread draws about 100 values per microsecond).
+# costs about 7 us per chunk; one thread draws about 200 values per microsecond; two threads
+# paid from about 100 000 values in benchmarks/cutover.py).
 _PARALLEL_DRAWS = 1 << 17
 _MIN_CHUNK_DRAWS = 1 << 15  # a chunk per thread, none smaller than this
 _JUMPABLE = (np.random.PCG64, np.random.PCG64DXSM)
@@ -230,6 +231,7 @@ def _parallel_uniform(gen, size, low, high, plain):
     threads = _threads.get_num_threads()
     if n < _PARALLEL_DRAWS or threads < 2:
         return None
+    span = 1.0
     if not plain:
         if not (isinstance(low, (int, float, np.integer, np.floating))
                 and isinstance(high, (int, float, np.integer, np.floating))):
@@ -254,7 +256,7 @@ def _parallel_uniform(gen, size, low, high, plain):
             copy.state = start
             copy.advance(i * chunk)
             copies.append(copy)
-        core.bitgen_fill(tuple(copies), chunk, out.reshape(-1), low, high - low, plain)
+        core.bitgen_fill(tuple(copies), chunk, out.reshape(-1), low, span, plain)
         # The last copy stands where the sequential draw ends; advance() dropped the buffered
         # 32-bit half-word, which draws of doubles leave alone.
         end = copies[-1].state
