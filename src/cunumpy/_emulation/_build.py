@@ -21,7 +21,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from ._source import STUBS_FILE, rewrite_preprocessed, user_files
+from ._source import STUBS_FILE, RewriteFindings, rewrite_preprocessed, user_files
 
 __all__ = [
     "EmulationLibrary",
@@ -33,10 +33,44 @@ __all__ = [
 ]
 
 #: Bump when the generated code or the cache layout changes: old entries are then ignored.
-_FORMAT = "cunumpy-emulation-5"
+_FORMAT = "cunumpy-emulation-6"
 # -fno-strict-aliasing: CUDA code reinterprets shared memory and bit patterns through pointer
-# casts, which NVRTC compiles as written.
-_BASE_FLAGS = ("-std=c++17", "-O2", "-fPIC", "-shared", "-fno-strict-aliasing", "-pthread")
+# casts, which NVRTC compiles as written. -fstack-clash-protection: a frame larger than a page
+# touches its pages in order, so a large local array cannot step over a fiber stack's guard
+# into the next stack. -g1: line tables, so that reports name the source line.
+_BASE_FLAGS = (
+    "-std=c++17", "-O2", "-fPIC", "-shared", "-fno-strict-aliasing", "-pthread", "-fstack-clash-protection", "-g1",
+)
+
+#: Checks modes of a library (emu_abi.h): none, inline shadow checks (memcheck), a call per
+#: access (memcheck where the shadow cannot be mapped), a call per access with atomics told
+#: apart (memcheck, racecheck, initcheck).
+CHECKS_NONE, CHECKS_SHADOW, CHECKS_CALLS, CHECKS_TRACK = 0, 1, 2, 3
+
+
+def _checks_flags(checks: int, clang: bool) -> tuple:
+    """The instrumentation flags of a checks mode, for GCC or Clang. The instrumentation's
+    runtime functions are defined by the prelude (cunumpy_emu/checks.h), none is linked."""
+    if checks == CHECKS_NONE:
+        return ("-DCUNUMPY_EMU_CHECKS=0",)
+    offset = "0x200000000000"  # CUNUMPY_EMU_SHADOW_OFFSET of emu_abi.h
+    if clang:
+        kasan = ("-fsanitize=kernel-address", "-mllvm", "-asan-stack=0", "-mllvm", "-asan-globals=0")
+        table = {
+            CHECKS_SHADOW: kasan + ("-mllvm", f"-asan-mapping-offset={offset}", "-mllvm",
+                                    "-asan-instrumentation-with-call-threshold=1000000000"),
+            CHECKS_CALLS: kasan + ("-mllvm", "-asan-instrumentation-with-call-threshold=0"),
+            CHECKS_TRACK: ("-fsanitize=thread", "-mllvm", "-tsan-instrument-func-entry-exit=0"),
+        }
+    else:
+        kasan = ("-fsanitize=kernel-address", "--param=asan-stack=0", "--param=asan-globals=0")
+        table = {
+            CHECKS_SHADOW: kasan + (f"-fasan-shadow-offset={offset}",
+                                    "--param=asan-instrumentation-with-call-threshold=1000000000"),
+            CHECKS_CALLS: kasan + ("--param=asan-instrumentation-with-call-threshold=0",),
+            CHECKS_TRACK: ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0"),
+        }
+    return table[checks] + (f"-DCUNUMPY_EMU_CHECKS={checks}",)
 _COMPILE_TIMEOUT = 600
 
 _PRELUDE_DIR = Path(__file__).resolve().parent / "include"
@@ -111,21 +145,34 @@ def _compiler_identity(command: list[str]) -> str:
 class EmulationLibrary:
     """A loaded emulation library: the entry addresses of its kernels and its execution mode."""
 
-    __slots__ = ("path", "key", "fibers", "entries", "depends", "bind", "abi_version", "_dll", "_addresses")
+    __slots__ = (
+        "path", "key", "fibers", "entries", "depends", "bind", "abi_version", "checks", "extern_shared", "handle",
+        "_dll", "_addresses",
+    )
 
-    def __init__(self, path: Path, key: str, fibers: bool, entries, depends=()):
+    def __init__(self, path: Path, key: str, fibers: bool, entries, depends=(), extern_shared=()):
         self.path = path
         self.depends = tuple(depends)  # (path, sha256) of every user header the build read
         self.key = key
         self.fibers = fibers
         self.entries = tuple(entries)
+        #: the names of the source's ``extern __shared__`` arrays (for memcheck reports)
+        self.extern_shared = tuple(extern_shared)
         # RTLD_LOCAL: every library keeps its own bound-worker pointer and its own symbols.
         self._dll = dll = ctypes.CDLL(str(path), mode=os.RTLD_NOW | os.RTLD_LOCAL)
+        self.handle = dll._handle
         self.bind = ctypes.cast(dll.cunumpy_emu_bind, ctypes.c_void_p).value
         version = dll.cunumpy_emu_abi_version
         version.restype = ctypes.c_int
         version.argtypes = ()
         self.abi_version = int(version())
+        #: the library's checks mode (0 to 3)
+        self.checks = 0
+        if self.abi_version >= 2:
+            checks = dll.cunumpy_emu_checks
+            checks.restype = ctypes.c_int
+            checks.argtypes = ()
+            self.checks = int(checks())
         self._addresses = {}
         for k, expression in enumerate(self.entries):
             thread_fn = ctypes.cast(getattr(dll, f"cunumpy_emu_thread_{k}"), ctypes.c_void_p).value
@@ -192,7 +239,7 @@ def _prelude_files() -> list[Path]:
     return sorted(p for p in _PRELUDE_DIR.rglob("*") if p.is_file())
 
 
-def _cache_key(unit: str, flags: tuple, identity: str, headers) -> str:
+def _cache_key(unit: str, flags: tuple, identity: str, headers, checks: int = 0) -> str:
     h = hashlib.sha256()
 
     def add(data: bytes) -> None:
@@ -200,6 +247,7 @@ def _cache_key(unit: str, flags: tuple, identity: str, headers) -> str:
         h.update(data)
 
     add(_FORMAT.encode())
+    add(str(checks).encode())
     add(unit.encode("utf-8", "surrogatepass"))
     for flag in flags:
         add(flag.encode("utf-8", "surrogatepass"))
@@ -271,12 +319,13 @@ def _load_cached(directory: Path, key: str, entries) -> EmulationLibrary | None:
         fibers = bool(info["fibers"])
         depends = [(str(p), str(d)) for p, d in info["depends"]]
         so = directory / str(info["library"])
+        extern_shared = [str(n) for n in info.get("extern_shared", [])]
     except (OSError, ValueError, KeyError, TypeError):
         return None
     if so.parent != directory or not so.is_file() or not _depends_current(depends):
         return None  # missing, or a header changed since: build again over it
     try:
-        return EmulationLibrary(so, key, fibers, entries, depends)
+        return EmulationLibrary(so, key, fibers, entries, depends, extern_shared)
     except (OSError, AttributeError):
         return None  # a damaged entry: build again over it
 
@@ -304,16 +353,20 @@ def _run(command: list[str], what: str, name: str, *, output_only: bool = False)
     return done.stdout
 
 
-def build_library(unit: str, *, name: str, entries, compiler: str, flags: tuple, headers=()) -> EmulationLibrary:
+def build_library(unit: str, *, name: str, entries, compiler: str, flags: tuple, headers=(),
+                  checks: int = CHECKS_NONE) -> EmulationLibrary:
     """The library of translation unit ``unit``: from memory, from disk, or built now.
 
-    ``entries`` are the kernel expressions whose stubs the unit defines, in order; ``flags`` the kernel's ``-D``/``-U``/``-I`` and extra options; ``headers`` the files
-    the unit includes (their contents are part of the key). RuntimeError with the compiler
-    output when the build fails (nothing is cached then).
+    ``entries`` are the kernel expressions whose stubs the unit defines, in order; ``flags``
+    the kernel's ``-D``/``-U``/``-I`` and extra options; ``headers`` the files the unit
+    includes (their contents are part of the key); ``checks`` the checks mode it is
+    instrumented for. RuntimeError with the compiler output when the build fails (nothing is
+    cached then).
     """
     command = shlex.split(compiler)
     identity = _compiler_identity(command)
-    key = _cache_key(unit, flags, identity, headers)
+    flags = tuple(flags) + _checks_flags(checks, "clang" in identity.lower())
+    key = _cache_key(unit, flags, identity, headers, checks)
     lib = _memory.get(key)
     if lib is not None and _depends_current(lib.depends):
         return lib
@@ -330,7 +383,7 @@ def build_library(unit: str, *, name: str, entries, compiler: str, flags: tuple,
             try:
                 lib = _load_cached(directory, key, entries)
                 if lib is None:
-                    lib = _build(directory, key, unit, name, entries, command, flags)
+                    lib = _build(directory, key, unit, name, entries, command, flags, checks)
             finally:
                 fcntl.flock(lock_file.fileno(), fcntl.LOCK_UN)
         _memory[key] = lib
@@ -345,7 +398,7 @@ def _clean_dirs() -> tuple:
     return (_PRELUDE_DIR, shipped, shipped.resolve())  # markers spell the path as -I gave it
 
 
-def _build(directory, key, unit, name, entries, command, flags) -> EmulationLibrary:
+def _build(directory, key, unit, name, entries, command, flags, checks=CHECKS_NONE) -> EmulationLibrary:
     # Preprocess first, then rewrite the preprocessed text (so headers and macro expansions
     # are covered) and compile that: its line markers keep diagnostics on the user's files.
     source = directory / f"{key}.cpp"
@@ -356,7 +409,8 @@ def _build(directory, key, unit, name, entries, command, flags) -> EmulationLibr
         output_only=True,
     )
     clean_dirs, clean_files = _clean_dirs(), (str(source), STUBS_FILE)
-    rewritten = rewrite_preprocessed(preprocessed, clean_dirs, clean_files)
+    found = RewriteFindings()
+    rewritten = rewrite_preprocessed(preprocessed, clean_dirs, clean_files, found)
     depends = [(os.path.abspath(path), _digest(path)) for path in user_files(preprocessed, clean_dirs, clean_files)]
     depends = [(path, digest) for path, digest in depends if digest is not None]
     fibers = uses_collectives(rewritten, _PRELUDE_DIR)
@@ -365,7 +419,17 @@ def _build(directory, key, unit, name, entries, command, flags) -> EmulationLibr
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f"{key}.", suffix=".so.tmp")
     os.close(fd)
     try:
-        _run(command + list(_BASE_FLAGS) + list(flags) + [str(expanded), "-o", tmp], "compilation", name)
+        if checks == CHECKS_TRACK:
+            # -fsanitize=thread would also link the sanitizer's runtime, which cannot be
+            # loaded into Python: compile with it, link without.
+            obj = tmp[: -len(".so.tmp")] + ".o"
+            try:
+                _run(command + list(_BASE_FLAGS) + list(flags) + ["-c", str(expanded), "-o", obj], "compilation", name)
+                _run(command + ["-shared", "-pthread", obj, "-o", tmp], "linking", name)
+            finally:
+                _unlink(obj)
+        else:
+            _run(command + list(_BASE_FLAGS) + list(flags) + [str(expanded), "-o", tmp], "compilation", name)
         with _memory_lock:
             _builds[0] += 1
         so = directory / _library_name(key, depends)
@@ -376,11 +440,12 @@ def _build(directory, key, unit, name, entries, command, flags) -> EmulationLibr
         except (OSError, ValueError, KeyError, TypeError):
             stale = None
         _write_atomic(meta, json.dumps(
-            {"fibers": fibers, "kernel": name, "depends": depends, "library": so.name}).encode())
+            {"fibers": fibers, "kernel": name, "depends": depends, "library": so.name,
+             "extern_shared": found.extern_shared}).encode())
         if stale and stale != so.name and "/" not in stale:
             _unlink(directory / stale)  # a process that loaded it keeps its mapping
         _unlink(expanded)  # about 1 MB each; kept only when the build fails (the error names it)
     except BaseException:
         _unlink(tmp)
         raise
-    return EmulationLibrary(so, key, fibers, entries, depends)
+    return EmulationLibrary(so, key, fibers, entries, depends, found.extern_shared)

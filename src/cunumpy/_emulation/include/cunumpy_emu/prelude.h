@@ -81,6 +81,8 @@ extern "C" __attribute__((visibility("default"), used)) inline void cunumpy_emu_
     cunumpy_emu_tls_worker = w;
 }
 
+#include "checks.h"
+
 // ---------------------------------------------------------------------------------------------
 // Vector types (CUDA's sizes and alignments) and their make_* functions.
 #define CUNUMPY_EMU_VEC1(name, T, al)                                                                                  \
@@ -155,6 +157,24 @@ static constexpr int warpSize = CUNUMPY_EMU_WARP_SIZE;
 // extern __shared__ storage of the running block (the Python layer rewrites declarations of
 // `extern __shared__ T name[]` into pointers to this).
 static __inline__ void *cunumpy_emu_dynamic_shared(void) { return ::cunumpy_emu_tls_worker->dynamic_shared; }
+
+// Static __shared__ variables declared in functions: the Python layer rewrites
+// `__shared__ T name[N];` into a reference to a slot of the block's shared arena, placed by
+// the runtime the first time the declaration runs (once per template instance), so that
+// every block sees its own copy, memcheck knows the variable's bounds and name, and initcheck
+// sees what a block has not written. (File-scope __shared__ stays a thread_local.)
+namespace cunumpy_emu {
+static __inline__ std::size_t shared_register(std::size_t size, std::size_t align, std::size_t itemsize,
+                                              const char *name)
+{
+    cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
+    return w->api->shared_register(w, size, align, itemsize, name);
+}
+template <typename T> static __inline__ T &shared_at(std::size_t offset)
+{
+    return *reinterpret_cast<T *>(::cunumpy_emu_tls_worker->static_shared + offset);
+}
+} // namespace cunumpy_emu
 
 // ---------------------------------------------------------------------------------------------
 // Traps and assertions.
@@ -356,7 +376,14 @@ template <typename T> static __inline__ unsigned int __match_all_sync(unsigned i
 
 // ---------------------------------------------------------------------------------------------
 // Memory fences, cached loads, clocks.
-static __inline__ void __threadfence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static __inline__ void __threadfence(void)
+{
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#if CUNUMPY_EMU_CHECKS == 3
+    cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
+    w->api->fence(w); // racecheck: the block's earlier writes are published
+#endif
+}
 static __inline__ void __threadfence_block(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 static __inline__ void __threadfence_system(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
