@@ -32,6 +32,12 @@ from ._parity import (
 
 # --- CPU emulation (API.md section 15) --------------------------------------------------
 from ._emulation import (
+    EmulationError,
+    EmulationTimeoutError,
+    InitcheckError,
+    KernelFaultError,
+    MemcheckError,
+    RacecheckError,
     compile_for_emulation,
     emulate_cuda_kernel,
     emulated_launches,
@@ -40,6 +46,12 @@ from ._emulation import (
 )
 
 _EMULATION_NAMES = [
+    "EmulationError",
+    "EmulationTimeoutError",
+    "InitcheckError",
+    "KernelFaultError",
+    "MemcheckError",
+    "RacecheckError",
     "compile_for_emulation",
     "emulate_cuda_kernel",
     "emulated_launches",

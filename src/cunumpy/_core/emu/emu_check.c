@@ -391,7 +391,7 @@ int emu_check_arena(emu_check *c, emu_check_worker *cw)
         return 0;
     const uintptr_t base = (uintptr_t)cw->arena;
     if (cw->arena_layout != c->layout) {
-        /* Everything of the static part but the library's variables, and the gap after it. */
+        /* Everything of the static part but the library's variables, and the gaps around it. */
         emu_shadow_poison(base, base + EMU_DYNAMIC_SHARED_OFFSET);
         cw->arena_layout = c->layout;
         cw->arena_decls = 0;
@@ -423,7 +423,7 @@ void emu_check_arena_add(emu_check_worker *cw, const emu_shared_layout *layout, 
     if (cw->arena == NULL || cw->arena_layout != layout || decl < cw->arena_decls)
         return;
     const emu_shared_decl *d = &layout->decls[decl];
-    const uintptr_t lo = (uintptr_t)cw->arena + d->offset;
+    const uintptr_t lo = (uintptr_t)cw->arena + EMU_STATIC_SHARED_OFFSET + d->offset;
     emu_shadow_clear(lo, lo + d->size);
     if ((d->size & 7) != 0 && emu_shadow_state == 1)
         *emu_shadow_of(lo + d->size) = (uint8_t)(d->size & 7); /* offsets are 16-aligned */
@@ -490,9 +490,10 @@ int emu_check_begin(emu_check *c, char *error, size_t error_size)
         const emu_region *r = &c->regions[i];
         if (r->lo == 0 && r->hi == 0)
             continue;
-        const uintptr_t below = r->lo > EMU_REDZONE + 4096 ? r->lo - EMU_REDZONE : 4096;
+        const uintptr_t rz = emu_redzone_of(r->lo, r->hi);
+        const uintptr_t below = r->lo > rz + 4096 ? r->lo - rz : 4096;
         oom |= emu_ranges_push(&zones, &n, &cap, below, r->lo) != 0;
-        oom |= emu_ranges_push(&zones, &n, &cap, r->hi, r->hi + EMU_REDZONE) != 0;
+        oom |= emu_ranges_push(&zones, &n, &cap, r->hi, r->hi + rz) != 0;
     }
     uintptr_t *keep = NULL;
     size_t n_keep = 0, cap_keep = 0;
@@ -627,23 +628,25 @@ static void emu_element_text(uintptr_t addr, uintptr_t base, size_t itemsize, ch
 static int emu_describe_shared(const emu_check *c, const emu_check_worker *cw, uintptr_t addr, size_t size,
                                int kind, char *out, size_t out_size)
 {
-    const uintptr_t base = (uintptr_t)cw->arena;
-    const size_t off = (size_t)(addr - base);
+    const uintptr_t base = (uintptr_t)cw->arena + EMU_STATIC_SHARED_OFFSET;
     char element[96];
-    if (off < EMU_STATIC_SHARED_BYTES + EMU_REDZONE / 2) {
+    if (addr - (uintptr_t)cw->arena < EMU_STATIC_SHARED_OFFSET + EMU_STATIC_SHARED_BYTES + EMU_REDZONE / 2) {
+        /* offsets from the static part; the leading redzone gives "negative" ones */
+        const long long soff = (long long)(addr - base);
+        const size_t off = soff < 0 ? 0 : (size_t)soff;
         int inside = 0;
         const emu_shared_decl *d = emu_decl_near(c->layout, off, &inside);
         if (d == NULL) {
-            snprintf(out, out_size, "%s of %zu bytes %s __shared__ memory at byte offset %zu, where no __shared__ "
+            snprintf(out, out_size, "%s of %zu bytes %s __shared__ memory at byte offset %lld, where no __shared__ "
                                     "variable lies",
-                     emu_kind_verb(kind), size, emu_kind_prep(kind), off);
+                     emu_kind_verb(kind), size, emu_kind_prep(kind), soff);
             return 1;
         }
         emu_element_text(addr, base + d->offset, d->itemsize, element, sizeof element);
-        const long long past = (long long)off - (long long)(d->offset + d->size);
+        const long long past = soff - (long long)(d->offset + d->size);
         char where[64];
-        if (off < d->offset)
-            snprintf(where, sizeof where, "%zu bytes before its start", d->offset - off);
+        if (soff < (long long)d->offset)
+            snprintf(where, sizeof where, "%lld bytes before its start", (long long)d->offset - soff);
         else if (past >= 0)
             snprintf(where, sizeof where, "%lld bytes past its end", past);
         else
@@ -653,7 +656,7 @@ static int emu_describe_shared(const emu_check *c, const emu_check_worker *cw, u
                  where);
         return 1;
     }
-    const uintptr_t dyn = base + EMU_DYNAMIC_SHARED_OFFSET;
+    const uintptr_t dyn = (uintptr_t)cw->arena + EMU_DYNAMIC_SHARED_OFFSET;
     const long long doff = (long long)(addr - dyn);
     const char *name = c->dynamic_name[0] ? c->dynamic_name : "extern __shared__ memory";
     if (c->shared_mem == 0)
@@ -711,7 +714,7 @@ int emu_check_describe(const emu_check *c, const emu_check_worker *cw, uintptr_t
             best = r;
         }
     }
-    if (best == NULL || best_gap > EMU_REDZONE + 4096)
+    if (best == NULL || best_gap > emu_redzone_of(best->lo, best->hi) + 4096)
         return 0;
     char element[96], where[80];
     emu_element_text(addr, best->base, best->itemsize, element, sizeof element);
@@ -749,9 +752,9 @@ static int emu_near_region(const emu_check *c, uintptr_t lo, uintptr_t hi)
             b = m;
     }
     int near = 0;
-    if (a > 0 && lo < c->spans[a - 1].hi + EMU_REDZONE)
+    if (a > 0 && lo < c->spans[a - 1].hi + emu_redzone_of(c->spans[a - 1].lo, c->spans[a - 1].hi))
         near = 1; /* past the end of (or straddling) the span before */
-    if (a < c->n_spans && hi + EMU_REDZONE > c->spans[a].lo)
+    if (a < c->n_spans && hi + emu_redzone_of(c->spans[a].lo, c->spans[a].hi) > c->spans[a].lo)
         near = 1; /* before the start of the next */
     for (size_t i = 0; !near && i < c->n_regions; ++i) /* empty regions: null pointers */
         near = c->regions[i].lo == 0 && c->regions[i].hi == 0 && lo < 65536;
@@ -922,25 +925,24 @@ static int emu_shared_cells_ready(emu_check *c, emu_check_worker *cw, size_t byt
     cw->shared_cells = emu_table_alloc(bytes * sizeof(emu_cell));
     cw->shared_written = emu_table_alloc(bytes);
     cw->shared_cap = cw->shared_cells && cw->shared_written ? bytes : 0;
+    cw->shared_dirty = 0; /* fresh tables are zero */
     return cw->shared_cap ? 0 : -1;
 }
 
-/* The arena byte index of the tracking tables: static part first, then dynamic memory. */
-static size_t emu_shared_track_index(size_t off)
-{
-    return off < EMU_STATIC_SHARED_BYTES ? off : EMU_STATIC_SHARED_BYTES + (off - EMU_DYNAMIC_SHARED_OFFSET);
-}
-
-static void emu_track_shared(emu_check *c, emu_check_worker *cw, const emu_access *a, size_t off, size_t size,
+/* `at`: the byte's index in the tracking tables (static part first, then dynamic memory). */
+static void emu_track_shared(emu_check *c, emu_check_worker *cw, const emu_access *a, size_t at, size_t size,
                              const char *variable, uintptr_t var_base, size_t itemsize)
 {
     if (emu_shared_cells_ready(c, cw, EMU_STATIC_SHARED_BYTES + c->shared_mem) != 0)
         return;
-    const uintptr_t addr = (uintptr_t)cw->arena + off;
+    const uintptr_t addr = at < EMU_STATIC_SHARED_BYTES
+                               ? (uintptr_t)cw->arena + EMU_STATIC_SHARED_OFFSET + at
+                               : (uintptr_t)cw->arena + EMU_DYNAMIC_SHARED_OFFSET + (at - EMU_STATIC_SHARED_BYTES);
     char element[96];
     emu_element_text(addr, var_base, itemsize, element, sizeof element);
     strcat(element, ")");
-    const size_t at = emu_shared_track_index(off);
+    if (at + size > cw->shared_dirty)
+        cw->shared_dirty = at + size;
     if (c->initcheck && !a->write && !a->atomic) {
         for (size_t i = 0; i < size; ++i)
             if (!cw->shared_written[at + i]) {
@@ -1013,25 +1015,27 @@ int emu_check_access(emu_check *c, emu_check_worker *cw, const cunumpy_emu_threa
         cw->atomic_done[a.linear] = 1;
     /* __shared__ memory */
     if (cw->arena != NULL && addr - (uintptr_t)cw->arena < cw->arena_size) {
-        const size_t off = (size_t)(addr - (uintptr_t)cw->arena);
-        if (off < EMU_STATIC_SHARED_BYTES) {
+        const size_t at = (size_t)(addr - (uintptr_t)cw->arena);
+        if (at >= EMU_STATIC_SHARED_OFFSET && at < EMU_STATIC_SHARED_OFFSET + EMU_STATIC_SHARED_BYTES) {
+            const size_t off = at - EMU_STATIC_SHARED_OFFSET;
             int inside = 0;
             const emu_shared_decl *d = emu_decl_near(c->layout, off, &inside);
             if (inside && off + size <= d->offset + d->size) {
                 if (tracking) {
                     char variable[96];
                     snprintf(variable, sizeof variable, "__shared__ '%s'", d->name);
-                    emu_track_shared(c, cw, &a, off, size, variable, (uintptr_t)cw->arena + d->offset, d->itemsize);
+                    emu_track_shared(c, cw, &a, off, size, variable,
+                                     (uintptr_t)cw->arena + EMU_STATIC_SHARED_OFFSET + d->offset, d->itemsize);
                 }
                 return 0;
             }
-        } else if (off >= EMU_DYNAMIC_SHARED_OFFSET && off - EMU_DYNAMIC_SHARED_OFFSET + size <= c->shared_mem) {
+        } else if (at >= EMU_DYNAMIC_SHARED_OFFSET && at - EMU_DYNAMIC_SHARED_OFFSET + size <= c->shared_mem) {
             if (tracking) {
                 char variable[128];
                 snprintf(variable, sizeof variable, "%s",
                          c->dynamic_name[0] ? c->dynamic_name : "extern __shared__ memory");
-                emu_track_shared(c, cw, &a, off, size, variable, (uintptr_t)cw->arena + EMU_DYNAMIC_SHARED_OFFSET,
-                                 1);
+                emu_track_shared(c, cw, &a, EMU_STATIC_SHARED_BYTES + (at - EMU_DYNAMIC_SHARED_OFFSET), size,
+                                 variable, (uintptr_t)cw->arena + EMU_DYNAMIC_SHARED_OFFSET, 1);
             }
             return 0;
         }
@@ -1069,14 +1073,12 @@ int emu_check_block_start(emu_check *c, emu_check_worker *cw)
     const size_t tracked = EMU_STATIC_SHARED_BYTES + c->shared_mem;
     if (emu_shared_cells_ready(c, cw, tracked) != 0)
         return -1;
-    /* Shared memory is the block's: nothing of an earlier block is written or ordered. */
-    const size_t used = c->layout ? c->layout->used : 0;
-    memset(cw->shared_written, 0, used);
-    memset(cw->shared_written + EMU_STATIC_SHARED_BYTES, 0, c->shared_mem);
-    if (c->racecheck) {
-        memset(cw->shared_cells, 0, used * sizeof(emu_cell));
-        memset(cw->shared_cells + EMU_STATIC_SHARED_BYTES, 0, c->shared_mem * sizeof(emu_cell));
-    }
+    /* Shared memory is the block's: nothing of an earlier block (or launch) is written or
+     * ordered. Only the entries ever set are cleared. */
+    const size_t dirty = cw->shared_dirty < cw->shared_cap ? cw->shared_dirty : cw->shared_cap;
+    memset(cw->shared_written, 0, dirty);
+    memset(cw->shared_cells, 0, dirty * sizeof(emu_cell));
+    cw->shared_dirty = 0;
     return 0;
 }
 

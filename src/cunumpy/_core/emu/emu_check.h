@@ -32,14 +32,24 @@
 #endif
 
 /* How far before the start and past the end of a region a stray access is still caught by the
- * checks (farther ones are caught only when they hit unmapped memory). */
+ * checks: the region's own size, at least EMU_REDZONE and at most EMU_REDZONE_MAX (farther ones
+ * are caught only when they hit unmapped memory). A larger redzone costs a larger write to the
+ * shadow before and after each launch (an eighth of it). */
 #define EMU_REDZONE ((uintptr_t)64 * 1024)
+#define EMU_REDZONE_MAX ((uintptr_t)4 * 1024 * 1024)
 
-/* The arena of a worker: static __shared__ variables in the first EMU_STATIC_SHARED_BYTES (the
- * limit of one kernel's static variables; CUDA's is 48 KiB), a redzone, then dynamic shared
- * memory, then a redzone. */
+static inline uintptr_t emu_redzone_of(uintptr_t lo, uintptr_t hi)
+{
+    const uintptr_t size = hi - lo;
+    return size < EMU_REDZONE ? EMU_REDZONE : (size > EMU_REDZONE_MAX ? EMU_REDZONE_MAX : size);
+}
+
+/* The arena of a worker: a redzone, the static __shared__ variables in EMU_STATIC_SHARED_BYTES
+ * (the limit of one kernel's static variables; CUDA's is 48 KiB), a redzone, then dynamic shared
+ * memory, then a redzone. Offsets of variables count from the start of the static part. */
 #define EMU_STATIC_SHARED_BYTES ((size_t)256 * 1024)
-#define EMU_DYNAMIC_SHARED_OFFSET (EMU_STATIC_SHARED_BYTES + (size_t)EMU_REDZONE)
+#define EMU_STATIC_SHARED_OFFSET ((size_t)EMU_REDZONE)
+#define EMU_DYNAMIC_SHARED_OFFSET (EMU_STATIC_SHARED_OFFSET + EMU_STATIC_SHARED_BYTES + (size_t)EMU_REDZONE)
 
 enum {
     EMU_REGION_CONST = 1,       /* a const pointer parameter: the kernel should not write it */
@@ -91,6 +101,7 @@ typedef struct emu_check_worker {
     struct emu_cell *shared_cells; /* racecheck: per arena byte in use */
     unsigned char *shared_written; /* initcheck: per arena byte in use */
     size_t shared_cap;             /* bytes covered by the two tables */
+    size_t shared_dirty;           /* the tables' entries from 0 to here may be set */
     /* ranges of this worker that the kernel's code touches (its state, stacks, TLS) */
     uintptr_t own[16][2];
     int n_own;

@@ -118,6 +118,9 @@ typedef struct emu_worker {
     volatile int fault_code;
     volatile int fault_write; /* 1 write, 0 read, -1 unknown */
     void *volatile fault_address;
+    cunumpy_emu_thread fault_thread; /* the faulting thread, copied before the jump (in loop
+                                      * mode its struct lives on the stack the jump leaves) */
+    int fault_thread_valid;
     /* pool thread */
     pthread_t thread;
     int started;
@@ -823,6 +826,9 @@ static void emu_leave_kernel(emu_worker *w, int sig, siginfo_t *info, void *cont
     w->fault_address = info != NULL ? info->si_addr : NULL;
     w->fault_code = info != NULL ? info->si_code : 0;
     w->fault_write = emu_context_write(sig, context);
+    w->fault_thread_valid = w->pub.current != NULL;
+    if (w->fault_thread_valid)
+        w->fault_thread = *w->pub.current;
     emu_context_jump_to(&w->main_ctx); /* the jump buffer is that context's */
     siglongjmp(w->jump, 2);
 }
@@ -914,6 +920,7 @@ static void emu_describe_fault(emu_worker *w, emu_launch *launch)
 {
     const int sig = w->fault_signal;
     w->fault_signal = 0;
+    w->pub.current = w->fault_thread_valid ? &w->fault_thread : NULL;
     if (sig == EMU_SIGNAL_CANCEL) {
         emu_set_error(w, 1, "stopped");
         w->failure = atomic_load(&launch->cancel) == EMU_CANCEL_INTERRUPT ? EMU_FAIL_INTERRUPT : EMU_FAIL_TIMEOUT;
@@ -1072,7 +1079,7 @@ static void emu_worker_run(emu_worker *w, emu_launch *launch)
         emu_record_error(launch, w);
         return;
     }
-    w->pub.static_shared = w->cw.arena;
+    w->pub.static_shared = w->cw.arena + EMU_STATIC_SHARED_OFFSET;
     w->pub.dynamic_shared = w->cw.arena + EMU_DYNAMIC_SHARED_OFFSET;
     w->pub.dynamic_shared_bytes = p->shared_mem;
     if (w->fiber_mode) {

@@ -795,6 +795,11 @@ static __inline__ void run_block_impl(cunumpy_emu_worker *w, void *const *args, 
                 t.thread_idx.y = y;
                 t.thread_idx.z = z;
                 t.linear = linear++;
+#if CUNUMPY_EMU_CHECKS != 0
+                // The thread is written before the kernel's code runs, not sunk past it: a
+                // fault in that code (a division by zero) then names the right thread.
+                __asm__ __volatile__("" : : "r"(&t) : "memory");
+#endif
                 K(std::get<I>(params)...);
             }
     w->current = nullptr;
