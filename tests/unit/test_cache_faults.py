@@ -1,5 +1,5 @@
 """The emulation cache under faults: damaged entries, read-only cache directories, a compiler
-that writes an empty library. A damaged library once killed the next process (SIGBUS while
+that writes an empty library, quoted includes climbing out of the kernel's folder. A damaged library once killed the next process (SIGBUS while
 it was loaded), so those cases run in child processes."""
 
 import json
@@ -198,3 +198,24 @@ def test_a_compiler_that_writes_an_empty_library_names_the_kernel(tmp_path, monk
     x = np.zeros(8)
     kt.emulate_cuda_kernel(k, x, 8, grid=(1,), block=(8,))  # the real compiler then works
     assert (x == 5 + np.arange(8)).all()
+
+
+def test_quoted_includes_climbing_out_of_the_kernel_folder_start_from_it_not_from_the_cache(tmp_path, monkeypatch):
+    # tmp/a/cache is the cache, tmp/a/x.cuh sits beside it; tmp/b/k holds the kernel, tmp/b/x.cuh
+    # is the header it means
+    monkeypatch.setenv("CUNUMPY_EMULATION_CACHE", str(tmp_path / "a" / "cache"))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x.cuh").write_text("#define VALUE 2.0\n")
+    (tmp_path / "b" / "k").mkdir(parents=True)
+    (tmp_path / "b" / "x.cuh").write_text("#define VALUE 1.0\n")
+    (tmp_path / "b" / "k" / "k_cuda.cu").write_text(
+        '#include "../x.cuh"\nextern "C" __global__ void k(double* x) { x[0] = VALUE; }\n'
+    )
+    x = np.zeros(1)
+    kt.emulate_cuda_kernel(CudaKernel.from_file(tmp_path / "b" / "k" / "k_cuda.cu"), x, grid=(1,), block=(1,))
+    assert x[0] == 1.0  # was 2.0: the header beside the cache directory
+    # a kernel without a directory finds nothing there either (as NVRTC would not)
+    src = '#include "../x.cuh"\n#include "../../x.cuh"\nextern "C" __global__ void k2(double* x) { x[0] = VALUE; }\n'
+    (tmp_path / "x.cuh").write_text("#define VALUE 3.0\n")
+    with pytest.raises(RuntimeError, match="x.cuh"):
+        kt.emulate_cuda_kernel(CudaKernel(src, "k2"), x, grid=(1,), block=(1,))

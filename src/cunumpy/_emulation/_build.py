@@ -427,10 +427,25 @@ def _clean_dirs() -> tuple:
     return (_PRELUDE_DIR, shipped, shipped.resolve())  # markers spell the path as -I gave it
 
 
+def _unit_path(directory: Path, key: str, unit: str) -> Path:
+    """Where the translation unit is written for the preprocessor. A quoted ``#include`` is
+    searched first in the directory of the file holding it, and the unit holds the kernel's
+    source: its directory must let nothing be found before the kernel's own (``-iquote``) and
+    include directories, as on a GPU. So it is a private one, nested deeper than any line of
+    the unit climbs with ``..`` (``#include "../x.cuh"`` would otherwise find a file beside the
+    cache directory)."""
+    ups = max((line.count("..") for line in unit.splitlines()), default=0)
+    folder = directory / f"{key}.unit"
+    for _ in range(ups):
+        folder = folder / "_"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{key}.cpp"
+
+
 def _build(directory, key, unit, name, entries, command, flags) -> EmulationLibrary:
     # Preprocess first, then rewrite the preprocessed text (so headers and macro expansions
     # are covered) and compile that: its line markers keep diagnostics on the user's files.
-    source = directory / f"{key}.cpp"
+    source = _unit_path(directory, key, unit)
     _write_atomic(source, unit.encode("utf-8", "surrogatepass"))
     includes = [f"-I{_PRELUDE_DIR}"]
     preprocessed = _run(
