@@ -122,7 +122,7 @@ READ_ONLY = textwrap.dedent(
             p = os.path.realpath(os.fsdecode(path))
         except Exception:
             return False
-        return p == _root or p.startswith(_root + os.sep)
+        return (p == _root or p.startswith(_root + os.sep)) and p.endswith({suffix!r})
 
     def _read_only(event, args):
         if event == "open":
@@ -134,15 +134,17 @@ READ_ONLY = textwrap.dedent(
         for path in paths:
             if isinstance(path, (str, bytes, os.PathLike)) and _inside(path):
                 print("write refused:", event, os.fsdecode(path), file=sys.stderr)
-                raise OSError(30, "Read-only file system", os.fsdecode(path))
+                raise OSError({errno}, os.strerror({errno}), os.fsdecode(path))
 
     sys.addaudithook(_read_only)
     """
 )
 
 
-def read_only_child(tag, cache):
-    code = READ_ONLY.format(cache=str(cache)) + CHILD.format(src=FILL.format(tag=tag), tag=tag)
+def read_only_child(tag, cache, suffix="", errno=30):
+    """``child`` with the writes under ``cache`` to paths ending in ``suffix`` refused with
+    ``errno`` (EROFS: a read-only file system)."""
+    code = READ_ONLY.format(cache=str(cache), suffix=suffix, errno=errno) + CHILD.format(src=FILL.format(tag=tag), tag=tag)
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     env["CUNUMPY_EMULATION_CACHE"] = str(cache)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
@@ -171,6 +173,18 @@ def test_a_build_in_a_read_only_cache_says_to_set_the_variable(tmp_path):
     truncate(4096)(*entry(tmp_path))
     result = read_only_child(4, tmp_path)
     assert result.returncode != 0 and "CUNUMPY_EMULATION_CACHE" in result.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.nosan
+def test_another_users_lock_file_in_a_shared_cache_still_locks(tmp_path):
+    assert builds(child(6, tmp_path)) == 1
+    meta, info, library = entry(tmp_path)
+    meta.unlink()  # the entry must be built again, under its lock
+    # its lock file belongs to another user: opening it for writing is refused (EACCES)
+    result = read_only_child(6, tmp_path, suffix=".lock", errno=13)
+    assert builds(result) == 1, result.stderr
+    assert "write refused" in result.stderr  # the refusal happened, and the lock was taken read-only
+    assert len(list(tmp_path.glob("*.json"))) == 1
 
 
 # ------------------------------------------------------------------ compiler and includes

@@ -240,8 +240,12 @@ def _entry_lock(directory: Path, key: str, name: str):
     """Hold the lock file of entry ``key`` (``fcntl.flock``) while it is checked and built."""
     import fcntl  # POSIX only; the emulation needs a POSIX C++ tool chain anyway
 
+    path = directory / f"{key}.lock"
     try:
-        lock_file = open(directory / f"{key}.lock", "a+b")
+        try:
+            lock_file = open(path, "a+b")
+        except PermissionError:
+            lock_file = open(path, "rb")  # another user's lock file in a shared cache: flock needs no write
     except OSError as exc:  # a read-only cache: only a complete entry could have been used
         raise _not_writable(directory, name, exc) from None
     with lock_file:
