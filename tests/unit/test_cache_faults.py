@@ -19,7 +19,9 @@ from cunumpy import kernel_testing as kt
 from cunumpy._emulation import _build
 from cunumpy.kernels import CudaKernel
 
-pytestmark = requires_compiler
+# The cache logic is Python; under the preloaded sanitizers every compiler run is slow, and the
+# child processes cannot load the sanitized extension without them.
+pytestmark = [requires_compiler, pytest.mark.nosan]
 
 FILL = 'extern "C" __global__ void fill_{tag}(double* x, long long n) {{ long long i = threadIdx.x; if (i < n) x[i] = {tag} + i; }}'
 
@@ -75,7 +77,6 @@ def forget_the_checksum(meta, info, library):
     meta.write_text(json.dumps({k: v for k, v in info.items() if k not in ("size", "sha256")}))
 
 
-@pytest.mark.nosan
 @pytest.mark.parametrize(
     "damage",
     [truncate(1024), truncate(4096), truncate(12288), truncate(0), flip_a_byte, forget_the_checksum],
@@ -150,7 +151,6 @@ def read_only_child(tag, cache, suffix="", errno=30):
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
 
 
-@pytest.mark.nosan
 def test_a_read_only_cache_holding_the_library_is_used_without_writing(tmp_path):
     assert builds(child(3, tmp_path)) == 1
     for lock in tmp_path.glob("*.lock"):
@@ -161,7 +161,6 @@ def test_a_read_only_cache_holding_the_library_is_used_without_writing(tmp_path)
     assert "write refused" not in result.stderr  # nothing was even tried
 
 
-@pytest.mark.nosan
 def test_a_build_in_a_read_only_cache_says_to_set_the_variable(tmp_path):
     result = read_only_child(4, tmp_path)
     assert result.returncode != 0
@@ -175,7 +174,6 @@ def test_a_build_in_a_read_only_cache_says_to_set_the_variable(tmp_path):
     assert result.returncode != 0 and "CUNUMPY_EMULATION_CACHE" in result.stderr.strip().splitlines()[-1]
 
 
-@pytest.mark.nosan
 def test_another_users_lock_file_in_a_shared_cache_still_locks(tmp_path):
     assert builds(child(6, tmp_path)) == 1
     meta, info, library = entry(tmp_path)
