@@ -522,3 +522,25 @@ def test_the_fallback_without_shadow_memory_checks_each_access():
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "write of 8 bytes to 'out'" in done.stdout and "element 100 " in done.stdout and "OK" in done.stdout
+
+
+# ------------------------------------------------------------------ kernel names
+
+
+@pytest.mark.parametrize("name", ["w", "args", "exit", "abort", "time"])
+def test_kernels_named_like_the_stubs_or_the_c_library_compile(name):
+    src = f'extern "C" __global__ void {name}(double* x, int n) {{ int i = threadIdx.x; if (i < n) x[i] = i; }}'
+    x = np.zeros(8)
+    kt.emulate_cuda_kernel(CudaKernel(src, name), x, 8, n_threads=8)
+    np.testing.assert_array_equal(x, np.arange(8.0))
+
+
+@pytest.mark.parametrize("name", ["std", "main", "sqrt", "printf", "atomicAdd", "cunumpy_emu", "cunumpy_emu_bind"])
+def test_kernels_named_like_builtins_are_refused_before_compiling(name):
+    src = f'extern "C" __global__ void {name}(double* x) {{ x[0] = 1; }}'
+    from cunumpy._emulation import build_count
+
+    before = build_count()
+    with pytest.raises(ValueError, match=rf"kernel '{name}': the name '{name}' is taken .* rename the kernel"):
+        kt.emulate_cuda_kernel(CudaKernel(src, name), np.zeros(1), n_threads=1)
+    assert build_count() == before

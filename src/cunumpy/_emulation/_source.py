@@ -409,16 +409,54 @@ def entry_points(source: str, expression: str) -> list[str]:
     return names
 
 
+# Kernel names that collide with what the prelude's C++ headers declare but that CUDA device
+# code does not have (NVRTC compiles a kernel called `exit`): the translation unit renames them
+# with a macro after the prelude, consistently in the source and the stubs.
+_RENAMED = frozenset(
+    "exit abort atexit quick_exit at_quick_exit getenv system rand srand time puts putchar getchar perror "
+    "remove rename tmpfile fopen fclose fflush fprintf sprintf snprintf scanf fscanf sscanf qsort bsearch "
+    "atoi atol atof strtol strtoul strtod div ldiv labs abs_ signal raise".split()
+)
+# Names no kernel can have, on a GPU either: CUDA built-ins and device functions, the C++
+# namespace std, main, the emulation's own prefix.
+_REFUSED = frozenset(
+    "std main printf malloc free memcpy memset assert clock clock64 min max abs fabs sqrt rsqrt cbrt exp exp2 exp10 "
+    "expm1 log log2 log10 log1p pow sin cos tan asin acos atan atan2 sinh cosh tanh asinh acosh atanh erf erfc "
+    "tgamma lgamma floor ceil trunc round rint nearbyint fmod remainder fma fmin fmax hypot ldexp frexp modf "
+    "copysign isnan isinf isfinite signbit sincos sinpi cospi "
+    "atomicAdd atomicSub atomicExch atomicMin atomicMax atomicInc atomicDec atomicCAS atomicAnd atomicOr atomicXor "
+    "__syncthreads __syncwarp __shfl_sync __shfl_up_sync __shfl_down_sync __shfl_xor_sync __ballot_sync "
+    "__any_sync __all_sync __activemask __threadfence __trap __ldg threadIdx blockIdx blockDim gridDim warpSize "
+    "dim3 make_float2 make_float3 make_float4 make_int2 make_int3 make_int4 make_double2".split()
+)
+
+
+def check_kernel_name(name: str) -> None:
+    """ValueError, before any compilation, for a kernel whose name no CUDA compiler accepts."""
+    base = name.split("<", 1)[0].strip().split("::")[-1]
+    if base in _REFUSED or base.startswith("cunumpy_emu"):
+        raise ValueError(
+            f"kernel '{name}': the name {base!r} is taken by a CUDA built-in, a device function of the C++ "
+            "library or the emulation itself, so neither nvcc nor the CPU emulation can compile a kernel of "
+            "that name: rename the kernel"
+        )
+
+
 def translation_unit(source: str, entries, file_name: str) -> str:
     """Prelude, source and the stubs of each entry ``k``: ``cunumpy_emu_thread_<k>``
     and ``cunumpy_emu_block_<k>`` (k is the entry's index)."""
+    for expression in entries:
+        check_kernel_name(expression)
     body = source  # rewritten after preprocessing (rewrite_preprocessed), headers included
+    renames = sorted({e.split("<", 1)[0].strip() for e in entries} & _RENAMED)
+    defines = "".join(f"#define {n} cunumpy_emu_kernel_{n}\n" for n in renames)
     stubs = [f'#line 1 "{STUBS_FILE}"']
     for k, expression in enumerate(entries):
         stubs.append(f"CUNUMPY_EMU_EXPORT_KERNEL({k}, {expression})")
     return (
         "#include <cunumpy_emu/prelude.h>\n"
         + _SUPPORT
+        + defines
         + _line_directive(file_name)
         + body
         + ("\n" if not body.endswith("\n") else "")

@@ -852,8 +852,9 @@ static void emu_race_cell(emu_check *c, emu_check_worker *cw, emu_cell *cell, co
     const uint64_t tpb = c->threads_per_block;
     const uint64_t me = a->gid + 1;
     const uint64_t my_block = a->gid / tpb;
-    /* against the last write */
-    if (cell->writer != 0 && cell->writer != me && !(cell->write_atomic && a->atomic)) {
+    /* against the last write. A plain read of a value written atomically is not reported: it
+     * is how every atomicCAS loop starts (a GPU's aligned load is a whole value). */
+    if (cell->writer != 0 && cell->writer != me && !(cell->write_atomic && (a->atomic || !a->write))) {
         const uint64_t w = cell->writer - 1;
         int ordered;
         int cross = !shared && w / tpb != my_block;
@@ -875,7 +876,7 @@ static void emu_race_cell(emu_check *c, emu_check_worker *cw, emu_cell *cell, co
             const uint64_t r = readers[i] - 1;
             const int cross = !shared && r / tpb != my_block;
             const int ordered = !cross && emu_ordered_in_block(c, cw, r, cell->read_epoch, cell->read_warp_gen, a);
-            if (!ordered && !a->atomic) {
+            if (!ordered && !a->atomic) { /* an atomic after a plain read: the CAS loop again */
                 emu_race_text(c, "write-after-read", r, cell->read_pc, a, variable, element, cross);
                 break;
             }

@@ -731,6 +731,8 @@ static void emu_memcheck_fail(emu_worker *w, const char *text, const void *pc)
 static void emu_api_bad_access(cunumpy_emu_worker *pub, const void *addr, size_t size, int kind, const void *pc)
 {
     emu_worker *w = emu_worker_of(pub);
+    if (!w->in_kernel || w->launch == NULL)
+        return; /* instrumented code run outside a launch's kernel code (the report may return) */
     char text[700];
     if (!emu_check_describe(&w->launch->check, &w->cw, (uintptr_t)addr, size, kind, text, sizeof text))
         snprintf(text, sizeof text, "invalid %s of %zu bytes at address %p",
@@ -741,6 +743,8 @@ static void emu_api_bad_access(cunumpy_emu_worker *pub, const void *addr, size_t
 static void emu_api_access(cunumpy_emu_worker *pub, const void *addr, size_t size, int kind, const void *pc)
 {
     emu_worker *w = emu_worker_of(pub);
+    if (__builtin_expect(!w->in_kernel || w->launch == NULL, 0))
+        return; /* not a kernel's access (a library constructor, say) */
     char text[700];
     if (__builtin_expect(emu_check_access(&w->launch->check, &w->cw, pub->current, (uintptr_t)addr, size, kind, pc,
                                           text, sizeof text) == 0,
@@ -752,7 +756,8 @@ static void emu_api_access(cunumpy_emu_worker *pub, const void *addr, size_t siz
 static void emu_api_fence(cunumpy_emu_worker *pub)
 {
     emu_worker *w = emu_worker_of(pub);
-    emu_check_fence(&w->launch->check, &w->cw);
+    if (w->launch != NULL)
+        emu_check_fence(&w->launch->check, &w->cw);
 }
 
 static const cunumpy_emu_api emu_api = {
@@ -1165,6 +1170,7 @@ done:
     }
     w->cw.n_own = 0;
     w->pub.current = NULL;
+    p->bind(NULL); /* the library's thread-local pointer no longer names this worker */
     w->launch = NULL;
 }
 

@@ -20,14 +20,13 @@
 #define CUNUMPY_EMU_CHECKS 0
 #endif
 
-extern "C" __attribute__((visibility("default"), used)) inline int cunumpy_emu_checks(void)
+extern "C" __attribute__((visibility("default"), used)) CUNUMPY_EMU_NOINSTR inline int cunumpy_emu_checks(void)
 {
     return CUNUMPY_EMU_CHECKS;
 }
 
 #if CUNUMPY_EMU_CHECKS != 0
 
-#define CUNUMPY_EMU_NOINSTR __attribute__((no_sanitize("kernel-address", "address", "thread")))
 #define CUNUMPY_EMU_HOOK extern "C" __attribute__((visibility("hidden"), noinline, used)) CUNUMPY_EMU_NOINSTR
 // The access's own instruction, not the one after the call (line tables map it to the source).
 #define CUNUMPY_EMU_PC ((const void *)((const char *)__builtin_return_address(0) - 1))

@@ -71,12 +71,17 @@
 // The worker bound to this OS thread (cunumpy_emu_bind); every built-in reads through it.
 __attribute__((visibility("hidden"))) inline thread_local cunumpy_emu_worker *cunumpy_emu_tls_worker = nullptr;
 
-extern "C" __attribute__((visibility("default"), used)) inline int cunumpy_emu_abi_version(void)
+// The library's own entry points are never instrumented by the memory checks (checks.h): they
+// run outside a launch's kernel code (binding a worker, or unbinding it with nullptr).
+#define CUNUMPY_EMU_NOINSTR __attribute__((no_sanitize("kernel-address", "address", "thread")))
+
+extern "C" __attribute__((visibility("default"), used)) CUNUMPY_EMU_NOINSTR inline int cunumpy_emu_abi_version(void)
 {
     return CUNUMPY_EMU_ABI_VERSION;
 }
 
-extern "C" __attribute__((visibility("default"), used)) inline void cunumpy_emu_bind(cunumpy_emu_worker *w)
+extern "C" __attribute__((visibility("default"), used)) CUNUMPY_EMU_NOINSTR inline void
+cunumpy_emu_bind(cunumpy_emu_worker *w)
 {
     cunumpy_emu_tls_worker = w;
 }
@@ -813,15 +818,16 @@ template <auto K> static __inline__ void run_block(cunumpy_emu_worker *w, void *
 
 } // namespace cunumpy_emu
 
+// The stubs' own names are reserved ones: a kernel may be called `w` or `args`.
 #define CUNUMPY_EMU_EXPORT_KERNEL(k, ...)                                                                              \
-    extern "C" __attribute__((visibility("default"))) void cunumpy_emu_thread_##k(void *const *args)                   \
+    extern "C" __attribute__((visibility("default"))) void cunumpy_emu_thread_##k(void *const *cunumpy_emu_args_)      \
     {                                                                                                                  \
-        cunumpy_emu::run_thread<&__VA_ARGS__>(args);                                                                   \
+        cunumpy_emu::run_thread<&__VA_ARGS__>(cunumpy_emu_args_);                                                      \
     }                                                                                                                  \
-    extern "C" __attribute__((visibility("default"))) void cunumpy_emu_block_##k(cunumpy_emu_worker *w,              \
-                                                                                   void *const *args)                  \
+    extern "C" __attribute__((visibility("default"))) void cunumpy_emu_block_##k(cunumpy_emu_worker *cunumpy_emu_w_,  \
+                                                                                   void *const *cunumpy_emu_args_)     \
     {                                                                                                                  \
-        cunumpy_emu::run_block<&__VA_ARGS__>(w, args);                                                                 \
+        cunumpy_emu::run_block<&__VA_ARGS__>(cunumpy_emu_w_, cunumpy_emu_args_);                                       \
     }
 
 #endif // CUNUMPY_EMU_PRELUDE_H
