@@ -544,3 +544,156 @@ def test_kernels_named_like_builtins_are_refused_before_compiling(name):
     with pytest.raises(ValueError, match=rf"kernel '{name}': the name '{name}' is taken .* rename the kernel"):
         kt.emulate_cuda_kernel(CudaKernel(src, name), np.zeros(1), n_threads=1)
     assert build_count() == before
+
+
+# ------------------------------------------------------------------ stopping a launch
+
+SPIN = r"""
+extern "C" __global__ void spin(int* flag, int fibers) {
+    if (fibers) __syncthreads();
+    while (*(volatile int*)flag == 0) { }   // nobody ever sets it
+}
+"""
+
+
+@pytest.mark.parametrize("fibers", [0, 1])
+def test_a_timeout_stops_a_spinning_kernel(fibers):
+    import time
+
+    flag = np.zeros(1, np.int32)
+    start = time.monotonic()
+    with pytest.raises(kt.EmulationTimeoutError, match=r"kernel 'spin' timed out: it ran longer than timeout=0.3 s "
+                                                       r"and was stopped after .* with 0 of 4 blocks finished"):
+        run(SPIN, "spin", flag, fibers, grid=4, block=32, timeout=0.3)
+    assert time.monotonic() - start < 5
+    flag[0] = 1  # the runtime works on
+    run(SPIN, "spin", flag, fibers, grid=4, block=32, timeout=5)
+
+
+def test_the_timeout_variable_and_its_checks(monkeypatch):
+    k = CudaKernel(SPIN, "spin")
+    flag = np.zeros(1, np.int32)
+    monkeypatch.setenv("CUNUMPY_EMULATION_TIMEOUT", "0.2")
+    with pytest.raises(kt.EmulationTimeoutError):
+        kt.emulate_cuda_kernel(k, flag, 0, grid=1, block=1)
+    with pytest.raises(kt.EmulationTimeoutError):
+        with kt.emulated_launches():
+            from cunumpy._emulation._launch import EmulationHook  # noqa: F401
+            kt.emulate_cuda_kernel(k, flag, 0, grid=1, block=1)
+    monkeypatch.setenv("CUNUMPY_EMULATION_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="CUNUMPY_EMULATION_TIMEOUT must be a number of seconds, got 'soon'"):
+        kt.emulate_cuda_kernel(k, flag, 0, grid=1, block=1)
+    monkeypatch.delenv("CUNUMPY_EMULATION_TIMEOUT")
+    for bad in (0, -1, float("nan")):
+        with pytest.raises(ValueError, match="'timeout' must be a positive number of seconds"):
+            kt.emulate_cuda_kernel(k, flag, 0, grid=1, block=1, timeout=bad)
+    with pytest.raises(TypeError, match="'timeout' must be a number of seconds or None"):
+        kt.emulate_cuda_kernel(k, flag, 0, grid=1, block=1, timeout="1")
+
+
+@pytest.mark.parametrize("fibers", [0, 1])
+def test_ctrl_c_stops_a_spinning_kernel(fibers):
+    # SIGINT while a kernel spins on every worker: KeyboardInterrupt, promptly.
+    code = textwrap.dedent(f"""
+        import os, signal, threading, time
+        import numpy as np
+        import cunumpy.kernel_testing as kt
+        from cunumpy.kernels import CudaKernel
+        k = CudaKernel({SPIN!r}, "spin")
+        flag = np.zeros(1, np.int32)
+        kt.compile_for_emulation(k)
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        start = time.monotonic()
+        try:
+            kt.emulate_cuda_kernel(k, flag, {fibers}, grid=8, block=32)
+        except KeyboardInterrupt:
+            print("INTERRUPTED after %.1f s" % (time.monotonic() - start))
+        flag[0] = 1
+        kt.emulate_cuda_kernel(k, flag, {fibers}, grid=8, block=32)
+        print("RUNS ON")
+    """)
+    env = dict(os.environ, CUNUMPY_EMULATION_THREADS="2")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "INTERRUPTED after 0." in done.stdout and "RUNS ON" in done.stdout
+
+
+# ------------------------------------------------------------------ arguments copied and written back
+
+
+def test_a_const_strided_view_is_never_written_back():
+    # The kernel writes x; its second parameter is const and gets a copy of x[::2]: writing
+    # that copy back used to undo the kernel's writes.
+    src = r"""
+    extern "C" __global__ void twice(double* x, const double* every_other, int n) {
+        int i = threadIdx.x;
+        if (i < n) x[i] = 2.0 * i;
+    }
+    """
+    x = np.arange(6.0)
+    run(src, "twice", x, x[::2], 6, n_threads=6)
+    np.testing.assert_array_equal(x, [0, 2, 4, 6, 8, 10])
+
+
+def test_a_written_copy_changes_only_the_elements_the_kernel_wrote():
+    src = r"""
+    extern "C" __global__ void both(double* x, double* every_other) {
+        int i = threadIdx.x;
+        if (i == 0) every_other[1] = -1.0;   // x[2] through the copy of x[::2]
+        x[5] = 50.0;                        // directly
+    }
+    """
+    x = np.arange(6.0)
+    run(src, "both", x, x[::2], n_threads=1)
+    np.testing.assert_array_equal(x, [0, 1, -1, 3, 4, 50])
+
+
+def test_a_read_only_array_for_a_parameter_the_kernel_may_write_is_refused():
+    src = r"""
+    extern "C" __global__ void scale(double* x, const double* y) {
+        if (threadIdx.x < 4) x[threadIdx.x] *= y[threadIdx.x];
+    }
+    """
+    x, y = np.ones(4), np.ones(4)
+    x.flags.writeable = False
+    with pytest.raises(TypeError, match=r"argument 0 \(double\* x\): the array is read-only, but the parameter is not "
+                                        r"const"):
+        run(src, "scale", x, y, n_threads=4)
+    y.flags.writeable = False
+    run(src, "scale", np.ones(4), y, n_threads=4)  # a read-only array for a const parameter is fine
+
+
+def test_a_masked_array_is_refused():
+    src = r"""extern "C" __global__ void fill(double* x) { if (threadIdx.x < 4) x[threadIdx.x] = 1; }"""
+    with pytest.raises(TypeError, match=r"argument 0 \(double\* x\): a masked array cannot be passed"):
+        run(src, "fill", np.ma.masked_array(np.zeros(4), mask=[0, 1, 0, 0]), n_threads=4)
+
+
+# ------------------------------------------------------------------ fiber stacks and memory mappings
+
+
+def test_many_workers_keep_the_fiber_stacks_within_the_mapping_limit():
+    # 64 workers launching blocks of 1024, 256 and 512 threads: each worker used to keep the
+    # largest stack set it ever had, and the third launch ran out of memory mappings.
+    code = textwrap.dedent("""
+        import numpy as np
+        import cunumpy.kernel_testing as kt
+        from cunumpy.kernels import CudaKernel
+        src = r'''
+        extern "C" __global__ void k(int* out) {
+            __syncthreads();
+            out[blockIdx.x * blockDim.x + threadIdx.x] = threadIdx.x;
+        }'''
+        k = CudaKernel(src, "k")
+        for block in (1024, 256, 512, 1024):
+            out = np.zeros(64 * block, np.int32)
+            kt.emulate_cuda_kernel(k, out, grid=64, block=block)
+            assert (out.reshape(64, block) == np.arange(block)).all()
+        maps = sum(1 for _ in open("/proc/self/maps"))
+        print("OK", maps)
+    """)
+    env = dict(os.environ, CUNUMPY_EMULATION_THREADS="64")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("OK")
+    assert int(done.stdout.split()[1]) < 40000
