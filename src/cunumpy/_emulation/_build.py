@@ -75,7 +75,7 @@ def _checks_flags(checks: int, clang: bool) -> tuple:
             CHECKS_CALLS: kasan + ("--param=asan-instrumentation-with-call-threshold=0",),
             CHECKS_TRACK: ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0"),
         }
-    return table[checks] + (f"-DCUNUMPY_EMU_CHECKS={checks}",)
+    return table[checks] + ("-fsanitize=integer-divide-by-zero", f"-DCUNUMPY_EMU_CHECKS={checks}")
 _COMPILE_TIMEOUT = 600
 
 _PRELUDE_DIR = Path(__file__).resolve().parent / "include"

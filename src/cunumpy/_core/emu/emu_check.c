@@ -167,13 +167,17 @@ static int emu_ranges_push(uintptr_t **r, size_t *n, size_t *cap, uintptr_t lo, 
 
 /* ---- spans: unions of overlapping regions, with racecheck/initcheck state ------------------ */
 
+/* Racecheck's record of one granule: the last write and a read since. 32 bytes: thread ids
+ * are kept modulo 2^32, code addresses as offsets in the kernel library, counters in 16 bits
+ * (wrapping can only hide a hazard, never invent one). */
 typedef struct emu_cell {
-    uint64_t writer, reader, reader_other; /* 1 + global thread id; 0: none */
-    const void *write_pc, *read_pc;
-    uint32_t write_epoch, read_epoch;
-    uint32_t write_warp_gen, read_warp_gen;
-    uint32_t write_fences;
-    uint8_t write_atomic;
+    uint32_t writer, reader;  /* 1 + global thread id; 0: none */
+    uint32_t write_pc, read_pc;
+    uint16_t write_epoch, read_epoch; /* the block's barriers completed at the access */
+    uint16_t write_warp_gen, read_warp_gen;
+    uint16_t write_fences; /* the writer block's __threadfence() count at the write */
+    uint8_t write_atomic, readers_many;
+    uint32_t unused;
 } emu_cell;
 
 typedef struct emu_span {
@@ -795,40 +799,88 @@ enum { EMU_FINDING_RACE = 1, EMU_FINDING_INIT = 2 };
 
 typedef struct emu_access {
     uint64_t gid; /* global thread id */
+    uint32_t cell_id; /* 1 + gid, modulo 2^32 */
     unsigned int linear;
-    uint32_t epoch, warp_gen;
+    uint16_t epoch, warp_gen;
     int atomic, write;
     const void *pc;
 } emu_access;
 
+/* Where an access went, told in words only when a report needs it. */
+typedef struct emu_where {
+    const emu_span *span;        /* global memory, or NULL */
+    const emu_shared_decl *decl; /* a static __shared__ variable, or NULL */
+    uintptr_t addr, var_base;    /* the access, and element 0 of a shared variable */
+    size_t itemsize;
+} emu_where;
+
+static uint32_t emu_pc_offset(const emu_check *c, const void *pc)
+{
+    return (uint32_t)((uintptr_t)pc - c->pc_base);
+}
+
+static const void *emu_pc_of(const emu_check *c, uint32_t offset)
+{
+    return (const void *)(c->pc_base + offset);
+}
+
+static void emu_where_text(const emu_check *c, const emu_where *w, char *variable, size_t vsize, char *element,
+                           size_t esize)
+{
+    if (w->span != NULL) {
+        const emu_region *r = &c->regions[w->span->first];
+        for (size_t i = w->span->first; i < w->span->first + w->span->count; ++i)
+            if (w->addr >= c->regions[i].lo && w->addr < c->regions[i].hi) {
+                r = &c->regions[i];
+                break;
+            }
+        snprintf(variable, vsize, "'%s'", r->name);
+        emu_element_text(w->addr, r->base, r->itemsize, element, esize);
+    } else if (w->decl != NULL) {
+        snprintf(variable, vsize, "__shared__ '%s'", w->decl->name);
+        emu_element_text(w->addr, w->var_base, w->itemsize, element, esize);
+    } else {
+        snprintf(variable, vsize, "%s", c->dynamic_name[0] ? c->dynamic_name : "extern __shared__ memory");
+        emu_element_text(w->addr, w->var_base, 1, element, esize);
+    }
+    const size_t n = strlen(element);
+    if (n + 1 < esize) {
+        element[n] = ')';
+        element[n + 1] = '\0';
+    }
+}
+
 /* Whether an earlier access (thread gid, barrier epoch, warp generation) is ordered before the
  * current one `a`, for two accesses of the same block; other blocks are handled by the caller. */
-static int emu_ordered_in_block(const emu_check *c, const emu_check_worker *cw, uint64_t gid, uint32_t epoch,
-                                uint32_t warp_gen, const emu_access *a)
+static int emu_ordered_in_block(const emu_check *c, uint64_t gid, uint16_t epoch, uint16_t warp_gen,
+                                const emu_access *a)
 {
-    (void)c;
     if (gid == a->gid)
         return 1;
-    if (epoch != cw->block_epoch)
+    if (epoch != a->epoch)
         return 1; /* a __syncthreads() between them */
     const unsigned int other = (unsigned int)(gid % c->threads_per_block);
-    if (other / 32 == a->linear / 32 && warp_gen != cw->warp_gen[a->linear / 32])
+    if (other / 32 == a->linear / 32 && warp_gen != a->warp_gen)
         return 1; /* a __syncwarp() between them */
     return 0;
 }
 
-static void emu_race_text(emu_check *c, const char *hazard, uint64_t first, const void *first_pc, const emu_access *a,
-                          const char *variable, const char *element, int cross_block)
+/* The global thread id of a cell's 1 + id, in the current launch. */
+static uint64_t emu_cell_gid(uint32_t id) { return (uint64_t)(id - 1u); }
+
+static void emu_race_text(emu_check *c, const char *hazard, uint64_t first, uint32_t first_pc, const emu_access *a,
+                          const emu_where *where, int cross_block)
 {
-    char t1[96], t2[96], pc1[300], pc2[300], text[1200];
+    char t1[96], t2[96], pc1[300], pc2[300], variable[160], element[96], text[1400];
     emu_thread_text(c, first, t1, sizeof t1);
     emu_thread_text(c, a->gid, t2, sizeof t2);
-    emu_format_pc(first_pc, pc1, sizeof pc1);
+    emu_format_pc(emu_pc_of(c, first_pc), pc1, sizeof pc1);
     emu_format_pc(a->pc, pc2, sizeof pc2);
+    emu_where_text(c, where, variable, sizeof variable, element, sizeof element);
     const uint64_t tpb = c->threads_per_block;
     const unsigned int w1 = (unsigned int)((first % tpb) / 32), w2 = a->linear / 32;
     const char *why;
-    char warp_note[160];
+    char warp_note[200];
     if (cross_block) {
         why = "in different blocks, which are not ordered (use atomics, or split the work into two kernels)";
     } else if (w1 == w2) {
@@ -842,76 +894,71 @@ static void emu_race_text(emu_check *c, const char *hazard, uint64_t first, cons
     }
     snprintf(text, sizeof text, "racecheck: %s hazard on %s %s: %s at %s, then %s at %s, %s", hazard, variable, element,
              t1, pc1, t2, pc2, why);
-    emu_report(c, EMU_FINDING_RACE, first_pc, a->pc, text);
+    emu_report(c, EMU_FINDING_RACE, emu_pc_of(c, first_pc), a->pc, text);
 }
 
 /* Racecheck of one cell. `shared`: the cell is shared memory (same block only). */
 static void emu_race_cell(emu_check *c, emu_check_worker *cw, emu_cell *cell, const emu_access *a, int shared,
-                          const char *variable, const char *element)
+                          const emu_where *where)
 {
     const uint64_t tpb = c->threads_per_block;
-    const uint64_t me = a->gid + 1;
     const uint64_t my_block = a->gid / tpb;
     /* against the last write. A plain read of a value written atomically is not reported: it
      * is how every atomicCAS loop starts (a GPU's aligned load is a whole value). */
-    if (cell->writer != 0 && cell->writer != me && !(cell->write_atomic && (a->atomic || !a->write))) {
-        const uint64_t w = cell->writer - 1;
+    if (cell->writer != 0 && cell->writer != a->cell_id && !(cell->write_atomic && (a->atomic || !a->write))) {
+        const uint64_t w = emu_cell_gid(cell->writer);
+        const int cross = !shared && w / tpb != my_block;
         int ordered;
-        int cross = !shared && w / tpb != my_block;
         if (!cross)
-            ordered = emu_ordered_in_block(c, cw, w, cell->write_epoch, cell->write_warp_gen, a);
+            ordered = emu_ordered_in_block(c, w, cell->write_epoch, cell->write_warp_gen, a);
         else
-            ordered = c->block_fences != NULL && c->block_fences[w / tpb] > cell->write_fences &&
-                      cw->atomic_done[a->linear]; /* fence after the write, atomic before this access */
+            ordered = c->block_fences != NULL && (uint16_t)c->block_fences[w / tpb] != cell->write_fences &&
+                      cw->atomic_done != NULL && cw->atomic_done[a->linear]; /* fence after it, atomic before */
         if (!ordered)
-            emu_race_text(c, a->write ? "write-after-write" : "read-after-write", w, cell->write_pc, a, variable,
-                          element, cross);
+            emu_race_text(c, a->write ? "write-after-write" : "read-after-write", w, cell->write_pc, a, where, cross);
     }
     if (a->write) {
         /* against the reads since the last write */
-        const uint64_t readers[2] = {cell->reader, cell->reader_other};
-        for (int i = 0; i < 2; ++i) {
-            if (readers[i] == 0 || readers[i] == me)
-                continue;
-            const uint64_t r = readers[i] - 1;
+        if (cell->reader != 0 && (cell->reader != a->cell_id || cell->readers_many) && !a->atomic) {
+            const uint64_t r = emu_cell_gid(cell->reader);
             const int cross = !shared && r / tpb != my_block;
-            const int ordered = !cross && emu_ordered_in_block(c, cw, r, cell->read_epoch, cell->read_warp_gen, a);
-            if (!ordered && !a->atomic) { /* an atomic after a plain read: the CAS loop again */
-                emu_race_text(c, "write-after-read", r, cell->read_pc, a, variable, element, cross);
-                break;
-            }
+            const int ordered = !cross && cell->reader != a->cell_id &&
+                                emu_ordered_in_block(c, r, cell->read_epoch, cell->read_warp_gen, a);
+            const int other_ordered = cell->read_epoch != a->epoch; /* the other readers' barrier count */
+            if (!ordered && !(cell->reader == a->cell_id && other_ordered))
+                emu_race_text(c, "write-after-read", r, cell->read_pc, a, where, cross);
         }
-        cell->writer = me;
-        cell->write_pc = a->pc;
-        cell->write_epoch = cw->block_epoch;
+        cell->writer = a->cell_id;
+        cell->write_pc = emu_pc_offset(c, a->pc);
+        cell->write_epoch = a->epoch;
         cell->write_warp_gen = a->warp_gen;
-        cell->write_fences = c->block_fences != NULL ? c->block_fences[my_block] : 0;
+        cell->write_fences = c->block_fences != NULL ? (uint16_t)c->block_fences[my_block] : 0;
         cell->write_atomic = (uint8_t)a->atomic;
-        cell->reader = cell->reader_other = 0;
+        cell->reader = 0;
+        cell->readers_many = 0;
     } else if (!a->atomic) {
-        const int stale = cell->reader != 0 && (cell->reader - 1) / tpb == my_block &&
-                          (cell->read_epoch != cw->block_epoch);
+        const int stale = cell->reader != 0 && emu_cell_gid(cell->reader) / tpb == my_block &&
+                          cell->read_epoch != a->epoch;
         if (cell->reader == 0 || stale) {
-            cell->reader = me;
-            cell->reader_other = 0;
-            cell->read_pc = a->pc;
-            cell->read_epoch = cw->block_epoch;
-            cell->read_warp_gen = a->warp_gen;
-        } else if (cell->reader != me && cell->reader_other == 0) {
-            cell->reader_other = cell->reader;
-            cell->reader = me;
-            cell->read_pc = a->pc;
-            cell->read_epoch = cw->block_epoch;
-            cell->read_warp_gen = a->warp_gen;
+            cell->readers_many = 0;
+        } else if (cell->reader != a->cell_id) {
+            cell->readers_many = 1;
         }
+        /* the latest reader is kept (its code address for the report) */
+        cell->reader = a->cell_id;
+        cell->read_pc = emu_pc_offset(c, a->pc);
+        cell->read_epoch = a->epoch;
+        cell->read_warp_gen = a->warp_gen;
     }
 }
 
-static void emu_init_report(emu_check *c, const emu_access *a, const char *what)
+static void emu_init_report(emu_check *c, const emu_access *a, const emu_where *where, const char *what_format)
 {
-    char t[96], pc[300], text[900];
+    char t[96], pc[300], variable[160], element[96], what[400], text[1000];
     emu_thread_text(c, a->gid, t, sizeof t);
     emu_format_pc(a->pc, pc, sizeof pc);
+    emu_where_text(c, where, variable, sizeof variable, element, sizeof element);
+    snprintf(what, sizeof what, what_format, variable, element);
     snprintf(text, sizeof text, "initcheck: %s by %s at %s", what, t, pc);
     emu_report(c, EMU_FINDING_INIT, a->pc, NULL, text);
 }
@@ -932,26 +979,20 @@ static int emu_shared_cells_ready(emu_check *c, emu_check_worker *cw, size_t byt
 
 /* `at`: the byte's index in the tracking tables (static part first, then dynamic memory). */
 static void emu_track_shared(emu_check *c, emu_check_worker *cw, const emu_access *a, size_t at, size_t size,
-                             const char *variable, uintptr_t var_base, size_t itemsize)
+                             const emu_where *where)
 {
     if (emu_shared_cells_ready(c, cw, EMU_STATIC_SHARED_BYTES + c->shared_mem) != 0)
         return;
-    const uintptr_t addr = at < EMU_STATIC_SHARED_BYTES
-                               ? (uintptr_t)cw->arena + EMU_STATIC_SHARED_OFFSET + at
-                               : (uintptr_t)cw->arena + EMU_DYNAMIC_SHARED_OFFSET + (at - EMU_STATIC_SHARED_BYTES);
-    char element[96];
-    emu_element_text(addr, var_base, itemsize, element, sizeof element);
-    strcat(element, ")");
     if (at + size > cw->shared_dirty)
         cw->shared_dirty = at + size;
     if (c->initcheck && !a->write && !a->atomic) {
         for (size_t i = 0; i < size; ++i)
             if (!cw->shared_written[at + i]) {
-                char what[400];
-                snprintf(what, sizeof what,
-                         "read of %zu bytes of %s %s, which no thread of block %" PRIu64 " wrote in this launch", size,
-                         variable, element, cw->block_linear);
-                emu_init_report(c, a, what);
+                char format[200];
+                snprintf(format, sizeof format,
+                         "read of %zu bytes of %%s %%s, which no thread of block %" PRIu64 " wrote in this launch", size,
+                         cw->block_linear);
+                emu_init_report(c, a, where, format);
                 break;
             }
     }
@@ -959,33 +1000,24 @@ static void emu_track_shared(emu_check *c, emu_check_worker *cw, const emu_acces
         memset(cw->shared_written + at, 1, size);
     if (c->racecheck)
         for (size_t i = 0; i < size; ++i)
-            emu_race_cell(c, cw, &cw->shared_cells[at + i], a, 1, variable, element);
+            emu_race_cell(c, cw, &cw->shared_cells[at + i], a, 1, where);
 }
 
 static void emu_track_global(emu_check *c, emu_check_worker *cw, const emu_access *a, emu_span *s, uintptr_t addr,
                              size_t size)
 {
-    const emu_region *r = &c->regions[s->first];
-    for (size_t i = s->first; i < s->first + s->count; ++i)
-        if (addr >= c->regions[i].lo && addr < c->regions[i].hi) {
-            r = &c->regions[i];
-            break;
-        }
-    char variable[160], element[96];
-    snprintf(variable, sizeof variable, "'%s'", r->name);
-    emu_element_text(addr, r->base, r->itemsize, element, sizeof element);
-    strcat(element, ")");
+    const emu_where where = {s, NULL, addr, 0, 0};
     if (s->written != NULL) {
         unsigned char *w = s->written + (addr - s->lo);
         if (!a->write && !a->atomic) {
             for (size_t i = 0; i < size; ++i)
                 if (!w[i]) {
-                    char what[400];
-                    snprintf(what, sizeof what,
-                             "read of %zu bytes of output-only argument %s %s before any thread of the launch wrote "
+                    char format[200];
+                    snprintf(format, sizeof format,
+                             "read of %zu bytes of output-only argument %%s %%s before any thread of the launch wrote "
                              "it",
-                             size, variable, element);
-                    emu_init_report(c, a, what);
+                             size);
+                    emu_init_report(c, a, &where, format);
                     break;
                 }
         } else {
@@ -995,7 +1027,7 @@ static void emu_track_global(emu_check *c, emu_check_worker *cw, const emu_acces
     if (s->cells != NULL) {
         const size_t first = (addr - s->lo) / s->granule, last = (addr + size - 1 - s->lo) / s->granule;
         for (size_t i = first; i <= last && i < s->n_cells; ++i)
-            emu_race_cell(c, cw, &s->cells[i], a, 0, variable, element);
+            emu_race_cell(c, cw, &s->cells[i], a, 0, &where);
     }
 }
 
@@ -1003,17 +1035,20 @@ int emu_check_access(emu_check *c, emu_check_worker *cw, const cunumpy_emu_threa
                      int kind, const void *pc, char *error, size_t error_size)
 {
     const uintptr_t end = addr + (size ? size : 1);
-    emu_access a;
-    a.linear = t ? t->linear : 0;
-    a.gid = cw->block_linear * c->threads_per_block + a.linear;
-    a.epoch = cw->block_epoch;
-    a.warp_gen = cw->warp_gen[(a.linear / 32) & 31];
-    a.atomic = (kind & CUNUMPY_EMU_ACCESS_ATOMIC) != 0;
-    a.write = (kind & CUNUMPY_EMU_ACCESS_WRITE) != 0;
-    a.pc = pc;
     const int tracking = c->mode == 3 && (c->racecheck || c->initcheck);
-    if (a.atomic && c->racecheck && cw->atomic_done != NULL && a.linear < c->threads_per_block)
-        cw->atomic_done[a.linear] = 1;
+    emu_access a;
+    if (tracking) {
+        a.linear = t ? t->linear : 0;
+        a.gid = cw->block_linear * c->threads_per_block + a.linear;
+        a.cell_id = (uint32_t)(a.gid + 1u);
+        a.epoch = (uint16_t)cw->block_epoch;
+        a.warp_gen = (uint16_t)cw->warp_gen[(a.linear / 32) & 31];
+        a.atomic = (kind & CUNUMPY_EMU_ACCESS_ATOMIC) != 0;
+        a.write = (kind & CUNUMPY_EMU_ACCESS_WRITE) != 0;
+        a.pc = pc;
+        if (a.atomic && cw->atomic_done != NULL && a.linear < c->threads_per_block)
+            cw->atomic_done[a.linear] = 1;
+    }
     /* __shared__ memory */
     if (cw->arena != NULL && addr - (uintptr_t)cw->arena < cw->arena_size) {
         const size_t at = (size_t)(addr - (uintptr_t)cw->arena);
@@ -1023,20 +1058,16 @@ int emu_check_access(emu_check *c, emu_check_worker *cw, const cunumpy_emu_threa
             const emu_shared_decl *d = emu_decl_near(c->layout, off, &inside);
             if (inside && off + size <= d->offset + d->size) {
                 if (tracking) {
-                    char variable[96];
-                    snprintf(variable, sizeof variable, "__shared__ '%s'", d->name);
-                    emu_track_shared(c, cw, &a, off, size, variable,
-                                     (uintptr_t)cw->arena + EMU_STATIC_SHARED_OFFSET + d->offset, d->itemsize);
+                    const emu_where where = {NULL, d, addr, (uintptr_t)cw->arena + EMU_STATIC_SHARED_OFFSET + d->offset,
+                                             d->itemsize};
+                    emu_track_shared(c, cw, &a, off, size, &where);
                 }
                 return 0;
             }
         } else if (at >= EMU_DYNAMIC_SHARED_OFFSET && at - EMU_DYNAMIC_SHARED_OFFSET + size <= c->shared_mem) {
             if (tracking) {
-                char variable[128];
-                snprintf(variable, sizeof variable, "%s",
-                         c->dynamic_name[0] ? c->dynamic_name : "extern __shared__ memory");
-                emu_track_shared(c, cw, &a, EMU_STATIC_SHARED_BYTES + (at - EMU_DYNAMIC_SHARED_OFFSET), size,
-                                 variable, (uintptr_t)cw->arena + EMU_DYNAMIC_SHARED_OFFSET, 1);
+                const emu_where where = {NULL, NULL, addr, (uintptr_t)cw->arena + EMU_DYNAMIC_SHARED_OFFSET, 1};
+                emu_track_shared(c, cw, &a, EMU_STATIC_SHARED_BYTES + (at - EMU_DYNAMIC_SHARED_OFFSET), size, &where);
             }
             return 0;
         }

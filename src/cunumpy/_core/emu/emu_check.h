@@ -127,6 +127,7 @@ typedef struct emu_check {
     uint64_t n_blocks;
     unsigned int threads_per_block;
     cunumpy_emu_dim3 grid, block;
+    uintptr_t pc_base; /* the kernel library's load address: code addresses are kept from here */
     /* collected race and init reports (the launch fails with them at its end) */
     pthread_mutex_t lock;
     int n_reports;

@@ -694,6 +694,9 @@ static void emu_api_trap(cunumpy_emu_worker *pub, const char *message)
 {
     emu_worker *w = emu_worker_of(pub);
     emu_set_error(w, 1, "%s", message != NULL ? message : "trap");
+    /* the prelude's division check (checks.h) reports what would be SIGFPE: a fault */
+    if (message != NULL && strncmp(message, "integer division by zero", 24) == 0)
+        w->failure = EMU_FAIL_FAULT;
     emu_abort_thread(w);
 }
 
@@ -1492,6 +1495,7 @@ static void emu_find_library(emu_launch *launch)
     launch->text_lo = scan.text_lo;
     launch->text_hi = scan.text_hi;
     launch->tls_size = scan.tls_size;
+    launch->check.pc_base = scan.base;
 }
 
 static double emu_elapsed(const struct timespec *since)

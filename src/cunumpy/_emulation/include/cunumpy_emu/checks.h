@@ -43,6 +43,25 @@ CUNUMPY_EMU_NOINSTR static inline void note_access(const volatile void *addr, st
 
 #endif
 
+#if CUNUMPY_EMU_CHECKS != 0
+// -fsanitize=integer-divide-by-zero: a division by zero fails the launch naming the thread,
+// before the processor's trap (which would give SIGFPE, caught too, but whose thread a loop
+// of CUDA threads cannot always tell).
+extern "C" __attribute__((noinline, used)) CUNUMPY_EMU_NOINSTR void __ubsan_handle_divrem_overflow(void *, void *,
+                                                                                                      void *)
+{
+    cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
+    w->api->trap(w, "integer division by zero; a GPU does not trap there but gives an undefined result, so this is "
+                    "a bug of the kernel");
+}
+extern "C" __attribute__((noinline, used)) CUNUMPY_EMU_NOINSTR void __ubsan_handle_divrem_overflow_abort(void *a,
+                                                                                                            void *b,
+                                                                                                            void *c)
+{
+    __ubsan_handle_divrem_overflow(a, b, c);
+}
+#endif
+
 #if CUNUMPY_EMU_CHECKS == 1 || CUNUMPY_EMU_CHECKS == 2
 // Calls the instrumentation makes for its own bookkeeping (stack and globals are not
 // instrumented: nothing to do).

@@ -782,7 +782,7 @@ static __inline__ void run_block_impl(cunumpy_emu_worker *w, void *const *args, 
     // The parameters are read once per block; each thread gets its own copies, as on the GPU.
     const values params(*static_cast<typename std::tuple_element<I, values>::type *>(args[I])...);
     (void)params; // kernels without parameters
-    cunumpy_emu_thread t;
+    cunumpy_emu_thread t = {{0, 0, 0}, 0};
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdangling-pointer"
@@ -802,8 +802,9 @@ static __inline__ void run_block_impl(cunumpy_emu_worker *w, void *const *args, 
                 t.linear = linear++;
 #if CUNUMPY_EMU_CHECKS != 0
                 // The thread is written before the kernel's code runs, not sunk past it: a
-                // fault in that code (a division by zero) then names the right thread.
-                __asm__ __volatile__("" : : "r"(&t) : "memory");
+                // fault in that code then names the right thread (mostly: an instruction
+                // that can trap but reads no memory may still move above this).
+                __asm__ __volatile__("" : : "m"(t));
 #endif
                 K(std::get<I>(params)...);
             }
