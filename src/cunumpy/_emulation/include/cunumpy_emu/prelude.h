@@ -153,15 +153,55 @@ struct dim3 {
 
 // ---------------------------------------------------------------------------------------------
 // Built-in variables.
-#define threadIdx (::cunumpy_emu_tls_worker->current->thread_idx)
-#define blockIdx (::cunumpy_emu_tls_worker->block_idx)
-#define blockDim (::cunumpy_emu_tls_worker->block_dim)
-#define gridDim (::cunumpy_emu_tls_worker->grid_dim)
+// The built-ins read the worker's state, which is the runtime's memory, not the kernel's: under
+// the memory checks those reads are made by inline assembly, which the instrumentation does not
+// see (a check of each would only cost time; the compiler instruments what it inlines, whatever
+// the inlined function's attributes say).
+#define CUNUMPY_EMU_BUILTIN static __inline__ __attribute__((always_inline)) CUNUMPY_EMU_NOINSTR
+namespace cunumpy_emu {
+template <typename T> CUNUMPY_EMU_BUILTIN T runtime_load(const T *p)
+{
+#if CUNUMPY_EMU_CHECKS != 0 && (defined(__x86_64__) || defined(__aarch64__))
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "loads of 4 or 8 bytes");
+    T v;
+#if defined(__x86_64__)
+    if (sizeof(T) == 8)
+        __asm__("movq %1, %0" : "=r"(v) : "m"(*p));
+    else
+        __asm__("movl %1, %0" : "=r"(v) : "m"(*p));
+#else
+    if (sizeof(T) == 8)
+        __asm__("ldr %x0, %1" : "=r"(v) : "m"(*p));
+    else
+        __asm__("ldr %w0, %1" : "=r"(v) : "m"(*p));
+#endif
+    return v;
+#else
+    return *p;
+#endif
+}
+CUNUMPY_EMU_BUILTIN cunumpy_emu_worker *worker(void) { return runtime_load(&::cunumpy_emu_tls_worker); }
+CUNUMPY_EMU_BUILTIN uint3 load_dim3(const uint3 *d)
+{
+    return uint3{runtime_load(&d->x), runtime_load(&d->y), runtime_load(&d->z)};
+}
+CUNUMPY_EMU_BUILTIN uint3 thread_idx(void) { return load_dim3(&runtime_load(&worker()->current)->thread_idx); }
+CUNUMPY_EMU_BUILTIN uint3 block_idx(void) { return load_dim3(&worker()->block_idx); }
+CUNUMPY_EMU_BUILTIN uint3 block_dim(void) { return load_dim3(&worker()->block_dim); }
+CUNUMPY_EMU_BUILTIN uint3 grid_dim(void) { return load_dim3(&worker()->grid_dim); }
+} // namespace cunumpy_emu
+#define threadIdx (::cunumpy_emu::thread_idx())
+#define blockIdx (::cunumpy_emu::block_idx())
+#define blockDim (::cunumpy_emu::block_dim())
+#define gridDim (::cunumpy_emu::grid_dim())
 static constexpr int warpSize = CUNUMPY_EMU_WARP_SIZE;
 
 // extern __shared__ storage of the running block (the Python layer rewrites declarations of
 // `extern __shared__ T name[]` into pointers to this).
-static __inline__ void *cunumpy_emu_dynamic_shared(void) { return ::cunumpy_emu_tls_worker->dynamic_shared; }
+CUNUMPY_EMU_BUILTIN void *cunumpy_emu_dynamic_shared(void)
+{
+    return cunumpy_emu::runtime_load(&cunumpy_emu::worker()->dynamic_shared);
+}
 
 // Static __shared__ variables declared in functions: the Python layer rewrites
 // `__shared__ T name[N];` into a reference to a slot of the block's shared arena, placed by
@@ -175,9 +215,9 @@ static __inline__ std::size_t shared_register(std::size_t size, std::size_t alig
     cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
     return w->api->shared_register(w, size, align, itemsize, name);
 }
-template <typename T> static __inline__ T &shared_at(std::size_t offset)
+template <typename T> CUNUMPY_EMU_BUILTIN T &shared_at(std::size_t offset)
 {
-    return *reinterpret_cast<T *>(::cunumpy_emu_tls_worker->static_shared + offset);
+    return *reinterpret_cast<T *>(runtime_load(&worker()->static_shared) + offset);
 }
 } // namespace cunumpy_emu
 
