@@ -193,6 +193,30 @@ def test_without_scipy_names_raise_import_error(on_backend, without_scipy):
     assert {"available", "resolve"} <= set(dir(xp.scipy.special))
 
 
+def test_scipy_made_unimportable_after_use_is_not_served_from_the_cache(on_backend, monkeypatch):
+    """``sys.modules["scipy"] = None`` alone, after xp.scipy resolved names: the cached
+    module and the still-imported ``scipy.special`` must not be handed out (issue 27 item 8).
+    On CuPy the backend's root is ``cupyx`` (the real cupyx.scipy does not need SciPy)."""
+    backend = "NumPy" if on_backend == "numpy" else "CuPy"
+    root = "scipy" if on_backend == "numpy" else "cupyx"
+    assert callable(xp.scipy.special.erf) and xp.scipy.sparse.linalg.available("cg")
+    with monkeypatch.context() as patch:
+        patch.setitem(sys.modules, root, None)
+        with pytest.raises(ImportError, match=rf"xp.scipy.special needs .* on the {backend} backend.*"
+                                              rf"import of {root} halted"):
+            xp.scipy.special.erf
+        with pytest.raises(ImportError, match=rf"{backend} backend"):
+            xp.scipy.sparse.linalg.resolve()
+        with pytest.raises(ImportError):
+            xp.scipy.resolve()
+        assert xp.scipy.special.available("erf") is False
+        assert xp.scipy.available("special") is False
+        assert {"available", "resolve"} <= set(dir(xp.scipy.special))
+    # importable again: the same modules come back
+    assert xp.scipy.special.resolve() is importlib.import_module(f"{_real_prefix(on_backend)}.special")
+    assert xp.scipy.special.available("erf") is True
+
+
 def test_without_scipy_solve_circulant_still_works(on_backend, without_scipy):
     x = xp.scipy.linalg.solve_circulant(xp.asarray([2.0, 1.0, 0.0]), xp.asarray([3.0, 3.0, 3.0]))
     np.testing.assert_allclose(xp.to_numpy(x), [1.0, 1.0, 1.0])
