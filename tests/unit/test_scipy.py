@@ -386,6 +386,44 @@ def test_spline_classes_exist_on_both_backends(on_backend):
         assert xp.scipy.interpolate.available(name) is (on_backend == "numpy"), name
 
 
+SPLINE_CLASSES = ("UnivariateSpline", "InterpolatedUnivariateSpline", "LSQUnivariateSpline", "BSpline",
+                  "NdBSpline", "CubicSpline", "PchipInterpolator", "PPoly", "RegularGridInterpolator")
+
+
+def test_spline_names_stay_classes(on_backend):
+    """Classes on the backend stay classes through xp.scipy, so isinstance works (issue 27
+    item 4); results of factory functions are instances of the backend's classes, subclasses
+    stay subclasses, and class-level constructors and signatures are SciPy's."""
+    import copy
+    import inspect
+    import pickle
+
+    x, y, at = _grid()
+    interpolate = xp.scipy.interpolate
+    for name in SPLINE_CLASSES:
+        assert isinstance(getattr(interpolate, name), type), name
+    smooth = interpolate.UnivariateSpline(xp.asarray(x), xp.asarray(y), s=0.1)
+    assert isinstance(smooth, interpolate.UnivariateSpline)
+    assert not isinstance(smooth, interpolate.BSpline)
+    exact = interpolate.InterpolatedUnivariateSpline(xp.asarray(x), xp.asarray(y))
+    assert isinstance(exact, interpolate.InterpolatedUnivariateSpline)
+    assert isinstance(exact, interpolate.UnivariateSpline)  # a subclass in SciPy and CuPy
+    assert issubclass(interpolate.LSQUnivariateSpline, interpolate.UnivariateSpline)
+    made = interpolate.make_interp_spline(xp.asarray(x), xp.asarray(y))
+    assert isinstance(made, interpolate.BSpline)
+    assert isinstance(interpolate.CubicSpline(xp.asarray(x), xp.asarray(y)), interpolate.PPoly)
+    for spline in (copy.copy(made), copy.deepcopy(made), pickle.loads(pickle.dumps(made))):
+        assert type(spline) is type(made)
+        _agree(spline(xp.asarray(at)), scipy.interpolate.make_interp_spline(x, y)(at), on_backend)
+    element = interpolate.BSpline.basis_element(xp.asarray([0.0, 1.0, 2.0]))
+    assert isinstance(element, interpolate.BSpline)
+    _agree(element(xp.asarray([0.5, 1.5])), [0.5, 0.5], on_backend)  # the linear hat
+    assert "s" in inspect.signature(interpolate.UnivariateSpline).parameters
+    if on_backend == "cupy":
+        assert not isinstance(smooth, scipy.interpolate.UnivariateSpline)  # a device object
+        assert type(smooth).__module__ == "cupyx.scipy.interpolate"
+
+
 def _agree(result, expected, on_backend, rtol=1e-10):
     assert xp.get_array_backend(result) == on_backend
     np.testing.assert_allclose(xp.to_numpy(result), expected, rtol=rtol, atol=1e-12)
