@@ -54,7 +54,7 @@ def _scatter(numpy_ufunc, name):
 class errstate:
     """``cupyx.errstate``: accepted and ignored (NumPy's error state does not apply)."""
 
-    def __init__(self, *, linalg=None):
+    def __init__(self, *, divide=None, over=None, under=None, invalid=None, linalg=None):
         self.linalg = linalg
 
     def __enter__(self):
@@ -64,7 +64,7 @@ class errstate:
         return None
 
 
-def seterr(*, linalg=None):
+def seterr(*, divide=None, over=None, under=None, invalid=None, linalg=None):
     return {"linalg": "ignore"}
 
 
@@ -284,6 +284,15 @@ def build_scipy_subpackage(sub: str) -> types.ModuleType:
         else:
             host_first = attr in _scipy_names.HOST_FIRST_ARGUMENT.get(sub, ())
             module.__dict__[attr] = _scipy_callable(obj, f"{name}.{attr}", host_first) if callable(obj) else obj
+    nested = {child.rpartition(".")[2] for child in _scipy_names.CUPYX_SCIPY if child.startswith(f"{sub}.")}
+    if nested:
+        # CuPy imports its nested subpackages (sparse.linalg, spatial.distance) with the parent
+        def nested_getattr(attr, _nested=frozenset(nested), _name=name):
+            if attr in _nested:
+                return importlib.import_module(f"{_name}.{attr}")
+            raise AttributeError(f"module {_name!r} has no attribute {attr!r}")
+
+        module.__getattr__ = nested_getattr
     return module
 
 
