@@ -150,6 +150,13 @@ bench: install
 gpu-check:
 	bash tests/gpu/run.sh
 
+# Everything that needs a GPU, as one command (tests/gpu/run.sh): without a GPU it prints one
+# line and exits 0 before installing anything; with one it runs `make install`, installs the
+# gpu extra, tests/gpu (with the emulator-versus-GPU parity of every shipped header and example
+# kernel) and the GPU benchmarks, and ends with one summary line. Meant to stay under 10 minutes.
+test-gpu:
+	@TEST_GPU_MAKE_INSTALL=1 bash tests/gpu/run.sh
+
 # The real CuPy without a GPU: the `gpu` extra in a separate environment (build/venv-cupy),
 # where cunumpy must fall back with the driver's reason, the fake must still install on
 # request, and the fake's API surface is compared with the real one (tests/realcupy).
