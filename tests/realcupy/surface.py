@@ -372,7 +372,8 @@ _ROOTS = {"cupy", "cupyx"}
 
 
 def _module_literal(node):
-    """``sys.modules["cupy"]`` / ``importlib.import_module("cupy")`` / ``_require_cupy(...)`` -> "cupy"."""
+    """``sys.modules["cupy"]``, ``sys.modules.get("cupy")``, ``importlib.import_module("cupy")``,
+    ``_require_cupy(...)`` -> "cupy"."""
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "modules":
         key = node.slice
         if isinstance(key, ast.Constant) and key.value in _ROOTS:
@@ -380,6 +381,9 @@ def _module_literal(node):
     if isinstance(node, ast.Call):
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        if (name == "get" and isinstance(func.value, ast.Attribute) and func.value.attr == "modules"
+                and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value in _ROOTS):
+            return node.args[0].value  # sys.modules.get("cupy")
         if name == "_require_cupy":
             return "cupy"
         if name == "import_module" and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value in _ROOTS:
@@ -387,20 +391,29 @@ def _module_literal(node):
     return None
 
 
-def _chain(node):
-    """``a.b.c`` -> (root node, ["b", "c"])."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    return node, parts[::-1]
+def _dotted(node, bound):
+    """The dotted CuPy path an expression names: ``cupy.cuda.runtime``, also through
+    ``getattr(cupy, "ndarray", None)`` with a constant name; None for anything else."""
+    if isinstance(node, ast.Name):
+        return bound.get(node.id)
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value, bound)
+        return None if base is None else f"{base}.{node.attr}"
+    if isinstance(node, ast.Call):
+        func = node.func
+        if (isinstance(func, ast.Name) and func.id == "getattr" and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+            base = _dotted(node.args[0], bound)
+            return None if base is None else f"{base}.{node.args[1].value}"
+    return _module_literal(node)
 
 
 def cupy_uses(source_root: pathlib.Path = ROOT / "src" / "cunumpy") -> dict[str, list[str]]:
     """``{"cupy.cuda.runtime.getDevice": ["_backend.py:123", ...]}``: the attribute chains
     cunumpy's code (outside the fake) reads from the ``cupy``/``cupyx`` modules, found by
-    following names bound to them (``import cupy``, ``cupy = sys.modules["cupy"]``,
-    ``_require_cupy()``, ``import_module("cupy")``) within each function and module."""
+    following names bound to them (``import cupy``, ``cupy = sys.modules["cupy"]`` or
+    ``.get("cupy")``, ``_require_cupy()``, ``import_module("cupy")``) within each function and
+    module, through attribute access and ``getattr`` with a constant name."""
     uses: dict[str, list[str]] = {}
     for path in sorted(source_root.rglob("*.py")):
         if "_fake_cupy" in path.parts:
@@ -422,14 +435,12 @@ def cupy_uses(source_root: pathlib.Path = ROOT / "src" / "cunumpy") -> dict[str,
                     if literal is not None:
                         bound[node.targets[0].id] = literal
             for node in body_nodes:
-                if not isinstance(node, ast.Attribute) or isinstance(getattr(node, "_parent_attr", None), ast.Attribute):
+                if not isinstance(node, (ast.Attribute, ast.Call)):
                     continue
-                root, parts = _chain(node)
-                base = bound.get(root.id) if isinstance(root, ast.Name) else _module_literal(root)
-                if base is None or not parts:
-                    continue
+                dotted = _dotted(node, bound)
+                if dotted is None or "." not in dotted or "__cunumpy_fake__" in dotted:
+                    continue  # (the fake's marker, read with getattr(..., False): absent on CuPy)
                 where = f"{path.relative_to(source_root)}:{node.lineno}"
-                dotted = ".".join([base, *parts])
                 uses.setdefault(dotted, [])
                 if where not in uses[dotted]:
                     uses[dotted].append(where)

@@ -65,10 +65,13 @@ def test_cunumpy_use_scan_follows_bound_names(tmp_path):
         "def g():\n"
         "    import cupyx.scipy.special as special\n"
         "    return special.erf, sys.modules['cupy'].cuda.nvtx.RangePop\n"
+        "def h():\n"
+        "    cupy = sys.modules.get('cupy')\n"
+        "    return cupy.cuda.Stream.null, getattr(getattr(cupy, 'cuda', None), 'Event', None)\n"
     )
     uses = surface.cupy_uses(tmp_path)
     assert set(uses) == {"cupy.cuda.runtime.getDevice", "cupy.zeros", "cupyx.scipy.special.erf",
-                         "cupy.cuda.nvtx.RangePop"}, uses
+                         "cupy.cuda.nvtx.RangePop", "cupy.cuda.Stream.null", "cupy.cuda.Event"}, uses
     assert surface.resolve_on_real("cupy.cuda.runtime.getDevice")
     assert not surface.resolve_on_real("cupy.cuda.runtime.no_such_call")
 
