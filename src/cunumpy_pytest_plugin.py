@@ -27,6 +27,8 @@ that module in ``pytest_plugins``) overrides this fixture with the equivalent on
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 __all__ = ["MARKERS", "backend", "pytest_configure", "pytest_runtest_setup", "pytest_unconfigure"]
@@ -45,6 +47,33 @@ MARKERS = {
     "requires_bounds_check_views": "skip unless CUDA kernels can launch (a GPU, or the fake CuPy with a "
     "C++ compiler) and array_view.cuh with CUNUMPY_BOUNDS_CHECK compiles (not on HIP/ROCm)",
 }
+
+def _import_the_package_as_usual() -> bool:
+    """Take the ``cunumpy`` package off pytest's list of modules to assertion-rewrite.
+
+    pytest rewrites the asserts of every module of a distribution that has a ``pytest11``
+    entry point, so with this plugin installed it would parse and compile the whole library
+    from source on import, at each run where bytecode cannot be cached (read-only
+    installations, ``PYTHONDONTWRITEBYTECODE``): a large part of the collection time of a
+    test file that imports cunumpy. Only this module is a plugin, and the library raises its
+    own exceptions; so its modules are imported as usual. (This reads the private state of
+    pytest's import hook; where that is missing, nothing changes.)
+    """
+    changed = False
+    for finder in sys.meta_path:
+        if type(finder).__name__ != "AssertionRewritingHook":
+            continue
+        names = getattr(finder, "_must_rewrite", None)
+        if isinstance(names, set) and "cunumpy" in names:
+            names.discard("cunumpy")
+            cache = getattr(finder, "_marked_for_rewrite_cache", None)
+            if isinstance(cache, dict):
+                cache.clear()
+            changed = True
+    return changed
+
+
+_import_the_package_as_usual()
 
 #: How many pytest configurations (in this process) have this plugin registered; the
 #: objects of ``cunumpy.kernel_testing`` use the named markers while it is above 0.

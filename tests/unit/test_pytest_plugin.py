@@ -204,3 +204,22 @@ def test_the_plugin_named_on_the_command_line_too(tmp_path):
                                      env=ENVIRONMENTS[env_name])
     assert code == 0, output
     assert outcomes == _expected(env_name), output
+
+
+def test_the_library_is_imported_without_assertion_rewriting(tmp_path):
+    # pytest would rewrite (parse and compile from source) every module of a distribution
+    # with a pytest11 entry point; the plugin takes the library off that list.
+    tests = """
+        import sys
+
+        import cunumpy.kernel_testing
+
+
+        def test_loaders():
+            library = type(sys.modules["cunumpy._parity"].__loader__).__name__
+            assert library != "AssertionRewritingHook", library
+            assert type(sys.modules[__name__].__loader__).__name__ == "AssertionRewritingHook"
+            assert "cunumpy_pytest_plugin" in sys.modules
+    """
+    code, outcomes, output = _pytest(_project(tmp_path, tests=tests), env=ENVIRONMENTS[SESSION_ENV])
+    assert code == 0 and outcomes == {"test_loaders": "PASSED"}, output
