@@ -2,7 +2,13 @@
 
 Not imported by ``import cunumpy``. Importing this module imports neither pytest nor
 CuPy and leaves ``xp.testing`` alone; the pytest objects (``BACKENDS``, ``backend``,
-``requires_cupy``, ``requires_device_backend``) are created on first access.
+``requires_cupy``, ``requires_device_backend`` and the HIP-gap markers) are created on first
+access. Their rules (the table in LLM_GUIDE.md): the ``cupy`` case of ``backend`` and
+``requires_device_backend`` run on a GPU or on the fake CuPy (whose launches emulate by
+themselves), ``requires_cupy`` only on a real GPU, the HIP-gap markers where CUDA kernels can
+launch and not on HIP; ``CUNUMPY_REQUIRE_CUDA`` turns the skips into errors. While
+cunumpy's pytest plugin is active, ``requires_device_backend`` is the plugin's marker, which
+also activates the CuPy backend for the test.
 
 Host/CUDA parity checks (``assert_kernels_agree``, ``parity_cases``, ``check_parity``) and
 ``device_function_kernel`` (sections 13.2 to 13.4) live in ``cunumpy._parity``; without a GPU
