@@ -121,6 +121,23 @@ def test_raw_kernels_and_modules_of_the_fake_emulate(automatic):
         cupy.ElementwiseKernel("T x", "T y", "y = x", "copy")(x, x)
 
 
+@in_fake
+@requires_compiler
+def test_the_fake_devices_limits_are_checked_before_emulating(automatic):
+    import cupy
+
+    k = CudaKernel(SOURCE, "scale")
+    x = cupy.ones(4)
+    with pytest.raises(ValueError, match=r"kernel 'scale' on device 0 .*block\[2\] = 128"):
+        k(x, 2.0, 4, grid=(1, 1, 1), block=(1, 1, 128))
+    with pytest.raises(ValueError, match=r"grid\[1\] = 70000"):
+        k(x, 2.0, 0, grid=(0, 70000))
+    with kt.emulated_launches(), pytest.raises(ValueError, match=r"block\[2\] = 128"):
+        k(x, 2.0, 4, grid=(1, 1, 1), block=(1, 1, 128))
+    assert k(x, 2.0, 0, n_threads=0) is None  # an empty launch: nothing to emulate
+    assert (x.get() == 1.0).all()
+
+
 # --------------------------------------------------------------------------- turning it off
 
 
@@ -131,9 +148,10 @@ def test_cunumpy_emulation_0_restores_the_refusal(monkeypatch):
     monkeypatch.setenv("CUNUMPY_EMULATION", "0")
     k = CudaKernel(SOURCE, "scale")
     x = cupy.ones(4)
-    for call, what in ((lambda: k(x, 2.0, 4), "kernel 'scale'"), (k.compile, "kernel 'scale'"),
+    # CudaKernel takes the device path, which the fake refuses when it compiles the module.
+    for call, what in ((lambda: k(x, 2.0, 4), "RawModule of kernel 'scale'"), (k.compile, "RawModule of kernel 'scale'"),
                        (lambda: cupy.RawKernel(SOURCE, "scale")((1,), (4,), (x, 2.0, 4)), "RawKernel 'scale'"),
-                       (lambda: cupy.RawModule(code=SOURCE).compile(), "RawModule")):  # fmt: skip
+                       (lambda: cupy.RawModule(code=SOURCE).compile(), "RawModule of kernel 'scale', 'shift', 'fill'")):  # fmt: skip
         with pytest.raises(NotImplementedError) as info:
             call()
         message = str(info.value)
@@ -356,5 +374,5 @@ def test_a_program_runs_unchanged_under_the_fake_cupy(tmp_path):
     assert result.stdout.strip() == "cupy [0.0, 3.0, 6.0, 9.0, 12.0]"
     env["CUNUMPY_EMULATION"] = "0"
     result = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, env=env, timeout=300)
-    assert result.returncode == 1 and "NotImplementedError: kernel 'scale'" in result.stderr
+    assert result.returncode == 1 and "NotImplementedError: RawModule of kernel 'scale'" in result.stderr
     assert "CUNUMPY_EMULATION=0" in result.stderr

@@ -338,6 +338,13 @@ class EmulationHook:
 
     # CudaKernel's hook
     def launch(self, kernel, args, grid, block, shared_mem):
+        cupy = sys.modules.get("cupy")
+        if cupy is not None and getattr(cupy, "__cunumpy_fake__", False) is True:
+            # The fake device's limits, as a launch on a GPU checks its device's.
+            device = _cuda_kernel._current_device_or_none(cupy) or 0
+            kernel._validate(_cuda_kernel._device_limits(cupy, device), grid, block, shared_mem)
+        if 0 in grid or 0 in block:
+            return None  # nothing to launch (CudaKernel has checked the arguments), nothing compiled
         marshalled = marshal_arguments(kernel, args)
         shared_mem = _check_shared_mem(kernel, shared_mem)
         return _run(kernel, marshalled, grid, block, shared_mem, args=args, **self.settings.run_keywords())
@@ -388,9 +395,10 @@ class EmulationHook:
 
 
 class RefusingHook:
-    """The hook on the fake CuPy when the automatic emulation cannot run: every launch and
-    compilation raises ``NotImplementedError`` with the reason (``CUNUMPY_EMULATION=0``, or no
-    C++ compiler)."""
+    """The fake CuPy's launch hook when the automatic emulation cannot run: launching or
+    compiling its kernel objects raises ``NotImplementedError`` with the reason
+    (``CUNUMPY_EMULATION=0``, or no C++ compiler). CudaKernel launches then take the device
+    path, which ends there."""
 
     def __init__(self, reason: str, remedy: str):
         self.reason = reason
@@ -399,21 +407,19 @@ class RefusingHook:
     def __repr__(self):
         return f"RefusingHook({self.reason!r})"
 
-    def _refuse(self, action, what):
-        raise NotImplementedError(
-            f"{what}: the fake CuPy cannot {action} CUDA kernels: {self.reason}; {self.remedy}"
-        )
-
-    def launch(self, kernel, args, grid, block, shared_mem):
-        self._refuse("launch", f"kernel '{kernel.name}'")
-
-    def compile(self, kernel):
-        self._refuse("compile", f"kernel '{kernel.name}'")
-
-    recompile = compile
-
     def fake_cupy(self, action, obj, args, kwargs):
-        self._refuse(action, f"{type(obj).__name__} {getattr(obj, 'name', None)!r}")
+        kind = type(obj).__name__
+        what = f"{kind} {getattr(obj, 'name', None)!r}"
+        if kind == "RawModule":
+            names = list(getattr(obj, "name_expressions", ()) or ())
+            if not names and isinstance(getattr(obj, "code", None), str):
+                from ..cuda._source import cuda_kernel_names
+
+                names = cuda_kernel_names(obj.code)
+            if names:
+                shown = ", ".join(repr(n) for n in names[:3]) + (", ..." if len(names) > 3 else "")
+                what = f"RawModule of kernel {shown}"
+        raise NotImplementedError(f"{what}: the fake CuPy cannot {action} CUDA kernels: {self.reason}; {self.remedy}")
 
     __call__ = fake_cupy
 
@@ -498,18 +504,21 @@ def _automatic_hook():
 
 
 def current_hook():
-    """The hook of the calling thread and context: the innermost ``emulated_launches()``
-    block's; else, on the fake CuPy, the automatic emulation (or a hook refusing with the
-    reason); else None (launches go to the GPU)."""
+    """CudaKernel's hook for the calling thread and context: the innermost
+    ``emulated_launches()`` block's; else, on the fake CuPy, the automatic emulation when it
+    can run; else None (the device path: the GPU, or the fake CuPy's refusal)."""
     hook = _context_hook.get()
     if hook is None and _fake_cupy_active():
         hook = _automatic_hook()
+        if isinstance(hook, RefusingHook):
+            return None
     return hook
 
 
 def fake_cupy_hook():
-    """The launch hook of the fake CuPy's kernel objects for the calling thread and context."""
-    hook = current_hook()
+    """The launch hook of the fake CuPy's kernel objects for the calling thread and context:
+    an ``emulated_launches()`` block's, else the automatic emulation or its refusal."""
+    hook = _context_hook.get()
     return _automatic_hook() if hook is None else hook
 
 
