@@ -271,9 +271,11 @@ def compile_for_emulation(kernel, *, compiler=None, options=()):
 # The hook of a launch is looked up per thread and per context (contextvars): an
 # ``emulated_launches()`` block applies to the code it encloses and to nothing running in
 # other threads. Where no block is open and the fake CuPy is active, the automatic emulation
-# applies (or, when it is off or has no compiler, a hook that refuses with the reason).
-# CudaKernel finds the hook through ``_cuda_kernel.context_hook`` (set at the end of this
-# module), the fake CuPy's raw kernels through :func:`fake_cupy_hook`.
+# applies; when it is off or has no compiler, CudaKernel takes the device path, and the fake
+# CuPy's kernel objects refuse with the reason (RefusingHook). CudaKernel finds its hook
+# through ``_cuda_kernel.context_hook`` (set at the end of this module), the fake CuPy's
+# kernel objects through :func:`fake_cupy_hook`. The launch options of a hook are one
+# frozen ``LaunchOptions``, handed to ``_run`` as keywords.
 
 
 @dataclasses.dataclass(frozen=True)
