@@ -46,6 +46,16 @@ def _standin_active():
     return cupy is not None and getattr(cupy, "__cunumpy_standin__", False)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _the_device_path():
+    """These tests check CudaKernel's device path (device limits, packing, the C fast path,
+    the refusal at compile time) on the fake CuPy, so its automatic CPU emulation is off;
+    emulated_launches() blocks still emulate."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CUNUMPY_EMULATION", "0")
+        yield
+
+
 # ------------------------------------------------------------------ construction
 
 

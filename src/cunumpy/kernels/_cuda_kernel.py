@@ -10,6 +10,7 @@ stream), falling back to CuPy's own launch functions where that is not possible.
 from __future__ import annotations
 
 import concurrent.futures
+import contextvars
 import math
 import os
 import re
@@ -37,10 +38,31 @@ _N_THREADS_FROM = ("auto", "first_array", "last_axis")
 _CUDA_ERROR_INVALID_CONTEXT = 201
 _DEFAULT_SHARED = 49152
 
-#: Set by the CPU emulation (kernel_testing.emulated_launches) to take over launches and
-#: compilation: ``hook.launch(kernel, args, grid, block, shared_mem)`` and
-#: ``hook.compile(kernel)``. None outside that context.
+#: A hook that takes over every launch and compilation when set (tests set one):
+#: ``hook.launch(kernel, args, grid, block, shared_mem)`` and ``hook.compile(kernel)``.
 emulation_hook = None
+
+
+def _load_context_hook():
+    """Until cunumpy._emulation is imported: on the fake CuPy, import it (it replaces
+    ``context_hook`` with its lookup, and launches there emulate by themselves)."""
+    cupy = sys.modules.get("cupy")
+    if cupy is None or getattr(cupy, "__cunumpy_fake__", False) is not True:
+        return None
+    from .. import _emulation  # noqa: F401 - sets context_hook
+
+    return context_hook()
+
+
+#: The CPU emulation's hook of the calling thread and context (an ``emulated_launches()``
+#: block, or the automatic emulation on the fake CuPy), or None: see cunumpy._emulation._launch.
+context_hook = _load_context_hook
+
+
+def _emulation_hook():
+    """The hook that takes over launches and compilation here and now, or None."""
+    hook = emulation_hook
+    return context_hook() if hook is None else hook
 
 # ------------------------------------------------------------------ plan specs
 
@@ -327,7 +349,9 @@ def _compile_each(items, jobs: int) -> dict:
             return kernel.compile()
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [(key, pool.submit(work, kernel)) for key, kernel in items]
+        # Each compile runs in a copy of the caller's context: an emulated_launches() block
+        # (a context variable) applies in the workers too.
+        futures = [(key, pool.submit(contextvars.copy_context().run, work, kernel)) for key, kernel in items]
         for key, future in futures:
             exc = future.exception()
             if exc is not None:
@@ -720,7 +744,7 @@ class CudaKernel:
 
     def compile(self, *, log_stream=None):
         """Compile for the current device (cached per device) and return CuPy's raw kernel."""
-        hook = emulation_hook
+        hook = _emulation_hook()
         if hook is not None:
             return hook.compile(self)
         self._reject_on_hip()
@@ -731,7 +755,7 @@ class CudaKernel:
 
     def recompile(self, *, log_stream=None):
         """Discard the current device's compiled state and compile again (headers, debug options)."""
-        hook = emulation_hook
+        hook = _emulation_hook()
         if hook is not None:
             # The emulation re-reads headers and options too (a hook may lack the method).
             return getattr(hook, "recompile", hook.compile)(self)
@@ -808,7 +832,7 @@ class CudaKernel:
             raise ValueError(f"shared_mem must be >= 0, got {shared_mem}")
         if stream is not None and cur is not None:
             _check_stream(self._name, stream, cur)
-        hook = emulation_hook
+        hook = _emulation_hook()
         if hook is not None:
             return hook.launch(self, args, g, blk, shared_mem)
         if cupy is None:
@@ -827,7 +851,7 @@ class CudaKernel:
 
     def _launch_1d(self, packed, g0, stream, args):
         """Continuation of the C fast path for a non-empty 1-D launch."""
-        hook = emulation_hook
+        hook = _emulation_hook()
         if hook is not None:
             return hook.launch(self, args, (g0,), self._block, 0)
         cupy = sys.modules["cupy"]
