@@ -71,7 +71,7 @@ def test_properties():
     assert k.name == "k" and k.expression == "k" and k.source == ALL
     assert k.block_size == 64
     assert k.options == ("-DX=1", "-I/tmp/inc")
-    assert k.include_dirs == ("/tmp/inc",) and k.source_dir == Path("/tmp")
+    assert k.include_dirs == (Path("/tmp/inc"),) and k.source_dir == Path("/tmp")
     assert k.structs == () and k.template_args is None and k.debug is None
     assert [p.name for p in k.signature] == ["x", "y", "n", "v", "c", "f", "u", "raw"]
     assert k.n_threads_from == "auto" and k.check_finite is False
@@ -174,7 +174,7 @@ def test_from_file_and_all_from_file(tmp_path):
     (tmp_path / "helper.cuh").write_text("#define HELPER 1\n")
     k = CudaKernel.from_file(path)
     assert k.name == "push" and k.source_dir == tmp_path.resolve()
-    assert k.include_dirs[0] == str(tmp_path)
+    assert k.include_dirs[0] == tmp_path.resolve()
     assert k.included_headers == ((tmp_path / "helper.cuh").resolve(),)
     assert CudaKernel.from_file(path, "second").name == "second"
     other = tmp_path / "ops.cu"

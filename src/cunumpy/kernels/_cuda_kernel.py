@@ -54,8 +54,19 @@ _NUMPY_SCALARS = tuple(
 )
 
 
+_SCALAR_TABLES: dict = {}
+
+
 def _scalar_table(dtype: np.dtype) -> tuple[int, dict]:
-    """(scalar code, {NumPy scalar type: action}) for a scalar parameter of ``dtype``."""
+    """(scalar code, {NumPy scalar type: action}) for a scalar parameter of ``dtype``; one
+    table per dtype, shared (the plans only read it)."""
+    found = _SCALAR_TABLES.get(dtype)
+    if found is None:
+        found = _SCALAR_TABLES[dtype] = _make_scalar_table(dtype)
+    return found
+
+
+def _make_scalar_table(dtype: np.dtype) -> tuple[int, dict]:
     kind = dtype.kind
     code = {"b": _S_BOOL, "i": _S_INT, "u": _S_UINT, "f": _S_FLOAT, "c": _S_COMPLEX}[kind]
     table: dict = {}
@@ -429,6 +440,35 @@ def _on_hip() -> bool:
 # ------------------------------------------------------------------ CudaKernel
 
 
+class _NThreadsRule:
+    """``kernel.n_threads_from`` for a string setting: the rule as a callable of the argument
+    tuple, for that kernel's block (earlier releases exposed the inference this way)."""
+
+    __slots__ = ("_kernel", "name")
+
+    def __init__(self, kernel, name):
+        self._kernel = kernel
+        self.name = name
+
+    def __call__(self, args):
+        args = tuple(args)
+        k = self._kernel
+        return k._infer(k._block, args, _first_shape(args), mode=self.name)
+
+    def __eq__(self, other):
+        if isinstance(other, _NThreadsRule):
+            return self.name == other.name and self._kernel is other._kernel
+        if isinstance(other, str):
+            return self.name == other
+        return NotImplemented
+
+    def __hash__(self):
+        return hash(self.name)
+
+    def __repr__(self):
+        return f"<n_threads_from {self.name!r} of kernel {self._kernel.name!r}>"
+
+
 class CudaKernel:
     """A CUDA C/C++ kernel compiled with NVRTC through CuPy and launched with checked arguments.
 
@@ -464,9 +504,12 @@ class CudaKernel:
             raise TypeError("CudaKernel: 'options' must be a sequence of str")
         if isinstance(include_dirs, (str, os.PathLike)) or not hasattr(include_dirs, "__iter__"):
             raise TypeError("CudaKernel: 'include_dirs' must be a sequence of paths")
-        self._include_dirs = tuple(str(Path(d)) for d in include_dirs)
+        try:
+            self._include_dirs = tuple(Path(d) for d in include_dirs)
+            self._source_dir = Path(source_dir) if source_dir is not None else None
+        except TypeError:
+            raise TypeError("CudaKernel: 'include_dirs' and 'source_dir' must be paths") from None
         self._options = options + tuple(f"-I{d}" for d in self._include_dirs)
-        self._source_dir = Path(source_dir) if source_dir is not None else None
         if debug is not None and not isinstance(debug, bool):
             raise TypeError(f"CudaKernel: 'debug' must be None, True or False, not {debug!r}")
         if isinstance(structs, (str, bytes)) or not hasattr(structs, "__iter__"):
@@ -564,10 +607,23 @@ class CudaKernel:
 
     @property
     def n_threads_from(self):
+        """The launch-size inference as a callable ``f(args) -> int | tuple`` (as earlier releases
+        had it), or None. For a string setting, a callable implementing that rule for this kernel
+        whose ``name`` is the string (it also compares equal to it)."""
+        mode = self._n_threads_from
+        if isinstance(mode, str):
+            return _NThreadsRule(self, mode)
+        return mode
+
+    @property
+    def n_threads_from_setting(self):
+        """The setting as given: ``"auto"``, ``"first_array"``, ``"last_axis"``, a callable or None."""
         return self._n_threads_from
 
     @n_threads_from.setter
     def n_threads_from(self, value):
+        if isinstance(value, _NThreadsRule):
+            value = value.name  # a rule read from a kernel: the same rule for this one
         if not (value is None or callable(value) or (isinstance(value, str) and value in _N_THREADS_FROM)):
             raise TypeError(
                 "n_threads_from must be a callable, 'auto', 'first_array', 'last_axis' or None, "
@@ -654,8 +710,9 @@ class CudaKernel:
         n = _check_dims(n_threads, "n_threads")
         return _grid_for(n, blk)
 
-    def _infer(self, blk, args, first):
-        mode = self._n_threads_from
+    def _infer(self, blk, args, first, mode=None):
+        if mode is None:
+            mode = self._n_threads_from
         if mode is None:
             raise TypeError(
                 f"kernel '{self._name}': n_threads_from is None, so pass n_threads= or grid= explicitly"
@@ -1007,12 +1064,12 @@ def _is_template(source: str, name: str) -> bool:
 
 def _file_kwargs(path: Path, kwargs: dict) -> dict:
     kw = dict(kwargs)
-    directory = str(path.resolve().parent)
+    directory = path.resolve().parent
     dirs = kw.pop("include_dirs", ())
     if isinstance(dirs, (str, os.PathLike)) or not hasattr(dirs, "__iter__"):
         raise TypeError("CudaKernel: 'include_dirs' must be a sequence of paths")
     dirs = tuple(dirs)
-    kw["include_dirs"] = (directory,) + tuple(d for d in dirs if str(d) != directory)
+    kw["include_dirs"] = (directory,) + tuple(d for d in dirs if str(Path(d)) != str(directory))
     kw["source_dir"] = directory
     return kw
 
