@@ -717,17 +717,24 @@ def test_kernel_call_method_bad_input():
     for impl in (core, _reference):
         with pytest.raises(TypeError):
             impl.kernel_call_method("CudaKernel")
-    _, py = _plans(ALL, "k")
-    with pytest.raises(TypeError):
-        py.configure_fast(1, 2)
-    c, _ = _plans(ALL, "k")
-    with pytest.raises(TypeError):
-        c.configure_fast(1, 2)
-    with pytest.raises(ValueError):
-        c.configure_fast(0, 0, 10, lambda: 0)
-    with pytest.raises(TypeError):
-        c.configure_fast(1, 0, 10, "not callable")
-    assert c.configure_fast(None) is None
+    c, py = _plans(ALL, "k")
+    for plan in (c, py):
+        with pytest.raises(TypeError):
+            plan.configure_device(1, 2)
+        with pytest.raises(ValueError):
+            plan.configure_device(-1, (1, 1, 1), (1, 1, 1), 1, 0, lambda: 0)
+        with pytest.raises(TypeError):
+            plan.configure_device(0, (1, 1, 1), (1, 1, 1), 1, 0, "not callable")
+        assert plan.configure_device(None) is None
+        for block in (0, (1, 2, 3, 4), (64, 64), 1.5, "8"):
+            with pytest.raises(ValueError):
+                plan.configure_launch(block, 0)
+        with pytest.raises(ValueError):
+            plan.configure_launch(128, 3)
+        with pytest.raises(TypeError):
+            plan.configure_prepare(np.empty, (None,), None, None)  # one entry per parameter
+        with pytest.raises(TypeError):
+            plan.prepare(1)  # not configured
 
 
 def test_without_the_c_extension_the_twins_do_the_work():

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import types
 import typing
 import warnings
 from pathlib import Path
@@ -400,3 +401,149 @@ def test_struct_construction_is_linear_in_the_number_of_fields():
     big = CudaStruct("Big", [(f"f{i}", "int") for i in range(20000)])
     value = big(**{f"f{i}": i for i in range(20000)})
     assert value["f19999"] == 19999 and "f0" in value
+
+
+# ------------------------------------------------------------------ item 1: CuPy's attribute protocol
+
+
+class Duck:
+    """A user's test double of a CuPy array: CuPy's attributes over host memory, and an empty
+    or partial __cuda_array_interface__ (as such doubles have)."""
+
+    def __init__(self, a, *, cai=None, strides=True, flags=True, device=0, dtype=None):
+        self._a = a
+        self.shape = a.shape
+        if strides:
+            self.strides = a.strides
+        self.dtype = a.dtype if dtype is None else dtype
+        self.data = types.SimpleNamespace(ptr=a.__array_interface__["data"][0])
+        if flags:
+            self.flags = types.SimpleNamespace(c_contiguous=a.flags.c_contiguous)
+        if device is not None:
+            self.device = types.SimpleNamespace(id=device)
+        if cai is not None:
+            self.__cuda_array_interface__ = cai
+
+
+class InterfaceOnly:
+    def __init__(self, a):
+        self.__cuda_array_interface__ = {
+            "shape": a.shape, "typestr": a.dtype.str, "data": (a.__array_interface__["data"][0], False),
+            "strides": None if a.flags.c_contiguous else a.strides, "version": 3,
+        }
+
+
+AXPY = 'extern "C" __global__ void axpy(double a, const double* x, Array2D<double> y, CArray1D<float> z, int n) {}'
+
+
+def _plans(src, name):
+    from cunumpy.kernels import _cuda_kernel as ck
+
+    params = xp.cuda.parse_cuda_signature(src, name)
+    specs = tuple(ck._spec(i, p) for i, p in enumerate(params))
+    return core.launch_plan(name, specs, np.void, np.generic), _reference.launch_plan(name, specs, np.void, np.generic)
+
+
+def _outcome(plan, *args, **kw):
+    try:
+        packed, shape, hidden = plan.pack(*args, **kw)
+        return ("ok", packed[8 * plan.n_params:], shape, hidden)
+    except Exception as exc:  # noqa: BLE001 - compared
+        return (type(exc).__name__, str(exc))
+
+
+def _duck_cases():
+    x = np.arange(5.0)
+    y = np.zeros((5, 6))
+    z = np.zeros(4, np.float32)
+    return x, y, z, [
+        (2.0, Duck(x, cai={}), Duck(y[:, ::2], cai={"shape": (5, 3)}), Duck(z), 5),
+        (2.0, Duck(x, strides=False), Duck(y), Duck(z, strides=False), 5),
+        (2.0, Duck(x, device=None), Duck(y, device=3), Duck(z), 5),
+        (2.0, InterfaceOnly(x), InterfaceOnly(y), InterfaceOnly(z), 5),
+        (2.0, Duck(x, dtype=np.dtype(np.float32)), Duck(y), Duck(z), 5),  # wrong dtype
+        (2.0, Duck(x[::2]), Duck(y), Duck(z), 5),  # not contiguous
+        (2.0, Duck(x[::2], strides=False, flags=True), Duck(y), Duck(z), 5),  # says not C-contiguous
+        (2.0, Duck(x), Duck(y), Duck(np.zeros((4, 2), np.float32)[:, 0], strides=False, flags=False), 5),
+        (2.0, Duck(x), Duck(y[:, ::2], strides=False), Duck(z), 5),  # strided, no strides: refused
+        (2.0, Duck(x), Duck(np.zeros(3)), Duck(z), 5),  # wrong ndim
+        (2.0, np.zeros(5), Duck(y), Duck(z), 5),  # a host array is still refused
+        (2.0, types.SimpleNamespace(data=types.SimpleNamespace(ptr=1)), Duck(y), Duck(z), 5),
+    ]
+
+
+def test_attribute_protocol_packs_as_the_twin():
+    c_plan, py_plan = _plans(AXPY, "axpy")
+    x, y, z, cases = _duck_cases()
+    outcomes = []
+    for args in cases:
+        for device in (None, 0):
+            got = _outcome(c_plan, *args, device=device)
+            assert got == _outcome(py_plan, *args, device=device), (args, device)
+            outcomes.append(got)
+    first = outcomes[0]
+    assert first[0] == "ok" and first[2] == (5,)
+    words = np.frombuffer(first[1][:72], dtype="<u8")
+    assert words[1] == x.__array_interface__["data"][0]  # x.data.ptr
+    assert words[3:5].tolist() == [5, 3] and words[5:7].tolist() == [6, 2]  # y view: shape, strides
+    assert [o[0] for o in outcomes[:8]] == ["ok"] * 5 + ["ValueError"] + ["ok"] * 2
+    assert "argument 2 (Array2D<double> y): the array is on device 3" in outcomes[5][1]  # y.device.id
+    assert "expected dtype float64" in outcomes[8][1]
+    assert "not C-contiguous" in outcomes[10][1]
+    assert "no strides and is not C-contiguous" in outcomes[12][1]
+    assert "neither strides nor flags.c_contiguous" in outcomes[14][1]
+    assert "no strides and is not C-contiguous" in outcomes[16][1]
+    assert "2-dimensional" in outcomes[18][1]
+    assert "never copies" in outcomes[20][1]
+    assert "cannot read the device array" in outcomes[22][1]
+
+
+def test_attribute_protocol_in_launches_prepare_args_and_structs():
+    k = CudaKernel(AXPY, "axpy")
+    x, y, z, cases = _duck_cases()
+    args = cases[0]
+    assert k(*args, n_threads=0) is None
+    assert k(*[Duck(np.zeros(0)) if isinstance(a, Duck) and a.shape == (5,) else a for a in args]) is None
+    values = k.prepare_args(*args)
+    assert values[1] is args[1] and values[2]["shape"].tolist() == [5, 3] and values[4] == np.int32(5)
+    assert values[2]["strides"].tolist() == [6, 2] and values[3]["shape"].tolist() == [4]
+    assert k.launch_shape(args=args) == ((1,), (128,))
+    with pytest.raises(TypeError, match=r"argument 1 \(double\* x\): expected dtype float64"):
+        k.prepare_args(*cases[4])
+
+    T = CudaStruct("T", [("x", "double*"), ("y", "Array2D<double>"), ("n", "int")])
+    value = T(x=args[1], y=args[2], n=5)
+    assert value.packed["x"] == x.__array_interface__["data"][0]
+    assert value.packed["y"]["shape"].tolist() == [5, 3]
+
+    class Args(CudaStructArguments):
+        struct_name = "DuckArgs"
+        fields = (("x", "double*"), ("y", "Array2D<double>"), ("n", "int"))
+
+        def __init__(self, x, y):
+            self.x, self.y, self.n = x, y, 5
+            self.pack()
+
+    a = Args(args[1], args[2])
+    assert a.packed["y"]["strides"].tolist() == [6, 2]
+    a.y = Duck(y)  # a test double's changes cannot be seen in place: re-packed every time
+    assert a.packed["y"]["strides"].tolist() == [6, 1]
+    with pytest.raises(TypeError, match=r"struct 'DuckArgs': field 'x'.*expected dtype float64"):
+        Args(Duck(np.zeros(3, np.float32)), args[2])
+
+
+def test_unreadable_attributes_fall_back_to_a_complete_interface():
+    x = np.arange(4.0)
+
+    class Broken(InterfaceOnly):
+        data = types.SimpleNamespace(ptr=5)  # data.ptr, but no shape or dtype attributes
+
+    c_plan, py_plan = _plans('extern "C" __global__ void k(double* x) {}', "k")
+    for plan in (c_plan, py_plan):
+        ok = _outcome(plan, Broken(x))
+        assert ok[0] == "ok" and np.frombuffer(ok[1], "<u8")[0] == x.__array_interface__["data"][0]
+    incomplete = Duck(x, cai={})
+    del incomplete.dtype
+    for plan in (c_plan, py_plan):
+        got = _outcome(plan, incomplete)
+        assert got[0] == "TypeError" and "cannot read the device array" in got[1] and "dtype" in got[1]

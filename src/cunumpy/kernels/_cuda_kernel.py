@@ -34,6 +34,7 @@ from ..cuda._source import (
 __all__ = ["CudaKernel", "CudaKernelVariants"]
 
 _N_THREADS_FROM = ("auto", "first_array", "last_axis")
+_INFER_CODES = {"auto": 0, "first_array": 1, "last_axis": 2}  # the C path's codes (pack.c INFER_*)
 _CUDA_ERROR_INVALID_CONTEXT = 201
 _DEFAULT_SHARED = 49152
 
@@ -185,11 +186,42 @@ def iter_arrays(args, prefix=""):
         yield from _arrays_of(obj, path, dev, 0)
 
 
+def _other_device_array(obj) -> bool:
+    """A device array that is not CuPy's: CuPy's attribute protocol (``data.ptr``) or a
+    ``__cuda_array_interface__`` (as the packer reads them)."""
+    if isinstance(obj, (int, float, complex, str, np.generic)) or obj is None:
+        return False
+    try:
+        return hasattr(getattr(obj, "data", None), "ptr") or hasattr(obj, "__cuda_array_interface__")
+    except Exception:
+        return False
+
+
+def _shape_of(obj):
+    try:
+        shape = obj.shape if hasattr(getattr(obj, "data", None), "ptr") else obj.__cuda_array_interface__["shape"]
+        return tuple(shape)
+    except Exception:
+        return ()
+
+
+class _Shaped:
+    """An array's shape for the inference (test doubles and interface-only arrays)."""
+
+    __slots__ = ("shape",)
+
+    def __init__(self, shape):
+        self.shape = shape
+
+
 def _arrays_of(obj, path, dev, depth, host=False):
     if depth > 8:
         return
     if (dev is not None and isinstance(obj, dev)) or (host and isinstance(obj, np.ndarray)):
         yield path, obj
+        return
+    if host and not hasattr(type(obj), "__cuda_args__") and _other_device_array(obj):
+        yield path, _Shaped(_shape_of(obj))
         return
     if not hasattr(type(obj), "__cuda_args__"):
         return
@@ -537,6 +569,7 @@ class CudaKernel:
             self._by_expression = is_template or not extern_c
             self._signature = params
             self._plan = _build_plan(name, params)
+            self._plan.configure_launch(self._block, -1)  # the rule is set with n_threads_from below
         else:
             self._signature = None
             self._plan = None
@@ -630,9 +663,10 @@ class CudaKernel:
                 f"not {value!r}"
             )
         self._n_threads_from = value
-        self._fast_1d = value == "auto" and len(self._block) == 1
-        if getattr(self, "_plan", None) is not None:
-            self._plan.configure_fast(None)
+        plan = getattr(self, "_plan", None)
+        if plan is not None:
+            # The rules the C path applies itself; a callable or None is Python's.
+            plan.configure_launch(self._block, _INFER_CODES.get(value, -1) if isinstance(value, str) else -1)
 
     @property
     def check_finite(self):
@@ -680,16 +714,34 @@ class CudaKernel:
     def __repr__(self):
         return f"<CudaKernel {self._expression!r} block={self.block_size}>"
 
-    def prepare_args(self, *args) -> tuple:
-        """The values a launch would pass, without launching: arguments flattened through
-        ``__cuda_args__``, checked, scalars cast to their parameters' NumPy types, array views
-        packed. Same errors as a call."""
-        flat = _flatten_unchecked(args)
-        if self._plan is None:
-            return tuple(flat)
+    # prepare_args(*args) is C (below the class): it runs _prepare_slow until the plan knows how
+    # to make the values and which CuPy module to ask for the current device.
+
+    def _prepare_slow(self, *args) -> tuple:
+        """The values a launch would pass, without launching (``prepare_args``)."""
+        plan = self._plan
+        if plan is None:
+            return tuple(_flatten_unchecked(args))
         cupy = sys.modules.get("cupy")
-        self._plan.pack(*args, device=_current_device_or_none(cupy))
-        return tuple(_cupy_arg(p, a) for p, a in zip(self._signature, flat))
+        cur = _current_device_or_none(cupy)
+        plan.configure_prepare(
+            np.empty, self._value_dtypes(), cupy, _device_getter(cupy) if cupy is not None else None
+        )
+        return plan.prepare(*args, device=cur)
+
+    def _value_dtypes(self) -> tuple:
+        """Per parameter, the dtype of the value prepare_args makes from the packed bytes: the
+        parameter's own for scalars, a (data, shape, strides) record for views, None where the
+        argument itself is the value (pointers and structs)."""
+        out = []
+        for p in self._signature:
+            if p.pointer or p.struct is not None:
+                out.append(None)
+            elif p.view_ndim:
+                out.append(_view_record(p.view_ndim, p.contiguous))
+            else:
+                out.append(p.dtype)
+        return tuple(out)
 
     # -------------------------------------------------------------- launch shape
 
@@ -875,22 +927,27 @@ class CudaKernel:
         dev = cur if cur is not None else _device_getter(cupy)()
         lim = _limits_cache.get(dev) or _device_limits(cupy, dev)
         self._validate(lim, g, blk, shared_mem)
-        if plan is not None and self._fast_1d and block is None:
-            # The default 1-D block passed on this device: later calls take the C fast path.
-            plan.configure_fast(self._block[0], dev, lim.grid[0], _device_getter(cupy))
+        if plan is not None and dev == cur:
+            # A launch validated on this device: later calls of every form take the C path,
+            # which checks against these limits itself (and comes back here past them).
+            plan.configure_device(
+                dev, tuple(lim.block), tuple(lim.grid), lim.threads, lim.shared_optin, _device_getter(cupy)
+            )
         if 0 in g:
             return None
         return self._launch(cupy, dev, lim, args, packed, g, blk, shared_mem, stream)
 
-    def _launch_1d(self, packed, g0, stream, args):
-        """Continuation of the C fast path for a non-empty 1-D launch."""
+    def _launch_fast(self, packed, g, blk, shared_mem, stream, args):
+        """Continuation of the C path for a non-empty launch whose checks it made."""
         hook = emulation_hook
         if hook is not None:
-            return hook.launch(self, args, (g0,), self._block, 0)
-        cupy = sys.modules["cupy"]
+            return hook.launch(self, args, g, blk, shared_mem)
+        cupy = sys.modules.get("cupy")
+        if cupy is None:
+            raise RuntimeError(f"launching kernel '{self._name}' needs CuPy (no device arrays were given)")
         dev = _device_getter(cupy)()
         lim = _limits_cache.get(dev) or _device_limits(cupy, dev)
-        return self._launch(cupy, dev, lim, args, packed, (g0,), self._block, 0, stream)
+        return self._launch(cupy, dev, lim, args, packed, g, blk, shared_mem, stream)
 
     def _fail(self, lim, what):
         raise ValueError(f"kernel '{self._name}' on device {lim.id} ({lim.name}): {what}")
@@ -1002,6 +1059,15 @@ class CudaKernel:
 
 
 CudaKernel.__call__ = core.kernel_call_method(CudaKernel)
+CudaKernel.prepare_args = core.kernel_prepare_method(CudaKernel)
+
+
+def _view_record(n: int, contiguous: bool) -> np.dtype:
+    """The packed form of an ArrayND<T> (data, shape, strides in elements) or CArrayND<T> view."""
+    fields = [("data", "<u8"), ("shape", "<i8", (n,))]
+    if not contiguous:
+        fields.append(("strides", "<i8", (n,)))
+    return np.dtype(fields)
 
 
 def _cupy_arg(param: CudaParameter, value):
@@ -1009,11 +1075,7 @@ def _cupy_arg(param: CudaParameter, value):
     if param.pointer:
         return value
     if param.view_ndim:
-        n = param.view_ndim
-        fields = [("data", "<u8"), ("shape", "<i8", (n,))]
-        if not param.contiguous:
-            fields.append(("strides", "<i8", (n,)))
-        rec = np.zeros((), dtype=np.dtype(fields))
+        rec = np.zeros((), dtype=_view_record(param.view_ndim, param.contiguous))
         rec["data"] = value.data.ptr
         rec["shape"] = value.shape
         if not param.contiguous:
