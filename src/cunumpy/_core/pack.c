@@ -1508,7 +1508,7 @@ static PyObject *plan_pack(plan_t *p, PyObject *const *args, Py_ssize_t nargs, P
     return out;
 }
 
-/* 1 to 3 positive (`positive`) or non-negative ints from an exact int or a tuple/list of exact
+/* 1 to 3 positive (`positive`, at most 1024 each) or non-negative ints from an exact int or a tuple/list of exact
  * ints (no bool): the number of dimensions, or 0 when `obj` is anything else (the Python path
  * then gives the error or handles the unusual type). */
 static int read_dims(PyObject *obj, long long *out, int positive)
@@ -1541,7 +1541,7 @@ static int read_dims(PyObject *obj, long long *out, int positive)
             PyErr_Clear();
             return 0;
         }
-        if (v < 0 || (positive && v == 0))
+        if (v < 0 || (positive && (v == 0 || v > 1024))) /* a block entry: at most 1024 threads */
             return 0;
         out[k] = v;
     }
@@ -1662,8 +1662,12 @@ static PyObject *slot_value(plan_t *p, Py_ssize_t i, const unsigned char *bytes)
     struct value_chunk *c = &p->chunks[i];
     Py_ssize_t size = p->slots[i].size;
     if (c->array == NULL || c->next >= VALUES_PER_CHUNK) {
-        PyObject *dtype = PyTuple_GET_ITEM(p->value_dtypes, i);
-        PyObject *array = PyObject_CallFunction(p->empty, "nO", (Py_ssize_t)VALUES_PER_CHUNK, dtype);
+        /* Held: configure_prepare may replace them while numpy.empty runs Python code. */
+        PyObject *dtype = Py_NewRef(PyTuple_GET_ITEM(p->value_dtypes, i));
+        PyObject *empty = Py_NewRef(p->empty);
+        PyObject *array = PyObject_CallFunction(empty, "nO", (Py_ssize_t)VALUES_PER_CHUNK, dtype);
+        Py_DECREF(empty);
+        Py_DECREF(dtype);
         if (array == NULL)
             return NULL;
         Py_buffer view;
@@ -1983,7 +1987,11 @@ static int check_stream(const plan_t *p, PyObject *stream, long long cur)
  * exception when the getter raised. */
 static long long current_device(plan_t *p)
 {
-    PyObject *dev = PyObject_CallNoArgs(p->fast_getter);
+    if (p->fast_getter == NULL)
+        return -1; /* disabled meanwhile */
+    PyObject *getter = Py_NewRef(p->fast_getter); /* the call may reconfigure the plan */
+    PyObject *dev = PyObject_CallNoArgs(getter);
+    Py_DECREF(getter);
     if (dev == NULL)
         return -2;
     long long cur = -1;
@@ -2204,7 +2212,9 @@ static PyObject *kernel_prepare(PyObject *self, PyObject *const *args, Py_ssize_
     /* As _current_device_or_none: a getter that fails or gives no id means "no check". */
     long long cur = -1;
     if (p->prep_getter != Py_None) {
-        PyObject *dev = PyObject_CallNoArgs(p->prep_getter);
+        PyObject *getter = Py_NewRef(p->prep_getter); /* the call may reconfigure the plan */
+        PyObject *dev = PyObject_CallNoArgs(getter);
+        Py_DECREF(getter);
         if (dev == NULL)
             PyErr_Clear();
         else {
