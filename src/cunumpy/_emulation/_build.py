@@ -46,6 +46,10 @@ _FORMAT = "cunumpy-emulation-6"
 _BASE_FLAGS = (
     "-std=c++17", "-O2", "-fPIC", "-shared", "-fno-strict-aliasing", "-pthread", "-fstack-clash-protection", "-g1",
 )
+# GCC gives the static locals of inline functions STB_GNU_UNIQUE binding, which the dynamic
+# loader unifies across libraries even under RTLD_LOCAL: two kernel libraries would share one
+# `__shared__` variable of a header's template. Every library keeps its own.
+_GCC_FLAGS = ("-fno-gnu-unique",)
 
 #: Checks modes of a library (emu_abi.h): none, inline shadow checks (memcheck), a call per
 #: access (memcheck where the shadow cannot be mapped), a call per access with atomics told
@@ -457,7 +461,8 @@ def build_library(unit: str, *, name: str, entries, compiler: str, flags: tuple,
     """
     command = shlex.split(compiler)
     identity = _compiler_identity(command)
-    flags = tuple(flags) + _checks_flags(checks, "clang" in identity.lower())
+    clang = "clang" in identity.lower()
+    flags = tuple(flags) + (() if clang else _GCC_FLAGS) + _checks_flags(checks, clang)
     key = _cache_key(unit, flags, identity, headers, checks)
     lib = _memory.get(key)
     if lib is not None and _depends_current(lib.depends):
@@ -512,7 +517,7 @@ def _build(directory, key, unit, name, entries, command, flags, checks=CHECKS_NO
     )
     clean_dirs, clean_files = _clean_dirs(), (str(source), STUBS_FILE)
     found = RewriteFindings()
-    rewritten = rewrite_preprocessed(preprocessed, clean_dirs, clean_files, found)
+    rewritten = rewrite_preprocessed(preprocessed, clean_dirs, clean_files, found, shared_dirs=clean_dirs[1:])
     depends = [(os.path.abspath(path), _digest(path)) for path in user_files(preprocessed, clean_dirs, clean_files)]
     depends = [(path, digest) for path, digest in depends if digest is not None]
     fibers = uses_collectives(rewritten, _PRELUDE_DIR)

@@ -233,7 +233,8 @@ class RewriteFindings:
         self.shared_count = 0
 
 
-def _rewrite(text: str, extern_shared, static_shared, stack=(), found: RewriteFindings | None = None) -> str:
+def _rewrite(text: str, extern_shared, static_shared, stack=(), found: RewriteFindings | None = None,
+             asm: bool = True) -> str:
     """Rewrite inline PTX, the ``extern __shared__`` declarations found by the pattern
     ``extern_shared`` (its match ends where the element type starts) and the function-scope
     ``__shared__`` declarations found by ``static_shared`` in ``text``, whose first character
@@ -242,7 +243,7 @@ def _rewrite(text: str, extern_shared, static_shared, stack=(), found: RewriteFi
     out = text
     # Inline PTX first, from the end so earlier positions stay valid.
     spans = _code_mask(out)
-    for m in reversed(list(_ASM.finditer(out))):
+    for m in reversed(list(_ASM.finditer(out)) if asm else []):
         if _inside(spans, m.start()):
             continue
         end = _matching_bracket(out, m.end() - 1, lambda i: _inside(spans, i))
@@ -340,23 +341,27 @@ def user_files(text: str, clean_dirs=(), clean_files=()) -> list[str]:
     return list(found)
 
 
-def rewrite_preprocessed(text: str, clean_dirs=(), clean_files=(), found: RewriteFindings | None = None) -> str:
+def rewrite_preprocessed(text: str, clean_dirs=(), clean_files=(), found: RewriteFindings | None = None,
+                         shared_dirs=()) -> str:
     """The preprocessed translation unit ``text`` with inline PTX, ``extern __shared__`` and
     function-scope ``__shared__`` declarations rewritten in every part that comes from a file
-    of the user (see ``_user_file_rule``); ``found`` collects what was rewritten."""
+    of the user (see ``_user_file_rule``); in the parts from ``shared_dirs`` (cunumpy's own
+    headers) the function-scope ``__shared__`` declarations only. ``found`` collects what was
+    rewritten."""
     found = found if found is not None else RewriteFindings()
     owned = _user_file_rule(clean_dirs, clean_files)
+    shared_dirs = tuple(str(d).rstrip("/") + "/" for d in shared_dirs)
     pieces = []
     braces_of: dict[str, list] = {}  # the braces open in each user file, across its pieces
     pos = 0
-    name, is_owned = "", False
+    name, kind = "", None
     for m in _LINE_MARKER.finditer(text):
-        pieces.append(_rewrite_piece(text[pos : m.start()], name, is_owned, braces_of, found))
+        pieces.append(_rewrite_piece(text[pos : m.start()], name, kind, braces_of, found))
         pieces.append(m.group(0))
         name = _marker_file(m.group(1))
-        is_owned = owned(name, m.group(2))
+        kind = "user" if owned(name, m.group(2)) else ("shared" if name.startswith(shared_dirs) else None)
         pos = m.end()
-    pieces.append(_rewrite_piece(text[pos:], name, is_owned, braces_of, found))
+    pieces.append(_rewrite_piece(text[pos:], name, kind, braces_of, found))
     return "".join(pieces)
 
 
@@ -365,14 +370,25 @@ def rewrite_preprocessed(text: str, clean_dirs=(), clean_files=(), found: Rewrit
 _EXPANDED_STATIC_SHARED = re.compile(r"(?<![\w])(?:static\s+)?static\s+thread_local\b")
 
 
-def _rewrite_piece(piece: str, name: str, owned: bool, braces_of: dict, found: RewriteFindings) -> str:
-    if not owned or ("asm" not in piece and "thread_local" not in piece and "{" not in piece and "}" not in piece):
+_NOTHING = re.compile(r"(?!)")
+
+
+def _rewrite_piece(piece: str, name: str, kind, braces_of: dict, found: RewriteFindings) -> str:
+    """``kind``: "user" (every rewrite), "shared" (function-scope ``__shared__`` only) or None."""
+    if kind is None or ("asm" not in piece and "thread_local" not in piece and "{" not in piece and "}" not in piece):
         return piece
     stack = braces_of.get(name, [])
-    if "asm" in piece or "thread_local" in piece:
+    if kind == "user" and ("asm" in piece or "thread_local" in piece):
         piece = _rewrite(piece, _EXPANDED_EXTERN_SHARED, _EXPANDED_STATIC_SHARED, stack, found)
+    elif kind == "shared" and "thread_local" in piece:
+        piece = _rewrite_shared_only(piece, stack, found)
     braces_of[name] = _braces_after(stack, _brace_events(piece, _code_mask(piece)))
     return piece
+
+
+def _rewrite_shared_only(piece: str, stack, found: RewriteFindings) -> str:
+    """The function-scope ``__shared__`` declarations of a cunumpy header, into the arena."""
+    return _rewrite(piece, _NOTHING, _EXPANDED_STATIC_SHARED, stack, found, asm=False)
 
 
 # What the prelude does not provide: the trap of rewritten inline PTX and the file-scope
