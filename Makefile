@@ -13,7 +13,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 C_SOURCES  := $(wildcard src/cunumpy/_core/*.c src/cunumpy/_core/*.h src/cunumpy/_core/*/*.c src/cunumpy/_core/*/*.h)
 PY_SOURCES := $(shell find src -name '*.py' -o -name '*.md' -o -name '*.cuh' -o -name '*.h' -o -name '*.typed' -o -path '*/_emulation/include/*' -type f 2>/dev/null)
 
-.PHONY: all demo test test-unit test-fake test-mpi test-c test-tsan test-emu-aarch64 check-c bench gpu-check install clean petsc test-petsc test-real-cupy fidelity test-gpu
+.PHONY: all demo test test-unit test-fake test-sanitize test-mpi test-c test-tsan test-emu-aarch64 check-c bench gpu-check install clean petsc test-petsc test-real-cupy fidelity test-gpu
 
 all: install
 
@@ -42,7 +42,7 @@ install: $(BUILT) $(VENV)/.req-test+mpi+compiled
 demo: $(BUILT) $(VENV)/.req-demo
 	$(PY) examples/demo.py
 
-test: test-unit test-fake test-mpi check-c test-real-cupy
+test: test-unit test-fake test-sanitize test-mpi check-c test-real-cupy
 
 # test-fake runs the whole suite under the fake CuPy, so the NumPy run skips the tests that
 # re-run a file under the fake in a child process (tests/unit/_fake_support.py).
@@ -51,6 +51,20 @@ test-unit: install
 
 test-fake: install
 	CUNUMPY_FAKE_CUPY=1 CUNUMPY_BACKEND=cupy $(PYTEST) tests/unit
+
+# The emulator's racecheck and initcheck must find nothing in correct kernels: the emulator's
+# feature tests, the test kernels of every shipped header and the example kernel package run
+# again with both checks on (on the fake CuPy, so that the device paths emulate too), and the
+# emulator-versus-GPU parity cases with their "GPU" side emulated.
+SANITIZE_CORPUS := tests/unit/test_emulation_kernels.py tests/unit/test_emulation_headers.py \
+  tests/unit/test_emulation_complex.py tests/unit/test_emulation_half.py \
+  tests/unit/test_emulation_cooperative_groups.py tests/unit/test_emulation_launches.py \
+  tests/unit/test_integration_emulation.py tests/unit/test_parity.py tests/unit/test_kernel_testing.py
+test-sanitize: install
+	CUNUMPY_FAKE_CUPY=1 CUNUMPY_BACKEND=cupy CUNUMPY_EMULATION_SANITIZE=racecheck,initcheck \
+	  $(PYTEST) $(SANITIZE_CORPUS)
+	CUNUMPY_FAKE_CUPY=1 CUNUMPY_GPU_PARITY_DRY_RUN=1 CUNUMPY_EMULATION_SANITIZE=racecheck,initcheck \
+	  $(PY) -m pytest -q -p no:cacheprovider tests/gpu/test_emulator_parity_gpu.py
 
 # Every rank runs tests/mpi, on NumPy and on the fake CuPy (whose device pointers are host
 # memory, so both the staged and the CUDA-aware path really go through MPI). Each job is

@@ -34,7 +34,6 @@ __all__ = [
     "SANITIZERS",
     "LaunchOptions",
     "compile_for_emulation",
-    "declare_outputs",
     "emulate_cuda_kernel",
     "emulated_launches",
     "emulation_workers",
@@ -155,6 +154,19 @@ def check_timeout(timeout, what) -> float:
     return timeout
 
 
+def _check_outputs(outputs, what) -> tuple:
+    """Names or indices of the output-only parameters (initcheck)."""
+    if isinstance(outputs, (str, int)) and not isinstance(outputs, bool):
+        outputs = (outputs,)
+    if not hasattr(outputs, "__iter__"):
+        raise TypeError(f"{what}: 'outputs' must be parameter names or indices, not {type(outputs).__name__}")
+    outputs = tuple(outputs)
+    for o in outputs:
+        if isinstance(o, bool) or not isinstance(o, (str, int)):
+            raise TypeError(f"{what}: 'outputs' entries must be parameter names or indices, not {o!r}")
+    return outputs
+
+
 def check_memcheck(memcheck, what) -> bool:
     """``memcheck=False`` is the documented performance option (also CUNUMPY_EMULATION_MEMCHECK=0)."""
     if memcheck is None:
@@ -171,15 +183,6 @@ def checks_mode(sanitize: frozenset, memcheck: bool) -> int:
     if not memcheck:
         return CHECKS_NONE
     return CHECKS_SHADOW if core.emu_shadow_available() else CHECKS_CALLS
-
-
-_outputs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def declare_outputs(kernel, outputs) -> None:
-    """Records the output-only parameters of ``kernel`` (names or indices): initcheck reports
-    reads of them before a write. ``Kernel`` declares its host kernel's ``outputs``."""
-    _outputs[kernel] = tuple(outputs)
 
 
 def _check_kernel(kernel, what):
@@ -372,7 +375,7 @@ def emulate_cuda_kernel(kernel, *args, n_threads=None, grid=None, block=None, co
     Memcheck is always on (``memcheck=False`` or CUNUMPY_EMULATION_MEMCHECK=0 is the
     performance option that turns it off); ``sanitize`` adds ``"racecheck"`` and
     ``"initcheck"``; ``timeout`` stops a launch running longer (seconds); ``outputs`` names the
-    output-only parameters for initcheck. ``checked`` is accepted for earlier callers: faults
+    output-only parameters (initcheck reports reads of them before a write). ``checked`` is accepted for earlier callers: faults
     are always caught now.
     """
     what = "emulate_cuda_kernel()"
@@ -382,9 +385,7 @@ def emulate_cuda_kernel(kernel, *args, n_threads=None, grid=None, block=None, co
     sanitize = check_sanitize(sanitize, what)
     timeout = check_timeout(timeout, what)
     memcheck = check_memcheck(memcheck, what)
-    if outputs is None:
-        outputs = _outputs.get(kernel, ())
-    marshalled = marshal_arguments(kernel, args, outputs)
+    marshalled = marshal_arguments(kernel, args, () if outputs is None else _check_outputs(outputs, what))
     g, blk = kernel._shape(n_threads, grid, block, args, marshalled.first_shape)
     shared_mem = _check_shared_mem(kernel, shared_mem)
     return _run(kernel, marshalled, g, blk, shared_mem, compiler, options, checked, sanitize=sanitize,
@@ -488,7 +489,7 @@ class EmulationHook:
             kernel._validate(_cuda_kernel._device_limits(cupy, device), grid, block, shared_mem)
         if 0 in grid or 0 in block:
             return None  # nothing to launch (CudaKernel has checked the arguments), nothing compiled
-        marshalled = marshal_arguments(kernel, args, _outputs.get(kernel, ()))
+        marshalled = marshal_arguments(kernel, args)
         shared_mem = _check_shared_mem(kernel, shared_mem)
         return _run(kernel, marshalled, grid, block, shared_mem, args=args, **self.settings.run_keywords())
 
