@@ -697,3 +697,29 @@ def test_many_workers_keep_the_fiber_stacks_within_the_mapping_limit():
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("OK")
     assert int(done.stdout.split()[1]) < 40000
+
+
+def test_a_block_shape_the_runtime_refuses_names_the_kernel():
+    src = r"""extern "C" __global__ void k(double* x) { x[0] = 1; }"""
+    with pytest.raises(ValueError, match=r"kernel 'k': block: dimensions are limited to \(1024, 1024, 64\)"):
+        run(src, "k", np.zeros(1), grid=1, block=(1, 1, 65))
+
+
+def test_parity_checks_take_sanitize(fake_cupy):
+    # assert_kernels_agree runs the CUDA side in the emulation with the checks asked for.
+    import cunumpy as xp
+    from cunumpy.kernels import Kernel
+
+    src = RACES["two blocks writing one global element"][0]
+
+    def host(x, y):
+        y[0] = x[1]
+
+    kernel = Kernel(host, CudaKernel(textwrap.dedent(src), "k"))
+
+    def make_args(backend, seed):
+        return xp.to_cunumpy(np.ones(4, np.float32)), xp.zeros(4, dtype=np.float32)
+
+    kt.assert_kernels_agree(kernel, make_args, grid=2, block=4, atol=1e9)  # no race report without it
+    with pytest.raises(kt.RacecheckError, match="write-after-write hazard on 'y' element 0"):
+        kt.assert_kernels_agree(kernel, make_args, grid=2, block=4, atol=1e9, sanitize=("racecheck",))
