@@ -97,7 +97,10 @@ check-c: $(DEPS)
 	  LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 	  $(PYTEST) -m "not nosan" tests/unit
 
-# C unit tests of _core (pure C parts), each compiled with the sanitizers and run. A test
+# C unit tests of _core (pure C parts), each compiled with the sanitizers and run. The ucontext
+# variant of the emulator's tests runs without LeakSanitizer: its tracer, stopping the pool's
+# threads at exit, now and then faulted on a fiber stack's guard region after swapcontext
+# switches (ASan does not fully support swapcontext); the assembly variant checks leaks. A test
 # tests/c/test_X.c may come with tests/c/test_X_kernels.cpp: CUDA kernels compiled by g++
 # against the emulator prelude and linked in (the emulator runtime's tests).
 SAN_FLAGS := -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer
@@ -112,7 +115,8 @@ test-c:
 	    extra="$$exe.kernels.o -lstdc++"; \
 	  fi; \
 	  gcc -std=c11 $(SAN_FLAGS) -Isrc/cunumpy/_core $$t $$extra -o $$exe -lm -lpthread || exit 1; \
-	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 $$exe || exit 1; \
+	  leaks=1; case $$exe in *ucontext*) leaks=0;; esac; \
+	  ASAN_OPTIONS=detect_leaks=$$leaks UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 $$exe || exit 1; \
 	done; echo "C unit tests passed"
 
 # The emulator runtime's C tests (test_emu*.c and their kernels) cross-compiled for aarch64

@@ -45,6 +45,9 @@ _FORMAT = "cunumpy-emulation-6"
 # into the next stack. -g1: line tables, so that reports name the source line.
 _BASE_FLAGS = (
     "-std=c++17", "-O2", "-fPIC", "-shared", "-fno-strict-aliasing", "-pthread", "-fstack-clash-protection", "-g1",
+    # the library's calls to its own functions (the checks' hooks above all) are bound to its own
+    # definitions, never to a sanitizer runtime's preloaded into the process
+    "-Wl,-Bsymbolic",
 )
 # GCC gives the static locals of inline functions STB_GNU_UNIQUE binding, which the dynamic
 # loader unifies across libraries even under RTLD_LOCAL: two kernel libraries would share one
@@ -532,7 +535,7 @@ def _build(directory, key, unit, name, entries, command, flags, checks=CHECKS_NO
             obj = tmp[: -len(".so.tmp")] + ".o"
             try:
                 _run(command + list(_BASE_FLAGS) + list(flags) + ["-c", str(expanded), "-o", obj], "compilation", name)
-                _run(command + ["-shared", "-pthread", obj, "-o", tmp], "linking", name)
+                _run(command + ["-shared", "-pthread", "-Wl,-Bsymbolic", obj, "-o", tmp], "linking", name)
             finally:
                 _unlink(obj)
         else:

@@ -238,7 +238,7 @@ template <typename T> CUNUMPY_EMU_BUILTIN T &shared_at(std::size_t offset)
 extern "C" [[noreturn]] __attribute__((visibility("hidden"))) inline void
 cunumpy_emu_assert_fail(const char *expr, const char *file, unsigned int line, const char *) noexcept
 {
-    char message[512];
+    static thread_local char message[512]; // not on the stack the trap leaves (sanitizers)
     std::snprintf(message, sizeof message, "assertion `%s` failed at %s:%u", expr, file, line);
     cunumpy_emu_trap(message);
 }

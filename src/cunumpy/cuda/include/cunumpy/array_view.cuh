@@ -23,7 +23,7 @@ __device__ __forceinline__ void check_index(const long long (&idx)[N], const lon
         if (idx[d] < 0 || idx[d] >= shape[d]) {
 #ifdef CUNUMPY_EMULATION
             // The CPU emulation puts the message in the exception (and names block and thread).
-            char message[160];
+            static thread_local char message[160]; // not on the stack the trap leaves
             snprintf(message, sizeof message, "index %lld out of bounds for axis %d with size %lld (array view "
                      "bounds check)", idx[d], d, shape[d]);
             cunumpy_emu_trap(message);
