@@ -9,7 +9,12 @@ when it is quiet, and read the ratios, not the absolute times):
 - a 256-thread block sum with cunumpy/reduce.cuh over 4M doubles against numpy.sum, and the
   cost per CUDA thread per collective (one worker, thread CPU time), also for barriers alone
   and shuffles alone;
-- parallel blocks: the block sum with 2 workers against 1 (target: at least 1.7x).
+- parallel blocks: the block sum with 2 workers against 1 (target: at least 1.7x);
+- the memory checks: axpy and the block sum with memcheck (always on) against the same launch
+  with memcheck=False, the explicit performance option (target: at most 1.3x), and with
+  sanitize=racecheck / initcheck / both against memcheck=False on one worker (sanitized
+  launches run their blocks on one worker; target: at most 30x).
+`--only checks` runs the last part alone.
 The kernel figures are measured twice: through the C runtime alone (_core.emu_launch on a
 library compiled here against the prelude) and end to end through
 kernel_testing.emulate_cuda_kernel (when that layer is present). Exit status 1 when a target
@@ -285,8 +290,69 @@ def launch_benchmarks() -> list[str]:
     return failures
 
 
+MEMCHECK_TARGET = 1.3
+SANITIZE_TARGET = 30.0
+
+
+def checks_benchmarks() -> list[str]:
+    """The cost of the memory checks, each against the unchecked launch in the same run."""
+    from cunumpy import kernel_testing as kt
+    from cunumpy.kernels import CudaKernel
+
+    failures = []
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(N_ELEMENTS)
+    y = rng.standard_normal(N_ELEMENTS)
+    out = np.zeros(1)
+    axpy = CudaKernel(LAUNCH_SOURCE, "axpy", block_size=256)
+    block_sum = CudaKernel(BLOCK_SUM_SOURCE, "block_sum", block_size=256)
+    cases = (
+        ("axpy, 4M doubles", lambda **kw: kt.emulate_cuda_kernel(axpy, 1.5, x, y, N_ELEMENTS, **kw)),
+        ("block sum, 4M doubles", lambda **kw: kt.emulate_cuda_kernel(block_sum, x, out, N_ELEMENTS, **kw)),
+    )
+    previous = os.environ.get("CUNUMPY_EMULATION_THREADS")
+    try:
+        for name, launch in cases:
+            for settings in ({"memcheck": False}, {}, {"sanitize": ("racecheck",)}, {"sanitize": ("initcheck",)}):
+                launch(**settings)  # compile each variant before timing
+            # memcheck: default workers, interleaved rounds against the unchecked launch
+            os.environ.pop("CUNUMPY_EMULATION_THREADS", None)
+            plain, checked = float("inf"), float("inf")
+            for _ in range(5):
+                plain = min(plain, _best(lambda: launch(memcheck=False), rounds=1))
+                checked = min(checked, _best(lambda: launch(), rounds=1))
+            ratio = checked / plain
+            print(f"[checks] {name}: memcheck {checked * 1e3:.1f} ms, unchecked {plain * 1e3:.1f} ms, "
+                  f"ratio {ratio:.2f} (target <= {MEMCHECK_TARGET})")
+            if ratio > MEMCHECK_TARGET:
+                failures.append(f"[checks] {name}: memcheck ratio {ratio:.2f} > {MEMCHECK_TARGET}")
+            # racecheck/initcheck: one worker, against the unchecked launch on one worker
+            os.environ["CUNUMPY_EMULATION_THREADS"] = "1"
+            plain1 = _best(lambda: launch(memcheck=False), rounds=3)
+            for sanitize in (("racecheck",), ("initcheck",), ("racecheck", "initcheck")):
+                t = _best(lambda: launch(sanitize=sanitize), rounds=2)
+                ratio = t / plain1
+                print(f"[checks] {name}: {'+'.join(sanitize)} {t * 1e3:.0f} ms, unchecked on one worker "
+                      f"{plain1 * 1e3:.1f} ms, ratio {ratio:.1f} (target <= {SANITIZE_TARGET:g})")
+                if ratio > SANITIZE_TARGET:
+                    failures.append(f"[checks] {name}: {'+'.join(sanitize)} ratio {ratio:.1f} > {SANITIZE_TARGET:g}")
+    finally:
+        if previous is None:
+            os.environ.pop("CUNUMPY_EMULATION_THREADS", None)
+        else:
+            os.environ["CUNUMPY_EMULATION_THREADS"] = previous
+    print(f"[checks] load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    return failures
+
+
 def main() -> int:
     from cunumpy import kernel_testing
+
+    if sys.argv[1:] == ["--only", "checks"]:
+        failures = checks_benchmarks()
+        for failure in failures:
+            print("MISSED:", failure)
+        return 1 if failures else 0
 
     failures = switch_benchmark()
     compiler = getattr(kernel_testing, "emulation_compiler", None)
@@ -298,6 +364,7 @@ def main() -> int:
         failures += runtime_benchmarks(tmp)
     if hasattr(kernel_testing, "emulate_cuda_kernel"):
         failures += launch_benchmarks()
+        failures += checks_benchmarks()
     else:
         print("kernel_testing.emulate_cuda_kernel is not in this build: end-to-end figures skipped")
     for failure in failures:

@@ -38,6 +38,12 @@ from ._parity import (
 
 # --- CPU emulation (API.md section 15) --------------------------------------------------
 from ._emulation import (
+    EmulationError,
+    EmulationTimeoutError,
+    InitcheckError,
+    KernelFaultError,
+    MemcheckError,
+    RacecheckError,
     compile_for_emulation,
     emulate_cuda_kernel,
     emulated_launches,
@@ -46,6 +52,12 @@ from ._emulation import (
 )
 
 _EMULATION_NAMES = [
+    "EmulationError",
+    "EmulationTimeoutError",
+    "InitcheckError",
+    "KernelFaultError",
+    "MemcheckError",
+    "RacecheckError",
     "compile_for_emulation",
     "emulate_cuda_kernel",
     "emulated_launches",

@@ -1,7 +1,8 @@
 """A serial loop-mode launcher in ctypes, for testing the Python layer without the C runtime.
 
 It follows the ABI of ``emu_abi.h``: binds one worker, then calls the block function for
-every block in order. Collectives and traps are not supported (loop mode only).
+every block in order. Collectives, traps, static __shared__ variables and the memory checks are
+not supported (loop mode, checks mode 0 only).
 """
 
 import ctypes
@@ -22,6 +23,7 @@ class Worker(ctypes.Structure):
         ("dynamic_shared", ctypes.c_void_p),
         ("dynamic_shared_bytes", ctypes.c_size_t),
         ("api", ctypes.c_void_p),
+        ("static_shared", ctypes.c_void_p),
     ]
 
 
@@ -30,9 +32,9 @@ BLOCK = ctypes.CFUNCTYPE(None, ctypes.POINTER(Worker), ctypes.c_void_p)
 
 
 def serial_emu_launch(bind, thread_fn, block_fn, grid, block, args, *, shared_mem, fibers, checked, workers,
-                      kernel_name):
-    if fibers:
-        raise NotImplementedError("the serial test launcher runs loop-mode kernels only")
+                      kernel_name, checks=0, **unused):
+    if fibers or checks:
+        raise NotImplementedError("the serial test launcher runs loop-mode kernels without checks only")
     w = Worker()
     w.block_dim = Dim3(*block)
     w.grid_dim = Dim3(*grid)

@@ -328,7 +328,8 @@ def test_launches_pass_the_worker_count(monkeypatch):
         seen.append(kwargs["workers"])
         return core.emu_launch(*args, **kwargs)
 
-    monkeypatch.setattr(_launch, "core", types.SimpleNamespace(EMU_ABI_VERSION=core.EMU_ABI_VERSION, emu_launch=emu_launch))
+    monkeypatch.setattr(_launch, "core", types.SimpleNamespace(
+        EMU_ABI_VERSION=core.EMU_ABI_VERSION, emu_launch=emu_launch, emu_shadow_available=core.emu_shadow_available))
     monkeypatch.delenv("CUNUMPY_EMULATION_THREADS", raising=False)
     x = np.ones(64)
     k = CudaKernel(SOURCE, "scale")

@@ -27,6 +27,15 @@ SRC = (
 )
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _the_device_path():
+    """These tests compare CudaKernel's two device paths, so the fake CuPy's automatic CPU
+    emulation (which takes every launch) is off; emulated_launches() blocks still emulate."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CUNUMPY_EMULATION", "0")
+        yield
+
+
 @pytest.mark.skipif(fake_cupy_active(), reason="device tests already run in this process")
 def test_standin_runs_the_device_tests():
     """Plain run: the device tests against the CuPy stand-in, in a fresh interpreter."""

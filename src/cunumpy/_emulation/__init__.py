@@ -7,9 +7,23 @@ CUDA source is compiled by the host C++ compiler against the prelude
 """
 
 from ._build import build_count, emulation_cache_dir, emulation_compiler
+from ._errors import (
+    EmulationError,
+    EmulationTimeoutError,
+    InitcheckError,
+    KernelFaultError,
+    MemcheckError,
+    RacecheckError,
+)
 from ._launch import compile_for_emulation, emulate_cuda_kernel, emulated_launches
 
 __all__ = [
+    "EmulationError",
+    "EmulationTimeoutError",
+    "InitcheckError",
+    "KernelFaultError",
+    "MemcheckError",
+    "RacecheckError",
     "build_count",
     "compile_for_emulation",
     "emulate_cuda_kernel",

@@ -3,8 +3,15 @@
 Pointer and view parameters take host arrays (NumPy arrays, or fake-CuPy arrays through
 their host buffers) of the declared dtype and dimensions. Where the kernel needs a layout the
 array does not have (a pointer or ``CArrayND`` of a non-contiguous array, a view whose byte
-strides are not whole elements, a read-only array), a contiguous copy is passed and copied
-back into the given array after the launch (read-only arrays are never written back).
+strides are not whole elements, a read-only array given to a ``const`` parameter), a
+contiguous copy is passed. After the launch the elements the kernel changed in a copy are
+copied back into the given array, and only those, so that writes the kernel made through
+another argument sharing the memory are kept; ``const`` parameters are never written back. A
+read-only array given to a parameter the kernel may write is refused (``TypeError``), as a
+device launch refuses it.
+
+Every array the kernel can reach is described to the runtime as a region (its bytes, its
+name, ``out`` or ``args.efield``): memcheck reports accesses outside them.
 Scalars are checked and packed by the kernel's own launch plan (the same checks and messages
 as a device launch). Struct parameters take a packed value, a mapping field -> value, a
 CudaStructValue / CudaStructArguments, or any object with one attribute per field.
@@ -13,6 +20,7 @@ CudaStructValue / CudaStructArguments, or any object with one attribute per fiel
 from __future__ import annotations
 
 import ctypes
+import re
 import sys
 import weakref
 from collections.abc import Mapping
@@ -21,12 +29,17 @@ from struct import pack_into
 import numpy as np
 
 from .._native import core
-from ..cuda._source import CudaParameter
+from ..cuda._source import CudaParameter, _matching_bracket
 from ..kernels import _cuda_kernel
+from ._source import _split_declarators
 
 __all__ = ["MarshalledArguments", "marshal_arguments"]
 
 _MAX_FLATTEN_DEPTH = 8
+
+# Region flags (emu_check.h).
+REGION_CONST = 1
+REGION_OUTPUT_ONLY = 2
 
 
 class _HostArray:
@@ -47,20 +60,65 @@ class _HostArray:
 class MarshalledArguments:
     """The packed parameter values, the arrays they point into, and the pending copies back."""
 
-    __slots__ = ("buffer", "table", "keep", "copies", "first_shape")
+    __slots__ = ("buffer", "table", "params", "keep", "copies", "first_shape", "regions")
 
     def __init__(self):
         self.buffer = None
         #: the parameter address table at the start of ``buffer`` (None without parameters)
         self.table = None
+        #: the packed parameter values the table points into (the runtime copies them)
+        self.params = None
         self.keep: list = []
-        #: (the user's array, the contiguous copy the kernel wrote)
+        #: (the user's array, the contiguous copy the kernel used, the copy's first contents)
         self.copies: list = []
         self.first_shape = None
+        #: (lo, hi, base, itemsize, flags, name, what) of every array the kernel can reach
+        self.regions: list = []
 
     def write_back(self) -> None:
-        for target, copy in self.copies:
-            np.copyto(target, copy, casting="no")
+        """Copies back the elements the kernel changed in each copy (and only those)."""
+        for target, copy, snapshot in self.copies:
+            changed = _changed(copy, snapshot)
+            if changed is True:
+                np.copyto(target, copy, casting="no")
+            elif changed is not False:
+                np.copyto(target, copy, casting="no", where=changed)
+
+
+def _changed(copy: np.ndarray, snapshot: np.ndarray):
+    """Which elements differ bit for bit (so NaN to the same NaN is no change): True, False or
+    a boolean array of ``copy``'s shape."""
+    if copy.size == 0:
+        return False
+    itemsize = copy.dtype.itemsize
+    a = copy.reshape(-1).view(np.uint8).reshape(-1, itemsize)
+    b = snapshot.reshape(-1).view(np.uint8).reshape(-1, itemsize)
+    diff = (a != b).any(axis=1)
+    if not diff.any():
+        return False
+    if diff.all():
+        return True
+    return diff.reshape(copy.shape)
+
+
+def _extent(a: np.ndarray) -> tuple[int, int, int]:
+    """(lo, hi, base) addresses of the bytes an array's elements occupy; (0, 0, 0) when empty."""
+    if a.size == 0:
+        return 0, 0, 0
+    base = a.__array_interface__["data"][0]
+    lo = hi = 0
+    for n, stride in zip(a.shape, a.strides):
+        step = (n - 1) * stride
+        if step < 0:
+            lo += step
+        else:
+            hi += step
+    return base + lo, base + hi + a.dtype.itemsize, base
+
+
+def _what(a: np.ndarray) -> str:
+    shape = "x".join(str(n) for n in a.shape) or "scalar"
+    return f"{a.dtype}, shape {shape}, {a.size} elements"
 
 
 def _fake_array_type():
@@ -80,6 +138,8 @@ def _device_array_type():
 def host_array(obj):
     """The host ndarray behind ``obj`` (itself, or a fake-CuPy array's buffer), or None."""
     if isinstance(obj, np.ndarray):
+        if isinstance(obj, np.ma.MaskedArray):
+            return None  # refused by the caller: a kernel would ignore the mask
         return obj
     fake = _fake_array_type()
     if fake is not None and isinstance(obj, fake):
@@ -93,9 +153,10 @@ def _type_name(obj) -> str:
 
 
 class _Marshaller:
-    def __init__(self, kernel):
+    def __init__(self, kernel, outputs=frozenset()):
         self.kernel = kernel
         self.name = kernel.name
+        self.outputs = outputs
         self.out = MarshalledArguments()
 
     def error(self, exc, where, p, detail):
@@ -103,7 +164,13 @@ class _Marshaller:
 
     # ------------------------------------------------------------ arrays
 
-    def array(self, where, p: CudaParameter, obj):
+    def array(self, where, p: CudaParameter, obj, *, label=None, const=False, output=False):
+        if isinstance(obj, np.ma.MaskedArray):
+            raise self.error(
+                TypeError, where, p,
+                "a masked array cannot be passed to a kernel (the kernel would ignore the mask); pass "
+                "a.filled(value) or a.data",
+            )
         a = host_array(obj)
         if a is None:
             device = _device_array_type()
@@ -128,6 +195,12 @@ class _Marshaller:
             )
         if self.out.first_shape is None and a.ndim >= 1:
             self.out.first_shape = a.shape
+        if not a.flags.writeable and not const and a.size:
+            raise self.error(
+                TypeError, where, p,
+                "the array is read-only, but the parameter is not const, so the kernel may write it "
+                "(pass a writeable array, or declare the parameter const)",
+            )
         itemsize = a.dtype.itemsize
         if p.view_ndim and not p.contiguous:
             usable = a.flags.writeable and all(s % itemsize == 0 for s in a.strides)
@@ -140,9 +213,12 @@ class _Marshaller:
             passed = a
         else:
             passed = np.array(a, order="C", copy=True)
-            if a.flags.writeable:
-                self.out.copies.append((a, passed))
+            if a.flags.writeable and not const:
+                self.out.copies.append((a, passed, passed.copy()))
         self.out.keep.append(passed)
+        lo, hi, base = _extent(passed)
+        flags = (REGION_CONST if const else 0) | (REGION_OUTPUT_ONLY if output else 0)
+        self.out.regions.append((lo, hi, base, itemsize, flags, label or where, _what(passed)))
         strides = passed.strides if (p.view_ndim and not p.contiguous) else None
         return _HostArray(passed, strides)
 
@@ -170,7 +246,7 @@ class _Marshaller:
                 fields.append((fname, CudaParameter(fname, str(fdt), fdt, False, None, 0, False)))
         return fields
 
-    def struct(self, index, p: CudaParameter, obj):
+    def struct(self, index, p: CudaParameter, obj, label=None):
         dtype = np.dtype(p.dtype)
         if isinstance(obj, np.void):
             if obj.dtype != dtype:
@@ -206,7 +282,7 @@ class _Marshaller:
                     # A view field known only from the struct's dtype: its element type is the array's.
                     a = host_array(value)
                     f = f._replace(dtype=a.dtype if a is not None else np.dtype("u1"))
-                value = self.array(where, f, value)
+                value = self.array(where, f, value, label=f"{label or p.name or index}.{fname}")
             plan = _field_plan(sname, f)
             try:
                 packed, _, _ = plan.pack(value)
@@ -273,11 +349,13 @@ def _flatten(args, signature):
     return out, expanded[0]
 
 
-def marshal_arguments(kernel, args) -> MarshalledArguments:
+def marshal_arguments(kernel, args, outputs=()) -> MarshalledArguments:
     """Check ``args`` against ``kernel``'s signature and pack them for the emulation.
 
     The result's ``buffer`` (16-byte aligned) starts with ``table``, the addresses of the
-    parameter values in it (CUDA's ``kernelParams``); ``keep`` holds every array they point into.
+    parameter values in it (CUDA's ``kernelParams``); ``keep`` holds every array they point
+    into, ``regions`` describes them. ``outputs``: names or indices of output-only parameters
+    (initcheck reports reads of them before a write).
     """
     signature = kernel.signature
     if signature is None:
@@ -294,12 +372,16 @@ def marshal_arguments(kernel, args) -> MarshalledArguments:
             + (" (after expanding __cuda_args__)" if expanded else "")
         )
     m = _Marshaller(kernel)
+    const = _const_parameters(kernel)
+    output_set = set(outputs)
     values = []
     for i, (p, obj) in enumerate(zip(signature, flat)):
+        label = p.name or f"argument {i}"
         if p.pointer or p.view_ndim:
-            values.append(m.array(f"argument {i}", p, obj))
+            is_output = i in output_set or (i - n) in output_set or (p.name and p.name in output_set)
+            values.append(m.array(f"argument {i}", p, obj, label=label, const=const[i], output=bool(is_output)))
         elif p.struct is not None:
-            values.append(m.struct(i, p, obj))
+            values.append(m.struct(i, p, obj, label=label))
         else:
             values.append(obj)
     packed, _, _ = kernel._plan.pack(*values)
@@ -312,8 +394,37 @@ def marshal_arguments(kernel, args) -> MarshalledArguments:
     if n:
         pack_into(f"<{n}Q", buffer, start, *[base + start + off for off in offsets])
         out.table = memoryview(buffer).cast("B")[start:start + 8 * n]
+        out.params = memoryview(buffer).cast("B")[start:start + total]
     out.buffer = buffer
     return out
+
+
+_consts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_GLOBAL_NAME = r"\b__global__\b[^;{{}}]*?\b{name}\s*(?:<[^;{{}}()]*>\s*)?\("
+
+
+def _const_parameters(kernel) -> tuple:
+    """Per parameter of ``kernel``: whether it points to const data (``const double* x``,
+    ``double const* x``, ``Array1D<const float>``); such arguments are never written back. Read
+    from the source text; False where it cannot be told."""
+    found = _consts.get(kernel)
+    if found is not None:
+        return found
+    n = len(kernel.signature)
+    result = [False] * n
+    name = kernel.name.split("<", 1)[0]
+    m = re.search(_GLOBAL_NAME.format(name=re.escape(name)), kernel.source)
+    if m is not None:
+        end = _matching_bracket(kernel.source, m.end() - 1)
+        params = _split_declarators(kernel.source[m.end() : end]) if end > 0 else []
+        if len(params) == n:
+            for i, text in enumerate(params):
+                if "*" in text:
+                    result[i] = re.search(r"\bconst\b", text[: text.rindex("*")]) is not None
+                else:
+                    result[i] = re.search(r"<\s*const\b", text) is not None
+    _consts[kernel] = found = tuple(result)
+    return found
 
 
 _offsets: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -26,7 +26,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from ._source import STUBS_FILE, rewrite_preprocessed, user_files
+from ._source import STUBS_FILE, RewriteFindings, rewrite_preprocessed, user_files
 
 __all__ = [
     "EmulationLibrary",
@@ -38,10 +38,51 @@ __all__ = [
 ]
 
 #: Bump when the generated code or the cache layout changes: old entries are then ignored.
-_FORMAT = "cunumpy-emulation-5"
+_FORMAT = "cunumpy-emulation-6"
 # -fno-strict-aliasing: CUDA code reinterprets shared memory and bit patterns through pointer
-# casts, which NVRTC compiles as written.
-_BASE_FLAGS = ("-std=c++17", "-O2", "-fPIC", "-shared", "-fno-strict-aliasing", "-pthread")
+# casts, which NVRTC compiles as written. -fstack-clash-protection: a frame larger than a page
+# touches its pages in order, so a large local array cannot step over a fiber stack's guard
+# into the next stack. -g1: line tables, so that reports name the source line.
+_BASE_FLAGS = (
+    "-std=c++17", "-O2", "-fPIC", "-shared", "-fno-strict-aliasing", "-pthread", "-fstack-clash-protection", "-g1",
+    # the library's calls to its own functions (the checks' hooks above all) are bound to its own
+    # definitions, never to a sanitizer runtime's preloaded into the process
+    "-Wl,-Bsymbolic",
+)
+# GCC gives the static locals of inline functions STB_GNU_UNIQUE binding, which the dynamic
+# loader unifies across libraries even under RTLD_LOCAL: two kernel libraries would share one
+# `__shared__` variable of a header's template. Every library keeps its own.
+_GCC_FLAGS = ("-fno-gnu-unique",)
+
+#: Checks modes of a library (emu_abi.h): none, inline shadow checks (memcheck), a call per
+#: access (memcheck where the shadow cannot be mapped), a call per access with atomics told
+#: apart (memcheck, racecheck, initcheck).
+CHECKS_NONE, CHECKS_SHADOW, CHECKS_CALLS, CHECKS_TRACK = 0, 1, 2, 3
+
+
+def _checks_flags(checks: int, clang: bool) -> tuple:
+    """The instrumentation flags of a checks mode, for GCC or Clang. The instrumentation's
+    runtime functions are defined by the prelude (cunumpy_emu/checks.h), none is linked."""
+    if checks == CHECKS_NONE:
+        return ("-DCUNUMPY_EMU_CHECKS=0",)
+    offset = "0x200000000000"  # CUNUMPY_EMU_SHADOW_OFFSET of emu_abi.h
+    if clang:
+        kasan = ("-fsanitize=kernel-address", "-mllvm", "-asan-stack=0", "-mllvm", "-asan-globals=0")
+        table = {
+            CHECKS_SHADOW: kasan + ("-mllvm", f"-asan-mapping-offset={offset}", "-mllvm",
+                                    "-asan-instrumentation-with-call-threshold=1000000000"),
+            CHECKS_CALLS: kasan + ("-mllvm", "-asan-instrumentation-with-call-threshold=0"),
+            CHECKS_TRACK: ("-fsanitize=thread", "-mllvm", "-tsan-instrument-func-entry-exit=0"),
+        }
+    else:
+        kasan = ("-fsanitize=kernel-address", "--param=asan-stack=0", "--param=asan-globals=0")
+        table = {
+            CHECKS_SHADOW: kasan + (f"-fasan-shadow-offset={offset}",
+                                    "--param=asan-instrumentation-with-call-threshold=1000000000"),
+            CHECKS_CALLS: kasan + ("--param=asan-instrumentation-with-call-threshold=0",),
+            CHECKS_TRACK: ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0"),
+        }
+    return table[checks] + ("-fsanitize=integer-divide-by-zero", f"-DCUNUMPY_EMU_CHECKS={checks}")
 _COMPILE_TIMEOUT = 600
 
 _PRELUDE_DIR = Path(__file__).resolve().parent / "include"
@@ -116,21 +157,34 @@ def _compiler_identity(command: list[str]) -> str:
 class EmulationLibrary:
     """A loaded emulation library: the entry addresses of its kernels and its execution mode."""
 
-    __slots__ = ("path", "key", "fibers", "entries", "depends", "bind", "abi_version", "_dll", "_addresses")
+    __slots__ = (
+        "path", "key", "fibers", "entries", "depends", "bind", "abi_version", "checks", "extern_shared", "handle",
+        "_dll", "_addresses",
+    )
 
-    def __init__(self, path: Path, key: str, fibers: bool, entries, depends=()):
+    def __init__(self, path: Path, key: str, fibers: bool, entries, depends=(), extern_shared=()):
         self.path = path
         self.depends = tuple(depends)  # (path, sha256) of every user header the build read
         self.key = key
         self.fibers = fibers
         self.entries = tuple(entries)
+        #: the names of the source's ``extern __shared__`` arrays (for memcheck reports)
+        self.extern_shared = tuple(extern_shared)
         # RTLD_LOCAL: every library keeps its own bound-worker pointer and its own symbols.
         self._dll = dll = ctypes.CDLL(str(path), mode=os.RTLD_NOW | os.RTLD_LOCAL)
+        self.handle = dll._handle
         self.bind = ctypes.cast(dll.cunumpy_emu_bind, ctypes.c_void_p).value
         version = dll.cunumpy_emu_abi_version
         version.restype = ctypes.c_int
         version.argtypes = ()
         self.abi_version = int(version())
+        #: the library's checks mode (0 to 3)
+        self.checks = 0
+        if self.abi_version >= 2:
+            checks = dll.cunumpy_emu_checks
+            checks.restype = ctypes.c_int
+            checks.argtypes = ()
+            self.checks = int(checks())
         self._addresses = {}
         for k, expression in enumerate(self.entries):
             thread_fn = ctypes.cast(getattr(dll, f"cunumpy_emu_thread_{k}"), ctypes.c_void_p).value
@@ -197,7 +251,7 @@ def _prelude_files() -> list[Path]:
     return sorted(p for p in _PRELUDE_DIR.rglob("*") if p.is_file())
 
 
-def _cache_key(unit: str, flags: tuple, identity: str, headers) -> str:
+def _cache_key(unit: str, flags: tuple, identity: str, headers, checks: int = 0) -> str:
     h = hashlib.sha256()
 
     def add(data: bytes) -> None:
@@ -205,6 +259,7 @@ def _cache_key(unit: str, flags: tuple, identity: str, headers) -> str:
         h.update(data)
 
     add(_FORMAT.encode())
+    add(str(checks).encode())
     add(unit.encode("utf-8", "surrogatepass"))
     for flag in flags:
         add(flag.encode("utf-8", "surrogatepass"))
@@ -347,6 +402,7 @@ def _load_cached(directory: Path, key: str, entries) -> EmulationLibrary | None:
         fibers = bool(info["fibers"])
         depends = [(str(p), str(d)) for p, d in info["depends"]]
         so = directory / str(info["library"])
+        extern_shared = [str(n) for n in info.get("extern_shared", [])]
         size, sha256 = int(info["size"]), str(info["sha256"])
     except (OSError, ValueError, KeyError, TypeError):
         return None  # missing, unreadable, or written by an older version
@@ -355,16 +411,17 @@ def _load_cached(directory: Path, key: str, entries) -> EmulationLibrary | None:
     if not _library_intact(so, size, sha256):
         return None  # missing, truncated or altered: never handed to the dynamic loader
     try:
-        return EmulationLibrary(so, key, fibers, entries, depends)
+        return EmulationLibrary(so, key, fibers, entries, depends, extern_shared)
     except (OSError, AttributeError):
         return None  # a damaged entry: build again over it
 
 
-def _load_built(so: Path, key: str, fibers: bool, entries, depends, name: str, command) -> EmulationLibrary:
+def _load_built(so: Path, key: str, fibers: bool, entries, depends, name: str, command,
+                extern_shared=()) -> EmulationLibrary:
     """Load a library the compiler just wrote; RuntimeError naming the kernel when it cannot
     be loaded (a compiler that wrote an empty file: 'file too short')."""
     try:
-        return EmulationLibrary(so, key, fibers, entries, depends)
+        return EmulationLibrary(so, key, fibers, entries, depends, extern_shared)
     except (OSError, AttributeError) as exc:
         raise RuntimeError(
             f"CPU emulation of kernel '{name}': the library the compiler wrote cannot be loaded ({exc}).\n"
@@ -395,16 +452,21 @@ def _run(command: list[str], what: str, name: str, *, output_only: bool = False)
     return done.stdout
 
 
-def build_library(unit: str, *, name: str, entries, compiler: str, flags: tuple, headers=()) -> EmulationLibrary:
+def build_library(unit: str, *, name: str, entries, compiler: str, flags: tuple, headers=(),
+                  checks: int = CHECKS_NONE) -> EmulationLibrary:
     """The library of translation unit ``unit``: from memory, from disk, or built now.
 
-    ``entries`` are the kernel expressions whose stubs the unit defines, in order; ``flags`` the kernel's ``-D``/``-U``/``-I`` and extra options; ``headers`` the files
-    the unit includes (their contents are part of the key). RuntimeError with the compiler
-    output when the build fails (nothing is cached then).
+    ``entries`` are the kernel expressions whose stubs the unit defines, in order; ``flags``
+    the kernel's ``-D``/``-U``/``-I`` and extra options; ``headers`` the files the unit
+    includes (their contents are part of the key); ``checks`` the checks mode it is
+    instrumented for. RuntimeError with the compiler output when the build fails (nothing is
+    cached then).
     """
     command = shlex.split(compiler)
     identity = _compiler_identity(command)
-    key = _cache_key(unit, flags, identity, headers)
+    clang = "clang" in identity.lower()
+    flags = tuple(flags) + (() if clang else _GCC_FLAGS) + _checks_flags(checks, clang)
+    key = _cache_key(unit, flags, identity, headers, checks)
     lib = _memory.get(key)
     if lib is not None and _depends_current(lib.depends):
         return lib
@@ -418,7 +480,7 @@ def build_library(unit: str, *, name: str, entries, compiler: str, flags: tuple,
             with _entry_lock(directory, key, name):
                 lib = _load_cached(directory, key, entries)
                 if lib is None:
-                    lib = _build(directory, key, unit, name, entries, command, flags)
+                    lib = _build(directory, key, unit, name, entries, command, flags, checks)
         _memory[key] = lib
         return lib
 
@@ -446,7 +508,7 @@ def _unit_path(directory: Path, key: str, unit: str) -> Path:
     return folder / f"{key}.cpp"
 
 
-def _build(directory, key, unit, name, entries, command, flags) -> EmulationLibrary:
+def _build(directory, key, unit, name, entries, command, flags, checks=CHECKS_NONE) -> EmulationLibrary:
     # Preprocess first, then rewrite the preprocessed text (so headers and macro expansions
     # are covered) and compile that: its line markers keep diagnostics on the user's files.
     source = _unit_path(directory, key, unit)
@@ -457,7 +519,8 @@ def _build(directory, key, unit, name, entries, command, flags) -> EmulationLibr
         output_only=True,
     )
     clean_dirs, clean_files = _clean_dirs(), (str(source), STUBS_FILE)
-    rewritten = rewrite_preprocessed(preprocessed, clean_dirs, clean_files)
+    found = RewriteFindings()
+    rewritten = rewrite_preprocessed(preprocessed, clean_dirs, clean_files, found, shared_dirs=clean_dirs[1:])
     depends = [(os.path.abspath(path), _digest(path)) for path in user_files(preprocessed, clean_dirs, clean_files)]
     depends = [(path, digest) for path, digest in depends if digest is not None]
     fibers = uses_collectives(rewritten, _PRELUDE_DIR)
@@ -466,7 +529,17 @@ def _build(directory, key, unit, name, entries, command, flags) -> EmulationLibr
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f"{key}.", suffix=".so.tmp")
     os.close(fd)
     try:
-        _run(command + list(_BASE_FLAGS) + list(flags) + [str(expanded), "-o", tmp], "compilation", name)
+        if checks == CHECKS_TRACK:
+            # -fsanitize=thread would also link the sanitizer's runtime, which cannot be
+            # loaded into Python: compile with it, link without.
+            obj = tmp[: -len(".so.tmp")] + ".o"
+            try:
+                _run(command + list(_BASE_FLAGS) + list(flags) + ["-c", str(expanded), "-o", obj], "compilation", name)
+                _run(command + ["-shared", "-pthread", "-Wl,-Bsymbolic", obj, "-o", tmp], "linking", name)
+            finally:
+                _unlink(obj)
+        else:
+            _run(command + list(_BASE_FLAGS) + list(flags) + [str(expanded), "-o", tmp], "compilation", name)
         with _memory_lock:
             _builds[0] += 1
         fingerprint = _fingerprint(Path(tmp).read_bytes())
@@ -474,14 +547,15 @@ def _build(directory, key, unit, name, entries, command, flags) -> EmulationLibr
         so = directory / _library_name(key, depends)
         os.replace(tmp, so)
         tmp = so  # from here on, a failure removes the library
-        lib = _load_built(so, key, fibers, entries, depends, name, command)
+        lib = _load_built(so, key, fibers, entries, depends, name, command, found.extern_shared)
         meta = directory / f"{key}.json"
         try:  # the build this one replaces (its headers changed): its library goes
             stale = str(json.loads(meta.read_text())["library"])
         except (OSError, ValueError, KeyError, TypeError):
             stale = None
         _write_atomic(meta, json.dumps(
-            {"fibers": fibers, "kernel": name, "depends": depends, "library": so.name, **fingerprint}).encode())
+            {"fibers": fibers, "kernel": name, "depends": depends, "library": so.name,
+             "extern_shared": found.extern_shared, **fingerprint}).encode())
         if stale and stale != so.name and "/" not in stale:
             _unlink(directory / stale)  # a process that loaded it keeps its mapping
         _unlink(expanded)  # about 1 MB each; kept only when the build fails (the error names it)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import math
 import os
 import re
 import sys
@@ -25,16 +26,21 @@ from .._native import core
 from ..kernels import _cuda_kernel
 from ..kernels._cuda_kernel import CudaKernel
 from ._arguments import marshal_arguments
-from ._build import build_library, emulation_compiler
+from ._build import CHECKS_CALLS, CHECKS_NONE, CHECKS_SHADOW, CHECKS_TRACK, build_library, emulation_compiler
+from ._errors import emulation_error
 from ._source import entry_points, translation_unit
 
 __all__ = [
+    "SANITIZERS",
     "LaunchOptions",
     "compile_for_emulation",
     "emulate_cuda_kernel",
     "emulated_launches",
     "emulation_workers",
 ]
+
+#: The names ``sanitize=`` and ``CUNUMPY_EMULATION_SANITIZE`` accept (memcheck is always on).
+SANITIZERS = ("memcheck", "racecheck", "initcheck")
 
 #: Dynamic shared memory a block may request: the opt-in limit of sm_90 (227 KiB).
 DYNAMIC_SHARED_LIMIT = 232448
@@ -95,6 +101,90 @@ def _resolve_compiler(compiler) -> str:
     return compiler
 
 
+def check_sanitize(sanitize, what) -> frozenset:
+    """``sanitize`` as a set of names: a str (comma-separated) or an iterable of str;
+    ValueError naming an unknown one."""
+    if sanitize is None:
+        return frozenset()
+    if isinstance(sanitize, str):
+        names = [n.strip() for n in sanitize.split(",") if n.strip()]
+    else:
+        if isinstance(sanitize, bytes) or not hasattr(sanitize, "__iter__"):
+            raise TypeError(f"{what}: 'sanitize' must be a str or a sequence of str, not {type(sanitize).__name__}")
+        names = list(sanitize)
+        for n in names:
+            if not isinstance(n, str):
+                raise TypeError(f"{what}: 'sanitize' entries must be str, not {type(n).__name__}")
+        names = [n.strip() for n in names]
+    for n in names:
+        if n not in SANITIZERS:
+            raise ValueError(f"{what}: unknown sanitizer {n!r}; choose from {', '.join(SANITIZERS)}")
+    return frozenset(names)
+
+
+def _environment_sanitize() -> frozenset:
+    return check_sanitize(os.environ.get("CUNUMPY_EMULATION_SANITIZE", ""), "CUNUMPY_EMULATION_SANITIZE")
+
+
+def _environment_memcheck() -> bool:
+    value = os.environ.get("CUNUMPY_EMULATION_MEMCHECK", "").strip().lower()
+    if value in ("", "1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"CUNUMPY_EMULATION_MEMCHECK must be 0 or 1, got {value!r}")
+
+
+def check_timeout(timeout, what) -> float:
+    """Seconds (0.0: none); None reads CUNUMPY_EMULATION_TIMEOUT."""
+    if timeout is None:
+        raw = os.environ.get("CUNUMPY_EMULATION_TIMEOUT", "").strip()
+        if not raw:
+            return 0.0
+        try:
+            timeout = float(raw)
+        except ValueError:
+            raise ValueError(f"CUNUMPY_EMULATION_TIMEOUT must be a number of seconds, got {raw!r}") from None
+        what = "CUNUMPY_EMULATION_TIMEOUT"
+    if isinstance(timeout, (bool, np.bool_)) or not isinstance(timeout, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{what}: 'timeout' must be a number of seconds or None, not {type(timeout).__name__}")
+    timeout = float(timeout)
+    if not math.isfinite(timeout) or timeout <= 0 or timeout > 1e9:
+        raise ValueError(f"{what}: 'timeout' must be a positive number of seconds, got {timeout}")
+    return timeout
+
+
+def _check_outputs(outputs, what) -> tuple:
+    """Names or indices of the output-only parameters (initcheck)."""
+    if isinstance(outputs, (str, int)) and not isinstance(outputs, bool):
+        outputs = (outputs,)
+    if not hasattr(outputs, "__iter__"):
+        raise TypeError(f"{what}: 'outputs' must be parameter names or indices, not {type(outputs).__name__}")
+    outputs = tuple(outputs)
+    for o in outputs:
+        if isinstance(o, bool) or not isinstance(o, (str, int)):
+            raise TypeError(f"{what}: 'outputs' entries must be parameter names or indices, not {o!r}")
+    return outputs
+
+
+def check_memcheck(memcheck, what) -> bool:
+    """``memcheck=False`` is the documented performance option (also CUNUMPY_EMULATION_MEMCHECK=0)."""
+    if memcheck is None:
+        return _environment_memcheck()
+    if not isinstance(memcheck, (bool, np.bool_)):
+        raise TypeError(f"{what}: 'memcheck' must be True, False or None, not {type(memcheck).__name__}")
+    return bool(memcheck)
+
+
+def checks_mode(sanitize: frozenset, memcheck: bool) -> int:
+    """The instrumentation a launch needs (see _build.CHECKS_*)."""
+    if sanitize & {"racecheck", "initcheck"}:
+        return CHECKS_TRACK
+    if not memcheck:
+        return CHECKS_NONE
+    return CHECKS_SHADOW if core.emu_shadow_available() else CHECKS_CALLS
+
+
 def _check_kernel(kernel, what):
     if not isinstance(kernel, CudaKernel):
         raise TypeError(f"{what}: expected a CudaKernel, got {type(kernel).__module__}.{type(kernel).__qualname__}")
@@ -111,10 +201,13 @@ _per_kernel: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _per_kernel_lock = threading.Lock()
 
 
-def library_for(kernel: CudaKernel, compiler, options: tuple, *, fresh: bool = False):
+def library_for(kernel: CudaKernel, compiler, options: tuple, *, fresh: bool = False, checks: int | None = None):
     """The emulation library of ``kernel``, built once per kernel object and settings, as a
-    CUDA kernel compiles once per device; ``fresh`` (recompile) re-reads headers and options."""
-    memo_key = (compiler, options, kernel.debug_active())
+    CUDA kernel compiles once per device; ``fresh`` (recompile) re-reads headers and options.
+    ``checks``: the instrumentation (default: memcheck as the environment says)."""
+    if checks is None:
+        checks = checks_mode(_environment_sanitize(), _environment_memcheck())
+    memo_key = (compiler, options, kernel.debug_active(), checks)
     with _per_kernel_lock:
         memo = _per_kernel.setdefault(kernel, {})
         lib = None if fresh else memo.get(memo_key)
@@ -130,7 +223,8 @@ def library_for(kernel: CudaKernel, compiler, options: tuple, *, fresh: bool = F
     unit = translation_unit(kernel.source, entries, entries[0])
     headers = _headers_of(kernel)
     try:
-        lib = build_library(unit, name=kernel.name, entries=entries, compiler=resolved, flags=tuple(flags), headers=headers)
+        lib = build_library(unit, name=kernel.name, entries=entries, compiler=resolved, flags=tuple(flags), headers=headers,
+                            checks=checks)
     except RuntimeError as exc:
         hint = _complex_hint(kernel, headers)
         if hint:
@@ -195,10 +289,24 @@ def _check_shared_mem(kernel, shared_mem) -> int:
     return shared_mem
 
 
-def _run(kernel, marshalled, grid, block, shared_mem, compiler, options, checked, *, args=None):
+def _skip_dirs() -> tuple:
+    """Directories whose lines a report skips for the user's own (the prelude, shipped headers)."""
+    from ..cuda._source import cuda_include_dir
+    from ._build import prelude_dir
+
+    return (str(prelude_dir()), str(Path(cuda_include_dir()) / "cunumpy"))
+
+
+def _run(kernel, marshalled, grid, block, shared_mem, compiler, options, checked, *, args=None,
+         sanitize=frozenset(), timeout=None, memcheck=None):
+    """One launch; ``timeout`` and ``memcheck`` None: the environment's, read now."""
     if 0 in grid or 0 in block:
         return None  # nothing to launch, and nothing is compiled
-    lib = library_for(kernel, compiler, options)
+    sanitize = frozenset(sanitize) | _environment_sanitize()
+    timeout = check_timeout(timeout, "emulated launch") if timeout is None else timeout
+    memcheck = _environment_memcheck() if memcheck is None else memcheck
+    checks = checks_mode(sanitize, memcheck)
+    lib = library_for(kernel, compiler, options, checks=checks)
     runtime_abi = getattr(core, "EMU_ABI_VERSION", None)
     if runtime_abi is None or not hasattr(core, "emu_launch"):
         raise RuntimeError(
@@ -212,7 +320,7 @@ def _run(kernel, marshalled, grid, block, shared_mem, compiler, options, checked
     thread_fn, block_fn = lib.entry(kernel.expression)
     grid3 = tuple(grid) + (1,) * (3 - len(grid))
     block3 = tuple(block) + (1,) * (3 - len(block))
-    checked = bool(checked) or kernel.debug_active()
+    names = ", ".join(f"'{n}'" for n in lib.extern_shared)
     try:
         core.emu_launch(
             lib.bind,
@@ -221,12 +329,26 @@ def _run(kernel, marshalled, grid, block, shared_mem, compiler, options, checked
             grid3,
             block3,
             marshalled.table,
+            params=marshalled.params,
             shared_mem=shared_mem,
             fibers=lib.fibers,
-            checked=checked,
+            checked=True,  # faults are always caught
             workers=emulation_workers(),
             kernel_name=kernel.name,
+            checks=lib.checks,
+            racecheck="racecheck" in sanitize,
+            initcheck="initcheck" in sanitize,
+            regions=marshalled.regions,
+            dynamic_shared_name=f"extern __shared__ {names}" if names else "",
+            library=lib.handle,
+            timeout=timeout,
+            interruptible=threading.current_thread() is threading.main_thread(),
         )
+    except RuntimeError as exc:
+        error = emulation_error(exc, kernel.name, _skip_dirs())
+        if error is exc:
+            raise
+        raise error from None
     finally:
         marshalled.write_back()
     if kernel.check_finite and args is not None:
@@ -247,15 +369,27 @@ def _check_finite(kernel, args):
 
 
 def emulate_cuda_kernel(kernel, *args, n_threads=None, grid=None, block=None, compiler=None, options=(),
-                        shared_mem=0, checked=False):
-    """Run ``kernel`` on the CPU as if launched with these arguments (API.md section 15)."""
-    _check_kernel(kernel, "emulate_cuda_kernel()")
-    _check_compiler(compiler, "emulate_cuda_kernel()")
-    options = _check_options(options, "emulate_cuda_kernel()")
-    marshalled = marshal_arguments(kernel, args)
+                        shared_mem=0, checked=False, sanitize=(), timeout=None, memcheck=None, outputs=None):
+    """Run ``kernel`` on the CPU as if launched with these arguments (API.md section 15).
+
+    Memcheck is always on (``memcheck=False`` or CUNUMPY_EMULATION_MEMCHECK=0 is the
+    performance option that turns it off); ``sanitize`` adds ``"racecheck"`` and
+    ``"initcheck"``; ``timeout`` stops a launch running longer (seconds); ``outputs`` names the
+    output-only parameters (initcheck reports reads of them before a write). ``checked`` is accepted for earlier callers: faults
+    are always caught now.
+    """
+    what = "emulate_cuda_kernel()"
+    _check_kernel(kernel, what)
+    _check_compiler(compiler, what)
+    options = _check_options(options, what)
+    sanitize = check_sanitize(sanitize, what)
+    timeout = check_timeout(timeout, what)
+    memcheck = check_memcheck(memcheck, what)
+    marshalled = marshal_arguments(kernel, args, () if outputs is None else _check_outputs(outputs, what))
     g, blk = kernel._shape(n_threads, grid, block, args, marshalled.first_shape)
     shared_mem = _check_shared_mem(kernel, shared_mem)
-    return _run(kernel, marshalled, g, blk, shared_mem, compiler, options, checked)
+    return _run(kernel, marshalled, g, blk, shared_mem, compiler, options, checked, sanitize=sanitize,
+                timeout=timeout, memcheck=memcheck)
 
 
 def compile_for_emulation(kernel, *, compiler=None, options=()):
@@ -288,7 +422,12 @@ class LaunchOptions:
     compiler: str | None = None
     options: tuple = ()
     checked: bool = False
-    # sanitize= and timeout= (CUNUMPY_EMULATION_SANITIZE, the timeout's variable) go here.
+    #: racecheck/initcheck (CUNUMPY_EMULATION_SANITIZE adds to it at each launch)
+    sanitize: frozenset = frozenset()
+    #: seconds, or None: CUNUMPY_EMULATION_TIMEOUT at each launch
+    timeout: float | None = None
+    #: False: the performance option; None: CUNUMPY_EMULATION_MEMCHECK at each launch
+    memcheck: bool | None = None
 
     def run_keywords(self) -> dict:
         """The keyword arguments of ``_run`` for these options."""
@@ -336,7 +475,10 @@ class EmulationHook:
         return f"EmulationHook({self.settings!r})"
 
     def _library(self, kernel, *, fresh=False):
-        return library_for(kernel, self.settings.compiler, self.settings.options, fresh=fresh)
+        settings = self.settings
+        memcheck = _environment_memcheck() if settings.memcheck is None else settings.memcheck
+        checks = checks_mode(settings.sanitize | _environment_sanitize(), memcheck)
+        return library_for(kernel, settings.compiler, settings.options, fresh=fresh, checks=checks)
 
     # CudaKernel's hook
     def launch(self, kernel, args, grid, block, shared_mem):
@@ -525,17 +667,26 @@ def fake_cupy_hook():
 
 
 @contextlib.contextmanager
-def emulated_launches(*, compiler=None, options=(), checked=False):
+def emulated_launches(*, compiler=None, options=(), checked=False, sanitize=(), timeout=None, memcheck=None):
     """Run every CudaKernel launch and compilation in the block on the CPU (API.md section 15).
+
+    ``sanitize``, ``timeout`` and ``memcheck`` as for ``emulate_cuda_kernel``.
 
     The block applies to the thread (and the ``contextvars`` context) that entered it, and
     to the worker threads of ``compile_all``; threads started otherwise do not inherit it
     (run them with ``contextvars.copy_context().run``). Blocks nest: leaving one (also by
     an exception) restores the one around it.
     """
-    _check_compiler(compiler, "emulated_launches()")
-    options = _check_options(options, "emulated_launches()")
-    hook = EmulationHook(LaunchOptions(compiler=compiler, options=options, checked=bool(checked)))
+    what = "emulated_launches()"
+    _check_compiler(compiler, what)
+    options = _check_options(options, what)
+    sanitize = check_sanitize(sanitize, what)
+    if timeout is not None:
+        timeout = check_timeout(timeout, what)
+    if memcheck is not None:
+        memcheck = check_memcheck(memcheck, what)
+    hook = EmulationHook(LaunchOptions(compiler=compiler, options=options, checked=bool(checked), sanitize=sanitize,
+                                       timeout=timeout, memcheck=memcheck))
     previous = _context_hook.get()
     token = _context_hook.set(hook)
     try:

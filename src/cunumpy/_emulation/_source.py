@@ -25,7 +25,7 @@ import re
 
 from ..cuda._source import _matching_bracket
 
-__all__ = ["entry_points", "rewrite_preprocessed", "rewrite_source", "translation_unit"]
+__all__ = ["RewriteFindings", "entry_points", "rewrite_preprocessed", "rewrite_source", "translation_unit"]
 
 _IDENT = r"[A-Za-z_]\w*"
 _ASM = re.compile(r"\b(?:asm|__asm__|__asm)\b(?:\s*(?:volatile|__volatile__|__volatile|goto|inline))*\s*\(")
@@ -82,22 +82,6 @@ def _inside(spans, pos: int) -> bool:
     return lo < len(spans) and spans[lo][0] <= pos < spans[lo][1]
 
 
-def _brace_depth(text: str, spans, pos: int) -> int:
-    depth = 0
-    k = 0
-    for i in range(pos):
-        while k < len(spans) and spans[k][1] <= i:
-            k += 1
-        if k < len(spans) and spans[k][0] <= i < spans[k][1]:
-            continue
-        c = text[i]
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-    return depth
-
-
 # ``extern __shared__`` after the prelude's ``#define __shared__ static thread_local``: the
 # expansion ``extern static thread_local`` is never valid C++, so it can only come from it.
 _EXPANDED_EXTERN_SHARED = re.compile(r"\bextern\s+static\s+thread_local\b")
@@ -118,20 +102,148 @@ def _without_attributes(text: str) -> str:
         text = text[: m.start()] + " " + text[end + 1 :]
 
 
+# A brace opening a namespace, a class, an enum or an ``extern "C"`` block: what it holds is not
+# in a function. Any other brace opens a function body or a block inside one.
+_NON_FUNCTION_BRACE = re.compile(
+    r'(?:\bnamespace\b[\w\s:]*|\b(?:struct|class|union|enum)\b[^;{}()=]*|\bextern\s*"[^"]*"\s*)$'
+)
+FUNCTION, OTHER = "f", "n"
+
+
+def _brace_events(text: str, spans) -> list[tuple[int, str]]:
+    """(position, kind) of every brace outside comments and literals: kind ``f``/``n`` for an
+    opening brace (see ``_NON_FUNCTION_BRACE``), ``}`` for a closing one."""
+    events = []
+    k = 0
+    for i, c in enumerate(text):
+        if c not in "{}":
+            continue
+        while k < len(spans) and spans[k][1] <= i:
+            k += 1
+        if k < len(spans) and spans[k][0] <= i < spans[k][1]:
+            continue
+        if c == "}":
+            events.append((i, "}"))
+        else:
+            before = text[max(0, i - 400) : i].rstrip()
+            events.append((i, OTHER if _NON_FUNCTION_BRACE.search(before) else FUNCTION))
+    return events
+
+
+def _braces_after(stack, events, upto: int | None = None) -> list:
+    """The stack of open brace kinds after the events before ``upto`` (all if None)."""
+    stack = list(stack)
+    for pos, kind in events:
+        if upto is not None and pos >= upto:
+            break
+        if kind == "}":
+            if stack:
+                stack.pop()
+        else:
+            stack.append(kind)
+    return stack
+
+
 def _same_lines(replacement: str, replaced: str) -> str:
     """``replacement`` followed by as many newlines as ``replaced`` held (line numbers of the
     rest of the file stay right)."""
     return replacement + "\n" * replaced.count("\n")
 
 
-def _rewrite(text: str, extern_shared, start_depth: int = 0) -> str:
-    """Rewrite inline PTX and the ``extern __shared__`` declarations found by the pattern
-    ``extern_shared`` (its match ends where the element type starts) in ``text``, whose
-    first character lies at brace depth ``start_depth``."""
+def _statement_end(text: str, spans, start: int) -> int:
+    """Index of the ``;`` ending the statement that starts at ``start`` (len(text) if none)."""
+    i = start
+    while i < len(text) and (text[i] != ";" or _inside(spans, i)):
+        i += 1
+    return i
+
+
+def _split_declarators(decl: str) -> list[str]:
+    """``decl`` split at the commas between declarators (not inside brackets or template
+    arguments; ``<`` counts as a bracket only outside ``[]`` and ``()``)."""
+    parts, depth, angle, start = [], 0, 0, 0
+    for i, c in enumerate(decl):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "<" and depth == 0:
+            angle += 1
+        elif c == ">" and depth == 0 and angle > 0:
+            angle -= 1
+        elif c == "," and depth == 0 and angle == 0:
+            parts.append(decl[start:i])
+            start = i + 1
+    parts.append(decl[start:])
+    return parts
+
+
+_WORD = re.compile(_IDENT)
+_NOT_NAMES = frozenset(
+    "const volatile unsigned signed int long short char float double bool void auto typename struct "
+    "class union enum static thread_local".split()
+)
+
+
+def _declared_names(decl: str) -> list[str] | None:
+    """The names a declaration such as ``volatile float a[32], b[4]`` declares, or None when it
+    is not of that simple form (the rewrite then leaves it alone)."""
+    names = []
+    for part in _split_declarators(_without_attributes(decl)):
+        head = part.split("[", 1)[0].split("=", 1)[0]
+        if "(" in head:
+            return None  # function pointers and the like
+        words = _WORD.findall(head)
+        if not words or words[-1] in _NOT_NAMES:
+            return None
+        names.append(words[-1])
+    return names or None
+
+
+def _static_shared(decl: str, k: int) -> str | None:
+    """The replacement of a function-scope ``__shared__`` declaration ``decl`` (without its
+    storage class): a local struct holding the declaration, placed in the block's shared arena
+    by the runtime (see the prelude's shared_register), and a reference per declared name."""
+    names = _declared_names(decl)
+    if names is None:
+        return None
+    s = f"cunumpy_emu_shared_{k}"
+    if len(names) == 1:
+        itemsize = f"sizeof(::std::remove_all_extents_t<decltype({s}::{names[0]})>)"
+    else:
+        itemsize = "1"
+    refs = " ".join(f"auto &{n} = {s}_ref.{n};" for n in names)
+    return (
+        f"struct {s} {{ {decl.strip()}; }}; "
+        f"static const ::std::size_t {s}_offset = ::cunumpy_emu::shared_register(sizeof({s}), alignof({s}), "
+        f'{itemsize}, "{", ".join(names)}"); '
+        f"{s} &{s}_ref = ::cunumpy_emu::shared_at<{s}>({s}_offset); {refs}"
+    )
+
+
+class RewriteFindings:
+    """What the rewrites of one translation unit found: the names of its ``extern __shared__``
+    arrays (for memcheck reports) and a counter for the unique names of the rewritten
+    ``__shared__`` declarations."""
+
+    __slots__ = ("extern_shared", "shared_count")
+
+    def __init__(self):
+        self.extern_shared: list[str] = []
+        self.shared_count = 0
+
+
+def _rewrite(text: str, extern_shared, static_shared, stack=(), found: RewriteFindings | None = None,
+             asm: bool = True) -> str:
+    """Rewrite inline PTX, the ``extern __shared__`` declarations found by the pattern
+    ``extern_shared`` (its match ends where the element type starts) and the function-scope
+    ``__shared__`` declarations found by ``static_shared`` in ``text``, whose first character
+    lies inside the open braces ``stack`` (kinds, see ``_brace_events``)."""
+    found = found if found is not None else RewriteFindings()
     out = text
     # Inline PTX first, from the end so earlier positions stay valid.
     spans = _code_mask(out)
-    for m in reversed(list(_ASM.finditer(out))):
+    for m in reversed(list(_ASM.finditer(out)) if asm else []):
         if _inside(spans, m.start()):
             continue
         end = _matching_bracket(out, m.end() - 1, lambda i: _inside(spans, i))
@@ -140,12 +252,11 @@ def _rewrite(text: str, extern_shared, start_depth: int = 0) -> str:
         trap = f'cunumpy_emu_inline_ptx("{PTX_MESSAGE}")'
         out = out[: m.start()] + _same_lines(trap, out[m.start() : end + 1]) + out[end + 1 :]
     spans = _code_mask(out)
+    events = _brace_events(out, spans)
     for m in reversed(list(extern_shared.finditer(out))):
         if _inside(spans, m.start()):
             continue
-        semicolon = m.end()
-        while semicolon < len(out) and (out[semicolon] != ";" or _inside(spans, semicolon)):
-            semicolon += 1
+        semicolon = _statement_end(out, spans, m.end())
         declared = _DECLARED_ARRAY.match(_without_attributes(out[m.end() : semicolon]))
         if semicolon >= len(out) or declared is None:
             continue  # not an unsized array: left for the compiler to reject
@@ -153,23 +264,45 @@ def _rewrite(text: str, extern_shared, start_depth: int = 0) -> str:
         name = declared.group(2)
         if not ctype:
             continue
-        if start_depth + _brace_depth(out, spans, m.start()) > 0:
+        if name not in found.extern_shared:
+            found.extern_shared.insert(0, name)
+        scope = _braces_after(stack, events, m.start())
+        if scope and scope[-1] == FUNCTION:
             text = f"{ctype}* const {name} = static_cast<{ctype}*>(cunumpy_emu_dynamic_shared());"
         else:
             text = f"static const cunumpy_emu_extern_shared<{ctype}> {name};"
+        out = out[: m.start()] + _same_lines(text, out[m.start() : semicolon + 1]) + out[semicolon + 1 :]
+    if static_shared is None:
+        return out
+    spans = _code_mask(out)
+    events = _brace_events(out, spans)
+    matches = [m for m in static_shared.finditer(out) if not _inside(spans, m.start())]
+    for m in reversed(matches):
+        scope = _braces_after(stack, events, m.start())
+        if not scope or scope[-1] != FUNCTION:
+            continue  # file scope: stays a thread_local
+        semicolon = _statement_end(out, spans, m.end())
+        if semicolon >= len(out):
+            continue
+        found.shared_count += 1
+        text = _static_shared(out[m.end() : semicolon], found.shared_count)
+        if text is None:
+            continue
         out = out[: m.start()] + _same_lines(text, out[m.start() : semicolon + 1]) + out[semicolon + 1 :]
     return out
 
 
 _SOURCE_EXTERN_SHARED = re.compile(r"\bextern\s+__shared__\b")
+_SOURCE_STATIC_SHARED = re.compile(r"(?<![\w])(?:static\s+)?__shared__\b")
 
 
-def rewrite_source(source: str) -> str:
-    """The (unpreprocessed) source with ``extern __shared__`` arrays and inline PTX rewritten;
-    the emulation build uses ``rewrite_preprocessed``, which also covers headers and macros."""
+def rewrite_source(source: str, found: RewriteFindings | None = None) -> str:
+    """The (unpreprocessed) source with ``extern __shared__`` arrays, function-scope
+    ``__shared__`` declarations and inline PTX rewritten; the emulation build uses
+    ``rewrite_preprocessed``, which also covers headers and macros."""
     if "__shared__" not in source and "asm" not in source:
         return source
-    return _rewrite(source, _SOURCE_EXTERN_SHARED)
+    return _rewrite(source, _SOURCE_EXTERN_SHARED, _SOURCE_STATIC_SHARED, (), found)
 
 
 # A line marker of the preprocessor: ``# line "file" flags`` (flag 3: a system header).
@@ -208,32 +341,54 @@ def user_files(text: str, clean_dirs=(), clean_files=()) -> list[str]:
     return list(found)
 
 
-def rewrite_preprocessed(text: str, clean_dirs=(), clean_files=()) -> str:
-    """The preprocessed translation unit ``text`` with inline PTX and ``extern __shared__``
-    rewritten in every part that comes from a file of the user (see ``_user_file_rule``)."""
+def rewrite_preprocessed(text: str, clean_dirs=(), clean_files=(), found: RewriteFindings | None = None,
+                         shared_dirs=()) -> str:
+    """The preprocessed translation unit ``text`` with inline PTX, ``extern __shared__`` and
+    function-scope ``__shared__`` declarations rewritten in every part that comes from a file
+    of the user (see ``_user_file_rule``); in the parts from ``shared_dirs`` (cunumpy's own
+    headers) the function-scope ``__shared__`` declarations only. ``found`` collects what was
+    rewritten."""
+    found = found if found is not None else RewriteFindings()
     owned = _user_file_rule(clean_dirs, clean_files)
+    shared_dirs = tuple(str(d).rstrip("/") + "/" for d in shared_dirs)
     pieces = []
-    depth_of: dict[str, int] = {}  # brace depth reached in each user file, across its pieces
+    braces_of: dict[str, list] = {}  # the braces open in each user file, across its pieces
     pos = 0
-    name, is_owned = "", False
+    name, kind = "", None
     for m in _LINE_MARKER.finditer(text):
-        pieces.append(_rewrite_piece(text[pos : m.start()], name, is_owned, depth_of))
+        pieces.append(_rewrite_piece(text[pos : m.start()], name, kind, braces_of, found))
         pieces.append(m.group(0))
         name = _marker_file(m.group(1))
-        is_owned = owned(name, m.group(2))
+        kind = "user" if owned(name, m.group(2)) else ("shared" if name.startswith(shared_dirs) else None)
         pos = m.end()
-    pieces.append(_rewrite_piece(text[pos:], name, is_owned, depth_of))
+    pieces.append(_rewrite_piece(text[pos:], name, kind, braces_of, found))
     return "".join(pieces)
 
 
-def _rewrite_piece(piece: str, name: str, owned: bool, depth_of: dict) -> str:
-    if not owned or ("asm" not in piece and "thread_local" not in piece and "{" not in piece and "}" not in piece):
+# ``__shared__`` after the prelude's ``#define __shared__ static thread_local`` (``static
+# __shared__`` gives ``static static thread_local``; the extern ones are rewritten first).
+_EXPANDED_STATIC_SHARED = re.compile(r"(?<![\w])(?:static\s+)?static\s+thread_local\b")
+
+
+_NOTHING = re.compile(r"(?!)")
+
+
+def _rewrite_piece(piece: str, name: str, kind, braces_of: dict, found: RewriteFindings) -> str:
+    """``kind``: "user" (every rewrite), "shared" (function-scope ``__shared__`` only) or None."""
+    if kind is None or ("asm" not in piece and "thread_local" not in piece and "{" not in piece and "}" not in piece):
         return piece
-    start = depth_of.get(name, 0)
-    if "asm" in piece or _EXPANDED_EXTERN_SHARED.search(piece):
-        piece = _rewrite(piece, _EXPANDED_EXTERN_SHARED, start)
-    depth_of[name] = start + _brace_depth(piece, _code_mask(piece), len(piece))
+    stack = braces_of.get(name, [])
+    if kind == "user" and ("asm" in piece or "thread_local" in piece):
+        piece = _rewrite(piece, _EXPANDED_EXTERN_SHARED, _EXPANDED_STATIC_SHARED, stack, found)
+    elif kind == "shared" and "thread_local" in piece:
+        piece = _rewrite_shared_only(piece, stack, found)
+    braces_of[name] = _braces_after(stack, _brace_events(piece, _code_mask(piece)))
     return piece
+
+
+def _rewrite_shared_only(piece: str, stack, found: RewriteFindings) -> str:
+    """The function-scope ``__shared__`` declarations of a cunumpy header, into the arena."""
+    return _rewrite(piece, _NOTHING, _EXPANDED_STATIC_SHARED, stack, found, asm=False)
 
 
 # What the prelude does not provide: the trap of rewritten inline PTX and the file-scope
@@ -270,16 +425,54 @@ def entry_points(source: str, expression: str) -> list[str]:
     return names
 
 
+# Kernel names that collide with what the prelude's C++ headers declare but that CUDA device
+# code does not have (NVRTC compiles a kernel called `exit`): the translation unit renames them
+# with a macro after the prelude, consistently in the source and the stubs.
+_RENAMED = frozenset(
+    "exit abort atexit quick_exit at_quick_exit getenv system rand srand time puts putchar getchar perror "
+    "remove rename tmpfile fopen fclose fflush fprintf sprintf snprintf scanf fscanf sscanf qsort bsearch "
+    "atoi atol atof strtol strtoul strtod div ldiv labs abs_ signal raise".split()
+)
+# Names no kernel can have, on a GPU either: CUDA built-ins and device functions, the C++
+# namespace std, main, the emulation's own prefix.
+_REFUSED = frozenset(
+    "std main printf malloc free memcpy memset assert clock clock64 min max abs fabs sqrt rsqrt cbrt exp exp2 exp10 "
+    "expm1 log log2 log10 log1p pow sin cos tan asin acos atan atan2 sinh cosh tanh asinh acosh atanh erf erfc "
+    "tgamma lgamma floor ceil trunc round rint nearbyint fmod remainder fma fmin fmax hypot ldexp frexp modf "
+    "copysign isnan isinf isfinite signbit sincos sinpi cospi "
+    "atomicAdd atomicSub atomicExch atomicMin atomicMax atomicInc atomicDec atomicCAS atomicAnd atomicOr atomicXor "
+    "__syncthreads __syncwarp __shfl_sync __shfl_up_sync __shfl_down_sync __shfl_xor_sync __ballot_sync "
+    "__any_sync __all_sync __activemask __threadfence __trap __ldg threadIdx blockIdx blockDim gridDim warpSize "
+    "dim3 make_float2 make_float3 make_float4 make_int2 make_int3 make_int4 make_double2".split()
+)
+
+
+def check_kernel_name(name: str) -> None:
+    """ValueError, before any compilation, for a kernel whose name no CUDA compiler accepts."""
+    base = name.split("<", 1)[0].strip().split("::")[-1]
+    if base in _REFUSED or base.startswith("cunumpy_emu"):
+        raise ValueError(
+            f"kernel '{name}': the name {base!r} is taken by a CUDA built-in, a device function of the C++ "
+            "library or the emulation itself, so neither nvcc nor the CPU emulation can compile a kernel of "
+            "that name: rename the kernel"
+        )
+
+
 def translation_unit(source: str, entries, file_name: str) -> str:
     """Prelude, source and the stubs of each entry ``k``: ``cunumpy_emu_thread_<k>``
     and ``cunumpy_emu_block_<k>`` (k is the entry's index)."""
+    for expression in entries:
+        check_kernel_name(expression)
     body = source  # rewritten after preprocessing (rewrite_preprocessed), headers included
+    renames = sorted({e.split("<", 1)[0].strip() for e in entries} & _RENAMED)
+    defines = "".join(f"#define {n} cunumpy_emu_kernel_{n}\n" for n in renames)
     stubs = [f'#line 1 "{STUBS_FILE}"']
     for k, expression in enumerate(entries):
         stubs.append(f"CUNUMPY_EMU_EXPORT_KERNEL({k}, {expression})")
     return (
         "#include <cunumpy_emu/prelude.h>\n"
         + _SUPPORT
+        + defines
         + _line_directive(file_name)
         + body
         + ("\n" if not body.endswith("\n") else "")

@@ -50,7 +50,7 @@
 extern "C" {
 #endif
 
-#define CUNUMPY_EMU_ABI_VERSION 1
+#define CUNUMPY_EMU_ABI_VERSION 2
 
 /* CUDA's warp size; warps are formed from the linear thread index (x fastest). */
 #define CUNUMPY_EMU_WARP_SIZE 32
@@ -84,8 +84,24 @@ typedef struct cunumpy_emu_worker {
     void *dynamic_shared;        /* extern __shared__ storage of the current block, 16-byte aligned */
     size_t dynamic_shared_bytes; /* the launch's shared_mem */
     const struct cunumpy_emu_api *api;
+    char *static_shared;         /* base of the block's __shared__ variables (offsets from shared_register) */
     /* runtime-private fields follow; the prelude reads only the ones above */
 } cunumpy_emu_worker;
+
+/* Access kinds for cunumpy_emu_api.access and bad_access (bits). */
+#define CUNUMPY_EMU_ACCESS_WRITE 1
+#define CUNUMPY_EMU_ACCESS_ATOMIC 2
+
+/* How a kernel library checks its memory accesses (the prelude's CUNUMPY_EMU_CHECKS):
+ *   0  not at all (the explicit performance option);
+ *   1  inline shadow checks (GCC -fsanitize=kernel-address with the shadow at
+ *      CUNUMPY_EMU_SHADOW_OFFSET): the runtime poisons the bytes around every argument, a check
+ *      that fails calls bad_access;
+ *   2  a call per access (the same instrumentation, outlined): access() checks each address
+ *      against the launch's memory (where the shadow cannot be mapped);
+ *   3  a call per access with reads, writes and atomics told apart (GCC -fsanitize=thread
+ *      instrumentation): access() does memcheck, racecheck and initcheck. */
+#define CUNUMPY_EMU_SHADOW_OFFSET 0x200000000000ULL
 
 /* Collective operations. Every call is made by the current CUDA thread of `w`; the fibers
  * named by the call meet, the result is computed for all of them, then they resume. Masks
@@ -111,6 +127,18 @@ typedef struct cunumpy_emu_api {
     /* Fails the launch with `message` (a RuntimeError naming kernel, block and thread);
      * never returns. */
     void (*trap)(cunumpy_emu_worker *w, const char *message);
+    /* Places a __shared__ variable of the library (called once per declaration and template
+     * instance): returns its offset from static_shared, the same in every block and worker. */
+    size_t (*shared_register)(cunumpy_emu_worker *w, size_t size, size_t align, size_t itemsize, const char *name);
+    /* An access that an inline check found outside the launch's memory (checks mode 1): fails
+     * the launch with a memcheck error; never returns. `pc` is the access's code address. */
+    void (*bad_access)(cunumpy_emu_worker *w, const void *addr, size_t size, int kind, const void *pc);
+    /* Every access of checks modes 2 and 3, before it happens: returns when it may happen,
+     * fails the launch (never returns) when memcheck refuses it. */
+    void (*access)(cunumpy_emu_worker *w, const void *addr, size_t size, int kind, const void *pc);
+    /* __threadfence() under checks mode 3 (racecheck orders a block's writes before its later
+     * atomics). */
+    void (*fence)(cunumpy_emu_worker *w);
 } cunumpy_emu_api;
 
 typedef int (*cunumpy_emu_abi_version_fn)(void);

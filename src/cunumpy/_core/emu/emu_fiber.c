@@ -13,6 +13,7 @@
 #include "emu_runtime.h"
 
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -288,16 +289,24 @@ void emu_context_make(emu_context *ctx, void *stack_low, size_t stack_size, void
 
 /* ---- stacks -------------------------------------------------------------------------------- */
 
-#if EMU_ASAN
-#define EMU_STACK_BYTES (512u * 1024u) /* redzones and fake frames make ASan frames larger */
-#else
-#define EMU_STACK_BYTES (128u * 1024u)
-#endif
+/* CUDA gives a thread up to 512 KiB of local memory; a fiber gets that much stack (address
+ * space only: a page is committed when first touched, usually a few per fiber). Below each
+ * stack, a guard region: an overflow faults there (and the fault names the stack and the
+ * thread). Kernels are compiled with -fstack-clash-protection, which touches every page of a
+ * large frame in order, so no frame can step over the guard into the next stack. */
+#define EMU_STACK_BYTES (512u * 1024u)
+#define EMU_GUARD_BYTES (64u * 1024u)
+
+static atomic_size_t emu_stacks_reserved; /* stacks of every pool of the process */
+
+size_t emu_stack_pools_total(void) { return atomic_load(&emu_stacks_reserved); }
 
 void emu_stack_pool_release(emu_stack_pool *pool)
 {
-    if (pool->base != NULL)
+    if (pool->base != NULL) {
         munmap(pool->base, pool->count * pool->stride);
+        atomic_fetch_sub(&emu_stacks_reserved, pool->count);
+    }
     free(pool->ucontexts);
     memset(pool, 0, sizeof *pool);
 }
@@ -308,15 +317,15 @@ int emu_stack_pool_reserve(emu_stack_pool *pool, size_t count)
         return 0;
     emu_stack_pool_release(pool);
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    const size_t stride = page + EMU_STACK_BYTES;
-    char *base = mmap(NULL, count * stride, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                      -1, 0);
+    const size_t guard = EMU_GUARD_BYTES > page ? EMU_GUARD_BYTES : page;
+    const size_t stride = guard + EMU_STACK_BYTES;
+    /* One mapping, PROT_NONE, then each stack made usable: 2 mappings per stack (guard and
+     * stack), the kernel's limit on mappings (vm.max_map_count) being the scarce resource. */
+    char *base = mmap(NULL, count * stride, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (base == MAP_FAILED)
         return -1;
     for (size_t i = 0; i < count; ++i) {
-        /* The guard page sits below each stack: an overflow faults instead of writing into
-         * the next fiber's stack. */
-        if (mprotect(base + i * stride, page, PROT_NONE) != 0) {
+        if (mprotect(base + i * stride + guard, EMU_STACK_BYTES, PROT_READ | PROT_WRITE) != 0) {
             munmap(base, count * stride);
             return -1;
         }
@@ -331,8 +340,19 @@ int emu_stack_pool_reserve(emu_stack_pool *pool, size_t count)
     pool->base = base;
     pool->count = count;
     pool->stride = stride;
+    pool->guard = guard;
     pool->stack_size = EMU_STACK_BYTES;
+    atomic_fetch_add(&emu_stacks_reserved, count);
     return 0;
+}
+
+long emu_stack_pool_guard_hit(const emu_stack_pool *pool, uintptr_t addr)
+{
+    const uintptr_t base = (uintptr_t)pool->base;
+    if (pool->base == NULL || addr < base || addr >= base + pool->count * pool->stride)
+        return -1;
+    const uintptr_t off = addr - base;
+    return off % pool->stride < pool->guard ? (long)(off / pool->stride) : -1;
 }
 
 void *emu_stack_low(const emu_stack_pool *pool, size_t i)

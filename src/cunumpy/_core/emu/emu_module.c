@@ -114,31 +114,120 @@ static int emu_read_dim3(PyObject *obj, const char *name, cunumpy_emu_dim3 *out)
     return 0;
 }
 
+/* The launch's memory: a sequence of (lo, hi, base, itemsize, flags, name, what) tuples. */
+static int emu_read_regions(PyObject *obj, emu_region **out, size_t *count)
+{
+    *out = NULL;
+    *count = 0;
+    if (obj == Py_None)
+        return 0;
+    PyObject *seq = PySequence_Fast(obj, "emu_launch(): 'regions' must be a sequence of tuples");
+    if (seq == NULL)
+        return -1;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    emu_region *r = calloc(n > 0 ? (size_t)n : 1, sizeof *r);
+    if (r == NULL) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        unsigned long long lo, hi, base, itemsize;
+        int flags;
+        const char *name, *what;
+        if (!PyTuple_Check(item) || !PyArg_ParseTuple(item, "KKKKiss", &lo, &hi, &base, &itemsize, &flags, &name,
+                                                      &what)) {
+            if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
+                PyErr_Clear();
+                PyErr_Format(PyExc_TypeError,
+                             "emu_launch(): regions[%zd] must be a tuple (lo, hi, base, itemsize, flags, name, what)",
+                             i);
+            }
+            free(r);
+            Py_DECREF(seq);
+            return -1;
+        }
+        if (hi < lo || (lo == 0) != (hi == 0) || itemsize == 0) {
+            PyErr_Format(PyExc_ValueError, "emu_launch(): regions[%zd] is not a valid range", i);
+            free(r);
+            Py_DECREF(seq);
+            return -1;
+        }
+        r[i].lo = (uintptr_t)lo;
+        r[i].hi = (uintptr_t)hi;
+        r[i].base = (uintptr_t)base;
+        r[i].itemsize = (size_t)itemsize;
+        r[i].flags = flags;
+        snprintf(r[i].name, sizeof r[i].name, "%s", name);
+        snprintf(r[i].what, sizeof r[i].what, "%s", what);
+    }
+    Py_DECREF(seq);
+    *out = r;
+    *count = (size_t)n;
+    return 0;
+}
+
+static const char *emu_failure_name(emu_failure f)
+{
+    switch (f) {
+    case EMU_FAIL_MEMCHECK:
+        return "memcheck";
+    case EMU_FAIL_FAULT:
+        return "fault";
+    case EMU_FAIL_RACECHECK:
+        return "racecheck";
+    case EMU_FAIL_INITCHECK:
+        return "initcheck";
+    case EMU_FAIL_TIMEOUT:
+        return "timeout";
+    case EMU_FAIL_INTERRUPT:
+        return "interrupt";
+    default:
+        return "error";
+    }
+}
+
 PyDoc_STRVAR(emu_launch_doc,
-             "emu_launch(bind, thread_fn, block_fn, grid, block, args, *, shared_mem=0, fibers=False,\n"
-             "           checked=False, workers=0, kernel_name='kernel')\n--\n\n"
+             "emu_launch(bind, thread_fn, block_fn, grid, block, args, *, params=None, shared_mem=0,\n"
+             "           fibers=False, checked=False, workers=0, kernel_name='kernel', checks=0,\n"
+             "           racecheck=False, initcheck=False, regions=None, dynamic_shared_name='',\n"
+             "           library=0, timeout=0.0, interruptible=False)\n--\n\n"
              "Run an emulated CUDA kernel launch (see src/cunumpy/_core/emu/emu_abi.h). bind, thread_fn\n"
              "and block_fn are addresses of a kernel library's cunumpy_emu_bind, cunumpy_emu_thread_<k>\n"
              "and cunumpy_emu_block_<k> (block_fn may be 0 with fibers=True, thread_fn 0 without);\n"
              "grid and block are tuples of up to 3 ints; args exposes the array of parameter pointers\n"
-             "through the buffer protocol (or None for no parameters) and is not kept. fibers=True runs\n"
-             "every CUDA thread as a fiber (barriers, warp operations); checked=True turns a segmentation\n"
-             "fault or bus error in the kernel into an error; workers=0 uses CUNUMPY_EMULATION_THREADS or\n"
-             "the CPU count. The GIL is released while blocks run. A trap, barrier divergence, warp mask\n"
-             "mismatch or checked fault raises RuntimeError naming the kernel and the block.");
+             "through the buffer protocol (or None for no parameters) and is not kept; params, the\n"
+             "buffer those pointers point into, is copied (so the kernel never reads Python memory).\n"
+             "fibers=True runs every CUDA thread as a fiber (barriers, warp operations). checks is the\n"
+             "library's checks mode (emu_abi.h); regions describes the launch's memory as tuples\n"
+             "(lo, hi, base, itemsize, flags, name, what); racecheck/initcheck need checks=3.\n"
+             "library is the dlopen handle (its TLS block); timeout stops the launch after that many\n"
+             "seconds; interruptible=True (the main thread) lets SIGINT stop it. workers=0 uses\n"
+             "CUNUMPY_EMULATION_THREADS or the CPU count. The GIL is released while blocks run. A\n"
+             "failure raises RuntimeError(message) whose attribute kind is one of 'error', 'memcheck',\n"
+             "'fault', 'racecheck', 'initcheck', 'timeout'; an interrupted launch raises what Python's\n"
+             "SIGINT handler raises (KeyboardInterrupt).");
 
 static PyObject *emu_launch(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     (void)self;
-    static char *keywords[] = {"bind",       "thread_fn", "block_fn", "grid",    "block",       "args",
-                               "shared_mem", "fibers",    "checked",  "workers", "kernel_name", NULL};
+    static char *keywords[] = {"bind",      "thread_fn",  "block_fn",   "grid",    "block",     "args",
+                               "params",    "shared_mem", "fibers",     "checked", "workers",   "kernel_name",
+                               "checks",    "racecheck",  "initcheck",  "regions", "dynamic_shared_name",
+                               "library",   "timeout",    "interruptible", NULL};
     PyObject *bind_obj, *thread_obj, *block_obj, *grid_obj, *blockdim_obj, *args_obj;
-    PyObject *shared_obj = NULL, *workers_obj = NULL, *name_obj = NULL;
+    PyObject *params_obj = Py_None, *shared_obj = NULL, *workers_obj = NULL, *name_obj = NULL;
+    PyObject *regions_obj = Py_None, *library_obj = NULL;
+    const char *dynamic_name = "";
     Py_ssize_t shared_mem = 0, workers = 0;
-    int fibers = 0, checked = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO|$OppOO:emu_launch", keywords, &bind_obj, &thread_obj,
-                                     &block_obj, &grid_obj, &blockdim_obj, &args_obj, &shared_obj, &fibers, &checked,
-                                     &workers_obj, &name_obj))
+    int fibers = 0, checked = 0, checks = 0, racecheck = 0, initcheck = 0, interruptible = 0;
+    double timeout = 0.0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO|$OOppOOippOsOdp:emu_launch", keywords, &bind_obj,
+                                     &thread_obj, &block_obj, &grid_obj, &blockdim_obj, &args_obj, &params_obj,
+                                     &shared_obj, &fibers, &checked, &workers_obj, &name_obj, &checks, &racecheck,
+                                     &initcheck, &regions_obj, &dynamic_name, &library_obj, &timeout,
+                                     &interruptible))
         return NULL;
     if ((shared_obj != NULL && emu_read_size(shared_obj, "shared_mem", &shared_mem) < 0) ||
         (workers_obj != NULL && emu_read_size(workers_obj, "workers", &workers) < 0))
@@ -146,18 +235,31 @@ static PyObject *emu_launch(PyObject *self, PyObject *args, PyObject *kwargs)
     if (name_obj != NULL && !PyUnicode_Check(name_obj))
         return cn_raise(CN_ERR_TYPE, "emu_launch(): 'kernel_name' must be a str, not %.100s",
                         Py_TYPE(name_obj)->tp_name);
+    if (checks < 0 || checks > 3)
+        return cn_raise(CN_ERR_VALUE, "emu_launch(): 'checks' must be from 0 to 3, got %d", checks);
+    if (!(timeout >= 0.0) || timeout > 1e9)
+        return cn_raise(CN_ERR_VALUE, "emu_launch(): 'timeout' must be a number of seconds >= 0, got %g", timeout);
     emu_launch_params p;
     memset(&p, 0, sizeof p);
-    void *bind = NULL, *thread_fn = NULL, *block_fn = NULL;
+    void *bind = NULL, *thread_fn = NULL, *block_fn = NULL, *library = NULL;
     if (emu_read_address(bind_obj, "bind", 0, &bind) < 0 ||
         emu_read_address(thread_obj, "thread_fn", !fibers, &thread_fn) < 0 ||
-        emu_read_address(block_obj, "block_fn", fibers, &block_fn) < 0)
+        emu_read_address(block_obj, "block_fn", fibers, &block_fn) < 0 ||
+        (library_obj != NULL && library_obj != Py_None && emu_read_address(library_obj, "library", 1, &library) < 0))
         return NULL;
     if (emu_read_dim3(grid_obj, "grid", &p.grid) < 0 || emu_read_dim3(blockdim_obj, "block", &p.block) < 0)
         return NULL;
+    const char *name = "kernel";
+    if (name_obj != NULL) {
+        name = PyUnicode_AsUTF8(name_obj);
+        if (name == NULL) {
+            PyErr_Clear();
+            return cn_raise(CN_ERR_VALUE, "emu_launch(): 'kernel_name' must be encodable as UTF-8");
+        }
+    }
     const char *bad_shape = emu_check_shape(p.grid, p.block);
     if (bad_shape != NULL)
-        return cn_raise(CN_ERR_VALUE, "emu_launch(): %s", bad_shape);
+        return cn_raise(CN_ERR_VALUE, "emu_launch() of kernel '%s': %s", name, bad_shape);
     if (shared_mem < 0 || shared_mem > EMU_MAX_SHARED_MEM)
         return cn_raise(CN_ERR_VALUE, "emu_launch(): 'shared_mem' must be from 0 to %zd bytes, got %zd",
                         EMU_MAX_SHARED_MEM, shared_mem);
@@ -169,20 +271,35 @@ static PyObject *emu_launch(PyObject *self, PyObject *args, PyObject *kwargs)
         if (workers < 0)
             return emu_bad_threads_variable();
     }
-    const char *name = "kernel";
-    if (name_obj != NULL) {
-        name = PyUnicode_AsUTF8(name_obj);
-        if (name == NULL) {
-            PyErr_Clear();
-            return cn_raise(CN_ERR_VALUE, "emu_launch(): 'kernel_name' must be encodable as UTF-8");
-        }
-    }
+    if (checks == 1 && !emu_shadow_available())
+        return cn_raise(CN_ERR_VALUE, "emu_launch(): checks=1 needs the shadow memory, which this process could "
+                                      "not map (see emu_shadow_available())");
 
-    /* The parameter pointers, copied: the caller's object is not kept nor read without the GIL. */
+    /* The parameter buffer and the pointers into it, copied: the caller's objects are not kept
+     * nor read without the GIL, and pointers into the buffer are moved to the copy. */
     void **arg_copy = NULL;
+    char *param_copy = NULL;
+    Py_ssize_t n_args = 0, param_len = 0;
+    uintptr_t param_lo = 0;
+    if (params_obj != Py_None) {
+        Py_buffer view;
+        if (PyObject_GetBuffer(params_obj, &view, PyBUF_SIMPLE) < 0)
+            return NULL;
+        param_copy = malloc(view.len > 0 ? (size_t)view.len + 16 : 16);
+        if (param_copy == NULL) {
+            PyBuffer_Release(&view);
+            return PyErr_NoMemory();
+        }
+        /* the copy keeps the source's alignment modulo 16 */
+        param_lo = (uintptr_t)view.buf;
+        param_len = view.len;
+        memcpy(param_copy + (param_lo & 15), view.buf, (size_t)view.len);
+        PyBuffer_Release(&view);
+    }
     if (args_obj != Py_None) {
         Py_buffer view;
         if (PyObject_GetBuffer(args_obj, &view, PyBUF_SIMPLE) < 0) {
+            free(param_copy);
             if (PyErr_ExceptionMatches(PyExc_TypeError)) {
                 PyErr_Clear();
                 PyErr_Format(PyExc_TypeError,
@@ -194,16 +311,32 @@ static PyObject *emu_launch(PyObject *self, PyObject *args, PyObject *kwargs)
         }
         if (view.len % (Py_ssize_t)sizeof(void *) != 0) {
             PyBuffer_Release(&view);
+            free(param_copy);
             return cn_raise(CN_ERR_VALUE, "emu_launch(): 'args' must hold whole pointers (%zd bytes given)",
                             view.len);
         }
         arg_copy = malloc(view.len > 0 ? (size_t)view.len : 1);
         if (arg_copy == NULL) {
             PyBuffer_Release(&view);
+            free(param_copy);
             return PyErr_NoMemory();
         }
         memcpy(arg_copy, view.buf, (size_t)view.len);
+        n_args = view.len / (Py_ssize_t)sizeof(void *);
         PyBuffer_Release(&view);
+        if (param_copy != NULL)
+            for (Py_ssize_t i = 0; i < n_args; ++i) {
+                const uintptr_t a = (uintptr_t)arg_copy[i];
+                if (a >= param_lo && a < param_lo + (uintptr_t)param_len)
+                    arg_copy[i] = param_copy + (param_lo & 15) + (a - param_lo);
+            }
+    }
+    emu_region *regions = NULL;
+    size_t n_regions = 0;
+    if (emu_read_regions(regions_obj, &regions, &n_regions) < 0) {
+        free(arg_copy);
+        free(param_copy);
+        return NULL;
     }
 
     p.bind = (cunumpy_emu_bind_fn)bind;
@@ -215,17 +348,66 @@ static PyObject *emu_launch(PyObject *self, PyObject *args, PyObject *kwargs)
     p.checked = checked;
     p.workers = (int)(workers > EMU_MAX_WORKERS ? EMU_MAX_WORKERS : workers);
     p.kernel_name = name;
-    char error[1024];
+    p.checks = checks;
+    p.racecheck = racecheck;
+    p.initcheck = initcheck;
+    p.regions = regions;
+    p.n_regions = n_regions;
+    p.dynamic_shared_name = dynamic_name;
+    p.library = library;
+    p.timeout = timeout;
+    p.interruptible = interruptible;
+    if (arg_copy != NULL) {
+        p.internal[p.n_internal][0] = (uintptr_t)arg_copy;
+        p.internal[p.n_internal][1] = (uintptr_t)(arg_copy + n_args);
+        p.n_internal++;
+    }
+    if (param_copy != NULL) {
+        p.internal[p.n_internal][0] = (uintptr_t)param_copy;
+        p.internal[p.n_internal][1] = (uintptr_t)param_copy + (size_t)param_len + 16;
+        p.n_internal++;
+    }
+    char error[8192];
+    emu_failure failure = EMU_FAIL_NONE;
     int status;
     CN_BEGIN_NOGIL
-    status = emu_launch_run(&p, error, sizeof error);
+    status = emu_launch_run(&p, error, sizeof error, &failure);
     CN_END_NOGIL
     free(arg_copy);
+    free(param_copy);
+    free(regions);
     if (status != 0) {
-        PyErr_SetString(PyExc_RuntimeError, error);
+        if (failure == EMU_FAIL_INTERRUPT && PyErr_CheckSignals() < 0)
+            return NULL; /* Python's SIGINT handler raised (KeyboardInterrupt) */
+        /* RuntimeError(message) with the reason as its `kind` attribute. */
+        PyObject *exc = PyObject_CallFunction(PyExc_RuntimeError, "s", error);
+        if (exc == NULL)
+            return NULL;
+        PyObject *kind = PyUnicode_FromString(emu_failure_name(failure));
+        if (kind == NULL || PyObject_SetAttrString(exc, "kind", kind) < 0) {
+            Py_XDECREF(kind);
+            Py_DECREF(exc);
+            return NULL;
+        }
+        Py_DECREF(kind);
+        PyErr_SetObject(PyExc_RuntimeError, exc);
+        Py_DECREF(exc);
         return NULL;
     }
     Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(emu_shadow_available_doc,
+             "emu_shadow_available()\n--\n\n"
+             "Whether this process has the shadow memory of checks mode 1 (mapped on first call at\n"
+             "CUNUMPY_EMU_SHADOW_OFFSET; False where the address space has no room for it, or with\n"
+             "CUNUMPY_EMULATION_SHADOW=0).");
+
+static PyObject *emu_shadow_available_py(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(emu_shadow_available());
 }
 
 PyDoc_STRVAR(emu_switch_benchmark_doc,
@@ -277,6 +459,7 @@ static PyMethodDef emu_methods[] = {
     {"emu_switch_benchmark", (PyCFunction)(void (*)(void))emu_switch_benchmark_py, METH_FASTCALL,
      emu_switch_benchmark_doc},
     {"emu_workers", emu_workers, METH_NOARGS, emu_workers_doc},
+    {"emu_shadow_available", emu_shadow_available_py, METH_NOARGS, emu_shadow_available_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -284,7 +467,8 @@ CN_INTERNAL int cn_register_emu(PyObject *module)
 {
     if (PyModule_AddFunctions(module, emu_methods) < 0)
         return -1;
-    if (PyModule_AddIntConstant(module, "EMU_ABI_VERSION", CUNUMPY_EMU_ABI_VERSION) < 0)
+    if (PyModule_AddIntConstant(module, "EMU_ABI_VERSION", CUNUMPY_EMU_ABI_VERSION) < 0 ||
+        PyModule_AddObject(module, "EMU_SHADOW_OFFSET", PyLong_FromUnsignedLongLong(CUNUMPY_EMU_SHADOW_OFFSET)) < 0)
         return -1;
 #if EMU_ASM_SWITCH && defined(__x86_64__)
     const char *kind = "x86-64 assembly";

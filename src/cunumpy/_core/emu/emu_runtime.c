@@ -22,7 +22,9 @@
 
 #include "emu_runtime.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -33,10 +35,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
-#define EMU_MESSAGE 512
+#define EMU_MESSAGE 1024
 #define EMU_MAX_FIBER_STACKS 16384u
 #define EMU_ALTSTACK_BYTES (64u * 1024u)
 
@@ -100,33 +103,51 @@ typedef struct emu_worker {
     unsigned int n_threads, ready_head, ready_count, ready_mask, barrier_waiting, done_count;
     unsigned int fibers_parked; /* fibers made in this launch and waiting for the next block */
     int barrier_sum, barrier_result;
-    void *shared;
-    size_t shared_cap;
+    size_t stacks_trim; /* the pool holds more stacks than the process may keep: shrink it */
     void *altstack;
+    emu_check_worker cw; /* the __shared__ arena and the checks' per-block state */
+    uintptr_t stack_lo, stack_hi; /* this OS thread's stack */
     /* current block and error state */
     uint64_t block_linear;
     int failed;
+    emu_failure failure;
     char error[EMU_MESSAGE];
     sigjmp_buf jump;
     volatile sig_atomic_t in_kernel;
     volatile int fault_signal;
+    volatile int fault_code;
+    volatile int fault_write; /* 1 write, 0 read, -1 unknown */
     void *volatile fault_address;
+    cunumpy_emu_thread fault_thread; /* the faulting thread, copied before the jump (in loop
+                                      * mode its struct lives on the stack the jump leaves) */
+    int fault_thread_valid;
     /* pool thread */
     pthread_t thread;
     int started;
     unsigned long seen_generation;
 } emu_worker;
 
+enum { EMU_CANCEL_NONE = 0, EMU_CANCEL_TIMEOUT, EMU_CANCEL_INTERRUPT };
+
 struct emu_launch {
     const emu_launch_params *params;
     void *const *args;
     uint64_t total_blocks;
     atomic_uint_least64_t next_block;
+    atomic_uint_least64_t blocks_done;
     atomic_int stop;
+    atomic_int cancel; /* EMU_CANCEL_*: stop at the next check point, or by force (the cancel signal) */
     pthread_mutex_t error_lock;
     int failed;
+    emu_failure failure;
     uint64_t error_block;
     char error[EMU_MESSAGE + 256];
+    emu_check check;
+    uintptr_t text_lo, text_hi; /* the kernel library's code: where a forced stop may jump from */
+    size_t tls_size;            /* of the kernel library's thread-local block */
+    int workers;
+    pthread_t caller;
+    struct timespec started;
 };
 
 /* ---- messages ---------------------------------------------------------------------------- */
@@ -152,6 +173,7 @@ static void emu_set_error(emu_worker *w, int with_thread, const char *fmt, ...)
     else
         snprintf(w->error, sizeof w->error, "%s: %s", where, body);
     w->failed = 1;
+    w->failure = EMU_FAIL_ERROR;
 }
 
 static void emu_thread_coords(const emu_worker *w, unsigned int linear, char *out, size_t size)
@@ -210,6 +232,21 @@ static void emu_abort_thread(emu_worker *w)
 }
 
 static emu_worker *emu_worker_of(cunumpy_emu_worker *pub) { return (emu_worker *)pub; }
+
+/* A check point: a launch being stopped (timeout, Ctrl-C) fails the thread here. */
+static void emu_cancelled(emu_worker *w) __attribute__((noinline, cold, noreturn));
+static void emu_cancelled(emu_worker *w)
+{
+    emu_set_error(w, 1, "stopped");
+    w->failure = atomic_load(&w->launch->cancel) == EMU_CANCEL_INTERRUPT ? EMU_FAIL_INTERRUPT : EMU_FAIL_TIMEOUT;
+    emu_abort_thread(w);
+}
+
+static inline void emu_check_cancel(emu_worker *w)
+{
+    if (__builtin_expect(atomic_load_explicit(&w->launch->cancel, memory_order_relaxed) != 0, 0))
+        emu_cancelled(w);
+}
 
 static void emu_require_fibers(emu_worker *w, const char *what)
 {
@@ -437,6 +474,7 @@ static int emu_api_syncthreads_count(cunumpy_emu_worker *pub, int predicate)
 {
     emu_worker *w = emu_worker_of(pub);
     emu_require_fibers(w, "__syncthreads()");
+    emu_check_cancel(w);
     emu_fiber *self = (emu_fiber *)pub->current;
     if (__builtin_expect(w->done_count > 0, 0)) {
         emu_set_error(w, 1,
@@ -451,6 +489,7 @@ static int emu_api_syncthreads_count(cunumpy_emu_worker *pub, int predicate)
          * the ready ring becomes all threads in index order but this one, which goes on. */
         const int sum = w->barrier_sum;
         const unsigned int n = w->n_threads, me = self->pub.linear;
+        w->cw.block_epoch++; /* racecheck: accesses before and after are ordered */
         w->barrier_result = sum;
         w->barrier_waiting = 0;
         w->barrier_sum = 0;
@@ -534,6 +573,7 @@ static uint64_t emu_warp_op(cunumpy_emu_worker *pub, int op, unsigned int mask, 
 {
     emu_worker *w = emu_worker_of(pub);
     emu_require_fibers(w, emu_op_names[op]);
+    emu_check_cancel(w);
     emu_fiber *self = (emu_fiber *)pub->current;
     const unsigned int lane = self->pub.linear % CUNUMPY_EMU_WARP_SIZE;
     const unsigned int warp_index = self->pub.linear / CUNUMPY_EMU_WARP_SIZE;
@@ -593,6 +633,8 @@ static uint64_t emu_warp_op(cunumpy_emu_worker *pub, int op, unsigned int mask, 
             warp->result[__builtin_ctz(m)] = votes;
     } else if (op != EMU_OP_SYNCWARP) {
         emu_shuffle_results(warp, op, mask);
+    } else {
+        w->cw.warp_gen[warp_index & 31u]++; /* racecheck: the lanes' accesses are ordered */
     }
     /* The others go to the front of the ready ring, in lane order: the warp's next operation
      * then runs while its 32 fibers' stacks are still in the cache, instead of after every
@@ -652,36 +694,131 @@ static void emu_api_trap(cunumpy_emu_worker *pub, const char *message)
 {
     emu_worker *w = emu_worker_of(pub);
     emu_set_error(w, 1, "%s", message != NULL ? message : "trap");
+    /* the prelude's division check (checks.h) reports what would be SIGFPE: a fault */
+    if (message != NULL && strncmp(message, "integer division by zero", 24) == 0)
+        w->failure = EMU_FAIL_FAULT;
     emu_abort_thread(w);
 }
 
+/* ---- memory checks (the ABI's side of emu_check.c) --------------------------------------- */
+
+static int emu_pool_arenas(emu_check_worker **out, int max);
+
+static size_t emu_api_shared_register(cunumpy_emu_worker *pub, size_t size, size_t align, size_t itemsize,
+                                      const char *name)
+{
+    emu_worker *w = emu_worker_of(pub);
+    emu_check_worker *arenas[EMU_MAX_WORKERS];
+    const int n = emu_pool_arenas(arenas, EMU_MAX_WORKERS);
+    char message[300];
+    const size_t offset = emu_shared_register(w->launch->check.layout, size, align, itemsize, name, arenas, n, message,
+                                              sizeof message);
+    if (offset == (size_t)-1) {
+        emu_set_error(w, 1, "%s", message);
+        emu_abort_thread(w);
+    }
+    return offset;
+}
+
+/* Fails the running thread with a memcheck error for an access at `addr`. */
+static void emu_memcheck_fail(emu_worker *w, const char *text, const void *pc) __attribute__((noreturn));
+static void emu_memcheck_fail(emu_worker *w, const char *text, const void *pc)
+{
+    char where[320];
+    emu_format_pc(pc, where, sizeof where);
+    emu_set_error(w, 1, "memcheck: %s at %s", text, where);
+    w->failure = EMU_FAIL_MEMCHECK;
+    emu_abort_thread(w);
+}
+
+static void emu_api_bad_access(cunumpy_emu_worker *pub, const void *addr, size_t size, int kind, const void *pc)
+{
+    emu_worker *w = emu_worker_of(pub);
+    if (!w->in_kernel || w->launch == NULL)
+        return; /* instrumented code run outside a launch's kernel code (the report may return) */
+    char text[700];
+    if (!emu_check_describe(&w->launch->check, &w->cw, (uintptr_t)addr, size, kind, text, sizeof text))
+        snprintf(text, sizeof text, "invalid %s of %zu bytes at address %p",
+                 (kind & CUNUMPY_EMU_ACCESS_WRITE) ? "write" : "read", size, addr);
+    emu_memcheck_fail(w, text, pc);
+}
+
+static void emu_api_access(cunumpy_emu_worker *pub, const void *addr, size_t size, int kind, const void *pc)
+{
+    emu_worker *w = emu_worker_of(pub);
+    if (__builtin_expect(!w->in_kernel || w->launch == NULL, 0))
+        return; /* not a kernel's access (a library constructor, say) */
+    char text[700];
+    if (__builtin_expect(emu_check_access(&w->launch->check, &w->cw, pub->current, (uintptr_t)addr, size, kind, pc,
+                                          text, sizeof text) == 0,
+                         1))
+        return;
+    emu_memcheck_fail(w, text, pc);
+}
+
+static void emu_api_fence(cunumpy_emu_worker *pub)
+{
+    emu_worker *w = emu_worker_of(pub);
+    if (w->launch != NULL)
+        emu_check_fence(&w->launch->check, &w->cw);
+}
+
 static const cunumpy_emu_api emu_api = {
-    CUNUMPY_EMU_ABI_VERSION, emu_api_syncthreads, emu_api_syncthreads_count, emu_api_syncwarp, emu_api_shfl,
-    emu_api_ballot,          emu_api_activemask,  emu_api_trap,
+    CUNUMPY_EMU_ABI_VERSION, emu_api_syncthreads, emu_api_syncthreads_count, emu_api_syncwarp,  emu_api_shfl,
+    emu_api_ballot,          emu_api_activemask,  emu_api_trap,           emu_api_shared_register,
+    emu_api_bad_access,      emu_api_access,      emu_api_fence,
 };
 
-/* ---- checked execution ------------------------------------------------------------------- */
+/* ---- faults, timeouts and interrupts ------------------------------------------------------
+ * Every launch runs with handlers for the faults a kernel can raise (SIGSEGV, SIGBUS, SIGFPE)
+ * and for the cancel signal; each worker has an alternate signal stack (a stack overflow
+ * faults on the fiber's own stack). A fault inside a kernel jumps back to the worker, which
+ * fails the block with a message; a fault elsewhere goes to the handler that was there before.
+ * A stopped launch (timeout, Ctrl-C) fails its threads at the next check point (between blocks,
+ * at every collective); a thread that reaches none (a spinning loop) is sent the cancel signal,
+ * whose handler leaves the kernel when the thread is executing the kernel library's own code
+ * (not, say, inside printf, where a jump could leave a lock held: it is signalled again). */
+
+#define EMU_CANCEL_SIGNAL SIGURG
+#define EMU_SIGNAL_CANCEL (-1)
 
 static _Thread_local emu_worker *emu_tls_worker;
-static struct sigaction emu_previous_segv, emu_previous_bus;
+static struct sigaction emu_previous_segv, emu_previous_bus, emu_previous_fpe, emu_previous_cancel, emu_previous_int;
+static _Atomic(emu_launch *) emu_interrupt_launch; /* the launch SIGINT stops */
 
-static void emu_fault_handler(int sig, siginfo_t *info, void *context)
+static uintptr_t emu_context_pc(void *context)
 {
-    emu_worker *w = emu_tls_worker;
-    if (w != NULL && w->in_kernel) {
-        w->in_kernel = 0;
-        w->fault_signal = sig;
-        w->fault_address = info != NULL ? info->si_addr : NULL;
-        emu_context_jump_to(&w->main_ctx); /* the jump buffer is that context's */
-        siglongjmp(w->jump, 2);
-    }
-    /* Not ours: hand it to whoever handled it before. */
-    const struct sigaction *previous = sig == SIGBUS ? &emu_previous_bus : &emu_previous_segv;
+#if defined(__x86_64__) && defined(__linux__)
+    return context ? (uintptr_t)((ucontext_t *)context)->uc_mcontext.gregs[REG_RIP] : 0;
+#elif defined(__aarch64__) && defined(__linux__)
+    return context ? (uintptr_t)((ucontext_t *)context)->uc_mcontext.pc : 0;
+#else
+    (void)context;
+    return 0;
+#endif
+}
+
+/* 1 for a write, 0 for a read, -1 unknown (x86-64 page faults say which). */
+static int emu_context_write(int sig, void *context)
+{
+#if defined(__x86_64__) && defined(__linux__)
+    if (context != NULL && sig == SIGSEGV)
+        return (((ucontext_t *)context)->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+#else
+    (void)context;
+#endif
+    (void)sig;
+    return -1;
+}
+
+static void emu_chain(const struct sigaction *previous, int sig, siginfo_t *info, void *context)
+{
     if (previous->sa_flags & SA_SIGINFO) {
-        previous->sa_sigaction(sig, info, context);
+        if (previous->sa_sigaction != NULL)
+            previous->sa_sigaction(sig, info, context);
     } else if (previous->sa_handler != SIG_DFL && previous->sa_handler != SIG_IGN) {
         previous->sa_handler(sig);
-    } else {
+    } else if (previous->sa_handler == SIG_DFL && sig != EMU_CANCEL_SIGNAL) {
         signal(sig, SIG_DFL);
         if (info == NULL || info->si_code <= 0)
             raise(sig); /* sent, not raised by a fault: returning would not repeat it */
@@ -689,21 +826,159 @@ static void emu_fault_handler(int sig, siginfo_t *info, void *context)
     }
 }
 
-static void emu_install_fault_handlers(void)
+/* Leaves the kernel for the worker's jump buffer (a fault, or a forced stop). */
+static void emu_leave_kernel(emu_worker *w, int sig, siginfo_t *info, void *context)
+{
+    w->in_kernel = 0;
+    w->fault_signal = sig;
+    w->fault_address = info != NULL ? info->si_addr : NULL;
+    w->fault_code = info != NULL ? info->si_code : 0;
+    w->fault_write = emu_context_write(sig, context);
+    w->fault_thread_valid = w->pub.current != NULL;
+    if (w->fault_thread_valid)
+        w->fault_thread = *w->pub.current;
+    emu_context_jump_to(&w->main_ctx); /* the jump buffer is that context's */
+    siglongjmp(w->jump, 2);
+}
+
+static void emu_fault_handler(int sig, siginfo_t *info, void *context)
+{
+    emu_worker *w = emu_tls_worker;
+    if (w != NULL && w->in_kernel)
+        emu_leave_kernel(w, sig, info, context);
+    /* Not ours: hand it to whoever handled it before. */
+    emu_chain(sig == SIGBUS ? &emu_previous_bus : (sig == SIGFPE ? &emu_previous_fpe : &emu_previous_segv), sig,
+              info, context);
+}
+
+/* Leaves the kernel if the launch is being stopped and this thread runs the kernel's code. */
+static void emu_stop_here(void *context)
+{
+    emu_worker *w = emu_tls_worker;
+    if (w == NULL || !w->in_kernel || w->launch == NULL || atomic_load(&w->launch->cancel) == EMU_CANCEL_NONE)
+        return;
+    const uintptr_t pc = emu_context_pc(context);
+    if (pc >= w->launch->text_lo && pc < w->launch->text_hi)
+        emu_leave_kernel(w, EMU_SIGNAL_CANCEL, NULL, context);
+}
+
+static void emu_cancel_handler(int sig, siginfo_t *info, void *context)
+{
+    const int ours = info != NULL && info->si_code == SI_TKILL && info->si_pid == getpid();
+    if (ours)
+        emu_stop_here(context);
+    else
+        emu_chain(&emu_previous_cancel, sig, info, context);
+}
+
+static void emu_kick_workers(emu_launch *launch);
+
+static void emu_interrupt_handler(int sig, siginfo_t *info, void *context)
+{
+    emu_chain(&emu_previous_int, sig, info, context); /* Python records the signal */
+    emu_launch *launch = atomic_load(&emu_interrupt_launch);
+    if (launch == NULL)
+        return;
+    int none = EMU_CANCEL_NONE;
+    atomic_compare_exchange_strong(&launch->cancel, &none, EMU_CANCEL_INTERRUPT);
+    emu_kick_workers(launch);
+    emu_stop_here(context);
+}
+
+static void emu_install_handlers(int interruptible)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = emu_fault_handler;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGSEGV, &sa, &emu_previous_segv);
     sigaction(SIGBUS, &sa, &emu_previous_bus);
+    sigaction(SIGFPE, &sa, &emu_previous_fpe);
+    sa.sa_sigaction = emu_cancel_handler;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    sigaction(EMU_CANCEL_SIGNAL, &sa, &emu_previous_cancel);
+    if (interruptible) {
+        struct sigaction now;
+        sigaction(SIGINT, NULL, &now);
+        /* Only over a handler (Python's): never turn an ignored or default SIGINT into one. */
+        if ((now.sa_flags & SA_SIGINFO) || (now.sa_handler != SIG_DFL && now.sa_handler != SIG_IGN)) {
+            sa.sa_sigaction = emu_interrupt_handler;
+            sigaction(SIGINT, &sa, &emu_previous_int);
+        } else {
+            interruptible = 0;
+        }
+    }
+    (void)interruptible;
 }
 
-static void emu_restore_fault_handlers(void)
+static void emu_restore_handlers(int interruptible)
 {
     sigaction(SIGSEGV, &emu_previous_segv, NULL);
     sigaction(SIGBUS, &emu_previous_bus, NULL);
+    sigaction(SIGFPE, &emu_previous_fpe, NULL);
+    sigaction(EMU_CANCEL_SIGNAL, &emu_previous_cancel, NULL);
+    if (interruptible && (emu_previous_int.sa_flags & SA_SIGINFO || emu_previous_int.sa_handler != SIG_DFL))
+        sigaction(SIGINT, &emu_previous_int, NULL);
+}
+
+/* ---- describing a fault ---------------------------------------------------------------------- */
+
+static void emu_describe_fault(emu_worker *w, emu_launch *launch)
+{
+    const int sig = w->fault_signal;
+    w->fault_signal = 0;
+    w->pub.current = w->fault_thread_valid ? &w->fault_thread : NULL;
+    if (sig == EMU_SIGNAL_CANCEL) {
+        emu_set_error(w, 1, "stopped");
+        w->failure = atomic_load(&launch->cancel) == EMU_CANCEL_INTERRUPT ? EMU_FAIL_INTERRUPT : EMU_FAIL_TIMEOUT;
+        return;
+    }
+    if (sig == SIGFPE) {
+        const char *what = w->fault_code == FPE_INTDIV || w->fault_code == FPE_INTOVF
+                               ? "integer division by zero (or INT_MIN / -1); a GPU does not trap there but gives "
+                                 "an undefined result, so this is a bug of the kernel"
+                               : "arithmetic exception (SIGFPE)";
+        emu_set_error(w, 1, "%s", what);
+        w->failure = EMU_FAIL_FAULT;
+        return;
+    }
+    const uintptr_t addr = (uintptr_t)w->fault_address;
+    const char *what = sig == SIGBUS ? "bus error" : "segmentation fault";
+    const char *access = w->fault_write == 1 ? "write" : (w->fault_write == 0 ? "read" : "access");
+    /* a fiber's stack overflowing into its guard */
+    const long stack = w->fiber_mode ? emu_stack_pool_guard_hit(&w->stacks, addr) : -1;
+    if (stack >= 0 && (unsigned long)stack < w->n_threads) {
+        w->pub.current = &w->fibers[stack].pub;
+        emu_set_error(w, 1,
+                      "stack overflow: the thread used more than its %zu KiB of stack (CUDA allows 512 KiB of local "
+                      "memory per thread): large local arrays or deep recursion (fault at %p)",
+                      w->stacks.stack_size / 1024, w->fault_address);
+        w->failure = EMU_FAIL_FAULT;
+        return;
+    }
+    if (w->stack_lo != 0 && addr < w->stack_lo && addr + (1u << 20) >= w->stack_lo) {
+        emu_set_error(w, 1, "stack overflow of the worker thread (loop mode): large local arrays or deep recursion "
+                            "(fault at %p)",
+                      w->fault_address);
+        w->failure = EMU_FAIL_FAULT;
+        return;
+    }
+    char text[700];
+    const int kind = w->fault_write == 1 ? CUNUMPY_EMU_ACCESS_WRITE : 0;
+    if (emu_check_describe(&launch->check, &w->cw, addr, 1, kind, text, sizeof text)) {
+        emu_set_error(w, 1, "memcheck: %s (a %s at address %p)", text, what, w->fault_address);
+        w->failure = EMU_FAIL_MEMCHECK;
+        return;
+    }
+    if (addr < 65536)
+        emu_set_error(w, 1, "%s: null pointer %s (address %p)", what, access, w->fault_address);
+    else
+        emu_set_error(w, 1,
+                      "%s: invalid %s at address %p, not near any argument of the launch (a wild or dangling "
+                      "pointer)",
+                      what, access, w->fault_address);
+    w->failure = EMU_FAIL_FAULT;
 }
 
 /* ---- workers ----------------------------------------------------------------------------- */
@@ -713,6 +988,7 @@ static void emu_record_error(emu_launch *launch, emu_worker *w)
     pthread_mutex_lock(&launch->error_lock);
     if (!launch->failed || w->block_linear < launch->error_block) {
         launch->failed = 1;
+        launch->failure = w->failure ? w->failure : EMU_FAIL_ERROR;
         launch->error_block = w->block_linear;
         snprintf(launch->error, sizeof launch->error, "emulated kernel '%s' failed in %s",
                  launch->params->kernel_name ? launch->params->kernel_name : "?", w->error);
@@ -725,10 +1001,61 @@ static void emu_set_block(emu_worker *w, uint64_t b)
 {
     const emu_launch_params *p = w->launch->params;
     w->block_linear = b;
+    w->cw.block_linear = b;
     w->pub.block_idx.x = (unsigned int)(b % p->grid.x);
     b /= p->grid.x;
     w->pub.block_idx.y = (unsigned int)(b % p->grid.y);
     w->pub.block_idx.z = (unsigned int)(b / p->grid.y);
+}
+
+/* This OS thread's stack, once per thread (glibc reads /proc/self/maps for the main thread). */
+static _Thread_local uintptr_t emu_my_stack[2];
+
+static void emu_thread_stack(uintptr_t *lo, uintptr_t *hi)
+{
+    if (emu_my_stack[1] == 0) {
+        pthread_attr_t attr;
+        if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+            void *addr = NULL;
+            size_t size = 0;
+            if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+                emu_my_stack[0] = (uintptr_t)addr;
+                emu_my_stack[1] = (uintptr_t)addr + size;
+            }
+            pthread_attr_destroy(&attr);
+        }
+    }
+    *lo = emu_my_stack[0];
+    *hi = emu_my_stack[1];
+}
+
+/* Records the memory of this worker that the kernel's code touches (mode 1: unpoisons it). */
+static void emu_worker_allow_own(emu_worker *w, emu_launch *launch)
+{
+    emu_check *c = &launch->check;
+    emu_check_worker *cw = &w->cw;
+    cw->n_own = 0;
+    if (c->mode == 0)
+        return;
+    emu_check_worker_allow(c, cw, (uintptr_t)w, (uintptr_t)(w + 1));
+    if (w->fibers != NULL)
+        emu_check_worker_allow(c, cw, (uintptr_t)w->fibers, (uintptr_t)(w->fibers + w->fibers_cap));
+    if (w->stacks.base != NULL)
+        emu_check_worker_allow(c, cw, (uintptr_t)w->stacks.base,
+                               (uintptr_t)w->stacks.base + w->stacks.count * w->stacks.stride);
+    uintptr_t lo, hi;
+    emu_thread_stack(&lo, &hi);
+    w->stack_lo = lo;
+    w->stack_hi = hi;
+    emu_check_worker_allow(c, cw, lo, hi);
+    if (w->altstack != NULL)
+        emu_check_worker_allow(c, cw, (uintptr_t)w->altstack, (uintptr_t)w->altstack + EMU_ALTSTACK_BYTES);
+    /* the kernel library's thread-local block (the bound worker, file-scope __shared__) */
+    if (launch->params->library != NULL && launch->tls_size > 0) {
+        void *tls = NULL;
+        if (dlinfo(launch->params->library, RTLD_DI_TLS_DATA, &tls) == 0 && tls != NULL)
+            emu_check_worker_allow(c, cw, (uintptr_t)tls, (uintptr_t)tls + launch->tls_size);
+    }
 }
 
 /* Runs blocks of `launch` until none are left or the launch stops. */
@@ -738,7 +1065,9 @@ static void emu_worker_run(emu_worker *w, emu_launch *launch)
     w->launch = launch;
     w->fiber_mode = p->fibers;
     w->failed = 0;
+    w->failure = EMU_FAIL_NONE;
     w->error[0] = '\0';
+    w->fault_signal = 0;
     w->pub.current = NULL;
     w->pub.block_dim = p->block;
     w->pub.grid_dim = p->grid;
@@ -750,63 +1079,69 @@ static void emu_worker_run(emu_worker *w, emu_launch *launch)
     ucontext_t main_uc;
     w->main_ctx.ucontext = &main_uc;
 #endif
-    if (p->shared_mem > w->shared_cap) {
-        free(w->shared);
-        w->shared_cap = 0;
-        w->shared = aligned_alloc(64, (p->shared_mem + 63) & ~(size_t)63);
-        if (w->shared == NULL) {
-            snprintf(w->error, sizeof w->error, "block (0, 0, 0): out of memory for %zu bytes of shared memory",
-                     p->shared_mem);
-            w->block_linear = 0;
+    w->block_linear = 0;
+    if (emu_check_arena(&launch->check, &w->cw) != 0) {
+        snprintf(w->error, sizeof w->error, "block (0, 0, 0): out of memory for %zu bytes of shared memory",
+                 p->shared_mem);
+        w->failure = EMU_FAIL_ERROR;
+        emu_record_error(launch, w);
+        return;
+    }
+    w->pub.static_shared = w->cw.arena + EMU_STATIC_SHARED_OFFSET;
+    w->pub.dynamic_shared = w->cw.arena + EMU_DYNAMIC_SHARED_OFFSET;
+    w->pub.dynamic_shared_bytes = p->shared_mem;
+    if (w->fiber_mode) {
+        if (w->stacks_trim != 0 && w->stacks.count > w->stacks_trim)
+            emu_stack_pool_release(&w->stacks);
+        w->stacks_trim = 0;
+        if (emu_prepare_fibers(w, w->n_threads) != 0) {
+            snprintf(w->error, sizeof w->error,
+                     "block (0, 0, 0): out of memory or of memory mappings for %u fiber stacks of %u KiB (each "
+                     "stack is two memory mappings; the system's limit is vm.max_map_count)",
+                     w->n_threads, 512u);
+            w->failure = EMU_FAIL_ERROR;
             emu_record_error(launch, w);
             return;
         }
-        w->shared_cap = p->shared_mem;
-    }
-    w->pub.dynamic_shared = p->shared_mem > 0 ? w->shared : NULL;
-    w->pub.dynamic_shared_bytes = p->shared_mem;
-    if (w->fiber_mode && emu_prepare_fibers(w, w->n_threads) != 0) {
-        snprintf(w->error, sizeof w->error, "block (0, 0, 0): out of memory for %u fiber stacks", w->n_threads);
-        w->block_linear = 0;
-        emu_record_error(launch, w);
-        return;
     }
     p->bind(&w->pub);
 
     stack_t old_stack;
     int altstack_set = 0;
-    if (p->checked) {
-        if (w->altstack == NULL)
-            w->altstack = malloc(EMU_ALTSTACK_BYTES);
-        if (w->altstack != NULL) {
-            stack_t ss;
-            ss.ss_sp = w->altstack;
-            ss.ss_size = EMU_ALTSTACK_BYTES;
-            ss.ss_flags = 0;
-            altstack_set = sigaltstack(&ss, &old_stack) == 0;
-        }
-        emu_tls_worker = w;
+    if (w->altstack == NULL)
+        w->altstack = malloc(EMU_ALTSTACK_BYTES);
+    if (w->altstack != NULL) {
+        stack_t ss;
+        ss.ss_sp = w->altstack;
+        ss.ss_size = EMU_ALTSTACK_BYTES;
+        ss.ss_flags = 0;
+        altstack_set = sigaltstack(&ss, &old_stack) == 0;
     }
+    emu_worker_allow_own(w, launch);
+    emu_tls_worker = w;
     emu_fpstate_save(&w->fpstate);
     if (sigsetjmp(w->jump, 1) != 0) {
-        /* A trap in loop mode, or a fault in checked mode. */
+        /* A trap in loop mode, a fault, or a forced stop. */
         w->in_kernel = 0;
-        if (w->fault_signal != 0) {
-            w->pub.current = NULL; /* the faulting thread is not known reliably in fiber mode */
-            emu_set_error(w, 0, "%s at address %p (invalid memory access in the kernel)",
-                          w->fault_signal == SIGBUS ? "bus error" : "segmentation fault", w->fault_address);
-            w->fault_signal = 0;
-        }
+        if (w->fault_signal != 0)
+            emu_describe_fault(w, launch);
         emu_record_error(launch, w);
         goto done;
     }
     for (;;) {
         if (atomic_load_explicit(&launch->stop, memory_order_relaxed))
             break;
+        if (atomic_load_explicit(&launch->cancel, memory_order_relaxed) != EMU_CANCEL_NONE)
+            break; /* the launch reports the stop itself */
         const uint64_t b = atomic_fetch_add(&launch->next_block, 1);
         if (b >= launch->total_blocks)
             break;
         emu_set_block(w, b);
+        if (emu_check_block_start(&launch->check, &w->cw) != 0) {
+            emu_set_error(w, 0, "out of memory for the racecheck/initcheck tables");
+            emu_record_error(launch, w);
+            break;
+        }
         w->in_kernel = 1;
         int status = 0;
         if (w->fiber_mode)
@@ -819,25 +1154,26 @@ static void emu_worker_run(emu_worker *w, emu_launch *launch)
             emu_record_error(launch, w);
             break;
         }
+        atomic_fetch_add_explicit(&launch->blocks_done, 1, memory_order_relaxed);
     }
 done:
     w->in_kernel = 0;
     emu_fpstate_restore(&w->fpstate);
-    if (p->checked) {
-        emu_tls_worker = NULL;
-        if (altstack_set) {
-            /* The previous alternate stack, or none. */
-            if (old_stack.ss_flags & SS_DISABLE) {
-                stack_t off;
-                memset(&off, 0, sizeof off);
-                off.ss_flags = SS_DISABLE;
-                sigaltstack(&off, NULL);
-            } else {
-                sigaltstack(&old_stack, NULL);
-            }
+    emu_tls_worker = NULL;
+    if (altstack_set) {
+        /* The previous alternate stack, or none. */
+        if (old_stack.ss_flags & SS_DISABLE) {
+            stack_t off;
+            memset(&off, 0, sizeof off);
+            off.ss_flags = SS_DISABLE;
+            sigaltstack(&off, NULL);
+        } else {
+            sigaltstack(&old_stack, NULL);
         }
     }
+    w->cw.n_own = 0;
     w->pub.current = NULL;
+    p->bind(NULL); /* the library's thread-local pointer no longer names this worker */
     w->launch = NULL;
 }
 
@@ -858,18 +1194,44 @@ static struct {
               .wake = PTHREAD_COND_INITIALIZER,
               .finished_cond = PTHREAD_COND_INITIALIZER};
 
-static void *emu_pool_thread(void *arg)
+/* The arenas of the workers (for a new __shared__ variable; called inside a launch, whose
+ * workers' slots do not change). */
+static int emu_pool_arenas(emu_check_worker **out, int max)
 {
-    emu_worker *w = (emu_worker *)arg;
-    /* Created with every signal blocked; a fault while blocked would kill the process
-     * without running any handler, so faults stay deliverable. */
+    int n = 0;
+    for (int i = 0; i < emu_pool.n_slots && n < max; ++i)
+        if (emu_pool.slots[i] != NULL)
+            out[n++] = &emu_pool.slots[i]->cw;
+    return n;
+}
+
+static void emu_kick_workers(emu_launch *launch)
+{
+    /* pthread_kill is async-signal-safe: this also runs in the SIGINT handler. */
+    for (int i = 1; i < launch->workers && i < emu_pool.n_slots; ++i)
+        if (emu_pool.slots[i] != NULL && emu_pool.slots[i]->started)
+            pthread_kill(emu_pool.slots[i]->thread, EMU_CANCEL_SIGNAL);
+    pthread_kill(launch->caller, EMU_CANCEL_SIGNAL);
+}
+
+static void emu_unblock_worker_signals(void)
+{
+    /* Created with every signal blocked; a fault while blocked would kill the process without
+     * running any handler, so faults stay deliverable, and so does the cancel signal. */
     sigset_t faults;
     sigemptyset(&faults);
     sigaddset(&faults, SIGSEGV);
     sigaddset(&faults, SIGBUS);
     sigaddset(&faults, SIGFPE);
     sigaddset(&faults, SIGILL);
+    sigaddset(&faults, EMU_CANCEL_SIGNAL);
     pthread_sigmask(SIG_UNBLOCK, &faults, NULL);
+}
+
+static void *emu_pool_thread(void *arg)
+{
+    emu_worker *w = (emu_worker *)arg;
+    emu_unblock_worker_signals();
     pthread_mutex_lock(&emu_pool.lock);
     for (;;) {
         while (emu_pool.generation == w->seen_generation)
@@ -887,6 +1249,99 @@ static void *emu_pool_thread(void *arg)
     return NULL;
 }
 
+/* ---- the watchdog of timeouts ------------------------------------------------------------------ */
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int started;
+    emu_launch *launch;
+    struct timespec deadline;
+} emu_watch = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static pthread_once_t emu_watch_once = PTHREAD_ONCE_INIT;
+
+static void emu_watch_init(void)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&emu_watch.cond, &attr);
+    pthread_condattr_destroy(&attr);
+}
+
+static void emu_timespec_add(struct timespec *t, double seconds)
+{
+    const double whole = (double)(long long)seconds;
+    t->tv_sec += (time_t)whole;
+    t->tv_nsec += (long)((seconds - whole) * 1e9);
+    while (t->tv_nsec >= 1000000000L) {
+        t->tv_nsec -= 1000000000L;
+        t->tv_sec += 1;
+    }
+}
+
+static int emu_timespec_passed(const struct timespec *deadline)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return now.tv_sec > deadline->tv_sec || (now.tv_sec == deadline->tv_sec && now.tv_nsec >= deadline->tv_nsec);
+}
+
+static void *emu_watch_thread(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&emu_watch.lock);
+    for (;;) {
+        while (emu_watch.launch == NULL)
+            pthread_cond_wait(&emu_watch.cond, &emu_watch.lock);
+        emu_launch *launch = emu_watch.launch;
+        pthread_cond_timedwait(&emu_watch.cond, &emu_watch.lock, &emu_watch.deadline);
+        if (emu_watch.launch != launch || !emu_timespec_passed(&emu_watch.deadline))
+            continue;
+        int none = EMU_CANCEL_NONE;
+        atomic_compare_exchange_strong(&launch->cancel, &none, EMU_CANCEL_TIMEOUT);
+        emu_kick_workers(launch);
+        /* Until the launch ends: every 20 ms again (a worker was outside the kernel's code). */
+        clock_gettime(CLOCK_MONOTONIC, &emu_watch.deadline);
+        emu_timespec_add(&emu_watch.deadline, 0.02);
+    }
+    return NULL;
+}
+
+/* Watches `launch` (NULL: stops watching); 0, or -1 when the watchdog cannot start. */
+static int emu_watch_launch(emu_launch *launch, double timeout)
+{
+    pthread_once(&emu_watch_once, emu_watch_init);
+    pthread_mutex_lock(&emu_watch.lock);
+    int status = 0;
+    if (launch != NULL && !emu_watch.started) {
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        pthread_t thread;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&thread, &attr, emu_watch_thread, NULL) == 0)
+            emu_watch.started = 1;
+        else
+            status = -1;
+        pthread_attr_destroy(&attr);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    if (status == 0) {
+        emu_watch.launch = launch;
+        if (launch != NULL) {
+            clock_gettime(CLOCK_MONOTONIC, &emu_watch.deadline);
+            emu_timespec_add(&emu_watch.deadline, timeout);
+        }
+        pthread_cond_signal(&emu_watch.cond);
+    }
+    pthread_mutex_unlock(&emu_watch.lock);
+    return status;
+}
+
 /* After fork the child has none of the pool's threads: forget them (their slots, stacks
  * included, stay valid memory) and start afresh. */
 static void emu_pool_after_fork_child(void)
@@ -898,6 +1353,10 @@ static void emu_pool_after_fork_child(void)
     for (int i = 0; i < emu_pool.n_slots; ++i)
         if (emu_pool.slots[i] != NULL)
             emu_pool.slots[i]->started = 0;
+    pthread_mutex_init(&emu_watch.lock, NULL);
+    emu_watch_init();
+    emu_watch.started = 0;
+    emu_watch.launch = NULL;
 }
 
 static pthread_once_t emu_pool_once = PTHREAD_ONCE_INIT;
@@ -940,6 +1399,28 @@ static int emu_pool_ensure(int n)
     return n;
 }
 
+/* Keeps the fiber stacks of all workers within EMU_MAX_FIBER_STACKS (two memory mappings each):
+ * workers that do not take part give theirs back, and those holding more than this launch
+ * needs shrink when the total would pass the limit. */
+static void emu_pool_trim_stacks(int workers, unsigned int per_block, int fibers)
+{
+    size_t total = 0;
+    for (int i = 0; i < emu_pool.n_slots; ++i) {
+        emu_worker *w = emu_pool.slots[i];
+        if (w == NULL)
+            continue;
+        if (i >= workers && w->stacks.count > 0)
+            emu_stack_pool_release(&w->stacks); /* idle: no fiber of it is alive between launches */
+        const size_t need = fibers && i < workers ? per_block : 0;
+        total += w->stacks.count > need ? w->stacks.count : need;
+    }
+    if (total <= EMU_MAX_FIBER_STACKS)
+        return;
+    for (int i = 0; i < workers && i < emu_pool.n_slots; ++i)
+        if (emu_pool.slots[i] != NULL && emu_pool.slots[i]->stacks.count > (fibers ? per_block : 0))
+            emu_pool.slots[i]->stacks_trim = fibers ? per_block : 1;
+}
+
 const char *emu_check_shape(cunumpy_emu_dim3 grid, cunumpy_emu_dim3 block)
 {
     if (block.x == 0 || block.y == 0 || block.z == 0)
@@ -978,16 +1459,68 @@ int emu_default_workers(void)
     return n < 1 ? 1 : (n > EMU_MAX_WORKERS ? EMU_MAX_WORKERS : (int)n);
 }
 
-int emu_launch_run(const emu_launch_params *params, char *error, size_t error_size)
+/* The kernel library's code and thread-local block size, from its program headers. */
+typedef struct emu_library_scan {
+    uintptr_t base, text_lo, text_hi;
+    size_t tls_size;
+} emu_library_scan;
+
+static int emu_scan_library(struct dl_phdr_info *info, size_t size, void *data)
 {
+    (void)size;
+    emu_library_scan *scan = data;
+    if ((uintptr_t)info->dlpi_addr != scan->base)
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+            scan->text_lo = (uintptr_t)info->dlpi_addr + ph->p_vaddr;
+            scan->text_hi = scan->text_lo + ph->p_memsz;
+        } else if (ph->p_type == PT_TLS) {
+            scan->tls_size = ph->p_memsz;
+        }
+    }
+    return 1;
+}
+
+static void emu_find_library(emu_launch *launch)
+{
+    const emu_launch_params *p = launch->params;
+    Dl_info info;
+    const void *entry = p->fibers ? (const void *)p->thread_fn : (const void *)p->block_fn;
+    if (dladdr(entry, &info) == 0 || info.dli_fbase == NULL)
+        return;
+    emu_library_scan scan = {(uintptr_t)info.dli_fbase, 0, 0, 0};
+    dl_iterate_phdr(emu_scan_library, &scan);
+    launch->text_lo = scan.text_lo;
+    launch->text_hi = scan.text_hi;
+    launch->tls_size = scan.tls_size;
+    launch->check.pc_base = scan.base;
+}
+
+static double emu_elapsed(const struct timespec *since)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - since->tv_sec) + 1e-9 * (double)(now.tv_nsec - since->tv_nsec);
+}
+
+int emu_launch_run(const emu_launch_params *params, char *error, size_t error_size, emu_failure *failure)
+{
+    *failure = EMU_FAIL_ERROR;
     const char *bad = emu_check_shape(params->grid, params->block);
     if (bad != NULL) {
-        snprintf(error, error_size, "%s", bad);
+        snprintf(error, error_size, "emulated kernel '%s': %s", params->kernel_name ? params->kernel_name : "?", bad);
         return -1;
     }
     if (params->bind == NULL || (params->fibers ? params->thread_fn == NULL : params->block_fn == NULL)) {
         snprintf(error, error_size, "emulated kernel '%s': missing %s", params->kernel_name,
                  params->bind == NULL ? "bind function" : (params->fibers ? "thread function" : "block function"));
+        return -1;
+    }
+    if (params->checks < 0 || params->checks > 3 || (params->checks == 1 && !emu_shadow_available())) {
+        snprintf(error, error_size, "emulated kernel '%s': checks mode %d is not available in this process",
+                 params->kernel_name, params->checks);
         return -1;
     }
     pthread_once(&emu_pool_once, emu_pool_init);
@@ -997,8 +1530,31 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
     launch.args = params->args;
     launch.total_blocks = (uint64_t)params->grid.x * params->grid.y * params->grid.z;
     atomic_init(&launch.next_block, 0);
+    atomic_init(&launch.blocks_done, 0);
     atomic_init(&launch.stop, 0);
+    atomic_init(&launch.cancel, EMU_CANCEL_NONE);
     pthread_mutex_init(&launch.error_lock, NULL);
+    launch.caller = pthread_self();
+    clock_gettime(CLOCK_MONOTONIC, &launch.started);
+    emu_check *check = &launch.check;
+    check->mode = params->checks;
+    check->racecheck = params->racecheck && params->checks == 3;
+    check->initcheck = params->initcheck && params->checks == 3;
+    check->kernel_name = params->kernel_name;
+    check->regions = params->regions;
+    check->n_regions = params->regions != NULL ? params->n_regions : 0;
+    check->shared_mem = params->shared_mem;
+    snprintf(check->dynamic_name, sizeof check->dynamic_name, "%s",
+             params->dynamic_shared_name ? params->dynamic_shared_name : "");
+    check->layout = emu_shared_layout_of((const void *)params->bind);
+    check->grid = params->grid;
+    check->block = params->block;
+    check->n_blocks = launch.total_blocks;
+    if (check->layout == NULL) {
+        pthread_mutex_destroy(&launch.error_lock);
+        snprintf(error, error_size, "emulated kernel '%s': out of memory", params->kernel_name);
+        return -1;
+    }
 
     int workers = params->workers > 0 ? params->workers : emu_default_workers();
     if (workers < 1)
@@ -1007,11 +1563,13 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
         workers = EMU_MAX_WORKERS;
     if ((uint64_t)workers > launch.total_blocks)
         workers = (int)launch.total_blocks;
+    if (check->racecheck || check->initcheck)
+        workers = 1; /* the tracking tables are not shared between workers; reports come in block order */
+    const unsigned int per_block = params->block.x * params->block.y * params->block.z;
     if (params->fibers) {
         /* Every fiber stack is two mappings (guard and stack) and the kernel caps a process's
          * mappings (vm.max_map_count, 65530 by default): keep the stacks of all workers
          * together under EMU_MAX_FIBER_STACKS. */
-        const unsigned int per_block = params->block.x * params->block.y * params->block.z;
         const int cap = (int)(EMU_MAX_FIBER_STACKS / per_block);
         if (workers > cap)
             workers = cap > 0 ? cap : 1;
@@ -1025,8 +1583,23 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
         snprintf(error, error_size, "emulated kernel '%s': out of memory for the workers", params->kernel_name);
         return -1;
     }
-    if (params->checked)
-        emu_install_fault_handlers();
+    launch.workers = workers;
+    emu_pool_trim_stacks(workers, per_block, params->fibers);
+    emu_find_library(&launch);
+    for (int i = 0; i < params->n_internal && i < 4; ++i)
+        emu_check_allow(check, params->internal[i][0], params->internal[i][1]);
+    char check_error[256];
+    if (emu_check_begin(check, check_error, sizeof check_error) != 0) {
+        emu_check_end(check);
+        pthread_mutex_unlock(&emu_pool.launch_lock);
+        pthread_mutex_destroy(&launch.error_lock);
+        snprintf(error, error_size, "emulated kernel '%s': %s", params->kernel_name, check_error);
+        return -1;
+    }
+    emu_install_handlers(params->interruptible);
+    if (params->interruptible)
+        atomic_store(&emu_interrupt_launch, &launch);
+    const int watched = params->timeout > 0 && emu_watch_launch(&launch, params->timeout) == 0;
     if (workers > 1) {
         pthread_mutex_lock(&emu_pool.lock);
         emu_pool.launch = &launch;
@@ -1044,15 +1617,45 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
         emu_pool.launch = NULL;
         pthread_mutex_unlock(&emu_pool.lock);
     }
-    if (params->checked)
-        emu_restore_fault_handlers();
-    pthread_mutex_unlock(&emu_pool.launch_lock);
+    if (watched)
+        emu_watch_launch(NULL, 0);
+    if (params->interruptible)
+        atomic_store(&emu_interrupt_launch, NULL);
+    emu_restore_handlers(params->interruptible);
 
     int status = 0;
-    if (launch.failed) {
-        snprintf(error, error_size, "%s", launch.error);
+    const int cancel = atomic_load(&launch.cancel);
+    const unsigned long long done = (unsigned long long)atomic_load(&launch.blocks_done);
+    if (cancel != EMU_CANCEL_NONE) {
+        if (cancel == EMU_CANCEL_TIMEOUT)
+            snprintf(error, error_size,
+                     "emulated kernel '%s' timed out: it ran longer than timeout=%g s and was stopped after %.2f s, "
+                     "with %llu of %llu blocks finished",
+                     params->kernel_name, params->timeout, emu_elapsed(&launch.started), done,
+                     (unsigned long long)launch.total_blocks);
+        else
+            snprintf(error, error_size,
+                     "emulated kernel '%s' was interrupted (SIGINT) after %.2f s, with %llu of %llu blocks finished",
+                     params->kernel_name, emu_elapsed(&launch.started), done, (unsigned long long)launch.total_blocks);
+        *failure = cancel == EMU_CANCEL_TIMEOUT ? EMU_FAIL_TIMEOUT : EMU_FAIL_INTERRUPT;
         status = -1;
+    } else if (launch.failed) {
+        snprintf(error, error_size, "%s", launch.error);
+        *failure = launch.failure;
+        status = -1;
+    } else {
+        const char *kind = NULL;
+        const char *reports = emu_check_reports(check, &kind);
+        if (reports[0] != '\0') {
+            snprintf(error, error_size, "emulated kernel '%s': %s found %llu problem(s)%s:%s", params->kernel_name,
+                     kind, (unsigned long long)check->reports_total,
+                     check->n_reports >= 16 ? " (the first 16 distinct ones)" : "", reports);
+            *failure = strcmp(kind, "racecheck") == 0 ? EMU_FAIL_RACECHECK : EMU_FAIL_INITCHECK;
+            status = -1;
+        }
     }
+    emu_check_end(check);
+    pthread_mutex_unlock(&emu_pool.launch_lock);
     pthread_mutex_destroy(&launch.error_lock);
     return status;
 }

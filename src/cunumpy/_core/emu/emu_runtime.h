@@ -6,6 +6,7 @@
 #define CUNUMPY__CORE_EMU_EMU_RUNTIME_H
 
 #include "emu_abi.h"
+#include "emu_check.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -153,19 +154,25 @@ static inline void emu_fpstate_restore(const emu_fpstate *s)
 EMU_INTERNAL void emu_context_make(emu_context *ctx, void *stack_low, size_t stack_size, void (*entry)(void *),
                                    void *arg);
 
-/* A pool of fiber stacks: one mapping, each stack preceded by a PROT_NONE guard page. */
+/* A pool of fiber stacks: one mapping, each stack preceded by a PROT_NONE guard region. */
 typedef struct emu_stack_pool {
     char *base;
     size_t count;     /* stacks available */
     size_t stride;    /* guard + stack */
+    size_t guard;
     size_t stack_size;
     void *ucontexts;  /* one ucontext_t per stack when the fallback switch is used */
 } emu_stack_pool;
 
-/* Makes sure `pool` has at least `count` stacks; 0 on success, -1 when out of memory. */
+/* Makes sure `pool` has at least `count` stacks; 0 on success, -1 when out of memory or of
+ * memory mappings. */
 EMU_INTERNAL int emu_stack_pool_reserve(emu_stack_pool *pool, size_t count);
 EMU_INTERNAL void emu_stack_pool_release(emu_stack_pool *pool);
 EMU_INTERNAL void *emu_stack_low(const emu_stack_pool *pool, size_t i);
+/* The stack whose guard region holds `addr` (a stack overflow), or -1. */
+EMU_INTERNAL long emu_stack_pool_guard_hit(const emu_stack_pool *pool, uintptr_t addr);
+/* Stacks reserved by every pool of the process (each is two memory mappings). */
+EMU_INTERNAL size_t emu_stack_pools_total(void);
 
 /* Switch cost in ns per switch: the runtime's switch and a ucontext swapcontext, measured
  * in the same call by ping-ponging `n` times between two contexts. 0 on success. */
@@ -181,10 +188,34 @@ typedef struct emu_launch_params {
     cunumpy_emu_dim3 grid, block;
     size_t shared_mem;
     int fibers;
-    int checked;
+    int checked; /* kept for callers of earlier versions: faults are always caught now */
     int workers; /* 0: CUNUMPY_EMULATION_THREADS or the CPU count */
     const char *kernel_name;
+    /* memory checks (emu_check.h) */
+    int checks;          /* the library's CUNUMPY_EMU_CHECKS, 0 to 3 */
+    int racecheck, initcheck;
+    emu_region *regions; /* the launch's memory (sorted in place) */
+    size_t n_regions;
+    uintptr_t internal[4][2]; /* memory of the caller that the kernel's code reads (parameters) */
+    int n_internal;
+    const char *dynamic_shared_name; /* the extern __shared__ names, for reports */
+    void *library;                   /* the library's dlopen handle (its TLS block), or NULL */
+    /* stopping */
+    double timeout;    /* seconds; 0: none */
+    int interruptible; /* called from the main thread: SIGINT stops the launch */
 } emu_launch_params;
+
+/* Why a launch failed (the Python layer picks the exception class from it). */
+typedef enum {
+    EMU_FAIL_NONE = 0,
+    EMU_FAIL_ERROR,     /* a trap, an assertion, barrier divergence, a warp mask mismatch */
+    EMU_FAIL_MEMCHECK,  /* an access outside the launch's memory */
+    EMU_FAIL_FAULT,     /* a fault elsewhere: a wild pointer, a stack overflow, division by zero */
+    EMU_FAIL_RACECHECK,
+    EMU_FAIL_INITCHECK,
+    EMU_FAIL_TIMEOUT,
+    EMU_FAIL_INTERRUPT, /* SIGINT while the launch ran */
+} emu_failure;
 
 /* Limits checked by emu_check_shape (CUDA's). */
 #define EMU_MAX_BLOCK_THREADS 1024u
@@ -199,7 +230,9 @@ EMU_INTERNAL int emu_default_workers(void);
 
 /* Runs a launch to completion (blocks in parallel on the worker pool, the calling thread
  * included). Returns 0, or -1 with a message naming the kernel and the block (and thread
- * where known) in `error`. Launches from several threads are serialised. */
-EMU_INTERNAL int emu_launch_run(const emu_launch_params *params, char *error, size_t error_size);
+ * where known) in `error` and what failed in `*failure`. Launches from several threads are
+ * serialised. */
+EMU_INTERNAL int emu_launch_run(const emu_launch_params *params, char *error, size_t error_size,
+                                emu_failure *failure);
 
 #endif /* CUNUMPY__CORE_EMU_EMU_RUNTIME_H */

@@ -22,7 +22,10 @@
 namespace cooperative_groups {
 
 namespace details {
-static __inline__ unsigned int linear_thread() { return ::cunumpy_emu_tls_worker->current->linear; }
+CUNUMPY_EMU_BUILTIN unsigned int linear_thread()
+{
+    return ::cunumpy_emu::runtime_load(&::cunumpy_emu::runtime_load(&::cunumpy_emu::worker()->current)->linear);
+}
 static __inline__ unsigned int block_threads() { return blockDim.x * blockDim.y * blockDim.z; }
 // The lanes of the calling thread's warp that exist (a block's last warp may be partial).
 static __inline__ unsigned int warp_lanes()

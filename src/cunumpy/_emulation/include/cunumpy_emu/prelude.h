@@ -71,15 +71,22 @@
 // The worker bound to this OS thread (cunumpy_emu_bind); every built-in reads through it.
 __attribute__((visibility("hidden"))) inline thread_local cunumpy_emu_worker *cunumpy_emu_tls_worker = nullptr;
 
-extern "C" __attribute__((visibility("default"), used)) inline int cunumpy_emu_abi_version(void)
+// The library's own entry points are never instrumented by the memory checks (checks.h): they
+// run outside a launch's kernel code (binding a worker, or unbinding it with nullptr).
+#define CUNUMPY_EMU_NOINSTR __attribute__((no_sanitize("kernel-address", "address", "thread")))
+
+extern "C" __attribute__((visibility("default"), used)) CUNUMPY_EMU_NOINSTR inline int cunumpy_emu_abi_version(void)
 {
     return CUNUMPY_EMU_ABI_VERSION;
 }
 
-extern "C" __attribute__((visibility("default"), used)) inline void cunumpy_emu_bind(cunumpy_emu_worker *w)
+extern "C" __attribute__((visibility("default"), used)) CUNUMPY_EMU_NOINSTR inline void
+cunumpy_emu_bind(cunumpy_emu_worker *w)
 {
     cunumpy_emu_tls_worker = w;
 }
+
+#include "checks.h"
 
 // ---------------------------------------------------------------------------------------------
 // Vector types (CUDA's sizes and alignments) and their make_* functions.
@@ -146,15 +153,73 @@ struct dim3 {
 
 // ---------------------------------------------------------------------------------------------
 // Built-in variables.
-#define threadIdx (::cunumpy_emu_tls_worker->current->thread_idx)
-#define blockIdx (::cunumpy_emu_tls_worker->block_idx)
-#define blockDim (::cunumpy_emu_tls_worker->block_dim)
-#define gridDim (::cunumpy_emu_tls_worker->grid_dim)
+// The built-ins read the worker's state, which is the runtime's memory, not the kernel's: under
+// the memory checks those reads are made by inline assembly, which the instrumentation does not
+// see (a check of each would only cost time; the compiler instruments what it inlines, whatever
+// the inlined function's attributes say).
+#define CUNUMPY_EMU_BUILTIN static __inline__ __attribute__((always_inline)) CUNUMPY_EMU_NOINSTR
+namespace cunumpy_emu {
+template <typename T> CUNUMPY_EMU_BUILTIN T runtime_load(const T *p)
+{
+#if CUNUMPY_EMU_CHECKS != 0 && (defined(__x86_64__) || defined(__aarch64__))
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "loads of 4 or 8 bytes");
+    T v;
+#if defined(__x86_64__)
+    if (sizeof(T) == 8)
+        __asm__("movq %1, %0" : "=r"(v) : "m"(*p));
+    else
+        __asm__("movl %1, %0" : "=r"(v) : "m"(*p));
+#else
+    if (sizeof(T) == 8)
+        __asm__("ldr %x0, %1" : "=r"(v) : "m"(*p));
+    else
+        __asm__("ldr %w0, %1" : "=r"(v) : "m"(*p));
+#endif
+    return v;
+#else
+    return *p;
+#endif
+}
+CUNUMPY_EMU_BUILTIN cunumpy_emu_worker *worker(void) { return runtime_load(&::cunumpy_emu_tls_worker); }
+CUNUMPY_EMU_BUILTIN uint3 load_dim3(const uint3 *d)
+{
+    return uint3{runtime_load(&d->x), runtime_load(&d->y), runtime_load(&d->z)};
+}
+CUNUMPY_EMU_BUILTIN uint3 thread_idx(void) { return load_dim3(&runtime_load(&worker()->current)->thread_idx); }
+CUNUMPY_EMU_BUILTIN uint3 block_idx(void) { return load_dim3(&worker()->block_idx); }
+CUNUMPY_EMU_BUILTIN uint3 block_dim(void) { return load_dim3(&worker()->block_dim); }
+CUNUMPY_EMU_BUILTIN uint3 grid_dim(void) { return load_dim3(&worker()->grid_dim); }
+} // namespace cunumpy_emu
+#define threadIdx (::cunumpy_emu::thread_idx())
+#define blockIdx (::cunumpy_emu::block_idx())
+#define blockDim (::cunumpy_emu::block_dim())
+#define gridDim (::cunumpy_emu::grid_dim())
 static constexpr int warpSize = CUNUMPY_EMU_WARP_SIZE;
 
 // extern __shared__ storage of the running block (the Python layer rewrites declarations of
 // `extern __shared__ T name[]` into pointers to this).
-static __inline__ void *cunumpy_emu_dynamic_shared(void) { return ::cunumpy_emu_tls_worker->dynamic_shared; }
+CUNUMPY_EMU_BUILTIN void *cunumpy_emu_dynamic_shared(void)
+{
+    return cunumpy_emu::runtime_load(&cunumpy_emu::worker()->dynamic_shared);
+}
+
+// Static __shared__ variables declared in functions: the Python layer rewrites
+// `__shared__ T name[N];` into a reference to a slot of the block's shared arena, placed by
+// the runtime the first time the declaration runs (once per template instance), so that
+// every block sees its own copy, memcheck knows the variable's bounds and name, and initcheck
+// sees what a block has not written. (File-scope __shared__ stays a thread_local.)
+namespace cunumpy_emu {
+static __inline__ std::size_t shared_register(std::size_t size, std::size_t align, std::size_t itemsize,
+                                              const char *name)
+{
+    cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
+    return w->api->shared_register(w, size, align, itemsize, name);
+}
+template <typename T> CUNUMPY_EMU_BUILTIN T &shared_at(std::size_t offset)
+{
+    return *reinterpret_cast<T *>(runtime_load(&worker()->static_shared) + offset);
+}
+} // namespace cunumpy_emu
 
 // ---------------------------------------------------------------------------------------------
 // Traps and assertions.
@@ -173,7 +238,7 @@ static __inline__ void *cunumpy_emu_dynamic_shared(void) { return ::cunumpy_emu_
 extern "C" [[noreturn]] __attribute__((visibility("hidden"))) inline void
 cunumpy_emu_assert_fail(const char *expr, const char *file, unsigned int line, const char *) noexcept
 {
-    char message[512];
+    static thread_local char message[512]; // not on the stack the trap leaves (sanitizers)
     std::snprintf(message, sizeof message, "assertion `%s` failed at %s:%u", expr, file, line);
     cunumpy_emu_trap(message);
 }
@@ -356,7 +421,14 @@ template <typename T> static __inline__ unsigned int __match_all_sync(unsigned i
 
 // ---------------------------------------------------------------------------------------------
 // Memory fences, cached loads, clocks.
-static __inline__ void __threadfence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static __inline__ void __threadfence(void)
+{
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#if CUNUMPY_EMU_CHECKS == 3
+    cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
+    w->api->fence(w); // racecheck: the block's earlier writes are published
+#endif
+}
 static __inline__ void __threadfence_block(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 static __inline__ void __threadfence_system(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
@@ -750,7 +822,7 @@ static __inline__ void run_block_impl(cunumpy_emu_worker *w, void *const *args, 
     // The parameters are read once per block; each thread gets its own copies, as on the GPU.
     const values params(*static_cast<typename std::tuple_element<I, values>::type *>(args[I])...);
     (void)params; // kernels without parameters
-    cunumpy_emu_thread t;
+    cunumpy_emu_thread t = {{0, 0, 0}, 0};
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdangling-pointer"
@@ -768,6 +840,12 @@ static __inline__ void run_block_impl(cunumpy_emu_worker *w, void *const *args, 
                 t.thread_idx.y = y;
                 t.thread_idx.z = z;
                 t.linear = linear++;
+#if CUNUMPY_EMU_CHECKS != 0
+                // The thread is written before the kernel's code runs, not sunk past it: a
+                // fault in that code then names the right thread (mostly: an instruction
+                // that can trap but reads no memory may still move above this).
+                __asm__ __volatile__("" : : "m"(t));
+#endif
                 K(std::get<I>(params)...);
             }
     w->current = nullptr;
@@ -781,15 +859,16 @@ template <auto K> static __inline__ void run_block(cunumpy_emu_worker *w, void *
 
 } // namespace cunumpy_emu
 
+// The stubs' own names are reserved ones: a kernel may be called `w` or `args`.
 #define CUNUMPY_EMU_EXPORT_KERNEL(k, ...)                                                                              \
-    extern "C" __attribute__((visibility("default"))) void cunumpy_emu_thread_##k(void *const *args)                   \
+    extern "C" __attribute__((visibility("default"))) void cunumpy_emu_thread_##k(void *const *cunumpy_emu_args_)      \
     {                                                                                                                  \
-        cunumpy_emu::run_thread<&__VA_ARGS__>(args);                                                                   \
+        cunumpy_emu::run_thread<&__VA_ARGS__>(cunumpy_emu_args_);                                                      \
     }                                                                                                                  \
-    extern "C" __attribute__((visibility("default"))) void cunumpy_emu_block_##k(cunumpy_emu_worker *w,              \
-                                                                                   void *const *args)                  \
+    extern "C" __attribute__((visibility("default"))) void cunumpy_emu_block_##k(cunumpy_emu_worker *cunumpy_emu_w_,  \
+                                                                                   void *const *cunumpy_emu_args_)     \
     {                                                                                                                  \
-        cunumpy_emu::run_block<&__VA_ARGS__>(w, args);                                                                 \
+        cunumpy_emu::run_block<&__VA_ARGS__>(cunumpy_emu_w_, cunumpy_emu_args_);                                       \
     }
 
 #endif // CUNUMPY_EMU_PRELUDE_H

@@ -21,11 +21,19 @@ __device__ __forceinline__ void check_index(const long long (&idx)[N], const lon
 #ifdef CUNUMPY_BOUNDS_CHECK
     for (int d = 0; d < N; d++) {
         if (idx[d] < 0 || idx[d] >= shape[d]) {
+#ifdef CUNUMPY_EMULATION
+            // The CPU emulation puts the message in the exception (and names block and thread).
+            static thread_local char message[160]; // not on the stack the trap leaves
+            snprintf(message, sizeof message, "index %lld out of bounds for axis %d with size %lld (array view "
+                     "bounds check)", idx[d], d, shape[d]);
+            cunumpy_emu_trap(message);
+#else
             printf("cunumpy: index %lld out of bounds for axis %d with size %lld (block %d,%d,%d thread "
                    "%d,%d,%d)\n",
                    idx[d], d, shape[d], (int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z, (int)threadIdx.x,
                    (int)threadIdx.y, (int)threadIdx.z);
             __trap();
+#endif
         }
     }
 #endif

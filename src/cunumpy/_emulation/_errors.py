@@ -1,0 +1,142 @@
+"""The exceptions of an emulated launch, and the source lines in their messages.
+
+The runtime fails a launch with a ``RuntimeError`` whose ``kind`` attribute says why; its message names code
+addresses as ``<pc:/path/lib.so+0x1234>``, which become ``file.cu:12`` here (``addr2line`` on
+the kernel library, built with line tables), or ``lib.so+0x1234`` where that cannot be had.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import threading
+
+__all__ = [
+    "EmulationError",
+    "EmulationTimeoutError",
+    "InitcheckError",
+    "KernelFaultError",
+    "MemcheckError",
+    "RacecheckError",
+    "emulation_error",
+]
+
+
+class EmulationError(RuntimeError):
+    """An emulated kernel failed: a trap, a failed assertion, barrier divergence, a warp
+    operation that cannot complete, or one of the subclasses' reasons. ``kernel`` names the
+    kernel, ``kind`` the reason (``"error"``, ``"memcheck"``, ``"fault"``, ``"racecheck"``,
+    ``"initcheck"``, ``"timeout"``)."""
+
+    def __init__(self, message: str, *, kernel: str | None = None, kind: str = "error"):
+        super().__init__(message)
+        self.kernel = kernel
+        self.kind = kind
+
+
+class MemcheckError(EmulationError):
+    """An access outside the memory the launch gave the kernel (an argument, a struct's pointer
+    field, a ``__shared__`` variable, the dynamic shared memory); the access did not happen."""
+
+
+class KernelFaultError(EmulationError):
+    """A fault outside every argument: a wild or null pointer, a stack overflow, an integer
+    division by zero."""
+
+
+class RacecheckError(EmulationError):
+    """Racecheck found conflicting accesses that nothing orders (``sanitize=("racecheck",)``)."""
+
+
+class InitcheckError(EmulationError):
+    """Initcheck found reads of memory nothing wrote (``sanitize=("initcheck",)``)."""
+
+
+class EmulationTimeoutError(EmulationError):
+    """The launch ran longer than its ``timeout`` and was stopped."""
+
+
+_CLASSES = {
+    "memcheck": MemcheckError,
+    "fault": KernelFaultError,
+    "racecheck": RacecheckError,
+    "initcheck": InitcheckError,
+    "timeout": EmulationTimeoutError,
+}
+
+_PC = re.compile(r"<pc:(.*?)\+0x([0-9a-f]+)>")
+_lines: dict = {}
+_lines_lock = threading.Lock()
+
+
+def _source_lines(pcs: list[tuple[str, int]], skip_dirs: tuple) -> dict:
+    """{(library, offset): "file:line"} from addr2line, one run per library."""
+    found: dict = {}
+    by_lib: dict = {}
+    with _lines_lock:
+        for lib, off in pcs:
+            if (lib, off) in _lines:
+                found[(lib, off)] = _lines[(lib, off)]
+            else:
+                by_lib.setdefault(lib, []).append(off)
+    tool = shutil.which("addr2line")
+    for lib, offsets in by_lib.items():
+        texts = {}
+        if tool is not None and lib != "?":
+            try:
+                done = subprocess.run(
+                    [tool, "-e", lib, "-i", "-a"] + [hex(o) for o in offsets],
+                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=30,
+                )
+                texts = _parse_addr2line(done.stdout, skip_dirs)
+            except (OSError, subprocess.SubprocessError):
+                texts = {}
+        for off in offsets:
+            text = texts.get(off) or f"{lib.rsplit('/', 1)[-1]}+{off:#x}"
+            found[(lib, off)] = text
+            with _lines_lock:
+                _lines[(lib, off)] = text
+    return found
+
+
+def _parse_addr2line(out: str, skip_dirs: tuple) -> dict:
+    """addr2line -i -a output: an address line, then file:line lines from the innermost inlined
+    frame outwards. The first frame in the user's code wins (not the prelude, not headers)."""
+    result: dict = {}
+    current = None
+    for line in out.splitlines():
+        line = line.strip()
+        if line.startswith("0x"):
+            current = int(line, 16)
+            continue
+        if current is None or current in result or line.startswith("??"):
+            continue
+        path, _, lineno = line.rpartition(":")
+        lineno = lineno.split(" ", 1)[0]
+        if not path or lineno in ("", "?", "0") or path.startswith(skip_dirs):
+            continue
+        if not os.path.exists(path):
+            path = os.path.basename(path)  # a kernel given as a string: its pseudo file name
+        result[current] = f"{path}:{lineno}"
+    return result
+
+
+def with_source_lines(message: str, skip_dirs: tuple = ()) -> str:
+    """``message`` with every ``<pc:lib+0xoff>`` replaced by the source line where known."""
+    pcs = [(m.group(1), int(m.group(2), 16)) for m in _PC.finditer(message)]
+    if not pcs:
+        return message
+    lines = _source_lines(pcs, tuple(skip_dirs))
+    return _PC.sub(lambda m: lines[(m.group(1), int(m.group(2), 16))], message)
+
+
+def emulation_error(exc: RuntimeError, kernel_name: str, skip_dirs: tuple = ()) -> BaseException:
+    """The exception to raise for the runtime's ``RuntimeError`` (with its ``kind``)."""
+    kind = getattr(exc, "kind", None)
+    if not isinstance(kind, str) or len(exc.args) != 1:
+        return exc
+    message = str(exc.args[0])
+    cls = _CLASSES.get(kind, EmulationError)
+    return cls(with_source_lines(message, skip_dirs), kernel=kernel_name, kind=kind)
