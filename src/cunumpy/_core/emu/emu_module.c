@@ -357,16 +357,6 @@ static PyObject *emu_launch(PyObject *self, PyObject *args, PyObject *kwargs)
     p.library = library;
     p.timeout = timeout;
     p.interruptible = interruptible;
-    if (arg_copy != NULL) {
-        p.internal[p.n_internal][0] = (uintptr_t)arg_copy;
-        p.internal[p.n_internal][1] = (uintptr_t)(arg_copy + n_args);
-        p.n_internal++;
-    }
-    if (param_copy != NULL) {
-        p.internal[p.n_internal][0] = (uintptr_t)param_copy;
-        p.internal[p.n_internal][1] = (uintptr_t)param_copy + (size_t)param_len + 16;
-        p.n_internal++;
-    }
     char error[8192];
     emu_failure failure = EMU_FAIL_NONE;
     int status;

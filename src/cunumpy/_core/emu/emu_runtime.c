@@ -1037,9 +1037,8 @@ static void emu_worker_allow_own(emu_worker *w, emu_launch *launch)
     cw->n_own = 0;
     if (c->mode == 0)
         return;
-    emu_check_worker_allow(c, cw, (uintptr_t)w, (uintptr_t)(w + 1));
-    if (w->fibers != NULL)
-        emu_check_worker_allow(c, cw, (uintptr_t)w->fibers, (uintptr_t)(w->fibers + w->fibers_cap));
+    /* The worker's state, the fibers and the parameter buffer are read by the kernel library
+     * without instrumentation (the prelude's runtime_load, load_param): not listed. */
     if (w->stacks.base != NULL)
         emu_check_worker_allow(c, cw, (uintptr_t)w->stacks.base,
                                (uintptr_t)w->stacks.base + w->stacks.count * w->stacks.stride);
@@ -1048,8 +1047,6 @@ static void emu_worker_allow_own(emu_worker *w, emu_launch *launch)
     w->stack_lo = lo;
     w->stack_hi = hi;
     emu_check_worker_allow(c, cw, lo, hi);
-    if (w->altstack != NULL)
-        emu_check_worker_allow(c, cw, (uintptr_t)w->altstack, (uintptr_t)w->altstack + EMU_ALTSTACK_BYTES);
     /* the kernel library's thread-local block (the bound worker, file-scope __shared__) */
     if (launch->params->library != NULL && launch->tls_size > 0) {
         void *tls = NULL;
@@ -1586,8 +1583,6 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
     launch.workers = workers;
     emu_pool_trim_stacks(workers, per_block, params->fibers);
     emu_find_library(&launch);
-    for (int i = 0; i < params->n_internal && i < 4; ++i)
-        emu_check_allow(check, params->internal[i][0], params->internal[i][1]);
     char check_error[256];
     if (emu_check_begin(check, check_error, sizeof check_error) != 0) {
         emu_check_end(check);

@@ -196,8 +196,6 @@ typedef struct emu_launch_params {
     int racecheck, initcheck;
     emu_region *regions; /* the launch's memory (sorted in place) */
     size_t n_regions;
-    uintptr_t internal[4][2]; /* memory of the caller that the kernel's code reads (parameters) */
-    int n_internal;
     const char *dynamic_shared_name; /* the extern __shared__ names, for reports */
     void *library;                   /* the library's dlopen handle (its TLS block), or NULL */
     /* stopping */

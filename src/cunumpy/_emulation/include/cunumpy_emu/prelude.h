@@ -180,7 +180,18 @@ template <typename T> CUNUMPY_EMU_BUILTIN T runtime_load(const T *p)
     return *p;
 #endif
 }
+template <typename T> CUNUMPY_EMU_BUILTIN void runtime_store(T **p, T *v)
+{
+#if CUNUMPY_EMU_CHECKS != 0 && defined(__x86_64__)
+    __asm__("movq %1, %0" : "=m"(*p) : "r"(v));
+#elif CUNUMPY_EMU_CHECKS != 0 && defined(__aarch64__)
+    __asm__("str %x1, %0" : "=m"(*p) : "r"(v));
+#else
+    *p = v;
+#endif
+}
 CUNUMPY_EMU_BUILTIN cunumpy_emu_worker *worker(void) { return runtime_load(&::cunumpy_emu_tls_worker); }
+CUNUMPY_EMU_BUILTIN const cunumpy_emu_api *api_of(cunumpy_emu_worker *w) { return runtime_load(&w->api); }
 CUNUMPY_EMU_BUILTIN uint3 load_dim3(const uint3 *d)
 {
     return uint3{runtime_load(&d->x), runtime_load(&d->y), runtime_load(&d->z)};
@@ -212,8 +223,8 @@ namespace cunumpy_emu {
 static __inline__ std::size_t shared_register(std::size_t size, std::size_t align, std::size_t itemsize,
                                               const char *name)
 {
-    cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
-    return w->api->shared_register(w, size, align, itemsize, name);
+    cunumpy_emu_worker *w = ::cunumpy_emu::worker();
+    return ::cunumpy_emu::api_of(w)->shared_register(w, size, align, itemsize, name);
 }
 template <typename T> CUNUMPY_EMU_BUILTIN T &shared_at(std::size_t offset)
 {
@@ -225,8 +236,8 @@ template <typename T> CUNUMPY_EMU_BUILTIN T &shared_at(std::size_t offset)
 // Traps and assertions.
 [[noreturn]] static __inline__ void cunumpy_emu_trap(const char *message)
 {
-    cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
-    w->api->trap(w, message);
+    cunumpy_emu_worker *w = ::cunumpy_emu::worker();
+    ::cunumpy_emu::api_of(w)->trap(w, message);
     __builtin_unreachable();
 }
 
@@ -248,39 +259,40 @@ cunumpy_emu_assert_fail(const char *expr, const char *file, unsigned int line, c
 // Barriers and warp collectives.
 static __inline__ void __syncthreads(void)
 {
-    cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
-    w->api->syncthreads(w);
+    cunumpy_emu_worker *w = ::cunumpy_emu::worker();
+    ::cunumpy_emu::api_of(w)->syncthreads(w);
 }
 
 static __inline__ int __syncthreads_count(int predicate)
 {
-    cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
-    return w->api->syncthreads_count(w, predicate != 0);
+    cunumpy_emu_worker *w = ::cunumpy_emu::worker();
+    return ::cunumpy_emu::api_of(w)->syncthreads_count(w, predicate != 0);
 }
 
 static __inline__ int __syncthreads_and(int predicate)
 {
-    cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
-    const int n = (int)(w->block_dim.x * w->block_dim.y * w->block_dim.z);
-    return w->api->syncthreads_count(w, predicate != 0) == n;
+    cunumpy_emu_worker *w = ::cunumpy_emu::worker();
+    const uint3 d = ::cunumpy_emu::load_dim3(&w->block_dim);
+    const int n = (int)(d.x * d.y * d.z);
+    return ::cunumpy_emu::api_of(w)->syncthreads_count(w, predicate != 0) == n;
 }
 
 static __inline__ int __syncthreads_or(int predicate)
 {
-    cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
-    return w->api->syncthreads_count(w, predicate != 0) != 0;
+    cunumpy_emu_worker *w = ::cunumpy_emu::worker();
+    return ::cunumpy_emu::api_of(w)->syncthreads_count(w, predicate != 0) != 0;
 }
 
 static __inline__ void __syncwarp(unsigned int mask = 0xffffffffu)
 {
-    cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
-    w->api->syncwarp(w, mask);
+    cunumpy_emu_worker *w = ::cunumpy_emu::worker();
+    ::cunumpy_emu::api_of(w)->syncwarp(w, mask);
 }
 
 static __inline__ unsigned int __ballot_sync(unsigned int mask, int predicate)
 {
-    cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
-    return w->api->ballot(w, mask, predicate != 0);
+    cunumpy_emu_worker *w = ::cunumpy_emu::worker();
+    return ::cunumpy_emu::api_of(w)->ballot(w, mask, predicate != 0);
 }
 
 static __inline__ int __any_sync(unsigned int mask, int predicate) { return __ballot_sync(mask, predicate) != 0u; }
@@ -298,8 +310,8 @@ namespace cunumpy_emu {
 // asm carrying a number unique to the call site, right after the call, makes the tails differ.
 template <int Site> static __inline__ __attribute__((always_inline)) unsigned int activemask_at(void)
 {
-    cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
-    const unsigned int mask = w->api->activemask(w);
+    cunumpy_emu_worker *w = ::cunumpy_emu::worker();
+    const unsigned int mask = ::cunumpy_emu::api_of(w)->activemask(w);
     __asm__ __volatile__("" : : "i"(Site));
     return mask;
 }
@@ -314,8 +326,8 @@ template <typename T> static __inline__ T shfl(int kind, unsigned int mask, T va
                   "warp shuffles move values of at most 8 bytes");
     std::uint64_t bits = 0;
     std::memcpy(&bits, &value, sizeof(T));
-    cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
-    bits = w->api->shfl(w, kind, mask, bits, arg, width);
+    cunumpy_emu_worker *w = ::cunumpy_emu::worker();
+    bits = ::cunumpy_emu::api_of(w)->shfl(w, kind, mask, bits, arg, width);
     T out;
     std::memcpy(&out, &bits, sizeof(T));
     return out;
@@ -425,8 +437,8 @@ static __inline__ void __threadfence(void)
 {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
 #if CUNUMPY_EMU_CHECKS == 3
-    cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
-    w->api->fence(w); // racecheck: the block's earlier writes are published
+    cunumpy_emu_worker *w = ::cunumpy_emu::worker();
+    ::cunumpy_emu::api_of(w)->fence(w); // racecheck: the block's earlier writes are published
 #endif
 }
 static __inline__ void __threadfence_block(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
@@ -801,11 +813,19 @@ template <typename... P> struct kernel_params<void (*)(P...) noexcept> {
     typedef std::tuple<typename std::decay<P>::type...> values;
 };
 
+// The parameter values are the runtime's memory: read without the checks' instrumentation (a
+// separate function, never inlined, so the compiler keeps its attribute), so that nothing the
+// runtime owns has to lie outside the redzones of the arguments.
+template <typename T> __attribute__((noinline)) CUNUMPY_EMU_NOINSTR static T load_param(void *const *args, std::size_t i)
+{
+    return *static_cast<const T *>(args[i]);
+}
+
 template <auto K, std::size_t... I> static __inline__ void run_thread_impl(void *const *args, std::index_sequence<I...>)
 {
     typedef typename kernel_params<decltype(K)>::values values;
     (void)args;
-    K(*static_cast<typename std::tuple_element<I, values>::type *>(args[I])...);
+    K(load_param<typename std::tuple_element<I, values>::type>(args, I)...);
 }
 
 template <auto K> static __inline__ void run_thread(void *const *args)
@@ -820,18 +840,19 @@ static __inline__ void run_block_impl(cunumpy_emu_worker *w, void *const *args, 
     typedef typename kernel_params<decltype(K)>::values values;
     (void)args;
     // The parameters are read once per block; each thread gets its own copies, as on the GPU.
-    const values params(*static_cast<typename std::tuple_element<I, values>::type *>(args[I])...);
+    const values params(load_param<typename std::tuple_element<I, values>::type>(args, I)...);
     (void)params; // kernels without parameters
     cunumpy_emu_thread t = {{0, 0, 0}, 0};
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdangling-pointer"
 #endif
-    w->current = &t; // reset below, before t goes out of scope
+    runtime_store(&w->current, &t); // reset below, before t goes out of scope
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
 #pragma GCC diagnostic pop
 #endif
-    const unsigned int nx = w->block_dim.x, ny = w->block_dim.y, nz = w->block_dim.z;
+    const uint3 dims = load_dim3(&w->block_dim);
+    const unsigned int nx = dims.x, ny = dims.y, nz = dims.z;
     unsigned int linear = 0;
     for (unsigned int z = 0; z < nz; ++z)
         for (unsigned int y = 0; y < ny; ++y)
@@ -848,7 +869,7 @@ static __inline__ void run_block_impl(cunumpy_emu_worker *w, void *const *args, 
 #endif
                 K(std::get<I>(params)...);
             }
-    w->current = nullptr;
+    runtime_store(&w->current, (cunumpy_emu_thread *)nullptr);
 }
 
 template <auto K> static __inline__ void run_block(cunumpy_emu_worker *w, void *const *args)
