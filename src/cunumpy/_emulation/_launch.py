@@ -240,7 +240,49 @@ def _check_finite(kernel, args):
 
 def emulate_cuda_kernel(kernel, *args, n_threads=None, grid=None, block=None, compiler=None, options=(),
                         shared_mem=0, checked=False):
-    """Run ``kernel`` on the CPU as if launched with these arguments (API.md section 15)."""
+    """Run a CUDA kernel on the CPU as if it were launched with these arguments.
+
+    The source is compiled once with the host C++ compiler against a prelude that provides
+    the CUDA built-ins (cached in memory and in :func:`emulation_cache_dir`), and every
+    thread of every block runs; blocks run in parallel. Kernels without barriers or warp
+    operations run as plain loops, the others run each CUDA thread as a fiber.
+
+    Parameters
+    ----------
+    kernel : cunumpy.kernels.CudaKernel
+        A kernel built with ``check_signature=True``.
+    *args : object
+        The kernel arguments: NumPy arrays (fake CuPy arrays through their host buffer) of
+        the declared dtype, any strides (results are written back into them); scalars,
+        checked as in a launch; struct parameters as a mapping, a ``CudaStructValue`` or an
+        object with one attribute per field.
+    n_threads, grid, block : int or tuple of int, optional
+        The launch shape, as for a GPU launch (inferred from the first array without them).
+    compiler : str, optional
+        The C++ compiler (default: :func:`emulation_compiler`).
+    options : sequence of str, optional
+        Extra compiler options (``"-ffp-contract=off"`` gives NumPy's rounding).
+    shared_mem : int, optional
+        Bytes of ``extern __shared__`` memory per block.
+    checked : bool, optional
+        Turn a segmentation fault inside the kernel into a :class:`RuntimeError` (also in
+        debug mode).
+
+    Returns
+    -------
+    None
+        Results are in the array arguments.
+
+    Raises
+    ------
+    TypeError
+        A kernel without signature checking, a wrong argument count or type, or a missing
+        struct field.
+    RuntimeError
+        No C++ compiler, a compile error (with the compiler's output), ``__trap()``, a failed
+        ``assert`` or bounds check, a barrier some threads never reach, inconsistent warp
+        masks, or (checked) a segmentation fault; the message names the kernel.
+    """
     _check_kernel(kernel, "emulate_cuda_kernel()")
     _check_compiler(compiler, "emulate_cuda_kernel()")
     options = _check_options(options, "emulate_cuda_kernel()")
@@ -251,7 +293,22 @@ def emulate_cuda_kernel(kernel, *args, n_threads=None, grid=None, block=None, co
 
 
 def compile_for_emulation(kernel, *, compiler=None, options=()):
-    """Build (or find in the cache) the emulation library of ``kernel``; returns its path."""
+    """Build (or find in the cache) the emulation library of a kernel, without launching it.
+
+    Parameters
+    ----------
+    kernel : cunumpy.kernels.CudaKernel
+        The kernel.
+    compiler : str, optional
+        The C++ compiler (default: :func:`emulation_compiler`).
+    options : sequence of str, optional
+        Extra compiler options.
+
+    Returns
+    -------
+    str
+        The path of the shared library.
+    """
     _check_kernel(kernel, "compile_for_emulation()")
     _check_compiler(compiler, "compile_for_emulation()")
     options = _check_options(options, "compile_for_emulation()")
@@ -341,10 +398,27 @@ def _install(hook) -> None:
 
 @contextlib.contextmanager
 def emulated_launches(*, compiler=None, options=(), checked=False):
-    """Run every CudaKernel launch and compilation in the block on the CPU (API.md section 15).
+    """Run every CUDA kernel launch and compilation inside the block on the CPU.
 
-    Nested and concurrent blocks are allowed: leaving a block (also by an exception) restores
-    the hook of the innermost block still open, or what was installed before the first one.
+    Every :class:`~cunumpy.kernels.CudaKernel` launch (also through ``Kernel`` on the CuPy
+    backend, argument objects and structs) runs through the emulation on the host buffers
+    of fake-CuPy arrays, and ``compile()`` (so also ``CudaKernelVariants.compile_all`` and
+    ``KernelCatalog.compile_all``) builds the emulation and returns None. Nested and
+    concurrent blocks are allowed: leaving a block (also by an exception) restores the hook
+    of the innermost block still open.
+
+    Parameters
+    ----------
+    compiler : str, optional
+        The C++ compiler.
+    options : sequence of str, optional
+        Extra compiler options.
+    checked : bool, optional
+        Run every launch checked (see :func:`emulate_cuda_kernel`).
+
+    Yields
+    ------
+    None
     """
     from .._fake_cupy import _kernels as fake_kernels
 
