@@ -60,7 +60,13 @@ class _Parameters:
         try:
             signature = inspect.signature(kernel)
         except (TypeError, ValueError):
-            return None
+            # A Pyccel-compiled function has no Python signature, but Pyccel writes its
+            # parameter names to a .pyi stub: with them, names in ``outputs`` resolve on the
+            # device path as they do for the Python function.
+            from ._kernel import _pyccel_stub_names
+
+            names = _pyccel_stub_names(kernel)
+            return None if names is None else cls(names)
         positional, keyword_only, varargs, varkw = [], [], False, False
         for p in signature.parameters.values():
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
