@@ -46,3 +46,14 @@ html_theme_options = {
 html_show_sourcelink = False
 html_copy_source = False
 html_static_path = ["_static"]
+
+
+def _drop_module_docstrings(app, what, name, obj, options, lines):
+    # A module's docstring is written for the people who work on it (layout, C core,
+    # spec sections); each API page has its own introduction for users instead.
+    if what == "module":
+        lines[:] = []
+
+
+def setup(app):
+    app.connect("autodoc-process-docstring", _drop_module_docstrings)

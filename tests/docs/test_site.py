@@ -171,3 +171,9 @@ def test_the_page_opens_in_headless_chromium(built_site, chromium, name):
     assert not any(m in dom for m in ERROR_MARKERS), f"{name} shows a Sphinx error marker"
     broken = broken_links(built_site, page, dom, {})
     assert not broken, f"{name}: broken links after the scripts ran: {broken}"
+
+
+def test_no_page_points_to_the_internal_specification(built_site):
+    """Docstrings written for maintainers cite API.md sections; the site's readers have no API.md."""
+    citing = [str(p.relative_to(built_site)) for p in _pages(built_site) if "API.md" in p.read_text(encoding="utf-8")]
+    assert not citing, f"pages citing API.md: {citing}"
