@@ -8,7 +8,8 @@ module adds what makes one MPI call site work on every MPI build and on both bac
 * :func:`synchronize_for_mpi`, the wait before MPI reads or writes device memory;
 * :func:`mpi_buffer` and :class:`MPIStaging`: the buffer to hand to MPI, staged through host
   memory when the MPI cannot take device pointers;
-* :func:`exchange`: many point-to-point messages posted and completed together.
+* :func:`exchange`: many point-to-point messages posted and completed together;
+* ending the job when a rank dies of an uncaught exception (:func:`set_abort_on_exception`).
 
 Nothing here imports mpi4py at import time, and nothing imports it on the NumPy backend
 unless a communicator has to be looked up (``comm=None``).
@@ -17,6 +18,7 @@ unless a communicator has to be looked up (``comm=None``).
 from __future__ import annotations
 
 import operator
+import os
 import sys
 import threading
 
@@ -40,6 +42,7 @@ from .cuda import _devices
 from .memory import _check_host_dependency, _OnDevice, _producer_dependency, _shape_tuple, _staging_device
 
 __all__ = [
+    "ABORT_VARIABLE",
     "OVERRIDE_VARIABLE",
     "MPIStaging",
     "SerialComm",
@@ -47,6 +50,7 @@ __all__ = [
     "SerialRequest",
     "SerialStatus",
     "exchange",
+    "get_abort_on_exception",
     "get_mpi",
     "get_mpi_cuda_aware",
     "is_serial",
@@ -55,6 +59,7 @@ __all__ = [
     "mpi_buffer",
     "mpi_is_cuda_aware",
     "require_cuda_aware_mpi",
+    "set_abort_on_exception",
     "set_mpi_cuda_aware",
     "synchronize_for_mpi",
 ]
@@ -129,6 +134,104 @@ def _install_explicit_uploads() -> None:
 
 
 _install_explicit_uploads()
+
+
+# --------------------------------------------------------------------------- uncaught exceptions
+
+#: Environment variable: ``0``, ``false``, ``no`` or ``off`` keeps a rank's uncaught exception
+#: from aborting the job (read when the exception happens).
+ABORT_VARIABLE = "CUNUMPY_MPI_ABORT_ON_EXCEPTION"
+
+_abort_choice: bool | None = None  # set_abort_on_exception(); None: the environment decides
+_hooks_installed = False
+_hooks_lock = threading.Lock()
+
+
+def set_abort_on_exception(enabled: bool | None) -> None:
+    """Whether a rank that dies of an uncaught exception aborts the whole MPI job.
+
+    When a rank raises and its peers are waiting for its messages, the job would otherwise
+    never end. cunumpy.mpi installs a ``sys.excepthook`` and a ``threading.excepthook`` (each
+    calls the hook it replaces first, so the traceback is printed as usual) the first time it
+    is given an mpi4py communicator; on an uncaught exception in a job of more than one rank
+    they call ``MPI.COMM_WORLD.Abort``. ``True`` installs the hooks now; ``False`` keeps them
+    from aborting; ``None`` leaves it to ``CUNUMPY_MPI_ABORT_ON_EXCEPTION`` (on unless ``0``,
+    ``false``, ``no`` or ``off``). Interactive sessions never abort.
+    """
+    global _abort_choice
+    if enabled is not None and not isinstance(enabled, (bool, np.bool_)):
+        raise TypeError(f"set_abort_on_exception(): 'enabled' must be a bool or None, not {type(enabled).__name__}")
+    _abort_choice = None if enabled is None else bool(enabled)
+    if _abort_choice:
+        _install_abort_hooks()
+
+
+def get_abort_on_exception() -> bool:
+    """Whether an uncaught exception now aborts the job (once the hooks are installed)."""
+    if _abort_choice is not None:
+        return _abort_choice
+    return os.environ.get(ABORT_VARIABLE, "").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _watch(comm) -> None:
+    """Install the abort hooks the first time a function of this module is given an mpi4py
+    communicator. Nothing is asked of ``comm`` (a malformed exchange must not touch it): the
+    hooks check the size of the job when an exception arrives."""
+    if _hooks_installed:
+        return
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and isinstance(comm, mpi.Comm):
+        _install_abort_hooks()
+
+
+def _install_abort_hooks() -> None:
+    global _hooks_installed
+    with _hooks_lock:
+        if _hooks_installed:
+            return
+        previous = sys.excepthook
+        previous_thread = threading.excepthook
+
+        def excepthook(exc_type, exc, traceback):
+            try:
+                previous(exc_type, exc, traceback)
+            finally:
+                _abort_job(exc_type)
+
+        def thread_excepthook(args):
+            try:
+                previous_thread(args)
+            finally:
+                if args.exc_type is not SystemExit:  # a thread's sys.exit() ends the thread only
+                    _abort_job(args.exc_type)
+
+        excepthook.__wrapped__ = previous
+        thread_excepthook.__wrapped__ = previous_thread
+        sys.excepthook = excepthook
+        threading.excepthook = thread_excepthook
+        _hooks_installed = True
+
+
+def _abort_job(exc_type) -> None:
+    """``MPI.COMM_WORLD.Abort`` after an uncaught exception, when enabled and MPI runs more
+    than one rank; the exit status is 1 (130 for KeyboardInterrupt, as ``python -m mpi4py``)."""
+    if not get_abort_on_exception() or sys.flags.interactive or hasattr(sys, "ps1"):
+        return
+    mpi = sys.modules.get("mpi4py.MPI")
+    try:
+        if mpi is None or not mpi.Is_initialized() or mpi.Is_finalized() or mpi.COMM_WORLD.Get_size() < 2:
+            return
+    except Exception:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    try:
+        mpi.COMM_WORLD.Abort(130 if exc_type is KeyboardInterrupt else 1)
+    except Exception:
+        pass
 
 
 # --------------------------------------------------------------------------- CUDA-awareness
@@ -267,6 +370,7 @@ def mpi_is_cuda_aware(comm=None, *, method: str = "probe") -> bool:
         return False
     if comm is None:
         comm = _world_comm("mpi_is_cuda_aware()")
+    _watch(comm)
     try:
         local = _probe_ring(comm)
     except Exception:
@@ -890,8 +994,12 @@ def exchange(comm, sends=(), receives=(), cuda_aware=None) -> None:
     Notes
     -----
     A failure after posting (an MPI error while posting or waiting) calls ``comm.Abort(1)``,
-    because the other ranks would otherwise wait forever, and re-raises the error.
+    because the other ranks would otherwise wait forever, and re-raises the error. The
+    first call with an mpi4py communicator installs the hooks that abort the job when a
+    rank dies of an uncaught exception (:func:`set_abort_on_exception`).
     """
+    if not _hooks_installed:
+        _watch(comm)
     if cuda_aware is not None and not isinstance(cuda_aware, (bool, np.bool_)):
         raise TypeError(f"exchange(): 'cuda_aware' must be a bool or None, not {type(cuda_aware).__name__}")
     sends = _as_list("sends", sends, "dest")

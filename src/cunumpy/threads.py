@@ -14,7 +14,7 @@ number of threads: work is cut into fixed chunks and combined in a fixed order.
 
 ``threadpoolctl.threadpool_limits`` controls the pool too once :func:`register_threadpoolctl`
 has run (it runs on import of this module when threadpoolctl is already imported); its
-``user_api`` is ``"cunumpy"``.
+``user_api`` is ``"cunumpy"``, and a limit above 1024 gives the pool 1024 threads.
 
 This is a module of its own rather than part of ``cunumpy.algorithms`` because the pool also
 serves ``cunumpy.rng`` (and will serve the CPU emulator of kernels).
@@ -31,6 +31,9 @@ from ._native import core as _core
 __all__ = ["get_num_threads", "set_num_threads", "num_threads", "register_threadpoolctl"]
 
 _lock = threading.Lock()
+
+#: The largest pool size ``set_num_threads`` accepts (the C core's limit).
+_MAX_THREADS = 1024
 
 
 def get_num_threads() -> int:
@@ -131,7 +134,9 @@ def register_threadpoolctl() -> bool:
                 return get_num_threads()
 
             def set_num_threads(self, num_threads):
-                set_num_threads(max(1, int(num_threads)))
+                # threadpoolctl gives one limit to every library and stops at the first that
+                # raises: a limit beyond this pool's maximum is clamped, so the others get theirs.
+                set_num_threads(min(max(1, int(num_threads)), _MAX_THREADS))
 
             def get_version(self):
                 from . import __version__

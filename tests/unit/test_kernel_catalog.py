@@ -275,6 +275,54 @@ def test_cuda_file_without_the_kernel_names_the_file(tmp_path, monkeypatch):
         KernelCatalog.from_package(package)
 
 
+def test_cuda_source_that_is_not_utf8_names_the_file_and_the_byte_offset(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    package = make_package(tmp_path, {"k/__init__.py": "", "k/k_kernels.py": HOST.format(name="k")})
+    source = tmp_path / package / "k" / "k_cuda.cu"
+    text = "// one Latin-1 letter: caf\xe9\n" + CUDA.format(name="k")
+    source.write_bytes(text.encode("latin-1"))
+    offset = text.index("\xe9")
+    # was: TypeError: function takes exactly 5 arguments (1 given)
+    with pytest.raises(UnicodeDecodeError) as info:
+        KernelCatalog.from_package(package)
+    message = str(info.value)
+    assert str(source) in message and f"byte offset {offset} (line 1)" in message, message
+    assert "UTF-8" in message and "0xe9" in message
+    assert (info.value.start, info.value.end) == (offset, offset + 1)
+    assert isinstance(info.value.__cause__, UnicodeDecodeError)  # the decode error itself is kept
+
+
+def _fifo(path):
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs here")
+    os.mkfifo(path)
+
+
+@pytest.mark.parametrize(
+    "make, error, words",
+    [
+        (lambda path: path.mkdir(), IsADirectoryError, "is a directory"),
+        (_fifo, OSError, "not a regular file"),  # opening it would block
+        (lambda path: path.symlink_to(path.parent / "gone.cu"), FileNotFoundError, "dangling symbolic link"),
+    ],
+    ids=["directory", "fifo", "dangling-link"],
+)
+def test_cuda_source_that_is_not_a_file_is_an_error_not_a_kernel_without_cuda(tmp_path, monkeypatch, make, error, words):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    package = make_package(tmp_path, {"k/__init__.py": "", "k/k_kernels.py": HOST.format(name="k")})
+    source = tmp_path / package / "k" / "k_cuda.cu"
+    make(source)
+    with pytest.raises(error, match=words) as info:
+        Kernel.from_folder(f"{package}.k")
+    assert info.value.filename == str(source)
+    # without anything there the kernel simply has no CUDA
+    if source.is_dir():
+        source.rmdir()
+    else:
+        source.unlink()
+    assert not Kernel.from_folder(f"{package}.k").has_cuda
+
+
 def test_long_names_warn(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     name = "k" * 49

@@ -663,3 +663,116 @@ def test_exchange_does_not_change_the_callers_lists(on_backend):
     receives = [(view, 0, 1)]
     mpi.exchange(comm, sends=sends, receives=receives)
     assert type(sends[0][2]) is np.int64 and receives[0][0] is view
+
+
+# --------------------------------------------------------------------------- uncaught exceptions
+
+
+class FakeWorld:
+    """mpi4py.MPI.COMM_WORLD as the abort hooks see it."""
+
+    def __init__(self, size):
+        self.size = size
+        self.aborted = []
+
+    def Get_size(self):
+        return self.size
+
+    def Abort(self, errorcode=0):
+        self.aborted.append(errorcode)
+
+
+@pytest.fixture
+def fake_mpi4py(monkeypatch):
+    """A stand-in mpi4py.MPI module (a world of two ranks) and hooks that are put back after
+    the test: the ones installed here chain to recorders instead of the real hooks."""
+    import types
+
+    module = types.ModuleType("mpi4py.MPI")
+
+    class Comm:
+        def __init__(self):
+            self.calls = []
+
+        def __getattr__(self, name):
+            self.calls.append(name)
+            raise AssertionError(f"the communicator was asked for {name}")
+
+    module.Comm = Comm
+    module.COMM_WORLD = FakeWorld(2)
+    module.Is_initialized = lambda: True
+    module.Is_finalized = lambda: False
+    monkeypatch.setitem(sys.modules, "mpi4py.MPI", module)
+    printed = []
+    monkeypatch.setattr(sys, "excepthook", lambda t, e, tb: printed.append(("main", t)))
+    monkeypatch.setattr(threading, "excepthook", lambda args: printed.append(("thread", args.exc_type)))
+    monkeypatch.setattr(mpi, "_hooks_installed", False)
+    monkeypatch.setattr(mpi, "_abort_choice", None)
+    monkeypatch.delenv(mpi.ABORT_VARIABLE, raising=False)
+    module.printed = printed
+    return module
+
+
+def _thread_args(exc_type):
+    return threading.ExceptHookArgs((exc_type, exc_type(), None, None))
+
+
+def test_the_first_exchange_on_an_mpi4py_communicator_installs_the_abort_hooks(fake_mpi4py):
+    before = sys.excepthook
+    mpi.exchange(serial_comm(), sends=[], receives=[])
+    assert sys.excepthook is before  # the stand-in is one rank: nothing to abort
+    comm = fake_mpi4py.Comm()
+    # issue 22 item 9: the rank whose descriptor is malformed must end the job too
+    with pytest.raises(ValueError, match="tuple"):
+        mpi.exchange(comm, sends=[(np.zeros(2), 0)])
+    assert comm.calls == []  # a malformed exchange still does not touch the communicator
+    assert sys.excepthook is not before and sys.excepthook.__wrapped__ is before
+    sys.excepthook(ValueError, ValueError("x"), None)
+    assert fake_mpi4py.printed == [("main", ValueError)]  # the previous hook printed first
+    assert fake_mpi4py.COMM_WORLD.aborted == [1]
+    sys.excepthook(KeyboardInterrupt, KeyboardInterrupt(), None)
+    assert fake_mpi4py.COMM_WORLD.aborted == [1, 130]
+
+
+def test_the_thread_hook_aborts_except_for_sys_exit(fake_mpi4py):
+    mpi.set_abort_on_exception(True)  # installs the hooks at once
+    threading.excepthook(_thread_args(SystemExit))
+    assert fake_mpi4py.COMM_WORLD.aborted == []
+    threading.excepthook(_thread_args(RuntimeError))
+    assert fake_mpi4py.printed == [("thread", SystemExit), ("thread", RuntimeError)]
+    assert fake_mpi4py.COMM_WORLD.aborted == [1]
+    failing = threading.Thread(target=lambda: 1 / 0)  # a real thread's uncaught exception
+    failing.start()
+    failing.join()
+    assert fake_mpi4py.COMM_WORLD.aborted == [1, 1]
+
+
+@pytest.mark.parametrize("how", ["variable", "function"])
+def test_aborting_can_be_turned_off(fake_mpi4py, monkeypatch, how):
+    mpi.set_abort_on_exception(True)
+    if how == "variable":
+        mpi.set_abort_on_exception(None)
+        monkeypatch.setenv(mpi.ABORT_VARIABLE, " Off ")
+    else:
+        mpi.set_abort_on_exception(False)
+    assert mpi.get_abort_on_exception() is False
+    sys.excepthook(ValueError, ValueError("x"), None)
+    threading.excepthook(_thread_args(ValueError))
+    assert len(fake_mpi4py.printed) == 2 and fake_mpi4py.COMM_WORLD.aborted == []
+
+
+def test_no_abort_for_one_rank_or_an_interactive_session(fake_mpi4py, monkeypatch):
+    mpi.set_abort_on_exception(True)
+    fake_mpi4py.COMM_WORLD.size = 1
+    sys.excepthook(ValueError, ValueError("x"), None)
+    assert fake_mpi4py.COMM_WORLD.aborted == []
+    fake_mpi4py.COMM_WORLD.size = 2
+    monkeypatch.setattr(sys, "ps1", ">>> ", raising=False)
+    sys.excepthook(ValueError, ValueError("x"), None)
+    assert fake_mpi4py.COMM_WORLD.aborted == []
+
+
+def test_set_abort_on_exception_checks_its_argument():
+    with pytest.raises(TypeError, match="'enabled'"):
+        mpi.set_abort_on_exception("no")
+    assert mpi.get_abort_on_exception() in (True, False)

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,25 @@ JOB = textwrap.dedent(
         tag = comm.Get_attr(MPI.TAG_UB) + 1
         xp.mpi.exchange(comm, sends=[(xp.zeros(8), peer, tag)], receives=[(xp.zeros(8), peer, tag)],
                         cuda_aware=False)
+    elif mode == "descriptor":
+        # issue 22 item 9: rank 1 passes a 2-tuple and gets exchange()'s ValueError before
+        # posting anything; rank 0 waits for its message. The uncaught error must end the job.
+        if rank == 0:
+            xp.mpi.exchange(comm, receives=[(xp.zeros(4), 1, 7)], cuda_aware=False)
+        else:
+            xp.mpi.exchange(comm, sends=[(xp.zeros(4), 0)], cuda_aware=False)
+    elif mode == "thread":
+        import threading
+        got = xp.zeros(2)
+        xp.mpi.exchange(comm, sends=[(xp.ones(2), peer, 1)], receives=[(got, peer, 1)], cuda_aware=False)
+        if rank == 1:
+            def work():
+                raise ValueError("a worker thread failed")
+            worker = threading.Thread(target=work)
+            worker.start()
+            worker.join()
+        else:
+            xp.mpi.exchange(comm, receives=[(got, 1, 2)], cuda_aware=False)
     elif mode == "ok":
         got = xp.zeros(8)
         xp.mpi.exchange(comm, sends=[(xp.full(8, float(rank)), peer, 3)], receives=[(got, peer, 3)],
@@ -55,13 +75,14 @@ JOB = textwrap.dedent(
 TIMEOUT = 90
 
 
-def run_job(tmp_path, mode):
+def run_job(tmp_path, mode, timeout=TIMEOUT, **variables):
     script = tmp_path / "job.py"
     script.write_text(JOB)
-    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "MAYBEMPI")}
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "MAYBEMPI", "CUNUMPY_MPI_ABORT_ON_EXCEPTION")}
+    env.update(variables)
     return subprocess.run(
         [MPIEXEC, "-n", "2", sys.executable, str(script), mode],
-        capture_output=True, text=True, env=env, timeout=TIMEOUT,
+        capture_output=True, text=True, env=env, timeout=timeout,
     )
 
 
@@ -79,3 +100,20 @@ def test_a_failure_in_exchange_aborts_the_job(tmp_path, mode):
     assert result.returncode != 0
     assert "still running" not in result.stdout
     assert "MPI_Abort" in result.stderr, result.stderr
+
+
+@needs_mpi
+@pytest.mark.parametrize("mode, error", [
+    ("descriptor", "ValueError: exchange(): sends[0] must be an (array, dest, tag) tuple"),
+    ("thread", "ValueError: a worker thread failed"),
+])
+def test_an_uncaught_exception_on_one_rank_ends_the_job(tmp_path, mode, error):
+    start = time.monotonic()
+    # was: the job never ended (rank 0 waited in exchange for a message never sent)
+    result = run_job(tmp_path, mode, timeout=60)
+    elapsed = time.monotonic() - start
+    assert result.returncode != 0
+    assert "still running" not in result.stdout
+    assert error in result.stderr, result.stderr  # the traceback is printed before the abort
+    assert "MPI_Abort" in result.stderr
+    assert elapsed < 30, f"the job took {elapsed:.1f} s to end"

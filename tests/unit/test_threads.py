@@ -177,6 +177,27 @@ def test_threadpoolctl_controls_the_pool():
     assert T.get_num_threads() == 3
 
 
+def test_threadpoolctl_limit_above_the_maximum_is_clamped_and_reaches_every_library():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    assert T.register_threadpoolctl()
+    T.set_num_threads(3)
+
+    def counts():
+        return {i["user_api"]: i["num_threads"] for i in threadpoolctl.threadpool_info()}
+
+    with threadpoolctl.threadpool_limits(limits=1):
+        others = {api: n for api, n in counts().items() if api != "cunumpy"}
+        assert set(others.values()) <= {1}
+        with threadpoolctl.threadpool_limits(limits=2000):  # raised ValueError (1024 at most)
+            inside = counts()
+            assert inside["cunumpy"] == 1024
+            # every other library got the limit too (its own maximum; more than 1 with 2+ CPUs)
+            if (os.cpu_count() or 1) > 1:
+                assert all(inside[api] > 1 for api in others)
+        assert counts()["cunumpy"] == 1
+    assert T.get_num_threads() == 3
+
+
 def test_import_does_not_import_threadpoolctl():
     out = run_python("import sys, cunumpy; print('threadpoolctl' in sys.modules)")
     assert out.returncode == 0, out.stderr

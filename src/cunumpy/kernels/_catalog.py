@@ -10,8 +10,10 @@ half-built.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
+import stat
 import sys
 import warnings
 from collections.abc import Mapping
@@ -68,6 +70,49 @@ def _module_loader(dotted: str, name: str, path: Path):
             raise AttributeError(f"{path} defines no function {name!r}") from None
 
     return load
+
+
+def _has_cuda_source(path: Path, where: str) -> bool:
+    """Whether the folder has its CUDA source: False when there is nothing at ``path``; an
+    OSError naming the path when what is there cannot be read as a source (a directory, a
+    FIFO, a dangling link), which would otherwise pass for a kernel without CUDA. The file
+    is not opened here: opening a FIFO blocks."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if not path.is_symlink():
+            return False
+        raise FileNotFoundError(
+            errno.ENOENT, f"{where}: the CUDA source is a dangling symbolic link (to {os.readlink(path)!r})", str(path)
+        ) from None
+    if stat.S_ISREG(mode):
+        return True
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, f"{where}: the CUDA source is a directory, not a file", str(path))
+    raise OSError(errno.EINVAL, f"{where}: the CUDA source is not a regular file (a FIFO, socket or device)", str(path))
+
+
+def _naming_file(exc: Exception, path: Path) -> Exception:
+    """``exc`` with ``path`` in its message, of the same type and with the same details.
+    (``type(exc)(message)`` fails for exceptions whose constructor takes more than a message:
+    UnicodeDecodeError takes five arguments.)"""
+    if isinstance(exc, UnicodeDecodeError):
+        data = exc.object
+        line = bytes(data[: exc.start]).count(b"\n") + 1
+        return UnicodeDecodeError(
+            exc.encoding, data, exc.start, exc.end,
+            f"{exc.reason}: {path} is not valid {exc.encoding.upper()} at byte offset {exc.start} (line {line}); "
+            "CUDA sources are read as UTF-8",
+        )
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return exc  # its message names the file already
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return type(exc)(exc.errno, exc.strerror, str(path))
+    try:
+        renamed = type(exc)(f"{path}: {exc}")
+    except Exception:  # a constructor that wants more than a message
+        return exc
+    return renamed if str(renamed) == f"{path}: {exc}" else exc
 
 
 def _constant(value):
@@ -173,7 +218,7 @@ def kernel_from_folder(
 
     cuda_file = folder / f"{name}{cuda_suffix}"
     cuda = None
-    if cuda_file.is_file():
+    if _has_cuda_source(cuda_file, where):
         if include_dirs is None:
             root = _source_root(package)
             dirs = (str(folder),) + ((str(root),) if root is not None else ())
@@ -183,8 +228,11 @@ def kernel_from_folder(
             dirs = tuple(str(d) for d in include_dirs)
         try:
             cuda = CudaKernel.from_file(cuda_file, name, suffix=cuda_suffix, include_dirs=dirs, **cuda_options)
-        except (ValueError, OSError, UnicodeDecodeError) as exc:
-            raise type(exc)(f"{cuda_file}: {exc}") from exc
+        except (ValueError, OSError) as exc:  # UnicodeDecodeError is a ValueError
+            renamed = _naming_file(exc, cuda_file)
+            if renamed is exc:
+                raise
+            raise renamed from exc
     test_file = folder / f"{name}{test_args_suffix}.py"
     test_args = f"{package}.{name}{test_args_suffix}" if test_file.is_file() else None
     return cls(
