@@ -148,15 +148,24 @@ _hooks_lock = threading.Lock()
 
 
 def set_abort_on_exception(enabled: bool | None) -> None:
-    """Whether a rank that dies of an uncaught exception aborts the whole MPI job.
+    """Choose whether a rank that dies of an uncaught exception aborts the whole MPI job.
 
     When a rank raises and its peers are waiting for its messages, the job would otherwise
     never end. cunumpy.mpi installs a ``sys.excepthook`` and a ``threading.excepthook`` (each
     calls the hook it replaces first, so the traceback is printed as usual) the first time it
     is given an mpi4py communicator; on an uncaught exception in a job of more than one rank
-    they call ``MPI.COMM_WORLD.Abort``. ``True`` installs the hooks now; ``False`` keeps them
-    from aborting; ``None`` leaves it to ``CUNUMPY_MPI_ABORT_ON_EXCEPTION`` (on unless ``0``,
-    ``false``, ``no`` or ``off``). Interactive sessions never abort.
+    they call ``MPI.COMM_WORLD.Abort``. Interactive sessions never abort.
+
+    Parameters
+    ----------
+    enabled : bool or None
+        True installs the hooks now; False keeps them from aborting; None leaves it to
+        ``CUNUMPY_MPI_ABORT_ON_EXCEPTION`` (on unless ``0``, ``false``, ``no`` or ``off``).
+
+    Raises
+    ------
+    TypeError
+        ``enabled`` is neither a bool nor None.
     """
     global _abort_choice
     if enabled is not None and not isinstance(enabled, (bool, np.bool_)):
@@ -167,7 +176,14 @@ def set_abort_on_exception(enabled: bool | None) -> None:
 
 
 def get_abort_on_exception() -> bool:
-    """Whether an uncaught exception now aborts the job (once the hooks are installed)."""
+    """Tell whether an uncaught exception aborts the job (once the hooks are installed).
+
+    Returns
+    -------
+    bool
+        The choice of :func:`set_abort_on_exception`, else what
+        ``CUNUMPY_MPI_ABORT_ON_EXCEPTION`` says.
+    """
     if _abort_choice is not None:
         return _abort_choice
     return os.environ.get(ABORT_VARIABLE, "").strip().lower() not in ("0", "false", "no", "off")
