@@ -3,11 +3,15 @@
 Any project with cunumpy installed gets, without a conftest:
 
 * the ``backend`` fixture of ``cunumpy.kernel_testing`` (API.md section 13.1): each test
-  that asks for it runs once on ``"numpy"`` and once on ``"cupy"``, the ``cupy`` case
-  skipped unless CUDA kernels can really launch;
-* the markers ``@pytest.mark.requires_cupy`` and ``@pytest.mark.requires_device_backend``,
-  with the skip rules (and the ``CUNUMPY_REQUIRE_CUDA`` errors) of the objects of the same
-  names in ``cunumpy.kernel_testing``.
+  that asks for it runs once with NumPy active and once with CuPy active, the ``cupy``
+  case on a GPU or on the fake CuPy (``CUNUMPY_FAKE_CUPY=1``; CUDA kernels then run in the
+  CPU emulation) and skipped otherwise;
+* the markers ``requires_cupy`` (CuPy on a real GPU), ``requires_device_backend`` (a GPU
+  or the fake CuPy; the test runs with the CuPy backend active) and the HIP-gap markers
+  ``requires_warp_shuffle``, ``requires_high_dim_cuda_views``,
+  ``requires_bounds_check_views`` (CUDA kernels can launch, and not on HIP/ROCm), with the
+  skip rules (and the ``CUNUMPY_REQUIRE_CUDA`` errors) of the objects of the same names in
+  ``cunumpy.kernel_testing``.
 
 This module sits beside the package, not inside it, because importing ``cunumpy.<anything>``
 runs ``cunumpy/__init__``: NumPy, the C core, and CuPy itself under CUNUMPY_BACKEND=cupy.
@@ -23,33 +27,69 @@ that module in ``pytest_plugins``) overrides this fixture with the equivalent on
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
-__all__ = ["MARKERS", "backend", "pytest_configure", "pytest_runtest_setup"]
+__all__ = ["MARKERS", "backend", "pytest_configure", "pytest_runtest_setup", "pytest_unconfigure"]
 
 #: The markers this plugin registers, with the line ``pytest --markers`` shows.
 MARKERS = {
-    "requires_cupy": "skip unless CUDA kernels can really launch (a functional CuPy that is not the "
-    "fake); an error instead when CUNUMPY_REQUIRE_CUDA is set",
-    "requires_device_backend": "skip unless a GPU or the fake CuPy (CUNUMPY_FAKE_CUPY=1) can run the "
-    "CuPy code paths; an error instead when CUNUMPY_REQUIRE_CUDA is set",
+    "requires_cupy": "skip unless CUDA kernels can launch on a real GPU (a functional CuPy that is "
+    "not the fake); an error instead when CUNUMPY_REQUIRE_CUDA is set",
+    "requires_device_backend": "run with the CuPy backend active, on a GPU or on the fake CuPy "
+    "(CUNUMPY_FAKE_CUPY=1, CUDA kernels emulated); skip otherwise (an error when CUNUMPY_REQUIRE_CUDA "
+    "is set); never runs with NumPy active",
+    "requires_warp_shuffle": "skip unless CUDA kernels can launch (a GPU, or the fake CuPy with a C++ "
+    "compiler) and warp shuffles compile (not on HIP/ROCm)",
+    "requires_high_dim_cuda_views": "skip unless CUDA kernels can launch (a GPU, or the fake CuPy with a "
+    "C++ compiler) and array views of 5 or more dimensions compile (not on HIP/ROCm)",
+    "requires_bounds_check_views": "skip unless CUDA kernels can launch (a GPU, or the fake CuPy with a "
+    "C++ compiler) and array_view.cuh with CUNUMPY_BOUNDS_CHECK compiles (not on HIP/ROCm)",
 }
+
+def _import_the_package_as_usual() -> bool:
+    """Take the ``cunumpy`` package off pytest's list of modules to assertion-rewrite.
+
+    pytest rewrites the asserts of every module of a distribution that has a ``pytest11``
+    entry point, so with this plugin installed it would parse and compile the whole library
+    from source on import, at each run where bytecode cannot be cached (read-only
+    installations, ``PYTHONDONTWRITEBYTECODE``): a large part of the collection time of a
+    test file that imports cunumpy. Only this module is a plugin, and the library raises its
+    own exceptions; so its modules are imported as usual. (This reads the private state of
+    pytest's import hook; where that is missing, nothing changes.)
+    """
+    changed = False
+    for finder in sys.meta_path:
+        if type(finder).__name__ != "AssertionRewritingHook":
+            continue
+        names = getattr(finder, "_must_rewrite", None)
+        if isinstance(names, set) and "cunumpy" in names:
+            names.discard("cunumpy")
+            cache = getattr(finder, "_marked_for_rewrite_cache", None)
+            if isinstance(cache, dict):
+                cache.clear()
+            changed = True
+    return changed
+
+
+_import_the_package_as_usual()
+
+#: How many pytest configurations (in this process) have this plugin registered; the
+#: objects of ``cunumpy.kernel_testing`` use the named markers while it is above 0.
+_configured = 0
 
 
 def pytest_configure(config) -> None:
+    global _configured
+    _configured += 1
     for name, description in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {description}")
 
 
-def _missing(marker: str) -> tuple[str, str | None]:
-    """(what the marker needs, why it is missing or None); imports cunumpy on first use."""
-    from cunumpy import kernel_testing
-
-    if marker == "requires_cupy":
-        return "a functional CuPy", kernel_testing._real_cupy_missing_reason()
-    if kernel_testing.device_backend_available():
-        return "a device backend", None
-    return "a device backend", "needs a GPU or the fake CuPy (set CUNUMPY_FAKE_CUPY=1)"
+def pytest_unconfigure(config) -> None:
+    global _configured
+    _configured = max(0, _configured - 1)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -59,19 +99,35 @@ def pytest_runtest_setup(item) -> None:
     for marker in MARKERS:
         if item.get_closest_marker(marker) is None:
             continue
-        what, reason = _missing(marker)
-        if reason is None:
-            continue
         from cunumpy import kernel_testing
 
-        if kernel_testing.cuda_required():
+        what, reason, required = kernel_testing._missing(marker)
+        if reason is None:
+            continue
+        if required and kernel_testing.cuda_required():
             kernel_testing._requirement_failed(what, reason)  # raises: the test errors
         pytest.skip(reason)
 
 
-@pytest.fixture(params=["numpy", pytest.param("cupy", marks=pytest.mark.requires_cupy)])
+@pytest.fixture(autouse=True)
+def _cunumpy_device_backend(request):
+    """Tests marked ``requires_device_backend`` run with the CuPy backend active."""
+    if request.node.get_closest_marker("requires_device_backend") is None:
+        yield
+        return
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.params.get("backend") == "numpy":
+        pytest.skip("requires_device_backend: the numpy case of the backend fixture does not run")
+    from cunumpy import use_backend
+
+    with use_backend("cupy", strict=True):
+        yield
+
+
+@pytest.fixture(params=["numpy", pytest.param("cupy", marks=pytest.mark.requires_device_backend)])
 def backend(request):
-    """Activate each backend for the test (strictly when CUNUMPY_REQUIRE_CUDA is set); yield its name."""
+    """Activate each backend for the test and yield its name: ``numpy`` on NumPy, ``cupy`` on
+    a GPU or on the fake CuPy (CUDA kernels emulated)."""
     from cunumpy import use_backend
     from cunumpy.kernel_testing import cuda_required
 

@@ -2,8 +2,11 @@
 
 Prints the cunumpy, Python and platform versions, the versions of the optional packages
 (from their metadata, without importing them), whether the C extension or the pure-Python
-fallback is in use, the CUDA toolkit and devices in sight, and the active backend with the
-reason CuPy is unavailable when it is. Bad arguments print the usage and exit with code 2.
+fallback is in use, the CUDA toolkit and devices in sight, the active backend with the
+reason CuPy is unavailable when it is, and the CPU emulation of CUDA kernels (the C++
+compiler and its version or why none was found, whether launches on the fake CuPy emulate by
+themselves, the cache directory and its size, the worker count). Bad arguments print the
+usage and exit with code 2.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""What ``python -m cunumpy info`` reports: versions, the C core, CUDA, the active backend.
+"""What ``python -m cunumpy info`` reports: versions, the C core, CUDA, the active backend,
+and whether CUDA kernels can run in the CPU emulation (compiler, cache, workers).
 
 Everything here is read without importing the optional packages: their versions come from
 the installed distributions' metadata, CuPy is asked only through ``backend_info()`` (the
@@ -12,6 +13,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -96,6 +98,81 @@ def _cuda_toolkit() -> dict:
     return toolkit
 
 
+def _compiler_version(compiler: str) -> tuple[str | None, str | None]:
+    """(first line of ``compiler --version``, error)."""
+    try:
+        completed = subprocess.run(
+            [*shlex.split(compiler), "--version"], capture_output=True, text=True, timeout=20, check=False
+        )
+    except Exception as exc:  # a hung or broken compiler is something to report
+        return None, _error(exc)
+    lines = (completed.stdout or completed.stderr).strip().splitlines()
+    if completed.returncode != 0 or not lines:
+        return None, f"`{compiler} --version` exited with code {completed.returncode}"
+    return lines[0].strip(), None
+
+
+def _directory_size(path) -> tuple[int, int]:
+    """(bytes, libraries) under ``path``: every file counts, ``*.so`` files are the libraries."""
+    size = libraries = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                size += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                continue
+            libraries += name.endswith(".so")
+    return size, libraries
+
+
+def _emulation() -> dict:
+    """The CPU emulation of CUDA kernels: compiler, automatic use on the fake CuPy, cache, workers."""
+    try:
+        from ._emulation import _launch
+        from ._emulation._build import emulation_cache_dir, emulation_compiler
+    except Exception as exc:
+        return {"error": _error(exc)}
+    report: dict = {"compiler": None, "compiler_version": None}
+    try:
+        compiler = emulation_compiler()
+    except Exception as exc:
+        compiler = None
+        report["compiler_error"] = _error(exc)
+    if compiler is not None:
+        report["compiler"] = compiler
+        report["compiler_version"], error = _compiler_version(compiler)
+        if error:
+            report["compiler_error"] = error
+    elif "compiler_error" not in report:
+        report["compiler_error"] = f"no C++ compiler: {_launch.compiler_looked_for()}"
+    try:
+        usable, detail = _launch.automatic_emulation_status()
+        report["automatic"] = usable
+        report["automatic_off_reason"] = None if usable else detail
+    except Exception as exc:
+        report["automatic"] = False
+        report["automatic_off_reason"] = _error(exc)
+    cache = {"path": None, "exists": False, "size_bytes": 0, "libraries": 0}
+    try:
+        directory = emulation_cache_dir()
+        cache["path"] = str(directory)
+        cache["exists"] = directory.is_dir()
+        if cache["exists"]:
+            cache["size_bytes"], cache["libraries"] = _directory_size(directory)
+    except Exception as exc:
+        cache["error"] = _error(exc)
+    report["cache"] = cache
+    try:
+        report["workers"] = _launch.emulation_workers()
+        report["workers_from"] = (
+            "CUNUMPY_EMULATION_THREADS" if os.environ.get("CUNUMPY_EMULATION_THREADS", "").strip() else "xp.threads"
+        )
+    except Exception as exc:
+        report["workers"] = None
+        report["workers_error"] = _error(exc)
+    return report
+
+
 def collect() -> dict:
     """The report as a JSON-serialisable dict (see ``python -m cunumpy info --json``)."""
     from . import _backend
@@ -137,8 +214,17 @@ def collect() -> dict:
         cuda["device_count"] = 0
         cuda["device_count_error"] = _error(exc)
     info["cuda"] = cuda
+    info["emulation"] = _emulation()
     info["environment"] = {k: v for k, v in sorted(os.environ.items()) if k.startswith("CUNUMPY_")}
     return info
+
+
+def _size_text(size: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return str(size)  # pragma: no cover
 
 
 def _value(value) -> str:
@@ -215,6 +301,38 @@ def format_text(info: dict) -> str:
         if cuda.get(key):
             rows.append((key.replace("_", " "), cuda[key]))
     section("CUDA", rows)
+
+    emulation = info["emulation"]
+    if "error" in emulation:
+        section("CUDA emulation", [("unavailable", emulation["error"])])
+    else:
+        if emulation["compiler"]:
+            compiler_text = f"{emulation['compiler']} ({emulation['compiler_version'] or 'version unknown'})"
+            if emulation.get("compiler_error"):
+                compiler_text += f" [{emulation['compiler_error']}]"
+        else:
+            compiler_text = f"not found: {emulation['compiler_error']}"
+        automatic = "on" if emulation["automatic"] else f"off: {emulation['automatic_off_reason']}"
+        cache = emulation["cache"]
+        if cache.get("error"):
+            cache_text = f"{cache['path']} [{cache['error']}]"
+        elif cache["exists"]:
+            cache_text = f"{cache['path']} ({cache['libraries']} libraries, {_size_text(cache['size_bytes'])})"
+        else:
+            cache_text = f"{cache['path']} (not created yet)"
+        if emulation["workers"] is None:
+            workers_text = emulation["workers_error"]
+        else:
+            workers_text = f"{emulation['workers']} (from {emulation['workers_from']})"
+        section(
+            "CUDA emulation",
+            [
+                ("C++ compiler", compiler_text),
+                ("on the fake CuPy", f"launches emulate by themselves: {automatic}"),
+                ("cache", cache_text),
+                ("workers", workers_text),
+            ],
+        )
 
     environment = info["environment"]
     section("environment", list(environment.items()) or [("CUNUMPY_*", "none set")])

@@ -1,22 +1,34 @@
 """Host/CUDA parity checks and generated device-function kernels for ``cunumpy.kernel_testing``
 (API.md sections 13.2 to 13.4).
 
-Without a GPU the CUDA side runs on the fake CuPy through the CPU emulation when
-``cunumpy.kernel_testing.emulated_launches`` exists; otherwise the check skips with the
-reason (or fails under ``CUNUMPY_REQUIRE_CUDA``).
+Without a GPU the CUDA side runs on the fake CuPy through the CPU emulation
+(``cunumpy.kernel_testing.emulated_launches``); when that cannot run, the check skips with
+the reason (or fails under ``CUNUMPY_REQUIRE_CUDA``).
+
+A mismatch is one ``AssertionError`` listing every array that differs, by parameter name
+(``out``, ``args.rho``, ``x[2]``, ``return``), with its count of differing elements and the
+first indices. This module's frames, and those of the library below a kernel call, are
+hidden from pytest's tracebacks: a failure shows the test and the message.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import types
 
 import numpy as np
 
 from .kernels._cuda_kernel import _device_type, _struct_fields
 
+# pytest leaves out the frames of a module with this global: a parity failure shows the
+# user's test and the message, not this module's code.
+__tracebackhide__ = True
+
 __all__ = [
     "TEST_ARGS_SETTINGS",
+    "ParityResults",
     "assert_kernels_agree",
     "check_parity",
     "device_function_kernel",
@@ -35,6 +47,9 @@ TEST_ARGS_SETTINGS = {
     "SEED": "seed",
 }
 
+#: Indices listed per differing array in a parity failure.
+_FIRST_INDICES = 3
+
 
 def _kernel_testing():
     from . import kernel_testing
@@ -50,17 +65,22 @@ def _skip_or_fail(reason: str):
     pytest.skip(reason)
 
 
-def _device_context():
+def _device_context(sanitize=None):
     """A context manager under which CUDA launches run: the real GPU, or the fake CuPy with
-    the CPU emulation. Skips (or fails) when neither is possible."""
+    the CPU emulation (``sanitize`` forwarded to it). Skips (or fails) when neither is possible."""
     from ._backend import cupy_available
     from ._fake_cupy import fake_cupy_active
 
+    kt = _kernel_testing()
     if fake_cupy_active():
-        emulated = getattr(_kernel_testing(), "emulated_launches", None)
+        emulated = getattr(kt, "emulated_launches", None)
         if emulated is None:
             _skip_or_fail("the fake CuPy is active and the CPU emulation is not available: CUDA kernels cannot launch")
-        return emulated()
+        reason = kt._kernel_launch_missing_reason()
+        if reason is not None:
+            _skip_or_fail(reason)
+        # Explicitly, so that the check emulates also under CUNUMPY_EMULATION=0.
+        return emulated() if sanitize is None else emulated(sanitize=sanitize)
     if not cupy_available():
         from ._backend import cupy_unavailable_reason
 
@@ -116,6 +136,18 @@ def _arrays_of(value, path):
     return [(path + label, v) for label, v in _fields(value) if _is_array(v)]
 
 
+def _parameter_names(kernel, n_args) -> list:
+    """The name of each argument position: the host's parameter names, else the CUDA
+    kernel's, else ``"argument N"``."""
+    names = kernel.host_parameters()
+    if names is None or len(names) < n_args:
+        signature = getattr(kernel.cuda_kernel, "signature", None)
+        names = [p.name for p in signature] if signature else None
+    if names is None or len(names) < n_args:
+        return [f"argument {i}" for i in range(n_args)]
+    return list(names[:n_args])
+
+
 def _selection(kernel, outputs, n_args):
     """[(index, field or None)] from ``outputs`` (None: the host's declared outputs, else all)."""
     names = kernel.host_parameters()
@@ -150,18 +182,20 @@ def _selection(kernel, outputs, n_args):
     return chosen
 
 
-def _collect(args, chosen):
+def _collect(args, chosen, names=None):
+    """{path: array} of the chosen arguments; a path starts with the parameter's name (from
+    ``names``) or, without names, with ``"argument N"``."""
     arrays = {}
     for index, field in chosen:
         value = args[index]
-        path = f"argument {index}"
+        path = names[index] if names is not None else f"argument {index}"
         if field is None:
             found = _arrays_of(value, path)
         else:
             members = dict(_fields(value))
             key = f".{field}"
             if key not in members:
-                raise KeyError(f"assert_kernels_agree(): argument {index} has no field {field!r}")
+                raise KeyError(f"assert_kernels_agree(): argument {index} ({path}) has no field {field!r}")
             found = _arrays_of(members[key], f"{path}.{field}")
         for p, a in found:
             arrays[p] = a
@@ -172,6 +206,117 @@ def _host_copy(a):
     if isinstance(a, np.ndarray):
         return a.copy()
     return a.get()
+
+
+class ParityResults(dict):
+    """What ``assert_kernels_agree`` returns: the host kernel's arrays keyed by parameter
+    path (``"out"``, ``"args.rho"``, ``"x[2]"``, ``"return"``). The keys of earlier releases
+    (``"argument 2"``, ``"argument 0.rho"``) still find the same arrays, without being listed."""
+
+    def __init__(self, arrays, aliases):
+        super().__init__(arrays)
+        self.aliases = dict(aliases)
+
+    def __missing__(self, key):
+        name = self.aliases.get(key)
+        if name is None:
+            raise KeyError(key)
+        return dict.__getitem__(self, name)
+
+    def __contains__(self, key):
+        return dict.__contains__(self, key) or self.aliases.get(key) in self.keys()
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def __reduce__(self):
+        return (type(self), (dict(self), self.aliases))
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+def _format_index(index) -> str:
+    return "[" + ", ".join(str(int(i)) for i in index) + "]"
+
+
+def _format_value(value) -> str:
+    value = value.item() if hasattr(value, "item") else value
+    return repr(value) if isinstance(value, (float, complex)) else str(value)
+
+
+def _comparable(a):
+    a = np.asarray(a)
+    return a.astype(np.int8) if a.dtype.kind == "b" else a
+
+
+def _mismatch(path, actual, expected, rtol, atol) -> str | None:
+    """One line describing how ``actual`` (CUDA) differs from ``expected`` (host), or None."""
+    actual, expected = _comparable(actual), _comparable(expected)
+    if actual.shape != expected.shape:
+        return f"{path}: shape {actual.shape} on CUDA, {expected.shape} on the host"
+    if actual.dtype.kind in "iufc" and expected.dtype.kind in "iufc":
+        with np.errstate(all="ignore"):
+            close = np.isclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        close = np.asarray(actual == expected, dtype=bool)
+        if close.shape != actual.shape:
+            close = np.broadcast_to(close, actual.shape)
+    if close.all():
+        return None
+    bad = np.argwhere(~close)
+    shown = ", ".join(
+        f"{_format_index(i)} {_format_value(actual[tuple(i)])} vs {_format_value(expected[tuple(i)])}"
+        for i in bad[:_FIRST_INDICES]
+    )
+    more = ", ..." if len(bad) > _FIRST_INDICES else ""
+    return f"{path}: {len(bad)} of {actual.size} differ (CUDA vs host): {shown}{more}"
+
+
+def _compare(kernel, host, device, rtol, atol):
+    problems = [
+        line
+        for line in (_mismatch(path, device[path], expected, rtol, atol) for path, expected in host.items())
+        if line is not None
+    ]
+    if problems:
+        raise AssertionError(
+            f"kernel {kernel.name!r}: CUDA and host results differ in {len(problems)} of {len(host)} "
+            f"array(s) (rtol={rtol:g}, atol={atol:g}):\n  " + "\n  ".join(problems)
+        )
+
+
+# --------------------------------------------------------------------------- hiding library frames
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _without_library_frames(exc: BaseException) -> BaseException:
+    """``exc`` with the frames of cunumpy's own code (below a kernel call) left out of its
+    traceback, so that pytest shows the user's code and the message."""
+    kept = []
+    tb = exc.__traceback__
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+            kept.append(tb)
+        tb = tb.tb_next
+    rebuilt = None
+    for entry in reversed(kept):
+        rebuilt = types.TracebackType(rebuilt, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return exc.with_traceback(rebuilt)
+
+
+def _call(kernel, args, n_threads, grid, block):
+    try:
+        return kernel(*args, n_threads=n_threads, grid=grid, block=block)
+    except Exception as exc:
+        raise _without_library_frames(exc)  # noqa: B904 - the same exception, fewer frames
+
+
+def _returned_arrays(value) -> dict:
+    if value is None:
+        return {}
+    return {path: _host_copy(a) for path, a in _arrays_of(value, "return")}
 
 
 # --------------------------------------------------------------------------- assert_kernels_agree
@@ -189,6 +334,7 @@ def assert_kernels_agree(
     n_calls=1,
     outputs=None,
     seed=0,
+    sanitize=None,
 ):
     """Check that a kernel's CUDA port computes what its host kernel computes.
 
@@ -221,12 +367,15 @@ def assert_kernels_agree(
         kernel's declared ``outputs``, else every argument.
     seed : int, optional
         Passed to ``make_args``.
+    sanitize : sequence of str, optional
+        Checks of the CPU emulation when the CUDA side is emulated (see
+        :func:`emulate_cuda_kernel`).
 
     Returns
     -------
     dict of str to numpy.ndarray
-        The host kernel's arrays, keyed by path (``"argument 0"``, ``"argument 3.x"``,
-        ``"argument 1[2]"``).
+        The host kernel's arrays, keyed by parameter path (``"out"``, ``"args.x"``,
+        ``"x[2]"``; the older keys ``"argument N..."`` still work).
 
     Raises
     ------
@@ -240,8 +389,8 @@ def assert_kernels_agree(
     IndexError
         An output index out of range.
     AssertionError
-        The results differ, or the two sides have different arrays; the message names the
-        kernel and the argument.
+        The results differ, or the two sides have different arrays; the message lists every
+        differing array by parameter name, with the count and the first indices.
     """
     from ._backend import use_backend
     from .kernels import Kernel
@@ -266,32 +415,34 @@ def assert_kernels_agree(
             f"assert_kernels_agree(): kernel {kernel.name!r} cannot infer its launch size "
             "(n_threads_from=None); pass n_threads= or grid="
         )
-    device = _device_context()
-    results = {}
+    device = _device_context(sanitize)
+    results, returned, aliases = {}, {}, {}
     for backend in ("numpy", "cupy"):
         context = device if backend == "cupy" else contextlib.nullcontext()
         with use_backend(backend, strict=True), context:
             args = tuple(make_args(backend, seed))
             size = n_threads(args) if callable(n_threads) else n_threads
             for _ in range(n_calls):
-                kernel(*args, n_threads=size, grid=grid, block=block)
-            arrays = _collect(args, _selection(kernel, outputs, len(args)))
+                value = _call(kernel, args, size, grid, block)
+            chosen = _selection(kernel, outputs, len(args))
+            names = _parameter_names(kernel, len(args))
+            arrays = _collect(args, chosen, names)
+            if backend == "numpy":
+                old = _collect(args, chosen)
+                aliases = {o: n for o, n in zip(old, arrays) if o != n}
             results[backend] = {path: _host_copy(a) for path, a in arrays.items()}
+            returned[backend] = _returned_arrays(value)
     host, device_results = results["numpy"], results["cupy"]
+    if returned["numpy"] and returned["cupy"]:  # compared when both sides return arrays
+        host.update(returned["numpy"])
+        device_results.update(returned["cupy"])
     if set(host) != set(device_results):
         raise AssertionError(
             f"kernel {kernel.name!r}: the host and CUDA sides have different arrays: host "
             f"{sorted(host)}, CUDA {sorted(device_results)}"
         )
-    for path, expected in host.items():
-        np.testing.assert_allclose(
-            device_results[path],
-            expected,
-            rtol=rtol,
-            atol=atol,
-            err_msg=f"kernel {kernel.name!r}: CUDA and host results differ in {path}",
-        )
-    return host
+    _compare(kernel, host, device_results, rtol, atol)
+    return ParityResults(host, aliases)
 
 
 # --------------------------------------------------------------------------- test-argument modules
@@ -341,7 +492,8 @@ def check_parity(kernel, **overrides):
     kernel : cunumpy.kernels.Kernel
         A kernel of a kernel folder, with a CUDA port.
     **overrides
-        Keywords of :func:`assert_kernels_agree` that win over the module's settings.
+        Keywords of :func:`assert_kernels_agree` that win over the module's settings
+        (``sanitize=`` too, for the emulated CUDA side).
 
     Returns
     -------

@@ -102,7 +102,7 @@ def find_struct_members(source: str, name: str):
     import numpy as np
 
     return [
-        CudaParameter(n, ct, np.dtype(dt) if dt is not None else None, bool(ptr), None, int(nd), bool(c))
+        CudaParameter(n, ct, np.dtype(dt) if dt is not None else None, bool(ptr), None, int(nd) or None, bool(c))
         for n, ct, dt, ptr, _s, nd, c in raw
     ]
 
@@ -214,14 +214,14 @@ def _expected(struct) -> dict:
 
 
 def _result(struct, values) -> dict:
+    """The flat result of verify_layout: ``{"sizeof": ..., "alignof": ..., field: offset, ...}``
+    (no field is named sizeof or alignof: both are C++ keywords, refused as field names)."""
     n = len(struct.fields)
     if len(values) != 2 + n:
         raise RuntimeError(f"layout probe of struct {struct.name!r}: expected {2 + n} values, got {len(values)}")
-    return {
-        "sizeof": int(values[0]),
-        "alignof": int(values[1]),
-        "offsets": {p.name: int(v) for p, v in zip(struct.fields, values[2:])},
-    }
+    result = {"sizeof": int(values[0]), "alignof": int(values[1])}
+    result.update((p.name, int(v)) for p, v in zip(struct.fields, values[2:]))
+    return result
 
 
 def _compare(struct, got: dict, how: str) -> dict:
@@ -231,8 +231,8 @@ def _compare(struct, got: dict, how: str) -> dict:
         if got[key] != want[key]:
             diffs.append(f"{key}: compiler {got[key]}, dtype {want[key]}")
     for field, off in want["offsets"].items():
-        if got["offsets"].get(field) != off:
-            diffs.append(f"offsetof {field}: compiler {got['offsets'].get(field)}, dtype {off}")
+        if got.get(field) != off:
+            diffs.append(f"offsetof {field}: compiler {got.get(field)}, dtype {off}")
     if diffs:
         raise ValueError(
             f"struct {struct.name!r}: the compiler's layout ({how}) differs from CudaStruct.dtype: " + "; ".join(diffs)

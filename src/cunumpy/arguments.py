@@ -32,7 +32,8 @@ __all__ = [
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # C++ keywords that the Python keyword list does not cover and that cannot name a field.
 _C_RESERVED = frozenset(
-    "auto bool break case char class const constexpr continue default delete do double else enum "
+    "alignas alignof auto bool break case char class const constexpr continue decltype default delete do "
+    "double else enum "
     "extern float for goto if inline int long namespace new operator private protected public "
     "register restrict return short signed sizeof static struct switch template this typedef "
     "typename union unsigned using virtual void volatile while __restrict__ __global__ __device__".split()
@@ -114,14 +115,15 @@ def _parse_fields(struct_name, fields):
     fields = list(fields)
     if not fields:
         raise ValueError(f"CudaStruct {struct_name!r}: a struct needs at least one field")
-    names, texts = [], []
+    names, texts, seen = [], [], set()
     for item in fields:
         if not isinstance(item, (tuple, list)) or len(item) != 2:
             raise TypeError(f"CudaStruct {struct_name!r}: each field must be a (name, c_type) pair, got {item!r}")
         fname, ctype = item
         _check_identifier(fname, f"CudaStruct {struct_name!r}: field name")
-        if fname in names:
+        if fname in seen:  # a set: construction stays linear in the number of fields
             raise ValueError(f"CudaStruct {struct_name!r}: duplicate field name {fname!r}")
+        seen.add(fname)
         if not isinstance(ctype, str) or not ctype.strip():
             raise ValueError(f"CudaStruct {struct_name!r}: field {fname!r} has no C type (got {ctype!r})")
         if any(ch in ctype for ch in ",;(){}[]#\n/="):
@@ -142,7 +144,7 @@ def _parse_fields(struct_name, fields):
             raise ValueError(f"CudaStruct {struct_name!r}: field {fname!r} has unsupported type {text!r}")
         pname, ctype, dtype, pointer, sname, view_ndim, contiguous = raw[0]
         dt = np.dtype(dtype) if dtype is not None else None
-        params.append(CudaParameter(fname, ctype, dt, bool(pointer), None, int(view_ndim), bool(contiguous)))
+        params.append(CudaParameter(fname, ctype, dt, bool(pointer), None, int(view_ndim) or None, bool(contiguous)))
     return tuple(params), tuple(texts)
 
 
@@ -184,6 +186,8 @@ class CudaStruct(core.StructCaller):
         self._name = name
         self._fields, self._types = _parse_fields(name, fields)
         self._names = tuple(p.name for p in self._fields)
+        self._type_of = dict(zip(self._names, self._types))
+        self._index_of = {n: i for i, n in enumerate(self._names)}
         formats, offsets = [], []
         offset, align = 0, 1
         for p in self._fields:
@@ -223,7 +227,7 @@ class CudaStruct(core.StructCaller):
     has_views = property(lambda self: self._has_views, doc="needs cunumpy/array_view.cuh")
 
     def _type_text(self, p: CudaParameter) -> str:
-        return self._types[self._names.index(p.name)]
+        return self._type_of[p.name]
 
     @property
     def declaration(self) -> str:
@@ -303,7 +307,8 @@ class CudaStruct(core.StructCaller):
 
     def verify_layout(self, include=None, *, include_dirs=(), options=()) -> dict:
         """Compare the compiler's layout with ``dtype``: a one-thread probe on the GPU, or without a usable
-        GPU a compile-time check with nvcc (sm_90). ValueError listing every difference."""
+        GPU a compile-time check with nvcc (sm_90). ValueError listing every difference. Returns one
+        flat dict: ``{"sizeof": 16, "alignof": 8, "data": 0, "n": 8}`` (each field's offset)."""
         from ._struct_layout import verify_layout
 
         return verify_layout(self, include, include_dirs=include_dirs, options=options)
@@ -327,6 +332,7 @@ class CudaStruct(core.StructCaller):
         mapper = _AnnotationMapper(name, int_type, scalar_names, contiguous)
         for p in params:
             pairs.append((p.name, mapper.ctype(p.name, p.annotation)))
+        mapper.check_contiguous()
         return cls(name, pairs)
 
     @classmethod
@@ -372,6 +378,7 @@ class CudaStruct(core.StructCaller):
                     annotation = ast.unparse(node)
             mapper.contiguous_names_alias(a.arg, field)
             pairs.append((field, mapper.ctype(field, annotation)))
+        mapper.check_contiguous()
         return cls(struct_name, pairs)
 
 
@@ -410,8 +417,24 @@ _ANNOTATION_TYPES = {
     "complex128": "complex<double>",
     "double": "double",
 }
-_ARRAY = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*)\s*\[\s*(:(?:\s*,\s*:)*)\s*\](?:\s*\(.*\))?$")
+_ARRAY = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*)\s*\[\s*(:(?:\s*,\s*:)*)\s*\](\s*\(.*\))?$")
 _FINAL = re.compile(r"^(?:typing\.|t\.)?Final\s*\[(.*)\]$", re.S)
+
+
+def _unwrap_annotation(text: str) -> str:
+    """The type inside quotes, ``Final[...]`` and ``const``, in any nesting: ``'Final["int[:]"]'``
+    (a quoted annotation under ``from __future__ import annotations``) gives ``int[:]``."""
+    while True:
+        before = text
+        text = " ".join(text.split())
+        if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+            text = text[1:-1]
+        m = _FINAL.match(text)
+        if m:
+            text = m.group(1)
+        text = " ".join(w for w in text.split() if w != "const")
+        if text == before:
+            return text
 
 
 class _AnnotationMapper:
@@ -440,10 +463,31 @@ class _AnnotationMapper:
                 raise TypeError(
                     f"CudaStruct {struct_name!r}: 'contiguous' must be a bool or a collection of field names"
                 ) from None
+        self.aliases: dict = {}  # field name -> the parameter it was given as (from_pyccel_class)
+        self.array_fields: set = set()
+        self.scalar_fields: dict = {}  # field -> annotation, for the message of check_contiguous
 
     def contiguous_names_alias(self, parameter, field):
         if parameter in self.contiguous_names:
             self.contiguous_names.add(field)
+            self.aliases[field] = parameter
+
+    def check_contiguous(self):
+        """Every name given in ``contiguous=`` is an array field (by field or parameter name)."""
+        fields_of = {}
+        for field, parameter in self.aliases.items():
+            fields_of.setdefault(parameter, set()).add(field)
+        for name in sorted(self.contiguous_names):
+            candidates = {name} | fields_of.get(name, set())
+            if candidates & self.array_fields:
+                continue
+            scalars = [c for c in candidates if c in self.scalar_fields]
+            if scalars:
+                raise ValueError(
+                    f"CudaStruct {self.struct_name!r}: contiguous= names field {scalars[0]!r}, which is not an "
+                    f"array (annotation {self.scalar_fields[scalars[0]]!r})"
+                )
+            raise ValueError(f"CudaStruct {self.struct_name!r}: contiguous= names {name!r}, which is no field")
 
     def _fail(self, field, annotation, why):
         return ValueError(
@@ -452,15 +496,25 @@ class _AnnotationMapper:
         )
 
     def ctype(self, field, annotation) -> str:
+        text = self._ctype(field, annotation)
+        if "Array" in text:
+            self.array_fields.add(field)
+        else:
+            self.scalar_fields[field] = annotation
+        return text
+
+    def _ctype(self, field, annotation) -> str:
         if annotation is inspect.Parameter.empty:
             raise self._fail(field, None, "missing annotation")
+        if isinstance(annotation, typing.ForwardRef):  # Final["int[:]"] holds a ForwardRef
+            annotation = annotation.__forward_arg__
         if not isinstance(annotation, str):
             origin = typing.get_origin(annotation)
             if origin is typing.Final:
                 args = typing.get_args(annotation)
                 if len(args) != 1:
                     raise self._fail(field, annotation, "Final without a type")
-                return self.ctype(field, args[0])
+                return self._ctype(field, args[0])
             if isinstance(annotation, type) and annotation.__name__ in self.table and annotation.__module__ == "builtins":
                 return self.table[annotation.__name__]
             if isinstance(annotation, type) and issubclass(annotation, np.generic):
@@ -477,14 +531,16 @@ class _AnnotationMapper:
                 except ValueError:
                     raise self._fail(field, annotation, "no C type for this dtype") from None
             raise self._fail(field, annotation, "unmappable annotation")
-        text = " ".join(annotation.split())
-        if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-            text = text[1:-1].strip()
-        m = _FINAL.match(text)
-        if m:
-            text = m.group(1).strip()
-        text = " ".join(w for w in re.split(r"\s+", text) if w != "const")
+        text = _unwrap_annotation(annotation)
         m = _ARRAY.match(text)
+        if m and m.group(3):
+            # Pyccel's "float[:, :](order=F)": a CUDA view's memory order is its strides, not the
+            # annotation; an ArrayND<T> takes any order, a CArrayND<T> (contiguous=) C order only.
+            raise ValueError(
+                f"CudaStruct {self.struct_name!r}: field {field!r}: the trailing clause {m.group(3).strip()!r} "
+                f"(annotation {annotation!r}) has no CUDA equivalent: an ArrayND<T> view takes any memory "
+                "order, a CArrayND<T> (contiguous=) C order only; drop the clause"
+            )
         if m:
             element = self._scalar(field, annotation, m.group(1))
             rank = m.group(2).count(":")
@@ -656,14 +712,41 @@ class CudaStructValue(core.StructValue):
 
     __slots__ = ()
 
+    def __new__(cls, struct, packed, values):
+        # ``values``: a tuple in field order, or a mapping field -> value (as earlier releases
+        # took it). Values made by ``S(**values)`` are created in C without this method.
+        if not isinstance(values, tuple):
+            if not hasattr(values, "keys"):
+                raise TypeError(
+                    f"CudaStructValue: 'values' must be a tuple in field order or a mapping of field values, "
+                    f"not {type(values).__name__}"
+                )
+            names = getattr(struct, "field_names", None)
+            if not isinstance(names, tuple):
+                raise TypeError("CudaStructValue: a mapping of values needs a CudaStruct as 'struct'")
+            values = dict(values)
+            missing = [n for n in names if n not in values]
+            known = set(names)
+            unknown = [k for k in values if k not in known]
+            if missing or unknown:
+                raise TypeError(
+                    f"CudaStructValue of struct {struct.name!r}: every field is required; missing fields "
+                    f"{missing!r}, unknown fields {unknown!r}"
+                )
+            values = tuple(values[n] for n in names)
+        return super().__new__(cls, struct, packed, values)
+
     def __getitem__(self, field):
         try:
-            return self._values[self.struct.field_names.index(field)]
-        except (ValueError, TypeError):
+            return self._values[self.struct._index_of[field]]
+        except (KeyError, TypeError, AttributeError):
             raise KeyError(f"struct {self.struct.name!r} has no field {field!r}") from None
 
     def __contains__(self, field):
-        return field in self.struct.field_names
+        try:
+            return field in self.struct._index_of
+        except TypeError:  # an unhashable key is no field
+            return False
 
     def __iter__(self):
         return iter(self.struct.field_names)
@@ -734,7 +817,15 @@ class CudaStructArguments:
                 f"'{missing}' is missing"
             )
         if own_name:
-            cls.struct = CudaStruct(cls.__dict__["struct_name"], cls.__dict__["fields"])
+            struct = CudaStruct(cls.__dict__["struct_name"], cls.__dict__["fields"])
+            for field in struct.field_names:
+                if field in _RESERVED_ATTRIBUTES:
+                    raise ValueError(
+                        f"{cls.__name__}: struct {struct.name!r} has a field named {field!r}, which is an attribute "
+                        f"of CudaStructArguments itself (reserved: {', '.join(sorted(_PUBLIC_RESERVED))}); "
+                        "rename the field"
+                    )
+            cls.struct = struct
         packer = cls.struct._packer if cls.struct is not None else None
         cls._cunumpy_packer = packer
 
@@ -802,3 +893,9 @@ class CudaStructArguments:
 CudaStructArguments.__cuda_args__, CudaStructArguments.packed = core.struct_arguments_descriptors(
     CudaStructArguments, _STATE
 )
+
+# Field names that would replace what packing itself reads (a field ``packed`` made the packer
+# read its own result without end): every attribute of the base class and of object, and the
+# class attributes a subclass sets.
+_RESERVED_ATTRIBUTES = frozenset(dir(CudaStructArguments)) | {"struct_name", "fields", _STATE}
+_PUBLIC_RESERVED = {n for n in _RESERVED_ATTRIBUTES if not n.startswith("_")} | {"__cuda_args__"}

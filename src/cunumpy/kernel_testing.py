@@ -2,7 +2,13 @@
 
 Not imported by ``import cunumpy``. Importing this module imports neither pytest nor
 CuPy and leaves ``xp.testing`` alone; the pytest objects (``BACKENDS``, ``backend``,
-``requires_cupy``, ``requires_device_backend``) are created on first access.
+``requires_cupy``, ``requires_device_backend`` and the HIP-gap markers) are created on first
+access. Their rules (the table in LLM_GUIDE.md): the ``cupy`` case of ``backend`` and
+``requires_device_backend`` run on a GPU or on the fake CuPy (whose launches emulate by
+themselves), ``requires_cupy`` only on a real GPU, the HIP-gap markers where CUDA kernels can
+launch and not on HIP; ``CUNUMPY_REQUIRE_CUDA`` turns the skips into errors. While
+cunumpy's pytest plugin is active, ``requires_device_backend`` is the plugin's marker, which
+also activates the CuPy backend for the test.
 
 Host/CUDA parity checks (``assert_kernels_agree``, ``parity_cases``, ``check_parity``) and
 ``device_function_kernel`` (sections 13.2 to 13.4) live in ``cunumpy._parity``; without a GPU
@@ -146,15 +152,62 @@ def device_backend_available() -> bool:
     return fake_cupy_active() or _backend.cupy_available()
 
 
+_NO_DEVICE = "needs a GPU or the fake CuPy (set CUNUMPY_FAKE_CUPY=1)"
+
+
 def _real_cupy_missing_reason() -> str | None:
-    """None when CUDA kernels can really launch, else why not."""
+    """None when CUDA kernels can launch on a real GPU, else why not."""
     from . import _backend
 
     if fake_cupy_active():
-        return "the fake CuPy is active (CUNUMPY_FAKE_CUPY=1): CUDA kernels cannot launch"
+        return "needs CuPy on a real GPU; the fake CuPy is active (CUNUMPY_FAKE_CUPY=1)"
     if not _backend.cupy_available():
         return f"needs CuPy with a GPU ({_backend.cupy_unavailable_reason()})"
     return None
+
+
+def _device_backend_missing_reason() -> str | None:
+    """None when a GPU or the fake CuPy is there, else why not."""
+    if device_backend_available():
+        return None
+    from . import _backend
+
+    return f"{_NO_DEVICE}; CuPy: {_backend.cupy_unavailable_reason()}"
+
+
+def _kernel_launch_missing_reason() -> str | None:
+    """None when CUDA kernels can launch: on a GPU, or on the fake CuPy with the CPU
+    emulation (a C++ compiler); else why not."""
+    from . import _backend
+
+    if fake_cupy_active():
+        if emulation_compiler() is None:
+            from ._emulation._launch import compiler_looked_for
+
+            return (
+                "the fake CuPy is active but the CPU emulation of CUDA kernels needs a C++ compiler: "
+                f"{compiler_looked_for()}"
+            )
+        return None
+    if _backend.cupy_available():
+        return None
+    return f"{_NO_DEVICE} to launch CUDA kernels; CuPy: {_backend.cupy_unavailable_reason()}"
+
+
+def _missing(marker: str) -> tuple[str, str | None, bool]:
+    """(what ``marker`` needs, why it is missing or None, whether CUNUMPY_REQUIRE_CUDA turns
+    the skip into an error): the rules of the markers, shared with the pytest plugin."""
+    if marker == "requires_cupy":
+        return "a functional CuPy", _real_cupy_missing_reason(), True
+    if marker == "requires_device_backend":
+        return "a device backend", _device_backend_missing_reason(), True
+    available, what = _HIP_GAPS[marker]
+    reason = _kernel_launch_missing_reason()
+    if reason is not None:
+        return "a device backend", reason, True
+    if not available():
+        return what, f"{what} is not supported on HIP/ROCm", False
+    return what, None, False
 
 
 def _requirement_failed(what: str, reason: str) -> bool:
@@ -162,11 +215,11 @@ def _requirement_failed(what: str, reason: str) -> bool:
     raise RuntimeError(f"{_REQUIRE_VARIABLE} is set, but {what} is unavailable: {reason}")
 
 
-def _requirement_mark(what: str, reason: str | None):
+def _requirement_mark(what: str, reason: str | None, required: bool = True):
     pytest = _pytest()
     if reason is None:
         return pytest.mark.skipif(False, reason=f"{what} is available")
-    if cuda_required():
+    if required and cuda_required():
         # A string condition is evaluated at test setup; raising there makes the test error.
         condition = (
             "__import__('cunumpy.kernel_testing', fromlist=['_'])"
@@ -176,20 +229,52 @@ def _requirement_mark(what: str, reason: str | None):
     return pytest.mark.skipif(True, reason=reason)
 
 
+def _marker_mark(marker: str):
+    return _requirement_mark(*_missing(marker))
+
+
+def _plugin_active() -> bool:
+    """True while cunumpy's pytest plugin is configured in a pytest run of this process."""
+    plugin = sys.modules.get("cunumpy_pytest_plugin")
+    return getattr(plugin, "_configured", 0) > 0
+
+
+def _numpy_active() -> bool:
+    from . import _backend
+
+    return _backend.get_backend() != "cupy"
+
+
 def _make_requires_cupy():
-    return _requirement_mark("a functional CuPy", _real_cupy_missing_reason())
+    return _marker_mark("requires_cupy")
 
 
 def _make_requires_device_backend():
-    reason = None
-    if not device_backend_available():
-        reason = "needs a GPU or the fake CuPy (set CUNUMPY_FAKE_CUPY=1)"
-    return _requirement_mark("a device backend", reason)
+    pytest = _pytest()
+    if _plugin_active():
+        # The plugin skips (or errors) by the same rule and activates the CuPy backend.
+        return pytest.mark.requires_device_backend
+    if _device_backend_missing_reason() is not None:
+        return _marker_mark("requires_device_backend")
+    # Without the plugin nothing activates the device backend: the test must find it active.
+    return pytest.mark.skipif(
+        "__import__('cunumpy.kernel_testing', fromlist=['_'])._numpy_active()",
+        reason="requires_device_backend: the NumPy backend is active (set CUNUMPY_BACKEND=cupy, or enable "
+        "cunumpy's pytest plugin, which activates the CuPy backend for such tests)",
+    )
+
+
+def _device_case_mark():
+    """The mark of the ``cupy`` case of ``BACKENDS``: it runs on a GPU or on the fake CuPy."""
+    pytest = _pytest()
+    if _plugin_active():
+        return pytest.mark.requires_device_backend
+    return _marker_mark("requires_device_backend")
 
 
 def _make_backends():
     pytest = _pytest()
-    return ["numpy", pytest.param("cupy", marks=_lazy("requires_cupy"))]
+    return ["numpy", pytest.param("cupy", marks=_device_case_mark())]
 
 
 def _make_backend_fixture():
@@ -199,8 +284,8 @@ def _make_backend_fixture():
     def backend(request):
         """Run the test once per backend of ``BACKENDS`` and yield the backend's name.
 
-        The backend is active for the test (strictly when ``CUNUMPY_REQUIRE_CUDA`` is set); the
-        ``cupy`` case carries the ``requires_cupy`` mark.
+        ``numpy`` runs on NumPy; ``cupy`` on a GPU or on the fake CuPy (kernels emulated).
+        The backend is active for the test (strictly when ``CUNUMPY_REQUIRE_CUDA`` is set).
 
         Parameters
         ----------
@@ -262,19 +347,16 @@ def bounds_check_views_available() -> bool:
     return not _on_hip()
 
 
-def _hip_gap_mark(available, what):
-    pytest = _pytest()
-    return pytest.mark.skipif(not available(), reason=f"{what} is not supported on HIP/ROCm")
-
+_HIP_GAPS = {
+    "requires_warp_shuffle": (warp_shuffle_available, "warp shuffles (reduce.cuh, scan.cuh)"),
+    "requires_high_dim_cuda_views": (high_dim_cuda_views_available, "array views of 5 or more dimensions"),
+    "requires_bounds_check_views": (bounds_check_views_available, "array_view.cuh with CUNUMPY_BOUNDS_CHECK"),
+}
 
 _LAZY_FACTORIES = {
-    "requires_warp_shuffle": lambda: _hip_gap_mark(warp_shuffle_available, "warp shuffles (reduce.cuh, scan.cuh)"),
-    "requires_high_dim_cuda_views": lambda: _hip_gap_mark(
-        high_dim_cuda_views_available, "array views of 5 or more dimensions"
-    ),
-    "requires_bounds_check_views": lambda: _hip_gap_mark(
-        bounds_check_views_available, "array_view.cuh with CUNUMPY_BOUNDS_CHECK"
-    ),
+    "requires_warp_shuffle": lambda: _marker_mark("requires_warp_shuffle"),
+    "requires_high_dim_cuda_views": lambda: _marker_mark("requires_high_dim_cuda_views"),
+    "requires_bounds_check_views": lambda: _marker_mark("requires_bounds_check_views"),
     "requires_cupy": _make_requires_cupy,
     "requires_device_backend": _make_requires_device_backend,
     "BACKENDS": _make_backends,

@@ -112,7 +112,9 @@ def newton(func, x0, fprime=None, args=(), tol=1.48e-8, maxiter=50, rtol=0.0, fu
     maxiter : int, optional
         The most iterations (at least 1).
     rtol : float, optional
-        Relative tolerance: a point has converged when ``|step| < tol + rtol * |x|``.
+        Relative tolerance: a point has converged when ``|step| < tol + rtol * |x|``;
+        ``tol=0`` is accepted together with ``rtol > 0`` (a relative test only), where SciPy
+        insists on ``tol > 0``.
     full_output : bool, optional
         Return a :class:`NewtonResult` instead of the roots.
 
@@ -140,7 +142,11 @@ def newton(func, x0, fprime=None, args=(), tol=1.48e-8, maxiter=50, rtol=0.0, fu
         raise TypeError(f"newton(): 'func' must be callable, not {type(func).__name__}")
     if fprime is not None and not callable(fprime):
         raise TypeError(f"newton(): 'fprime' must be callable or None, not {type(fprime).__name__}")
-    tol, rtol = _positive_float(tol, "tol", strict=True), _positive_float(rtol, "rtol", strict=False)
+    tol, rtol = _positive_float(tol, "tol", strict=False), _positive_float(rtol, "rtol", strict=False)
+    if tol == 0 and rtol == 0:
+        # |step| < 0 can never hold. SciPy refuses tol=0 even with an rtol; cunumpy's earlier
+        # releases accepted it with rtol > 0 (a purely relative test), and so does this one.
+        raise ValueError("newton(): 'tol' must be > 0 when 'rtol' is 0 (got tol=0, rtol=0): no point could converge")
     try:
         maxiter = operator.index(maxiter)
     except TypeError:

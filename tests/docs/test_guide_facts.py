@@ -62,7 +62,8 @@ def test_every_environment_variable_is_read_by_the_package(path):
 
 
 def test_the_guide_stays_short():
-    assert len(GUIDE.read_text(encoding="utf-8").splitlines()) <= 420
+    # 700 lines before the rewrite that made it the short form of the site.
+    assert len(GUIDE.read_text(encoding="utf-8").splitlines()) <= 460
 
 
 def test_the_name_check_finds_a_missing_name():

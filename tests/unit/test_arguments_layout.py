@@ -50,14 +50,18 @@ def test_every_test_struct_matches_the_compiler_layout():
     structs = every_test_struct()
     results = _struct_layout.compile_time_layouts(structs)
     for s, r in zip(structs, results):
-        assert r == {"sizeof": s.itemsize, "alignof": s.alignment, "offsets": dict(zip(s.field_names, s.offsets))}
+        assert r == {"sizeof": s.itemsize, "alignof": s.alignment, **dict(zip(s.field_names, s.offsets))}
 
 
 @needs_nvcc
 def test_verify_layout_returns_the_dict_and_reads_a_header():
     marker, field = ta.committed_structs()
     result = marker.verify_layout()
-    assert result == {"sizeof": marker.itemsize, "alignof": 8, "offsets": dict(zip(marker.field_names, marker.offsets))}
+    # One flat dict, as earlier releases and the guide's examples have it.
+    assert result == {"sizeof": marker.itemsize, "alignof": 8, **dict(zip(marker.field_names, marker.offsets))}
+    assert list(result)[:2] == ["sizeof", "alignof"] and "offsets" not in result
+    small = CudaStruct("Small", [("data", "double*"), ("n", "int")]).verify_layout()
+    assert small == {"sizeof": 16, "alignof": 8, "data": 0, "n": 8}
     assert field.verify_layout(ta.HEADER)["alignof"] == 16
 
 

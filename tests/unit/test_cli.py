@@ -62,7 +62,8 @@ def test_text_report_has_every_section():
 def test_info_is_the_default_command():
     plain, info = _cli(), _cli("info")
     assert plain.returncode == info.returncode == 0
-    strip = lambda text: [line for line in text.splitlines() if "python:" not in line]  # noqa: E731
+    # (the emulation cache may grow in between: other processes share it)
+    strip = lambda text: [line for line in text.splitlines() if "python:" not in line and "cache:" not in line]  # noqa: E731
     assert strip(plain.stdout) == strip(info.stdout)
 
 
@@ -227,3 +228,48 @@ def test_the_pure_python_fallback_is_reported():
     assert "in use: pure-Python fallback (cunumpy._reference)" in text
     core = json.loads("{" + raw)["c_core"]
     assert core["in_use"] is False and core["module"] == "cunumpy._reference"
+
+
+# --------------------------------------------------------------------------- the CPU emulation
+
+
+def test_emulation_reports_compiler_cache_and_workers(tmp_path):
+    from cunumpy.kernel_testing import emulation_compiler
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "k1.abc.so").write_bytes(b"x" * 1000)
+    (cache / "k1.json").write_bytes(b"{}" * 12)
+    info = _json(inherit_cunumpy=False, env={"CUNUMPY_EMULATION_CACHE": str(cache), "CUNUMPY_NUM_THREADS": "3"})
+    emulation = info["emulation"]
+    compiler = emulation_compiler()
+    assert emulation["compiler"] == compiler
+    if compiler is not None:
+        assert emulation["compiler_version"] and emulation["automatic"] is True
+        assert emulation["automatic_off_reason"] is None
+    assert emulation["cache"] == {"path": str(cache), "exists": True, "size_bytes": 1024, "libraries": 1}
+    assert (emulation["workers"], emulation["workers_from"]) == (3, "xp.threads")
+    text = _cli(inherit_cunumpy=False, env={"CUNUMPY_EMULATION_CACHE": str(cache),
+                                            "CUNUMPY_EMULATION_THREADS": "5"}).stdout
+    section = text[text.index("\nCUDA emulation\n"):]
+    assert f"  cache:            {cache} (1 libraries, 1.0 KiB)" in section
+    assert "  workers:          5 (from CUNUMPY_EMULATION_THREADS)" in section
+    if compiler is not None:
+        assert f"  C++ compiler:     {compiler} (" in section
+        assert "launches emulate by themselves: on" in section
+
+
+def test_emulation_says_why_it_cannot_run(tmp_path):
+    env = {"CXX": "no-such-compiler++", "PATH": str(tmp_path), "CUNUMPY_EMULATION_CACHE": str(tmp_path / "none"),
+           "CUNUMPY_EMULATION_THREADS": "many"}
+    emulation = _json(inherit_cunumpy=False, env=env)["emulation"]
+    assert emulation["compiler"] is None
+    assert emulation["compiler_error"] == (
+        "no C++ compiler: neither $CXX ('no-such-compiler++') nor c++ was found on PATH")
+    assert emulation["automatic"] is False and "needs a C++ compiler" in emulation["automatic_off_reason"]
+    assert emulation["cache"]["exists"] is False and emulation["cache"]["size_bytes"] == 0
+    assert emulation["workers"] is None and "CUNUMPY_EMULATION_THREADS" in emulation["workers_error"]
+    text = _cli(inherit_cunumpy=False, env=dict(env, CUNUMPY_EMULATION="0")).stdout
+    assert "  C++ compiler:     not found: no C++ compiler: neither $CXX" in text
+    assert "launches emulate by themselves: off: the automatic CPU emulation is off (CUNUMPY_EMULATION=0)" in text
+    assert "(not created yet)" in text

@@ -46,6 +46,16 @@ def _standin_active():
     return cupy is not None and getattr(cupy, "__cunumpy_standin__", False)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _the_device_path():
+    """These tests check CudaKernel's device path (device limits, packing, the C fast path,
+    the refusal at compile time) on the fake CuPy, so its automatic CPU emulation is off;
+    emulated_launches() blocks still emulate."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CUNUMPY_EMULATION", "0")
+        yield
+
+
 # ------------------------------------------------------------------ construction
 
 
@@ -71,7 +81,7 @@ def test_properties():
     assert k.name == "k" and k.expression == "k" and k.source == ALL
     assert k.block_size == 64
     assert k.options == ("-DX=1", "-I/tmp/inc")
-    assert k.include_dirs == ("/tmp/inc",) and k.source_dir == Path("/tmp")
+    assert k.include_dirs == (Path("/tmp/inc"),) and k.source_dir == Path("/tmp")
     assert k.structs == () and k.template_args is None and k.debug is None
     assert [p.name for p in k.signature] == ["x", "y", "n", "v", "c", "f", "u", "raw"]
     assert k.n_threads_from == "auto" and k.check_finite is False
@@ -174,7 +184,7 @@ def test_from_file_and_all_from_file(tmp_path):
     (tmp_path / "helper.cuh").write_text("#define HELPER 1\n")
     k = CudaKernel.from_file(path)
     assert k.name == "push" and k.source_dir == tmp_path.resolve()
-    assert k.include_dirs[0] == str(tmp_path)
+    assert k.include_dirs[0] == tmp_path.resolve()
     assert k.included_headers == ((tmp_path / "helper.cuh").resolve(),)
     assert CudaKernel.from_file(path, "second").name == "second"
     other = tmp_path / "ops.cu"
@@ -717,17 +727,24 @@ def test_kernel_call_method_bad_input():
     for impl in (core, _reference):
         with pytest.raises(TypeError):
             impl.kernel_call_method("CudaKernel")
-    _, py = _plans(ALL, "k")
-    with pytest.raises(TypeError):
-        py.configure_fast(1, 2)
-    c, _ = _plans(ALL, "k")
-    with pytest.raises(TypeError):
-        c.configure_fast(1, 2)
-    with pytest.raises(ValueError):
-        c.configure_fast(0, 0, 10, lambda: 0)
-    with pytest.raises(TypeError):
-        c.configure_fast(1, 0, 10, "not callable")
-    assert c.configure_fast(None) is None
+    c, py = _plans(ALL, "k")
+    for plan in (c, py):
+        with pytest.raises(TypeError):
+            plan.configure_device(1, 2)
+        with pytest.raises(ValueError):
+            plan.configure_device(-1, (1, 1, 1), (1, 1, 1), 1, 0, lambda: 0)
+        with pytest.raises(TypeError):
+            plan.configure_device(0, (1, 1, 1), (1, 1, 1), 1, 0, "not callable")
+        assert plan.configure_device(None) is None
+        for block in (0, (1, 2, 3, 4), (64, 64), 1.5, "8"):
+            with pytest.raises(ValueError):
+                plan.configure_launch(block, 0)
+        with pytest.raises(ValueError):
+            plan.configure_launch(128, 3)
+        with pytest.raises(TypeError):
+            plan.configure_prepare(np.empty, (None,), None, None)  # one entry per parameter
+        with pytest.raises(TypeError):
+            plan.prepare(1)  # not configured
 
 
 def test_without_the_c_extension_the_twins_do_the_work():

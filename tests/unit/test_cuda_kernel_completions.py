@@ -105,6 +105,7 @@ def test_plain_global_kernel_compiles_by_name_expression(device_only, monkeypatc
             return type("Function", (), {"name": name, "max_threads_per_block": 1024})()
 
     monkeypatch.setattr(cupy(), "RawModule", Module)
+    monkeypatch.setenv("CUNUMPY_EMULATION", "0")  # the device path, on the fake CuPy too
     src = "__global__ void scale(double* x, double a, long long n) {}"
     cxx = CudaKernel(src, "scale")
     assert cxx.compile().name == "scale" and built == [["scale"]]

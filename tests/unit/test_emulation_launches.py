@@ -197,23 +197,24 @@ def test_shared_memory_barriers_and_shuffles_agree_with_numpy():
 def test_emulated_launches_installs_and_restores_the_hooks():
     from cunumpy._fake_cupy import _kernels as fake_kernels
 
-    before = (_cuda_kernel.emulation_hook, fake_kernels._launch_hook)
+    before = _cuda_kernel._emulation_hook()  # None on NumPy, the automatic emulation on the fake
     with kt.emulated_launches():
-        outer = _cuda_kernel.emulation_hook
-        assert outer is not None and fake_kernels._launch_hook is not None
+        outer = _cuda_kernel._emulation_hook()
+        assert outer is not None and outer is not before and _launch.fake_cupy_hook() is outer
         with pytest.raises(ZeroDivisionError):
             with kt.emulated_launches(options=("-ffp-contract=off",)):
-                assert _cuda_kernel.emulation_hook is not outer
+                assert _cuda_kernel._emulation_hook().settings.options == ("-ffp-contract=off",)
                 raise ZeroDivisionError
-        assert _cuda_kernel.emulation_hook is outer
-    assert (_cuda_kernel.emulation_hook, fake_kernels._launch_hook) == before
+        assert _cuda_kernel._emulation_hook() is outer
+    assert _cuda_kernel._emulation_hook() is before
+    assert (_cuda_kernel.emulation_hook, fake_kernels._launch_hook) == (None, None)  # nothing global
     with pytest.raises(TypeError, match="options"):
         with kt.emulated_launches(options="-O3"):
             pass
 
 
 def test_threads_leaving_in_any_order_restore_the_outside_hook():
-    before = _cuda_kernel.emulation_hook
+    before = _cuda_kernel._emulation_hook()
     entered = threading.Barrier(2)
     leave_first = threading.Event()
 
@@ -230,7 +231,7 @@ def test_threads_leaving_in_any_order_restore_the_outside_hook():
         t.start()
     for t in threads:
         t.join()
-    assert _cuda_kernel.emulation_hook is before
+    assert _cuda_kernel._emulation_hook() is before
 
 
 def test_compile_builds_the_emulation_and_returns_none():
@@ -252,11 +253,13 @@ def test_compile_builds_the_emulation_and_returns_none():
 def test_cuda_kernel_launches_on_fake_arrays(dev):
     x = dev(np.arange(100.0))
     k = kernel("scale")
-    with pytest.raises(NotImplementedError, match="emulated_launches"):
-        k(x, 2.0, 100)
-    with kt.emulated_launches():
-        k(x, 2.0, 100)
-        k(x, 2.0, 50, n_threads=50)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("CUNUMPY_EMULATION", "0")  # the automatic emulation off: refused outside a block
+        with pytest.raises(NotImplementedError, match="CUNUMPY_EMULATION=0.*emulated_launches"):
+            k(x, 2.0, 100)
+        with kt.emulated_launches():
+            k(x, 2.0, 100)
+    k(x, 2.0, 50, n_threads=50)  # emulated by itself
     np.testing.assert_array_equal(kt.host_buffer(x), np.concatenate([4 * np.arange(50.0), 2 * np.arange(50.0, 100)]))
     out = dev(np.zeros(8))
     with kt.emulated_launches():

@@ -312,6 +312,50 @@ def test_scalar_reads_record_implicit_sync_events(cp, sink, read, what):
     assert event.where.startswith(__file__)
 
 
+@pytest.mark.parametrize(
+    "convert, what",
+    [(repr, "repr()"), (str, "str()"), (lambda a: print(a), "str()"), (lambda a: f"{a}", "format()"),
+     (lambda a: repr([a]), "repr()")],
+    ids=["repr", "str", "print", "f-string", "repr-of-list"],
+)
+def test_text_conversions_are_implicit_copies_and_syncs(cp, sink, convert, what, capsys):
+    """CuPy's __repr__/__str__/__format__ are repr/str/format(self.get()): a copy of the whole
+    array to the host and a wait (issue 27 item 12)."""
+    a = cp.arange(6.0).reshape(2, 3)
+    convert(a)
+    assert [(e.kind, e.nbytes, e.implicit, e.blocking) for e in sink.events] == [
+        ("to_host", 48, True, True), ("sync", None, True, True)]
+    assert all(e.description == f"{what} of (2, 3) float64" for e in sink.events)
+    assert all(e.where.startswith(__file__) for e in sink.events)
+
+
+def test_text_conversions_follow_cupy(cp, capsys):
+    a = cp.arange(3.0)
+    assert repr(a) == "array([0., 1., 2.])" and str(a) == "[0. 1. 2.]"
+    assert f"{a.sum():.2f}" == "3.00" and f"{a}" == str(a)
+    with pytest.raises(TypeError):  # NumPy's rule on CuPy's host copy: no spec for ndim > 0
+        f"{a:.2f}"
+    print(a.sum())
+    assert capsys.readouterr().out == "3.0\n"
+
+
+def test_a_debug_print_fails_assert_no_transfers(cp, capsys):
+    """The point of item 12: a print left in a loop is caught with the default syncs=False,
+    a scalar read is not (it is a sync only) unless syncs=True."""
+    from cunumpy.profiling import assert_no_transfers
+
+    residual = cp.ones(4).sum()
+    with pytest.raises(AssertionError, match=r"(?s)to_host \(1\):.*str\(\) of \(\) float64"):
+        with assert_no_transfers():
+            print("residual", residual)
+    with assert_no_transfers() as counter:
+        assert float(residual) == 4.0 and bool(residual) and residual.item() == 4.0
+    assert counter.syncs == 3 and counter.to_host == 0
+    with pytest.raises(AssertionError, match="sync"):
+        with assert_no_transfers(syncs=True):
+            float(residual)
+
+
 def test_scalar_reads_without_sinks_record_nothing(cp):
     assert not _transfers.sinks
     assert float(cp.ones(1).sum()) == 1.0
@@ -476,7 +520,9 @@ def test_memory_pools_and_pinned_memory(cp):
 # --------------------------------------------------------------------------- kernels
 
 
-def test_kernels_construct_but_refuse_to_run(cp):
+def test_kernels_construct_but_refuse_to_run(cp, monkeypatch):
+    # With the automatic CPU emulation turned off (tests/unit/test_auto_emulation.py has it on).
+    monkeypatch.setenv("CUNUMPY_EMULATION", "0")
     raw = cp.RawKernel('extern "C" __global__ void k(float* x) {}', "k")
     assert raw.name == "k" and raw.max_threads_per_block == 1024
     module = cp.RawModule(code='extern "C" __global__ void k() {}')
@@ -485,7 +531,7 @@ def test_kernels_construct_but_refuse_to_run(cp):
     for call in (lambda: raw((1,), (1,), (cp.ones(1),)), lambda: raw.compile(),
                  lambda: module.get_function("k")((1,), (1,), ()), lambda: elementwise(cp.ones(2)),
                  lambda: reduction(cp.ones(2))):
-        with pytest.raises(NotImplementedError, match="emulated_launches"):
+        with pytest.raises(NotImplementedError, match="CUNUMPY_EMULATION=0.*emulated_launches"):
             call()
 
 

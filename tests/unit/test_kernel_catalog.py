@@ -77,8 +77,8 @@ def test_implementations_and_files(catalog):
     assert catalog["smooth"].cuda_path == PACKAGE_DIR / "smooth" / "smooth_cuda.cu"
     # Default include dirs: the folder itself and the source root of the top-level package.
     cuda = catalog["axpy"].cuda_kernel
-    assert cuda.include_dirs[0] == str(PACKAGE_DIR / "axpy")
-    assert str(PACKAGE_DIR.parent) in cuda.include_dirs
+    assert cuda.include_dirs[0] == PACKAGE_DIR / "axpy"
+    assert PACKAGE_DIR.parent in cuda.include_dirs
     assert Path(cuda.source_dir) == PACKAGE_DIR / "axpy"
     assert not cuda.is_compiled
 

@@ -210,8 +210,10 @@ def test_fake_cupy_session_in_subprocess():
 def test_lazy_pytest_objects():
     backends = kt.BACKENDS
     assert backends[0] == "numpy" and backends[1].values == ("cupy",)
-    assert list(backends[1].marks) == [kt.requires_cupy]
-    assert kt.requires_cupy.name == "skipif" and kt.requires_device_backend.name == "skipif"
+    # The cupy case runs on a GPU or on the fake CuPy: cunumpy's pytest plugin (active in this
+    # run) decides and activates the backend through the named marker.
+    assert [m.name for m in backends[1].marks] == ["requires_device_backend"]
+    assert kt.requires_cupy.name == "skipif" and kt.requires_device_backend.name == "requires_device_backend"
     assert kt.BACKENDS is backends
     assert "backend" in dir(kt)
     with pytest.raises(AttributeError):

@@ -89,6 +89,22 @@ def test_newton_tol_and_maxiter_as_scipy(on_backend):
             np.testing.assert_array_equal(xp.to_numpy(ours.converged), expected.converged)
 
 
+def test_newton_accepts_tol_zero_with_rtol(on_backend):
+    """tol=0 with rtol > 0 is a purely relative test (issue 27 item 6; earlier releases took it,
+    SciPy 1.17 refuses any tol <= 0): the same steps as a negligible tol with that rtol."""
+    func, fprime, x0, args = NEWTON_CASES["Kepler"]
+    device_args = tuple(xp.asarray(a) for a in args)
+    for derivative in (fprime, None):
+        ours = xp.optimize.newton(func, xp.asarray(x0), derivative, args=device_args, tol=0, rtol=1e-9,
+                                  full_output=True)
+        tiny = xp.optimize.newton(func, xp.asarray(x0), derivative, args=device_args, tol=1e-300, rtol=1e-9,
+                                  full_output=True)
+        assert bool(xp.all(ours.converged))
+        np.testing.assert_array_equal(xp.to_numpy(ours.root), xp.to_numpy(tiny.root))
+    root = xp.optimize.newton(lambda x: x * x - 2.0, 1.0, lambda x: 2 * x, tol=0.0, rtol=1e-12)
+    assert root.shape == () and abs(float(root) - 2.0**0.5) < 1e-12
+
+
 def test_newton_rtol_loosens_convergence(on_backend):
     x0 = xp.asarray([1.0e6, 2.0e6])
     strict = xp.optimize.newton(lambda x: x**2 - 4.0e12, x0, lambda x: 2 * x, tol=1e-300, maxiter=100,
@@ -181,8 +197,10 @@ def test_newton_bad_input(on_backend):
         xp.optimize.newton(3, x0)
     with pytest.raises(TypeError, match="'fprime'"):
         xp.optimize.newton(f, x0, fprime="derivative")
-    with pytest.raises(ValueError, match="'tol'"):
+    with pytest.raises(ValueError, match="'tol' must be > 0 when 'rtol' is 0"):
         xp.optimize.newton(f, x0, tol=0.0)
+    with pytest.raises(ValueError, match="'tol'"):
+        xp.optimize.newton(f, x0, tol=-1e-8, rtol=1e-6)
     with pytest.raises(TypeError, match="'tol'"):
         xp.optimize.newton(f, x0, tol="small")
     with pytest.raises(ValueError, match="'rtol'"):

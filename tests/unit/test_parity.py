@@ -118,14 +118,19 @@ def test_agreeing_kernels_return_the_host_arrays(emulation):
     emulation["axpy"] = axpy
     k = Kernel(axpy, CudaKernel(AXPY_SRC, "axpy"), host_options={"outputs": ("y",)})
     result = kt.assert_kernels_agree(k, make_axpy_args, n_threads=16, n_calls=2)
-    assert list(result) == ["argument 2"] and isinstance(result["argument 2"], np.ndarray)
+    assert list(result) == ["y"] and isinstance(result["y"], np.ndarray)
+    # The keys of earlier releases find the same array without being listed.
+    assert result["argument 2"] is result["y"] and "argument 2" in result and result.get("argument 2") is result["y"]
+    assert "argument 1" not in result and result.get("argument 1") is None
+    with pytest.raises(KeyError):
+        result["argument 1"]
     assert emulation["launches"] == ["axpy", "axpy"]
     everything = kt.assert_kernels_agree(k, make_axpy_args, n_threads=lambda args: args[3], outputs=None)
-    assert list(everything) == ["argument 2"]  # the declared outputs are the default
+    assert list(everything) == ["y"]  # the declared outputs are the default
     k_all = Kernel(axpy, CudaKernel(AXPY_SRC, "axpy"))
-    assert sorted(kt.assert_kernels_agree(k_all, make_axpy_args)) == ["argument 1", "argument 2"]
-    assert list(kt.assert_kernels_agree(k_all, make_axpy_args, outputs=("x",))) == ["argument 1"]
-    assert list(kt.assert_kernels_agree(k_all, make_axpy_args, outputs=(-2,))) == ["argument 2"]
+    assert sorted(kt.assert_kernels_agree(k_all, make_axpy_args)) == ["x", "y"]
+    assert list(kt.assert_kernels_agree(k_all, make_axpy_args, outputs=("x",))) == ["x"]
+    assert list(kt.assert_kernels_agree(k_all, make_axpy_args, outputs=(-2,))) == ["y"]
 
 
 def test_a_wrong_port_fails_naming_kernel_and_path(emulation):
@@ -137,8 +142,9 @@ def test_a_wrong_port_fails_naming_kernel_and_path(emulation):
 
     emulation["axpy"] = wrong
     k = Kernel(axpy, CudaKernel(AXPY_SRC, "axpy"))
-    with pytest.raises(AssertionError, match=r"'axpy'.*argument 2"):
+    with pytest.raises(AssertionError, match=r"'axpy'.*differ in 1 of 2 array.*\n  y: 1 of 16 differ .*: \[3\] ") as info:
         kt.assert_kernels_agree(k, make_axpy_args)
+    assert "x:" not in str(info.value)
     # A tolerance absorbs it.
     kt.assert_kernels_agree(k, make_axpy_args, atol=1.5)
 
@@ -250,7 +256,8 @@ def test_struct_arguments_agree(emulation):
         return ((DeviceParticles if backend == "cupy" else HostParticles)(x), 0.5)
 
     result = kt.assert_kernels_agree(k, make_args, n_threads=5)
-    np.testing.assert_allclose(result["argument 0.x"], np.arange(5.0) + 0.5)
+    assert list(result) == ["p.x"] and result["argument 0.x"] is result["p.x"]
+    np.testing.assert_allclose(result["p.x"], np.arange(5.0) + 0.5)
 
 
 def test_different_array_sets_are_an_assertion_error(emulation):
@@ -293,8 +300,8 @@ def test_parity_cases_and_check_parity(emulation):
 
     emulation["scale_rows"] = scale_rows
     result = kt.check_parity(catalog["axpy"])
-    assert list(result) == ["argument 2"]  # OUTPUTS of the module
-    assert sorted(kt.check_parity(catalog["axpy"], outputs=None)) == ["argument 1", "argument 2"]
+    assert list(result) == ["y"]  # OUTPUTS of the module
+    assert sorted(kt.check_parity(catalog["axpy"], outputs=None)) == ["x", "y"]
     kt.check_parity(catalog["scale_rows"])
 
 
@@ -362,12 +369,180 @@ def test_device_function_kernel_errors():
 def test_hip_gap_markers():
     assert kt.warp_shuffle_available() is not xp.cuda.is_hip()
     assert kt.high_dim_cuda_views_available() == kt.bounds_check_views_available() == kt.warp_shuffle_available()
+    launches = kt.fake_cupy_active() and kt.emulation_compiler() is not None or (
+        xp.cupy_available() and not kt.fake_cupy_active())
     for name in ("requires_warp_shuffle", "requires_high_dim_cuda_views", "requires_bounds_check_views"):
         mark = getattr(kt, name)
-        assert mark.name == "skipif" and "HIP" in mark.kwargs["reason"]
-        assert name in kt.__all__
+        assert mark.name == "skipif" and name in kt.__all__
+        if not launches:  # neither a GPU nor the fake CuPy with the emulation: skipped, saying so
+            assert mark.args[0] is not False and "CUNUMPY_FAKE_CUPY=1" in mark.kwargs["reason"]
+        elif xp.cuda.is_hip():  # pragma: no cover - ROCm
+            assert mark.args[0] is True and "HIP" in mark.kwargs["reason"]
+        else:
+            assert mark.args[0] is False
 
 
 @kt.requires_warp_shuffle
 def test_the_marker_decorates_a_test():
     assert kt.warp_shuffle_available()
+
+
+# --------------------------------------------------------------------------- reports
+
+
+def test_every_differing_array_is_listed_by_name(emulation):
+    needs_fake()
+
+    def wrong(alpha, x, y, n):
+        y[:n] += alpha * x[:n]
+        y[2:6] = -1.0
+        x[0] = 7.0
+
+    emulation["axpy"] = wrong
+    k = Kernel(axpy, CudaKernel(AXPY_SRC, "axpy"))
+    with pytest.raises(AssertionError) as info:
+        kt.assert_kernels_agree(k, make_axpy_args)
+    lines = str(info.value).splitlines()
+    assert lines[0] == "kernel 'axpy': CUDA and host results differ in 2 of 2 array(s) (rtol=1e-12, atol=0):"
+    assert lines[1].startswith("  x: 1 of 16 differ (CUDA vs host): [0] 7.0 vs 0.") and ", ..." not in lines[1]
+    assert lines[2].startswith("  y: 4 of 16 differ (CUDA vs host): [2] -1.0 vs ") and lines[2].endswith(", ...")
+    assert lines[2].count(" vs ") == 4  # "CUDA vs host", then the first three indices
+    assert len(lines) == 3
+
+
+def test_shape_and_multidimensional_differences():
+    from cunumpy._parity import _mismatch
+
+    assert _mismatch("out", np.zeros(3), np.zeros(4), 0, 0) == "out: shape (3,) on CUDA, (4,) on the host"
+    a, b = np.zeros((2, 3)), np.zeros((2, 3))
+    a[1, 2] = np.nan
+    assert _mismatch("grid", a, b, 0, 0) == "grid: 1 of 6 differ (CUDA vs host): [1, 2] nan vs 0.0"
+    b[1, 2] = np.nan  # NaN in the same place agrees, as in numpy.testing.assert_allclose
+    assert _mismatch("grid", a, b, 0, 0) is None
+    assert _mismatch("flags", np.array([True, False]), np.array([True, True]), 0, 0).startswith(
+        "flags: 1 of 2 differ (CUDA vs host): [1] 0 vs 1")
+    assert _mismatch("ids", np.array([1, 2]), np.array([1, 3]), 0.5, 0) is None  # within rtol
+
+
+def test_returned_arrays_are_compared_as_return(emulation, monkeypatch):
+    needs_fake()
+
+    def host(alpha, x, y, n):
+        y[:n] += alpha * x[:n]
+        return y * 2.0
+
+    class Returning:
+        def launch(self, kernel, args, grid, block, shared_mem):
+            alpha, x, y, n = args
+            axpy(alpha, host_of(x), host_of(y), n)
+            return xp.to_cunumpy(host_of(y) * 3.0)  # a different return value
+
+        def compile(self, kernel):
+            return None
+
+    @contextlib.contextmanager
+    def emulated_launches(**options):
+        previous = _cuda_kernel.emulation_hook
+        _cuda_kernel.emulation_hook = Returning()
+        try:
+            yield
+        finally:
+            _cuda_kernel.emulation_hook = previous
+
+    monkeypatch.setattr(kt, "emulated_launches", emulated_launches)
+    k = Kernel(host, CudaKernel(AXPY_SRC, "axpy"), host_options={"outputs": ("y",)})
+    with pytest.raises(AssertionError, match=r"\n  return: 16 of 16 differ") as info:
+        kt.assert_kernels_agree(k, make_axpy_args)
+    assert "y:" not in str(info.value)
+
+
+def test_sanitize_goes_to_the_emulation_of_the_cuda_side(emulation, monkeypatch):
+    needs_fake()
+    emulation["axpy"] = axpy
+    seen = []
+    stand_in = kt.emulated_launches
+
+    def emulated_launches(**options):
+        seen.append(options)
+        return stand_in()
+
+    monkeypatch.setattr(kt, "emulated_launches", emulated_launches)
+    k = Kernel(axpy, CudaKernel(AXPY_SRC, "axpy"))
+    kt.assert_kernels_agree(k, make_axpy_args, sanitize=("racecheck",))
+    kt.assert_kernels_agree(k, make_axpy_args)
+    assert seen == [{"sanitize": ("racecheck",)}, {}]
+
+
+OFF_BY_ONE = '''
+import numpy as np
+
+import cunumpy as xp
+from cunumpy import kernel_testing as kt
+
+SOURCE = r"""
+extern "C" __global__ void diffuse(const double* u, double* out, long long n) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < 1 || i >= n - 2) return;   /* off by one: the last interior point is missed */
+    out[i] = u[i] + 0.1 * (u[i - 1] - 2.0 * u[i] + u[i + 1]);
+}
+"""
+
+
+def diffuse(u, out, n):
+    out[1:n - 1] = u[1:n - 1] + 0.1 * (u[:n - 2] - 2.0 * u[1:n - 1] + u[2:n])
+
+
+kernel = xp.kernels.Kernel(diffuse, xp.kernels.CudaKernel(SOURCE, "diffuse"), host_options={"outputs": ("out",)})
+
+
+def make_args(backend, seed):
+    rng = np.random.default_rng(seed)
+    return (xp.to_cunumpy(rng.random(64)), xp.zeros(64), 64)
+
+
+def test_diffuse_parity():
+    kt.assert_kernels_agree(kernel, make_args)
+
+
+def make_bad_args(backend, seed):
+    return (xp.zeros(64, dtype=np.float32), xp.zeros(64), 64)  # float32 for a double*
+
+
+def test_a_launch_error():
+    kt.assert_kernels_agree(kernel, make_bad_args)
+'''
+
+
+@pytest.mark.nosan
+def test_an_off_by_one_fails_in_25_lines_naming_out(tmp_path):
+    import os
+    import subprocess
+
+    from _emulation_support import requires_compiler  # noqa: F401 - sets the test cache
+
+    if kt.emulation_compiler() is None:
+        pytest.skip("needs a C++ compiler")
+    (tmp_path / "test_diffuse.py").write_text(OFF_BY_ONE)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUNUMPY_", "PYTEST_"))}
+    env.update(CUNUMPY_FAKE_CUPY="1", CUNUMPY_BACKEND="cupy",
+               CUNUMPY_EMULATION_CACHE=os.environ["CUNUMPY_EMULATION_CACHE"])
+
+    def run(test):
+        # pytest's default output (no -q, no -v), as a user sees it.
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
+             f"{tmp_path / 'test_diffuse.py'}::{test}"],
+            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300,
+        )
+        assert result.returncode == 1, result.stdout + result.stderr
+        return result.stdout
+
+    out = run("test_diffuse_parity")
+    assert len(out.splitlines()) <= 25, out
+    assert "kernel 'diffuse': CUDA and host results differ in 1 of 1 array(s)" in out
+    assert "out: 1 of 64 differ (CUDA vs host): [62] 0.0 vs " in out
+    assert "_parity.py" not in out and "def assert_kernels_agree" not in out, out
+    # An error inside the launch shows the test and the message, not the library's code.
+    out = run("test_a_launch_error")
+    assert "TypeError: kernel 'diffuse': argument 0 (double* u): expected dtype float64" in out, out
+    assert "cunumpy" + os.sep not in out.replace("plugins: cunumpy", ""), out

@@ -193,6 +193,30 @@ def test_without_scipy_names_raise_import_error(on_backend, without_scipy):
     assert {"available", "resolve"} <= set(dir(xp.scipy.special))
 
 
+def test_scipy_made_unimportable_after_use_is_not_served_from_the_cache(on_backend, monkeypatch):
+    """``sys.modules["scipy"] = None`` alone, after xp.scipy resolved names: the cached
+    module and the still-imported ``scipy.special`` must not be handed out (issue 27 item 8).
+    On CuPy the backend's root is ``cupyx`` (the real cupyx.scipy does not need SciPy)."""
+    backend = "NumPy" if on_backend == "numpy" else "CuPy"
+    root = "scipy" if on_backend == "numpy" else "cupyx"
+    assert callable(xp.scipy.special.erf) and xp.scipy.sparse.linalg.available("cg")
+    with monkeypatch.context() as patch:
+        patch.setitem(sys.modules, root, None)
+        with pytest.raises(ImportError, match=rf"xp.scipy.special needs .* on the {backend} backend.*"
+                                              rf"import of {root} halted"):
+            xp.scipy.special.erf
+        with pytest.raises(ImportError, match=rf"{backend} backend"):
+            xp.scipy.sparse.linalg.resolve()
+        with pytest.raises(ImportError):
+            xp.scipy.resolve()
+        assert xp.scipy.special.available("erf") is False
+        assert xp.scipy.available("special") is False
+        assert {"available", "resolve"} <= set(dir(xp.scipy.special))
+    # importable again: the same modules come back
+    assert xp.scipy.special.resolve() is importlib.import_module(f"{_real_prefix(on_backend)}.special")
+    assert xp.scipy.special.available("erf") is True
+
+
 def test_without_scipy_solve_circulant_still_works(on_backend, without_scipy):
     x = xp.scipy.linalg.solve_circulant(xp.asarray([2.0, 1.0, 0.0]), xp.asarray([3.0, 3.0, 3.0]))
     np.testing.assert_allclose(xp.to_numpy(x), [1.0, 1.0, 1.0])
@@ -360,6 +384,44 @@ def test_spline_classes_exist_on_both_backends(on_backend):
     host_only = ("RectBivariateSpline", "splrep", "splev")
     for name in host_only:
         assert xp.scipy.interpolate.available(name) is (on_backend == "numpy"), name
+
+
+SPLINE_CLASSES = ("UnivariateSpline", "InterpolatedUnivariateSpline", "LSQUnivariateSpline", "BSpline",
+                  "NdBSpline", "CubicSpline", "PchipInterpolator", "PPoly", "RegularGridInterpolator")
+
+
+def test_spline_names_stay_classes(on_backend):
+    """Classes on the backend stay classes through xp.scipy, so isinstance works (issue 27
+    item 4); results of factory functions are instances of the backend's classes, subclasses
+    stay subclasses, and class-level constructors and signatures are SciPy's."""
+    import copy
+    import inspect
+    import pickle
+
+    x, y, at = _grid()
+    interpolate = xp.scipy.interpolate
+    for name in SPLINE_CLASSES:
+        assert isinstance(getattr(interpolate, name), type), name
+    smooth = interpolate.UnivariateSpline(xp.asarray(x), xp.asarray(y), s=0.1)
+    assert isinstance(smooth, interpolate.UnivariateSpline)
+    assert not isinstance(smooth, interpolate.BSpline)
+    exact = interpolate.InterpolatedUnivariateSpline(xp.asarray(x), xp.asarray(y))
+    assert isinstance(exact, interpolate.InterpolatedUnivariateSpline)
+    assert isinstance(exact, interpolate.UnivariateSpline)  # a subclass in SciPy and CuPy
+    assert issubclass(interpolate.LSQUnivariateSpline, interpolate.UnivariateSpline)
+    made = interpolate.make_interp_spline(xp.asarray(x), xp.asarray(y))
+    assert isinstance(made, interpolate.BSpline)
+    assert isinstance(interpolate.CubicSpline(xp.asarray(x), xp.asarray(y)), interpolate.PPoly)
+    for spline in (copy.copy(made), copy.deepcopy(made), pickle.loads(pickle.dumps(made))):
+        assert type(spline) is type(made)
+        _agree(spline(xp.asarray(at)), scipy.interpolate.make_interp_spline(x, y)(at), on_backend)
+    element = interpolate.BSpline.basis_element(xp.asarray([0.0, 1.0, 2.0]))
+    assert isinstance(element, interpolate.BSpline)
+    _agree(element(xp.asarray([0.5, 1.5])), [0.5, 0.5], on_backend)  # the linear hat
+    assert "s" in inspect.signature(interpolate.UnivariateSpline).parameters
+    if on_backend == "cupy":
+        assert not isinstance(smooth, scipy.interpolate.UnivariateSpline)  # a device object
+        assert type(smooth).__module__ == "cupyx.scipy.interpolate"
 
 
 def _agree(result, expected, on_backend, rtol=1e-10):

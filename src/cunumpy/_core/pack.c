@@ -26,6 +26,18 @@ enum { K_POINTER = 0, K_VOID_POINTER = 1, K_VIEW = 2, K_CVIEW = 3, K_SCALAR = 4,
 enum { S_BOOL = 0, S_INT = 1, S_UINT = 2, S_FLOAT = 3, S_COMPLEX = 4 };
 /* Actions for NumPy scalar types (values of the per-parameter table built in Python). */
 enum { A_INDEX = 0, A_TRUTH = 1, A_FLOAT = 2, A_COMPLEX = 3 };
+/* Launch-size rules of n_threads_from that the C path applies itself. */
+enum { INFER_PYTHON = -1, INFER_AUTO = 0, INFER_FIRST_ARRAY = 1, INFER_LAST_AXIS = 2 };
+
+#define VALUES_PER_CHUNK 64
+
+/* The values handed out by prepare() for one slot: items of a NumPy array, each used once
+ * (a structured item is a view of the array's memory). */
+struct value_chunk {
+    PyObject *array;
+    Py_buffer view;
+    Py_ssize_t next;
+};
 
 #define MAX_NDIM 16
 #define MAX_FLATTEN_DEPTH 8
@@ -62,19 +74,30 @@ typedef struct {
     PyObject *void_type;    /* numpy.void */
     PyObject *generic_type; /* numpy.generic */
     slot_t *slots;
-    /* Fast path of CudaKernel calls (configure_fast): a 1-D block, the size from the first
-     * array, and the block already validated on device `fast_dev`. */
-    int fast_ok;
-    long long fast_block;
-    long long fast_max_grid;
-    long long fast_dev;    /* device id the checks were made on */
+    /* The C path of CudaKernel calls. configure_launch: the kernel's block and inference rule;
+     * configure_device: the limits of device `fast_dev` (the one the general path validated a
+     * launch on) and how to ask for the current device. */
+    int blk_nd;
+    long long blk[3];
+    int infer;             /* INFER_*: the rule of n_threads_from ("auto", ...), or Python's */
+    int fast_ok;           /* configure_device was called */
+    long long fast_dev;    /* device id the limits are of */
+    long long lim_block[3], lim_grid[3], lim_threads, lim_shared;
     PyObject *fast_getter; /* callable returning the current device id */
+    /* prepare(): values made from the packed bytes (configure_prepare). Per slot: None (the
+     * argument itself), or the dtype of its value, made as items of a chunk array. */
+    PyObject *empty;       /* numpy.empty, NULL until configured */
+    PyObject *value_dtypes;
+    PyObject *prep_cupy;   /* the CuPy module (or None) when prep_getter was set */
+    PyObject *prep_getter; /* its current-device getter, or None */
+    struct value_chunk *chunks;
     int is_struct;         /* the fields of a struct (cn_struct_plan_new): messages name the field */
 } plan_t;
 
 static PyObject *s_dtype, *s_shape, *s_strides, *s_data, *s_ptr, *s_cai, *s_cuda_args, *s_typestr;
-static PyObject *s_device_id, *s_device, *s_mask;
-static PyObject *s_plan, *s_call_slow, *s_launch_1d, *s_n_threads, *s_grid, *s_block, *s_shared_mem, *s_stream;
+static PyObject *s_device_id, *s_device, *s_mask, *s_flags, *s_c_contiguous, *s_id;
+static PyObject *s_prepare_slow, *s_cupy;
+static PyObject *s_plan, *s_call_slow, *s_launch_fast, *s_n_threads, *s_grid, *s_block, *s_shared_mem, *s_stream;
 
 /* ---------------------------------------------------------------- small helpers */
 
@@ -88,6 +111,51 @@ static int has_attr(PyObject *obj, PyObject *name)
     Py_XDECREF(r);
     return rc;
 #endif
+}
+
+/* getattr(obj, name) that tells "absent" (0, *out NULL) from an error (-1). */
+static int optional_attr(PyObject *obj, PyObject *name, PyObject **out)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyObject_GetOptionalAttr(obj, name, out);
+#else
+    return _PyObject_LookupAttr(obj, name, out);
+#endif
+}
+
+/* A device id read from an attribute value: an int, or an object with an int `id` (CuPy's
+ * Device). -1 when it is neither (unknown device); never raises. */
+static long long device_id_of(PyObject *v)
+{
+    PyObject *id = NULL;
+    long long r = -1;
+    if (PyLong_Check(v))
+        id = Py_NewRef(v);
+    else if (optional_attr(v, s_id, &id) < 0)
+        PyErr_Clear();
+    if (id != NULL && PyLong_Check(id) && !PyBool_Check(id)) {
+        r = PyLong_AsLongLong(id);
+        if (r == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            r = -1;
+        }
+    }
+    Py_XDECREF(id);
+    return r < 0 ? -1 : r;
+}
+
+/* 1 if `obj` follows CuPy's attribute protocol (it has `data` with a `ptr`), 0 if not, -1 on
+ * error. Such objects are read through their attributes, others through the interface. */
+static int has_data_ptr(PyObject *obj)
+{
+    PyObject *data = NULL;
+    if (optional_attr(obj, s_data, &data) < 0)
+        return -1;
+    if (data == NULL)
+        return 0;
+    int r = has_attr(data, s_ptr);
+    Py_DECREF(data);
+    return r;
 }
 
 /* The pending exception as text (for a message that wraps it); clears it. */
@@ -342,50 +410,76 @@ static void info_clear(array_info_t *a)
     Py_CLEAR(a->shape);
 }
 
-/* Attributes of a device array (cupy.ndarray: attributes; others: __cuda_array_interface__).
- * Returns 0, or -1 with an exception set. */
-static int array_info(PyObject *obj, int is_device, array_info_t *a)
+/* Attributes of a device array: CuPy's attribute protocol (`attrs`: cupy.ndarray and objects
+ * with `data.ptr`) or __cuda_array_interface__. Returns 0, or -1 with an exception set.
+ *
+ * The attribute protocol is `.dtype`, `.shape`, `.strides` (bytes), `.data.ptr` and the device
+ * from `.data.device_id` or `.device` (an int or an object with `.id`); without `.strides` the
+ * array must say `.flags.c_contiguous` (then it is read as C-contiguous). */
+static int array_info(PyObject *obj, int attrs, array_info_t *a)
 {
     memset(a, 0, sizeof(*a));
     a->dev = -1;
     PyObject *strides = NULL, *data = NULL, *ptr = NULL, *cai = NULL;
-    if (is_device) {
+    if (attrs) {
         a->dtype_or_typestr = PyObject_GetAttr(obj, s_dtype);
         if (a->dtype_or_typestr == NULL)
             goto fail;
         a->shape = PyObject_GetAttr(obj, s_shape);
         if (a->shape == NULL || (a->ndim = read_ints(a->shape, a->shape_v, "shape")) < 0)
             goto fail;
-        strides = PyObject_GetAttr(obj, s_strides);
-        if (strides == NULL || read_ints(strides, a->strides_v, "strides") != a->ndim) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError, "the array's strides do not match its shape");
+        if (optional_attr(obj, s_strides, &strides) < 0)
             goto fail;
+        if (strides != NULL && strides != Py_None) {
+            if (read_ints(strides, a->strides_v, "strides") != a->ndim) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "the array's strides do not match its shape");
+                goto fail;
+            }
+            a->strides_known = 1;
         }
-        a->strides_known = 1;
+        else {
+            /* No strides: only an array that says it is C-contiguous can be read. */
+            PyObject *flags = PyObject_GetAttr(obj, s_flags);
+            if (flags == NULL) {
+                PyErr_Clear();
+                PyErr_SetString(PyExc_TypeError, "the array has neither strides nor flags.c_contiguous");
+                goto fail;
+            }
+            PyObject *cc = PyObject_GetAttr(flags, s_c_contiguous);
+            Py_DECREF(flags);
+            int is_c = cc == NULL ? -1 : PyObject_IsTrue(cc);
+            Py_XDECREF(cc);
+            if (is_c < 0)
+                goto fail;
+            if (!is_c) {
+                PyErr_SetString(PyExc_TypeError, "the array has no strides and is not C-contiguous");
+                goto fail;
+            }
+        }
+        for (Py_ssize_t k = 0; k < a->ndim; k++) {
+            if (a->shape_v[k] < 0) {
+                PyErr_Format(PyExc_TypeError, "the array's shape has a negative extent (%lld)", a->shape_v[k]);
+                goto fail;
+            }
+        }
         data = PyObject_GetAttr(obj, s_data);
         if (data == NULL)
             goto fail;
         ptr = PyObject_GetAttr(data, s_ptr);
+        if (ptr != NULL && !PyLong_Check(ptr))
+            Py_SETREF(ptr, PyNumber_Index(ptr)); /* e.g. a NumPy integer in a test double */
         if (ptr == NULL)
             goto fail;
-        /* The device of the memory (cupy.cuda.MemoryPointer.device_id); unknown if absent. */
+        /* The device of the memory (cupy.cuda.MemoryPointer.device_id), else the array's
+         * `.device`; unknown if neither says. */
         PyObject *dev = NULL;
-#if PY_VERSION_HEX >= 0x030D0000
-        if (PyObject_GetOptionalAttr(data, s_device_id, &dev) < 0)
+        if (optional_attr(data, s_device_id, &dev) < 0)
             goto fail;
-#else
-        if (_PyObject_LookupAttr(data, s_device_id, &dev) < 0)
+        if (dev == NULL && optional_attr(obj, s_device, &dev) < 0)
             goto fail;
-#endif
         if (dev != NULL) {
-            if (PyLong_Check(dev)) {
-                a->dev = PyLong_AsLongLong(dev);
-                if (a->dev == -1 && PyErr_Occurred()) {
-                    PyErr_Clear();
-                    a->dev = -1;
-                }
-            }
+            a->dev = device_id_of(dev);
             Py_DECREF(dev);
         }
     }
@@ -574,6 +668,12 @@ typedef struct {
     int struct_seen;
     PyTypeObject *void_type;
     long long cur_dev;   /* the current device, or -1: no device check */
+    PyTypeObject *generic_type; /* numpy.generic */
+    /* The first array's shape as numbers when it was read without Python (an array of the
+     * fake CuPy: first_shape stays NULL); else parsed from first_shape when needed. */
+    int first_nd;
+    int first_dims_ok;
+    long long first_dims[MAX_NDIM];
 } flat_t;
 
 
@@ -597,7 +697,8 @@ static int pack_cached(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned char *ou
      * changed it meanwhile (else the full packing runs). */
     unsigned long long generation = s->generation;
     PyObject *seen_shape = Py_XNewRef(s->seen_shape);
-    PyObject *shape = obj == f->first ? Py_NewRef(f->first_shape) : PyObject_GetAttr(obj, s_shape);
+    PyObject *shape = obj == f->first && f->first_shape != NULL ? Py_NewRef(f->first_shape)
+                                                                 : PyObject_GetAttr(obj, s_shape);
     if (shape == NULL) {
         Py_XDECREF(seen_shape);
         return -1;
@@ -621,21 +722,54 @@ static int pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned char *out
     array_info_t a;
     /* Arrays read from their C struct skip the cache: reading costs less than the lookup. */
     int got = raw_array_info(obj, host, &a);
-    int is_device = got != 0 || cn_is_device(obj); /* read from the struct: the dtype is an object */
+    int cupy = got == 0 && cn_is_device(obj);
+    int is_device = got != 0 || cupy; /* the dtype is an object (else a typestr) */
     if (got == 0) {
-        int cached = is_device ? pack_cached(p, i, obj, out, f) : 0;
+        int cached = cupy ? pack_cached(p, i, obj, out, f) : 0;
         if (cached != 0)
             return cached < 0 ? -1 : 0;
-        if (!is_device) {
-            int has = has_attr(obj, s_cai);
-            if (has < 0)
-                return -1;
-            if (!has) {
-                not_device(p, i, obj);
-                return -1;
+        if (cupy) {
+            got = array_info(obj, 1, &a) < 0 ? -1 : 2;
+        }
+        else {
+            /* CuPy's attribute protocol when the object has data.ptr (test doubles, other
+             * device arrays), else its __cuda_array_interface__. */
+            int duck = has_data_ptr(obj);
+            if (duck > 0) {
+                got = array_info(obj, 1, &a) < 0 ? -1 : 3;
+                is_device = 1;
+                if (got < 0) {
+                    /* Unreadable attributes: a complete interface still serves. */
+                    PyObject *type, *value, *tb;
+                    PyErr_Fetch(&type, &value, &tb);
+                    int has = has_attr(obj, s_cai);
+                    if (has > 0 && array_info(obj, 0, &a) == 0) {
+                        got = 3;
+                        is_device = 0;
+                        Py_XDECREF(type);
+                        Py_XDECREF(value);
+                        Py_XDECREF(tb);
+                    }
+                    else {
+                        PyErr_Clear();
+                        PyErr_Restore(type, value, tb);
+                    }
+                }
+            }
+            else if (duck == 0) {
+                int has = has_attr(obj, s_cai);
+                if (has < 0)
+                    return -1;
+                if (!has) {
+                    not_device(p, i, obj);
+                    return -1;
+                }
+                got = array_info(obj, 0, &a) < 0 ? -1 : 3;
+            }
+            else {
+                got = -1;
             }
         }
-        got = array_info(obj, is_device, &a) < 0 ? -1 : 2;
     }
     if (got < 0) {
         PyObject *why = take_error_text();
@@ -730,7 +864,7 @@ static int pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned char *out
             }
         }
     }
-    if (is_device && got == 2) /* not read from the C struct */
+    if (cupy && got == 2) /* a CuPy array, not read from the C struct */
         slot_remember(s, obj, a.shape, a.dev, out, s->size);
     rc = 0;
 done:
@@ -1025,6 +1159,45 @@ static int needs_expansion(PyObject *obj)
     return _PyType_Lookup(t, s_cuda_args) != NULL;
 }
 
+/* Worth asking whether `obj` is a device array other than CuPy's: not a Python or NumPy
+ * scalar, not a NumPy host array, not a packed struct. */
+static int maybe_duck(PyObject *obj, const flat_t *f)
+{
+    PyTypeObject *t = Py_TYPE(obj);
+    if (t == &PyLong_Type || t == &PyFloat_Type || t == &PyBool_Type || t == &PyComplex_Type ||
+        t == &PyUnicode_Type || obj == Py_None || (cn_ndarray_type != NULL && t == cn_ndarray_type))
+        return 0;
+    return !PyObject_TypeCheck(obj, f->generic_type);
+}
+
+/* The shape of a device array that is not CuPy's, for the launch-size inference: `.shape` of an
+ * object with `data.ptr`, the interface's shape otherwise; a new reference, or NULL (no
+ * exception: an unreadable object is reported by the packing itself). */
+static PyObject *duck_shape(PyObject *obj)
+{
+    PyObject *shape = NULL;
+    int duck = has_data_ptr(obj);
+    if (duck > 0) {
+        shape = PyObject_GetAttr(obj, s_shape);
+    }
+    else if (duck == 0) {
+        PyObject *cai = NULL;
+        if (optional_attr(obj, s_cai, &cai) > 0 && PyDict_Check(cai)) {
+            shape = PyDict_GetItemWithError(cai, s_shape);
+            Py_XINCREF(shape);
+        }
+        Py_XDECREF(cai);
+    }
+    if (shape != NULL && !PyTuple_Check(shape)) {
+        /* a list shape: as a tuple (len, shape[0] read like the CuPy path) */
+        PyObject *t = PySequence_Check(shape) ? PySequence_Tuple(shape) : NULL;
+        Py_SETREF(shape, t);
+    }
+    if (shape == NULL)
+        PyErr_Clear();
+    return shape;
+}
+
 static int flatten(PyObject *const *args, Py_ssize_t nargs, flat_t *f, int depth)
 {
     for (Py_ssize_t k = 0; k < nargs; k++) {
@@ -1056,6 +1229,20 @@ static int flatten(PyObject *const *args, Py_ssize_t nargs, flat_t *f, int depth
             continue;
         }
         if (f->first == NULL && cn_is_device(obj)) {
+            cn_ndarray_t r;
+            PyObject *host = cn_fake_host_array(obj);
+            if (host != NULL && cn_read_ndarray(host, &r) && r.nd <= MAX_NDIM) {
+                /* The fake CuPy's shape is its host array's: read without the Python property. */
+                if (r.nd >= 1) {
+                    f->first = obj;
+                    f->first_nd = r.nd;
+                    for (int k = 0; k < r.nd; k++)
+                        f->first_dims[k] = r.dims[k];
+                    f->first_dims_ok = 1;
+                    f->composite_first = f->struct_seen;
+                }
+                goto store;
+            }
             PyObject *shape = PyObject_GetAttr(obj, s_shape);
             if (shape == NULL)
                 return -1;
@@ -1072,6 +1259,20 @@ static int flatten(PyObject *const *args, Py_ssize_t nargs, flat_t *f, int depth
         else if (f->first == NULL && Py_TYPE(obj) == f->void_type) {
             f->struct_seen = 1;
         }
+        else if (f->first == NULL && maybe_duck(obj, f)) {
+            PyObject *shape = duck_shape(obj);
+            if (shape != NULL) {
+                if (PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) >= 1) {
+                    f->first = obj;
+                    f->first_shape = shape; /* owned */
+                    f->composite_first = f->struct_seen;
+                }
+                else {
+                    Py_DECREF(shape);
+                }
+            }
+        }
+    store:
         if (f->n < f->cap)
             f->items[f->n] = obj;
         f->n++;
@@ -1095,6 +1296,19 @@ static void plan_dealloc(plan_t *p)
         PyMem_Free(p->slots);
     }
     Py_XDECREF(p->fast_getter);
+    if (p->chunks != NULL) {
+        for (Py_ssize_t i = 0; i < p->n; i++) {
+            if (p->chunks[i].array != NULL) {
+                PyBuffer_Release(&p->chunks[i].view);
+                Py_DECREF(p->chunks[i].array);
+            }
+        }
+        PyMem_Free(p->chunks);
+    }
+    Py_XDECREF(p->empty);
+    Py_XDECREF(p->value_dtypes);
+    Py_XDECREF(p->prep_cupy);
+    Py_XDECREF(p->prep_getter);
     Py_XDECREF(p->name);
     Py_XDECREF(p->void_type);
     Py_XDECREF(p->generic_type);
@@ -1128,13 +1342,34 @@ static int device_arg(PyObject *obj, long long *out)
     return 0;
 }
 
-/* Check and pack one call. On success returns 0 with `*packed` and `*first_shape` (new
- * references; the shape may be NULL) and `*struct_first` set; -1 with an exception. */
-static int pack_call(plan_t *p, PyObject *const *args, Py_ssize_t nargs, long long cur_dev,
-                     PyObject **packed_out, PyObject **first_shape, int *struct_first)
+/* What pack_call gives: the packed buffer, what the launch-size inference needs, and (when
+ * asked for) the flattened arguments. */
+typedef struct {
+    PyObject *packed;      /* bytes */
+    PyObject *items;       /* tuple of the flattened arguments (want_items), else NULL */
+    int has_first;         /* a first array with at least one dimension was found */
+    int struct_first;      /* a packed struct value (hiding its arrays) came before it */
+    int dims_ok;           /* dims/nd hold its shape as numbers */
+    int nd;
+    long long dims[MAX_NDIM];
+    PyObject *shape;       /* its shape as a tuple when it was read as one, else NULL */
+} pack_result_t;
+
+static void result_clear(pack_result_t *r)
 {
+    Py_CLEAR(r->packed);
+    Py_CLEAR(r->items);
+    Py_CLEAR(r->shape);
+}
+
+/* Check and pack one call into `res` (new references); 0, or -1 with an exception. */
+static int pack_call(plan_t *p, PyObject *const *args, Py_ssize_t nargs, long long cur_dev, pack_result_t *res,
+                     int want_items)
+{
+    memset(res, 0, sizeof(*res));
     PyObject *small[32];
-    flat_t f = {small, 0, p->n, NULL, NULL, NULL, 0, 0, (PyTypeObject *)p->void_type, cur_dev};
+    flat_t f = {small, 0, p->n, NULL, NULL, NULL, 0, 0, (PyTypeObject *)p->void_type, cur_dev,
+                (PyTypeObject *)p->generic_type, 0, 0, {0}};
     if (p->n > 32) {
         f.items = (PyObject **)PyMem_Malloc((size_t)p->n * sizeof(PyObject *));
         if (f.items == NULL) {
@@ -1177,13 +1412,44 @@ static int pack_call(plan_t *p, PyObject *const *args, Py_ssize_t nargs, long lo
         if (r < 0)
             goto done;
     }
-    *packed_out = packed;
+    if (want_items) {
+        res->items = PyTuple_New(p->n);
+        if (res->items == NULL)
+            goto done;
+        for (Py_ssize_t i = 0; i < p->n; i++)
+            PyTuple_SET_ITEM(res->items, i, Py_NewRef(f.items[i]));
+    }
+    res->packed = packed;
     packed = NULL;
-    *first_shape = f.first_shape;
+    res->has_first = f.first != NULL;
+    res->struct_first = f.first ? f.composite_first : f.struct_seen;
+    res->shape = f.first_shape;
     f.first_shape = NULL;
-    *struct_first = f.first ? f.composite_first : f.struct_seen;
+    if (f.first_dims_ok) {
+        res->dims_ok = 1;
+        res->nd = f.first_nd;
+        memcpy(res->dims, f.first_dims, sizeof(long long) * (size_t)f.first_nd);
+    }
+    else if (res->shape != NULL && PyTuple_Check(res->shape) && PyTuple_GET_SIZE(res->shape) <= MAX_NDIM) {
+        /* A shape tuple of exact ints (as CuPy gives) is read here; anything else is left to
+         * the general path in Python. */
+        Py_ssize_t nd = PyTuple_GET_SIZE(res->shape);
+        res->dims_ok = 1;
+        for (Py_ssize_t k = 0; k < nd && res->dims_ok; k++) {
+            PyObject *v = PyTuple_GET_ITEM(res->shape, k);
+            long long d = PyLong_CheckExact(v) ? PyLong_AsLongLong(v) : -1;
+            if (d == -1 && PyErr_Occurred())
+                PyErr_Clear();
+            if (d < 0)
+                res->dims_ok = 0;
+            res->dims[k] = d;
+        }
+        res->nd = (int)nd;
+    }
     rc = 0;
 done:
+    if (rc < 0)
+        result_clear(res);
     Py_XDECREF(packed);
     Py_XDECREF(f.first_shape);
     Py_XDECREF(f.keep);
@@ -1192,60 +1458,285 @@ done:
     return rc;
 }
 
-static PyObject *plan_pack(plan_t *p, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+/* The keyword `device` of pack() and prepare(); the only one they take. */
+static int device_keyword(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, const char *fn, long long *cur)
 {
-    PyObject *packed, *shape;
-    int struct_first;
-    long long cur = -1;
+    *cur = -1;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     for (Py_ssize_t k = 0; k < nkw; k++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, k);
-        if (!(PyUnicode_Check(name) && PyUnicode_Compare(name, s_device) == 0))
-            return cn_raise(CN_ERR_TYPE, "pack() got an unexpected keyword argument '%S'", name);
-        if (device_arg(args[nargs + k], &cur) < 0)
-            return NULL;
+        if (!(PyUnicode_Check(name) && PyUnicode_Compare(name, s_device) == 0)) {
+            cn_raise(CN_ERR_TYPE, "%s() got an unexpected keyword argument '%S'", fn, name);
+            return -1;
+        }
+        if (device_arg(args[nargs + k], cur) < 0)
+            return -1;
     }
-    if (pack_call(p, args, nargs, cur, &packed, &shape, &struct_first) < 0)
-        return NULL;
-    return Py_BuildValue("(NNN)", packed, shape ? shape : Py_NewRef(Py_None), PyBool_FromLong(struct_first));
+    return 0;
 }
 
-PyDoc_STRVAR(configure_fast_doc,
-             "configure_fast(block, device, max_grid, device_getter) or configure_fast(None)\n--\n\n"
-             "Enable (or disable) the fast path of kernel calls: 1-D block `block` validated on\n"
-             "`device`, whose largest grid x dimension is `max_grid`; `device_getter()` returns\n"
-             "the current device.");
+static PyObject *plan_pack(plan_t *p, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    long long cur;
+    if (device_keyword(args, nargs, kwnames, "pack", &cur) < 0)
+        return NULL;
+    pack_result_t res;
+    if (pack_call(p, args, nargs, cur, &res, 0) < 0)
+        return NULL;
+    PyObject *shape = NULL;
+    if (res.has_first) {
+        if (res.shape != NULL)
+            shape = Py_NewRef(res.shape);
+        else {
+            shape = PyTuple_New(res.nd);
+            for (int k = 0; shape != NULL && k < res.nd; k++) {
+                PyObject *v = PyLong_FromLongLong(res.dims[k]);
+                if (v == NULL)
+                    Py_CLEAR(shape);
+                else
+                    PyTuple_SET_ITEM(shape, k, v);
+            }
+            if (shape == NULL) {
+                result_clear(&res);
+                return NULL;
+            }
+        }
+    }
+    PyObject *out = Py_BuildValue("(ONN)", res.packed, shape ? shape : Py_NewRef(Py_None),
+                                  PyBool_FromLong(res.struct_first));
+    result_clear(&res);
+    return out;
+}
 
-static PyObject *plan_configure_fast(plan_t *p, PyObject *const *args, Py_ssize_t nargs)
+/* 1 to 3 positive (`positive`, at most 1024 each) or non-negative ints from an exact int or a tuple/list of exact
+ * ints (no bool): the number of dimensions, or 0 when `obj` is anything else (the Python path
+ * then gives the error or handles the unusual type). */
+static int read_dims(PyObject *obj, long long *out, int positive)
+{
+    PyObject *const *items;
+    Py_ssize_t n;
+    if (PyLong_CheckExact(obj)) {
+        items = &obj;
+        n = 1;
+    }
+    else if (PyTuple_CheckExact(obj)) {
+        items = &PyTuple_GET_ITEM(obj, 0);
+        n = PyTuple_GET_SIZE(obj);
+    }
+    else if (PyList_CheckExact(obj)) {
+        items = &PyList_GET_ITEM(obj, 0);
+        n = PyList_GET_SIZE(obj);
+    }
+    else
+        return 0;
+    if (n < 1 || n > 3)
+        return 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        /* exact ints only: reading them runs no Python code, so a list cannot change here */
+        if (!PyLong_CheckExact(items[k]))
+            return 0;
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(items[k], &overflow);
+        if (overflow || (v == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (v < 0 || (positive && (v == 0 || v > 1024))) /* a block entry: at most 1024 threads */
+            return 0;
+        out[k] = v;
+    }
+    return (int)n;
+}
+
+PyDoc_STRVAR(configure_launch_doc,
+             "configure_launch(block, infer)\n--\n\n"
+             "The kernel's block (1 to 3 positive ints) and launch-size rule: 0 \"auto\", 1\n"
+             "\"first_array\", 2 \"last_axis\", -1 decided in Python (a callable or None).");
+
+static PyObject *plan_configure_launch(plan_t *p, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2)
+        return cn_raise(CN_ERR_TYPE, "configure_launch() takes 2 arguments (%zd given)", nargs);
+    long long blk[3] = {1, 1, 1};
+    int nd = read_dims(args[0], blk, 1);
+    if (nd == 0 || blk[0] * blk[1] * blk[2] > 1024)
+        return cn_raise(CN_ERR_VALUE, "configure_launch(): block must be 1 to 3 positive ints, at most 1024 threads");
+    long infer = PyLong_Check(args[1]) ? PyLong_AsLong(args[1]) : -2;
+    if (infer == -1 && PyErr_Occurred())
+        return NULL;
+    if (infer < INFER_PYTHON || infer > INFER_LAST_AXIS)
+        return cn_raise(CN_ERR_VALUE, "configure_launch(): infer must be -1, 0, 1 or 2");
+    p->blk_nd = nd;
+    for (int k = 0; k < 3; k++)
+        p->blk[k] = k < nd ? blk[k] : 1;
+    p->infer = (int)infer;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(configure_device_doc,
+             "configure_device(device, max_block, max_grid, max_threads, max_shared, device_getter)\n"
+             "or configure_device(None)\n--\n\n"
+             "Enable (or disable) the C path of kernel calls on `device`, whose limits are\n"
+             "`max_block` and `max_grid` (3 ints each), `max_threads` threads per block and\n"
+             "`max_shared` bytes of dynamic shared memory; `device_getter()` returns the current device.");
+
+static PyObject *plan_configure_device(plan_t *p, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs == 1 && args[0] == Py_None) {
         p->fast_ok = 0;
         Py_CLEAR(p->fast_getter);
         Py_RETURN_NONE;
     }
-    if (nargs != 4)
-        return cn_raise(CN_ERR_TYPE, "configure_fast() takes 4 arguments or None");
-    long long block = PyLong_AsLongLong(args[0]);
-    if (block == -1 && PyErr_Occurred())
-        return NULL;
-    long long max_grid = PyLong_AsLongLong(args[2]);
-    if (max_grid == -1 && PyErr_Occurred())
-        return NULL;
-    if (block < 1 || max_grid < 0)
-        return cn_raise(CN_ERR_VALUE, "configure_fast(): block must be >= 1 and max_grid >= 0");
-    if (!PyCallable_Check(args[3]))
-        return cn_raise(CN_ERR_TYPE, "configure_fast(): device_getter must be callable");
-    long long dev = PyLong_Check(args[1]) ? PyLong_AsLongLong(args[1]) : -1;
+    if (nargs != 6)
+        return cn_raise(CN_ERR_TYPE, "configure_device() takes 6 arguments or None");
+    long long dev = PyLong_Check(args[0]) ? PyLong_AsLongLong(args[0]) : -1;
     if (dev == -1 && PyErr_Occurred())
         return NULL;
     if (dev < 0)
-        return cn_raise(CN_ERR_VALUE, "configure_fast(): device must be an int >= 0");
-    p->fast_block = block;
-    p->fast_max_grid = max_grid;
+        return cn_raise(CN_ERR_VALUE, "configure_device(): device must be an int >= 0");
+    long long block[3], grid[3];
+    if (!PyTuple_Check(args[1]) || !PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[1]) != 3 ||
+        PyTuple_GET_SIZE(args[2]) != 3)
+        return cn_raise(CN_ERR_TYPE, "configure_device(): max_block and max_grid must be tuples of 3 ints");
+    for (int k = 0; k < 3; k++) {
+        block[k] = PyLong_AsLongLong(PyTuple_GET_ITEM(args[1], k));
+        grid[k] = PyLong_AsLongLong(PyTuple_GET_ITEM(args[2], k));
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    long long threads = PyLong_AsLongLong(args[3]);
+    long long shared = PyLong_AsLongLong(args[4]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (!PyCallable_Check(args[5]))
+        return cn_raise(CN_ERR_TYPE, "configure_device(): device_getter must be callable");
+    for (int k = 0; k < 3; k++) {
+        p->lim_block[k] = block[k];
+        p->lim_grid[k] = grid[k];
+    }
+    p->lim_threads = threads;
+    p->lim_shared = shared;
     p->fast_dev = dev;
-    Py_XSETREF(p->fast_getter, Py_NewRef(args[3]));
+    Py_XSETREF(p->fast_getter, Py_NewRef(args[5]));
     p->fast_ok = 1;
     Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(configure_prepare_doc,
+             "configure_prepare(empty, dtypes, cupy, device_getter)\n--\n\n"
+             "How prepare() makes the values: `empty` is numpy.empty, `dtypes` one entry per\n"
+             "parameter: None (the argument itself) or the dtype of the value made from the packed\n"
+             "bytes (as many bytes as the parameter has). CudaKernel.prepare_args runs in C while\n"
+             "sys.modules['cupy'] is `cupy` (None: not imported), asking `device_getter()` (None:\n"
+             "no device) for the current device.");
+
+static PyObject *plan_configure_prepare(plan_t *p, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyCallable_Check(args[0]) || !PyTuple_Check(args[1]) || PyTuple_GET_SIZE(args[1]) != p->n ||
+        (args[3] != Py_None && !PyCallable_Check(args[3])))
+        return cn_raise(CN_ERR_TYPE, "configure_prepare(empty, dtypes, cupy, device_getter) takes numpy.empty, one "
+                                     "dtype or None per parameter, the CuPy module or None and a callable or None");
+    if (p->chunks == NULL) {
+        p->chunks = (struct value_chunk *)PyMem_Calloc(p->n ? (size_t)p->n : 1, sizeof(struct value_chunk));
+        if (p->chunks == NULL)
+            return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < p->n; i++) {
+        if (p->chunks[i].array != NULL) {
+            PyObject *old = p->chunks[i].array;
+            PyBuffer_Release(&p->chunks[i].view);
+            p->chunks[i].array = NULL;
+            Py_DECREF(old);
+        }
+    }
+    Py_XSETREF(p->empty, Py_NewRef(args[0]));
+    Py_XSETREF(p->value_dtypes, Py_NewRef(args[1]));
+    Py_XSETREF(p->prep_cupy, Py_NewRef(args[2]));
+    Py_XSETREF(p->prep_getter, Py_NewRef(args[3]));
+    Py_RETURN_NONE;
+}
+
+/* The value of slot i for prepare(): a new item of the slot's chunk holding `bytes`. */
+static PyObject *slot_value(plan_t *p, Py_ssize_t i, const unsigned char *bytes)
+{
+    struct value_chunk *c = &p->chunks[i];
+    Py_ssize_t size = p->slots[i].size;
+    if (c->array == NULL || c->next >= VALUES_PER_CHUNK) {
+        /* Held: configure_prepare may replace them while numpy.empty runs Python code. */
+        PyObject *dtype = Py_NewRef(PyTuple_GET_ITEM(p->value_dtypes, i));
+        PyObject *empty = Py_NewRef(p->empty);
+        PyObject *array = PyObject_CallFunction(empty, "nO", (Py_ssize_t)VALUES_PER_CHUNK, dtype);
+        Py_DECREF(empty);
+        Py_DECREF(dtype);
+        if (array == NULL)
+            return NULL;
+        Py_buffer view;
+        if (PyObject_GetBuffer(array, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+            Py_DECREF(array);
+            return NULL;
+        }
+        if (view.len != VALUES_PER_CHUNK * size) {
+            PyBuffer_Release(&view);
+            Py_DECREF(array);
+            return cn_raise(CN_ERR_VALUE, "kernel '%U': the value dtype of parameter %zd does not have %zd bytes",
+                            p->name, i, size);
+        }
+        /* The allocation ran Python code: another call may have installed a chunk meanwhile. */
+        if (c->array != NULL) {
+            PyObject *old = c->array;
+            PyBuffer_Release(&c->view);
+            c->array = NULL;
+            Py_DECREF(old);
+        }
+        c->array = array;
+        c->view = view;
+        c->next = 0;
+    }
+    Py_ssize_t index = c->next++;
+    memcpy((unsigned char *)c->view.buf + index * size, bytes, (size_t)size);
+    PyObject *array = Py_NewRef(c->array); /* a finalizer run by the allocation may replace it */
+    PyObject *value = PySequence_GetItem(array, index);
+    Py_DECREF(array);
+    return value;
+}
+
+/* prepare_args: the values a launch would pass, from the packed bytes. */
+static PyObject *prepare_values(plan_t *p, PyObject *const *args, Py_ssize_t nargs, long long cur)
+{
+    pack_result_t res;
+    if (pack_call(p, args, nargs, cur, &res, 1) < 0)
+        return NULL;
+    PyObject *out = PyTuple_New(p->n);
+    const unsigned char *buf = (const unsigned char *)PyBytes_AS_STRING(res.packed);
+    for (Py_ssize_t i = 0; out != NULL && i < p->n; i++) {
+        PyObject *v;
+        if (PyTuple_GET_ITEM(p->value_dtypes, i) == Py_None)
+            v = Py_NewRef(PyTuple_GET_ITEM(res.items, i));
+        else
+            v = slot_value(p, i, buf + p->slots[i].offset);
+        if (v == NULL)
+            Py_CLEAR(out);
+        else
+            PyTuple_SET_ITEM(out, i, v);
+    }
+    result_clear(&res);
+    return out;
+}
+
+PyDoc_STRVAR(prepare_doc,
+             "prepare(*args, device=None) -> tuple\n--\n\n"
+             "Check and pack like pack(), then return one value per parameter: the argument itself\n"
+             "where configure_prepare() gave None, else a value of the given dtype holding the\n"
+             "packed bytes (a NumPy scalar, or a record for an array view).");
+
+static PyObject *plan_prepare(plan_t *p, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (p->empty == NULL)
+        return cn_raise(CN_ERR_TYPE, "prepare(): call configure_prepare() first");
+    long long cur;
+    if (device_keyword(args, nargs, kwnames, "prepare", &cur) < 0)
+        return NULL;
+    return prepare_values(p, args, nargs, cur);
 }
 
 static PyObject *plan_forget(plan_t *p, PyObject *unused)
@@ -1276,7 +1767,11 @@ static PyObject *plan_get_offsets(plan_t *p, void *c)
 static PyMethodDef plan_methods[] = {
     {"pack", (PyCFunction)(void (*)(void))plan_pack, METH_FASTCALL | METH_KEYWORDS, pack_doc},
     {"forget", (PyCFunction)plan_forget, METH_NOARGS, "Drop the cached device arrays of every slot."},
-    {"configure_fast", (PyCFunction)(void (*)(void))plan_configure_fast, METH_FASTCALL, configure_fast_doc},
+    {"prepare", (PyCFunction)(void (*)(void))plan_prepare, METH_FASTCALL | METH_KEYWORDS, prepare_doc},
+    {"configure_launch", (PyCFunction)(void (*)(void))plan_configure_launch, METH_FASTCALL, configure_launch_doc},
+    {"configure_device", (PyCFunction)(void (*)(void))plan_configure_device, METH_FASTCALL, configure_device_doc},
+    {"configure_prepare", (PyCFunction)(void (*)(void))plan_configure_prepare, METH_FASTCALL,
+     configure_prepare_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1331,6 +1826,15 @@ static PyObject *launch_plan(PyObject *self, PyObject *const *args, Py_ssize_t n
     p->fast_ok = 0;
     p->fast_dev = -1;
     p->fast_getter = NULL;
+    p->blk_nd = 1;
+    p->blk[0] = 128;
+    p->blk[1] = p->blk[2] = 1;
+    p->infer = INFER_PYTHON;
+    p->empty = NULL;
+    p->value_dtypes = NULL;
+    p->prep_cupy = NULL;
+    p->prep_getter = NULL;
+    p->chunks = NULL;
     p->is_struct = 0;
     p->name = Py_NewRef(name);
     p->void_type = Py_NewRef(void_type);
@@ -1415,10 +1919,15 @@ static PyObject *launch_plan(PyObject *self, PyObject *const *args, Py_ssize_t n
 
 /* kernel(*args, n_threads=None, grid=None, block=None, shared_mem=0, stream=None).
  *
- * The common call (no size given, a 1-D block, the size from the first array) is decided
- * here: check and pack, infer the grid, compare it with the device limit; a zero-size launch
- * returns at once, any other goes to kernel._launch_1d(packed, grid_x, stream, args).
- * Everything else is handled by kernel._call_slow(*args, **kwargs). */
+ * Every launch form is decided here once the general path (kernel._call_slow) has validated a
+ * launch on the current device and left its limits in the plan (configure_device): check and
+ * pack the arguments, take or infer the size, compute grid and block, check the stream's device
+ * and the device limits; a zero-size launch returns at once, any other goes to
+ * kernel._launch_fast(packed, grid, block, shared_mem, stream, args). Whatever is unusual (a
+ * size of another type, a callable n_threads_from, a limit exceeded, a size that is wrong)
+ * goes to kernel._call_slow(*args, **kwargs), which starts over and gives the error: the
+ * messages and their order are those of the general path. Packing errors and the stream's
+ * device are reported here, with the general path's messages, once the sizes were read. */
 static PyObject *slow_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
@@ -1474,20 +1983,58 @@ static int check_stream(const plan_t *p, PyObject *stream, long long cur)
     return 0;
 }
 
+/* The current device from the plan's getter: >= 0, or -1 when unknown. NULL-free: -2 with an
+ * exception when the getter raised. */
+static long long current_device(plan_t *p)
+{
+    if (p->fast_getter == NULL)
+        return -1; /* disabled meanwhile */
+    PyObject *getter = Py_NewRef(p->fast_getter); /* the call may reconfigure the plan */
+    PyObject *dev = PyObject_CallNoArgs(getter);
+    Py_DECREF(getter);
+    if (dev == NULL)
+        return -2;
+    long long cur = -1;
+    if (PyLong_Check(dev)) {
+        cur = PyLong_AsLongLong(dev);
+        if (cur == -1 && PyErr_Occurred())
+            PyErr_Clear();
+    }
+    Py_DECREF(dev);
+    return cur < 0 ? -1 : cur;
+}
+
+static PyObject *dims_tuple(const long long *v, int nd)
+{
+    PyObject *t = PyTuple_New(nd);
+    for (int k = 0; t != NULL && k < nd; k++) {
+        PyObject *x = PyLong_FromLongLong(v[k]);
+        if (x == NULL)
+            Py_CLEAR(t);
+        else
+            PyTuple_SET_ITEM(t, k, x);
+    }
+    return t;
+}
+
 static PyObject *kernel_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    PyObject *stream = Py_None;
+    PyObject *n_threads = Py_None, *grid = Py_None, *block = Py_None, *shared = NULL, *stream = Py_None;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     for (Py_ssize_t k = 0; k < nkw; k++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, k), *value = args[nargs + k];
         if (kw_is(name, s_stream))
             stream = value;
-        else if ((kw_is(name, s_n_threads) || kw_is(name, s_grid) || kw_is(name, s_block)) && value == Py_None)
-            continue;
-        else if (kw_is(name, s_shared_mem) && PyLong_CheckExact(value) && PyLong_AsLong(value) == 0)
-            continue;
+        else if (kw_is(name, s_n_threads))
+            n_threads = value;
+        else if (kw_is(name, s_grid))
+            grid = value;
+        else if (kw_is(name, s_block))
+            block = value;
+        else if (kw_is(name, s_shared_mem))
+            shared = value;
         else
-            return slow_call(self, args, nargs, kwnames);
+            return slow_call(self, args, nargs, kwnames); /* the TypeError of an unknown keyword */
     }
     PyObject *plan_obj = PyObject_GetAttr(self, s_plan);
     if (plan_obj == NULL)
@@ -1497,65 +2044,113 @@ static PyObject *kernel_call(PyObject *self, PyObject *const *args, Py_ssize_t n
         return slow_call(self, args, nargs, kwnames);
     }
     plan_t *p = (plan_t *)plan_obj;
-    PyObject *packed = NULL, *shape = NULL, *out = NULL;
-    int struct_first = 0;
-    /* The current device, read once per call: the arrays and the stream must live on it. */
-    long long cur = -1;
-    PyObject *dev = PyObject_CallNoArgs(p->fast_getter);
-    if (dev == NULL) {
-        Py_DECREF(plan_obj);
-        return NULL;
+    PyObject *out = NULL;
+    pack_result_t res = {0};
+    /* Sizes first, as the general path reads them. */
+    long long nt[3] = {1, 1, 1}, gr[3] = {1, 1, 1}, blk[3] = {1, 1, 1}, g[3] = {1, 1, 1};
+    int nt_nd = 0, gr_nd = 0, blk_nd;
+    if (n_threads != Py_None && (nt_nd = read_dims(n_threads, nt, 0)) == 0)
+        goto slow;
+    if (grid != Py_None && (gr_nd = read_dims(grid, gr, 0)) == 0)
+        goto slow;
+    if (nt_nd && gr_nd)
+        goto slow; /* pass exactly one */
+    if (block != Py_None) {
+        if ((blk_nd = read_dims(block, blk, 1)) == 0 || blk[0] * blk[1] * blk[2] > 1024)
+            goto slow;
     }
-    if (PyLong_Check(dev)) {
-        cur = PyLong_AsLongLong(dev);
-        if (cur == -1 && PyErr_Occurred())
+    else {
+        blk_nd = p->blk_nd;
+        for (int k = 0; k < 3; k++)
+            blk[k] = p->blk[k];
+    }
+    long long shared_mem = 0;
+    if (shared != NULL) {
+        if (!PyLong_CheckExact(shared))
+            goto slow;
+        int overflow = 0;
+        shared_mem = PyLong_AsLongLongAndOverflow(shared, &overflow);
+        if (overflow || shared_mem < 0) {
             PyErr_Clear();
+            goto slow;
+        }
     }
-    Py_DECREF(dev);
-    if (cur < 0)
-        cur = -1;
-    if (pack_call(p, args, nargs, cur, &packed, &shape, &struct_first) < 0) {
-        Py_DECREF(plan_obj);
-        return NULL;
+    if (!nt_nd && !gr_nd && p->infer == INFER_PYTHON)
+        goto slow; /* a callable n_threads_from, or None: Python calls it or says why not */
+    /* The current device, read once per call: the arrays and the stream must live on it. */
+    long long cur = current_device(p);
+    if (cur == -2)
+        goto done;
+    if (cur != p->fast_dev)
+        goto slow; /* no limits known for this device yet */
+    if (pack_call(p, args, nargs, cur, &res, 0) < 0)
+        goto done;
+    int g_nd;
+    if (gr_nd) {
+        g_nd = gr_nd;
+        for (int k = 0; k < 3; k++)
+            g[k] = gr[k];
+    }
+    else {
+        if (!nt_nd) {
+            /* inference from the first array's shape */
+            if (!res.has_first || res.struct_first || !res.dims_ok)
+                goto slow;
+            if (p->infer == INFER_AUTO) {
+                if (res.nd < blk_nd)
+                    goto slow;
+                nt_nd = blk_nd;
+                for (int k = 0; k < blk_nd; k++)
+                    nt[k] = res.dims[k];
+            }
+            else {
+                nt_nd = 1;
+                nt[0] = res.dims[p->infer == INFER_FIRST_ARRAY ? 0 : res.nd - 1];
+            }
+        }
+        if (blk_nd == 1 && nt_nd > 1)
+            blk_nd = nt_nd; /* the other block entries are already 1 */
+        else if (blk_nd != nt_nd)
+            goto slow;
+        g_nd = nt_nd;
+        for (int k = 0; k < nt_nd; k++)
+            g[k] = nt[k] / blk[k] + (nt[k] % blk[k] != 0);
     }
     if (cur >= 0 && stream != Py_None && check_stream(p, stream, cur) < 0)
         goto done;
-    if (!struct_first && shape != NULL && PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) >= 1) {
-        long long n0 = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, 0));
-        if (n0 == -1 && PyErr_Occurred())
-            PyErr_Clear();
-        else if (n0 >= 0) {
-            long long g0 = n0 / p->fast_block + (n0 % p->fast_block != 0);
-            if (cur == p->fast_dev && g0 <= p->fast_max_grid) {
-                if (g0 == 0) {
-                    out = Py_NewRef(Py_None);
-                    goto done;
-                }
-                PyObject *tuple = PyTuple_New(nargs);
-                if (tuple == NULL)
-                    goto done;
-                for (Py_ssize_t k = 0; k < nargs; k++)
-                    PyTuple_SET_ITEM(tuple, k, Py_NewRef(args[k]));
-                PyObject *grid = PyLong_FromLongLong(g0);
-                if (grid == NULL) {
-                    Py_DECREF(tuple);
-                    goto done;
-                }
-                PyObject *call_args[5] = {self, packed, grid, stream, tuple};
-                out = PyObject_VectorcallMethod(s_launch_1d, call_args, 5, NULL);
-                Py_DECREF(grid);
-                Py_DECREF(tuple);
-                goto done;
-            }
-        }
+    /* The device's limits: a launch beyond them is the general path's error. */
+    for (int k = 0; k < 3; k++) {
+        if (blk[k] > p->lim_block[k] || g[k] > p->lim_grid[k])
+            goto slow;
     }
-    Py_XDECREF(packed);
-    Py_XDECREF(shape);
+    if (blk[0] * blk[1] * blk[2] > p->lim_threads || shared_mem > p->lim_shared)
+        goto slow;
+    if (g[0] == 0 || g[1] == 0 || g[2] == 0) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    {
+        PyObject *tuple = PyTuple_New(nargs);
+        PyObject *gt = dims_tuple(g, g_nd), *bt = dims_tuple(blk, blk_nd);
+        PyObject *sm = PyLong_FromLongLong(shared_mem);
+        if (tuple != NULL && gt != NULL && bt != NULL && sm != NULL) {
+            for (Py_ssize_t k = 0; k < nargs; k++)
+                PyTuple_SET_ITEM(tuple, k, Py_NewRef(args[k]));
+            PyObject *call_args[7] = {self, res.packed, gt, bt, sm, stream, tuple};
+            out = PyObject_VectorcallMethod(s_launch_fast, call_args, 7, NULL);
+        }
+        Py_XDECREF(tuple);
+        Py_XDECREF(gt);
+        Py_XDECREF(bt);
+        Py_XDECREF(sm);
+    }
+    goto done;
+slow:
+    result_clear(&res);
     Py_DECREF(plan_obj);
     return slow_call(self, args, nargs, kwnames);
 done:
-    Py_XDECREF(packed);
-    Py_XDECREF(shape);
+    result_clear(&res);
     Py_DECREF(plan_obj);
     return out;
 }
@@ -1567,14 +2162,95 @@ static PyMethodDef kernel_call_def = {
 
 PyDoc_STRVAR(kernel_call_method_doc,
              "kernel_call_method(cls)\n--\n\n"
-             "The __call__ method for class `cls` (CudaKernel): the fast path in C, the rest through\n"
-             "cls._call_slow. Instances need `_plan` (a LaunchPlan or None) and `_launch_1d`.");
+             "The __call__ method for class `cls` (CudaKernel): in C, the rest through\n"
+             "cls._call_slow. Instances need `_plan` (a LaunchPlan or None) and `_launch_fast`.");
 
 static PyObject *kernel_call_method(PyObject *self, PyObject *cls)
 {
     if (!PyType_Check(cls))
         return cn_raise(CN_ERR_TYPE, "kernel_call_method(): expected a class, got %.100s", Py_TYPE(cls)->tp_name);
     return PyDescr_NewMethod((PyTypeObject *)cls, &kernel_call_def);
+}
+
+/* kernel.prepare_args(*args): in C once kernel._prepare_slow configured the plan
+ * (configure_prepare) and while the CuPy module it saw is the one imported; else through
+ * _prepare_slow, which does the same in Python and configures the plan. */
+static PyObject *kernel_prepare(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *plan_obj = kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0 ? PyObject_GetAttr(self, s_plan) : NULL;
+    if (plan_obj == NULL && PyErr_Occurred())
+        return NULL;
+    plan_t *p = plan_obj != NULL && Py_IS_TYPE(plan_obj, &plan_type) ? (plan_t *)plan_obj : NULL;
+    PyObject *cupy = NULL;
+    if (p != NULL && p->empty != NULL) {
+        cupy = PyDict_GetItemWithError(PyImport_GetModuleDict(), s_cupy);
+        if (cupy == NULL && PyErr_Occurred()) {
+            Py_DECREF(plan_obj);
+            return NULL;
+        }
+        if (cupy == NULL)
+            cupy = Py_None;
+    }
+    if (p == NULL || p->empty == NULL || cupy != p->prep_cupy) {
+        Py_XDECREF(plan_obj);
+        Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+        PyObject *small[40];
+        PyObject **stack = small;
+        if (nargs + nkw + 1 > 40) {
+            stack = (PyObject **)PyMem_Malloc((size_t)(nargs + nkw + 1) * sizeof(PyObject *));
+            if (stack == NULL)
+                return PyErr_NoMemory();
+        }
+        stack[0] = self;
+        for (Py_ssize_t k = 0; k < nargs + nkw; k++)
+            stack[1 + k] = args[k];
+        PyObject *r = PyObject_VectorcallMethod(s_prepare_slow, stack, (size_t)(nargs + 1), kwnames);
+        if (stack != small)
+            PyMem_Free(stack);
+        return r;
+    }
+    /* As _current_device_or_none: a getter that fails or gives no id means "no check". */
+    long long cur = -1;
+    if (p->prep_getter != Py_None) {
+        PyObject *getter = Py_NewRef(p->prep_getter); /* the call may reconfigure the plan */
+        PyObject *dev = PyObject_CallNoArgs(getter);
+        Py_DECREF(getter);
+        if (dev == NULL)
+            PyErr_Clear();
+        else {
+            if (PyLong_CheckExact(dev)) {
+                cur = PyLong_AsLongLong(dev);
+                if (cur == -1 && PyErr_Occurred())
+                    PyErr_Clear();
+            }
+            Py_DECREF(dev);
+        }
+        if (cur < 0)
+            cur = -1;
+    }
+    PyObject *out = prepare_values(p, args, nargs, cur);
+    Py_DECREF(plan_obj);
+    return out;
+}
+
+static PyMethodDef kernel_prepare_def = {
+    "prepare_args", (PyCFunction)(void (*)(void))kernel_prepare, METH_FASTCALL | METH_KEYWORDS,
+    "prepare_args(*args) -> tuple\n\n"
+    "The values a launch would pass, without launching: arguments flattened through\n"
+    "__cuda_args__, checked, scalars cast to their parameters' NumPy types, array views packed.\n"
+    "Same errors as a call."};
+
+PyDoc_STRVAR(kernel_prepare_method_doc,
+             "kernel_prepare_method(cls)\n--\n\n"
+             "The prepare_args method for class `cls` (CudaKernel): in C once configured, else\n"
+             "cls._prepare_slow.");
+
+static PyObject *kernel_prepare_method(PyObject *self, PyObject *cls)
+{
+    if (!PyType_Check(cls))
+        return cn_raise(CN_ERR_TYPE, "kernel_prepare_method(): expected a class, got %.100s",
+                        Py_TYPE(cls)->tp_name);
+    return PyDescr_NewMethod((PyTypeObject *)cls, &kernel_prepare_def);
 }
 
 /* ---------------------------------------------------------------- the driver launch */
@@ -1705,7 +2381,8 @@ CN_INTERNAL int cn_plan_pack_one(PyObject *plan, Py_ssize_t i, PyObject *obj, un
     plan_t *p = (plan_t *)plan;
     slot_t *s = &p->slots[i];
     unsigned char *out = buf + s->offset; /* zeroed by the caller */
-    flat_t f = {NULL, 0, 0, NULL, NULL, NULL, 0, 0, (PyTypeObject *)p->void_type, -1};
+    flat_t f = {NULL, 0, 0, NULL, NULL, NULL, 0, 0, (PyTypeObject *)p->void_type, -1,
+                (PyTypeObject *)p->generic_type};
     switch (s->kind) {
     case K_SCALAR:
         return pack_scalar(p, i, obj, out);
@@ -1722,6 +2399,7 @@ static PyMethodDef pack_methods[] = {
     {"driver_available", driver_available, METH_NOARGS, driver_available_doc},
     {"packed_address", packed_address, METH_O, packed_address_doc},
     {"kernel_call_method", kernel_call_method, METH_O, kernel_call_method_doc},
+    {"kernel_prepare_method", kernel_prepare_method, METH_O, kernel_prepare_method_doc},
     {"register_ndarray_type", (PyCFunction)(void (*)(void))register_ndarray_type, METH_FASTCALL,
      register_ndarray_type_doc},
     {"register_fake_device_type", (PyCFunction)(void (*)(void))register_fake_device_type, METH_FASTCALL,
@@ -1737,10 +2415,12 @@ CN_INTERNAL int cn_register_pack(PyObject *module)
     } names[] = {{&s_dtype, "dtype"},     {&s_shape, "shape"},         {&s_strides, "strides"},
                  {&s_data, "data"},       {&s_ptr, "ptr"},             {&s_cai, "__cuda_array_interface__"},
                  {&s_cuda_args, "__cuda_args__"}, {&s_typestr, "typestr"},
-                 {&s_plan, "_plan"},      {&s_call_slow, "_call_slow"}, {&s_launch_1d, "_launch_1d"},
+                 {&s_plan, "_plan"},      {&s_call_slow, "_call_slow"}, {&s_launch_fast, "_launch_fast"},
+                 {&s_prepare_slow, "_prepare_slow"}, {&s_cupy, "cupy"},
                  {&s_n_threads, "n_threads"}, {&s_grid, "grid"},     {&s_block, "block"},
                  {&s_shared_mem, "shared_mem"}, {&s_stream, "stream"},
-                 {&s_device_id, "device_id"}, {&s_device, "device"}, {&s_mask, "mask"}};
+                 {&s_device_id, "device_id"}, {&s_device, "device"}, {&s_mask, "mask"},
+                 {&s_flags, "flags"}, {&s_c_contiguous, "c_contiguous"}, {&s_id, "id"}};
     for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
         *names[k].slot = PyUnicode_InternFromString(names[k].text);
         if (*names[k].slot == NULL)

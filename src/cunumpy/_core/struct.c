@@ -684,8 +684,20 @@ static inline int same_signature(const field_state_t *f, PyObject *v)
     return same_shape(f, v);
 }
 
-/* Read every field, pack, store a new state in the instance; returns the packed value. */
+static PyObject *repack_fields(packer_t *k, PyObject *obj, int host);
+
+/* Read every field, pack, store a new state in the instance; returns the packed value. The
+ * recursion is counted, as in unchanged(). */
 static PyObject *repack_object(packer_t *k, PyObject *obj, int host)
+{
+    if (Py_EnterRecursiveCall(" while packing a CudaStructArguments"))
+        return NULL;
+    PyObject *r = repack_fields(k, obj, host);
+    Py_LeaveRecursiveCall();
+    return r;
+}
+
+static PyObject *repack_fields(packer_t *k, PyObject *obj, int host)
 {
     PyObject *values = PyTuple_New(k->n), *packed = NULL, *dict = NULL;
     state_t *s = NULL;
@@ -788,8 +800,21 @@ static struct {
     state_t *state;
 } last_checked;
 
-/* 1 if every field of `obj` is what state `s` was packed from, 0 if not, -1 on error. */
+static int unchanged_fields(packer_t *k, state_t *s, PyObject *obj, PyObject *dict);
+
+/* 1 if every field of `obj` is what state `s` was packed from, 0 if not, -1 on error. Reading a
+ * field may come back here without a Python frame in between (a property or descriptor in C
+ * that packs the same object): the recursion is counted, so it ends in a RecursionError. */
 static int unchanged(packer_t *k, state_t *s, PyObject *obj, PyObject *dict)
+{
+    if (Py_EnterRecursiveCall(" while checking the fields of a CudaStructArguments"))
+        return -1;
+    int r = unchanged_fields(k, s, obj, dict);
+    Py_LeaveRecursiveCall();
+    return r;
+}
+
+static int unchanged_fields(packer_t *k, state_t *s, PyObject *obj, PyObject *dict)
 {
     if (s->always)
         return 0;

@@ -2,13 +2,19 @@
 
 ``emulate_cuda_kernel`` runs one launch; ``emulated_launches()`` installs a hook through
 which every ``CudaKernel`` launch and compilation (and the fake CuPy's raw kernels) runs on
-the CPU for the duration of a ``with`` block.
+the CPU for the duration of a ``with`` block, in the thread that entered it. With the fake
+CuPy active, launches outside any block emulate by themselves (``CUNUMPY_EMULATION=0``
+turns that off).
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import dataclasses
+import os
 import re
+import sys
 import threading
 import weakref
 from pathlib import Path
@@ -23,9 +29,11 @@ from ._build import build_library, emulation_compiler
 from ._source import entry_points, translation_unit
 
 __all__ = [
+    "LaunchOptions",
     "compile_for_emulation",
     "emulate_cuda_kernel",
     "emulated_launches",
+    "emulation_workers",
 ]
 
 #: Dynamic shared memory a block may request: the opt-in limit of sm_90 (227 KiB).
@@ -216,7 +224,7 @@ def _run(kernel, marshalled, grid, block, shared_mem, compiler, options, checked
             shared_mem=shared_mem,
             fibers=lib.fibers,
             checked=checked,
-            workers=0,
+            workers=emulation_workers(),
             kernel_name=kernel.name,
         )
     finally:
@@ -316,31 +324,98 @@ def compile_for_emulation(kernel, *, compiler=None, options=()):
 
 
 # ------------------------------------------------------------------ hooks
+#
+# The hook of a launch is looked up per thread and per context (contextvars): an
+# ``emulated_launches()`` block applies to the code it encloses and to nothing running in
+# other threads. Where no block is open and the fake CuPy is active, the automatic emulation
+# applies; when it is off or has no compiler, CudaKernel takes the device path, and the fake
+# CuPy's kernel objects refuse with the reason (RefusingHook). CudaKernel finds its hook
+# through ``_cuda_kernel.context_hook`` (set at the end of this module), the fake CuPy's
+# kernel objects through :func:`fake_cupy_hook`. The launch options of a hook are one
+# frozen ``LaunchOptions``, handed to ``_run`` as keywords.
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchOptions:
+    """The options of emulated launches: every field is a keyword of ``_run``.
+
+    Adding an option of ``emulated_launches`` is one field here (and its check there).
+    """
+
+    compiler: str | None = None
+    options: tuple = ()
+    checked: bool = False
+    # sanitize= and timeout= (CUNUMPY_EMULATION_SANITIZE, the timeout's variable) go here.
+
+    def run_keywords(self) -> dict:
+        """The keyword arguments of ``_run`` for these options."""
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+
+
+#: The options of a launch outside any ``emulated_launches()`` block (the automatic emulation).
+DEFAULT_OPTIONS = LaunchOptions()
+
+_THREADS_VARIABLE = "CUNUMPY_EMULATION_THREADS"
+_MAX_WORKERS = 256  # EMU_MAX_WORKERS of the C runtime
+
+
+def emulation_workers() -> int:
+    """The emulator's worker threads for a launch: ``CUNUMPY_EMULATION_THREADS`` when set (a
+    whole number >= 1; more than 256 means 256), else the thread count of the host algorithms
+    (``xp.threads.get_num_threads()``: ``CUNUMPY_NUM_THREADS`` or the usable CPUs)."""
+    raw = os.environ.get(_THREADS_VARIABLE, "").strip()
+    if raw:
+        try:
+            value = int(raw, 10)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise ValueError(
+                f"{_THREADS_VARIABLE} must be a whole number >= 1 (the CPU emulator's worker threads), "
+                f"got {raw!r}"
+            )
+        return min(value, _MAX_WORKERS)
+    from .. import threads
+
+    return max(1, min(int(threads.get_num_threads()), _MAX_WORKERS))
 
 
 class EmulationHook:
-    """What ``emulated_launches()`` installs: CudaKernel's ``emulation_hook`` and the fake
-    CuPy's launch hook."""
+    """What ``emulated_launches()`` (and the automatic emulation) applies: CudaKernel's
+    launch and compilation hook and the fake CuPy's launch hook, with one ``LaunchOptions``."""
 
-    def __init__(self, compiler, options, checked):
-        self.compiler = compiler
-        self.options = options
-        self.checked = checked
+    def __init__(self, settings: LaunchOptions = DEFAULT_OPTIONS):
+        if not isinstance(settings, LaunchOptions):
+            raise TypeError(f"EmulationHook: expected LaunchOptions, not {type(settings).__name__}")
+        self.settings = settings
 
-    # CudaKernel.emulation_hook
+    def __repr__(self):
+        return f"EmulationHook({self.settings!r})"
+
+    def _library(self, kernel, *, fresh=False):
+        return library_for(kernel, self.settings.compiler, self.settings.options, fresh=fresh)
+
+    # CudaKernel's hook
     def launch(self, kernel, args, grid, block, shared_mem):
+        cupy = sys.modules.get("cupy")
+        if cupy is not None and getattr(cupy, "__cunumpy_fake__", False) is True:
+            # The fake device's limits, as a launch on a GPU checks its device's.
+            device = _cuda_kernel._current_device_or_none(cupy) or 0
+            kernel._validate(_cuda_kernel._device_limits(cupy, device), grid, block, shared_mem)
+        if 0 in grid or 0 in block:
+            return None  # nothing to launch (CudaKernel has checked the arguments), nothing compiled
         marshalled = marshal_arguments(kernel, args)
         shared_mem = _check_shared_mem(kernel, shared_mem)
-        return _run(kernel, marshalled, grid, block, shared_mem, self.compiler, self.options, self.checked, args=args)
+        return _run(kernel, marshalled, grid, block, shared_mem, args=args, **self.settings.run_keywords())
 
     def compile(self, kernel):
-        _check_kernel(kernel, f"CudaKernel.compile() of '{kernel.name}' under emulated_launches()")
-        library_for(kernel, self.compiler, self.options)
+        _check_kernel(kernel, f"CudaKernel.compile() of '{kernel.name}' under the CPU emulation")
+        self._library(kernel)
         return None
 
     def recompile(self, kernel):
-        _check_kernel(kernel, f"CudaKernel.recompile() of '{kernel.name}' under emulated_launches()")
-        library_for(kernel, self.compiler, self.options, fresh=True)
+        _check_kernel(kernel, f"CudaKernel.recompile() of '{kernel.name}' under the CPU emulation")
+        self._library(kernel, fresh=True)
         return None
 
     # the fake CuPy's RawKernel / RawModule / ElementwiseKernel / ReductionKernel
@@ -362,38 +437,148 @@ class EmulationHook:
 
             code = obj.code if obj.code is not None else open(obj.path, encoding="utf-8").read()
             for name in cuda_kernel_names(code):
-                if not _cuda_kernel._is_template(code, name):
-                    self.compile(CudaKernel(code, name, options=obj.options))
+                if _cuda_kernel._is_template(code, name):
+                    continue
+                try:
+                    kernel = CudaKernel(code, name, options=obj.options)
+                except ValueError:
+                    continue  # a parameter type only a CudaKernel with structs= can read
+                self.compile(kernel)
             return None
         raise NotImplementedError(
             f"the CPU emulation cannot {action} a fake-CuPy {kind} ({getattr(obj, 'name', '')!r}); it emulates "
             "CudaKernel launches and RawKernel launches"
         )
 
+    __call__ = fake_cupy
+
+
+class RefusingHook:
+    """The fake CuPy's launch hook when the automatic emulation cannot run: launching or
+    compiling its kernel objects raises ``NotImplementedError`` with the reason
+    (``CUNUMPY_EMULATION=0``, or no C++ compiler). CudaKernel launches then take the device
+    path, which ends there."""
+
+    def __init__(self, reason: str, remedy: str):
+        self.reason = reason
+        self.remedy = remedy
+
+    def __repr__(self):
+        return f"RefusingHook({self.reason!r})"
+
+    def fake_cupy(self, action, obj, args, kwargs):
+        kind = type(obj).__name__
+        what = f"{kind} {getattr(obj, 'name', None)!r}"
+        if kind == "RawModule":
+            names = list(getattr(obj, "name_expressions", ()) or ())
+            if not names and isinstance(getattr(obj, "code", None), str):
+                from ..cuda._source import cuda_kernel_names
+
+                names = cuda_kernel_names(obj.code)
+            if names:
+                shown = ", ".join(repr(n) for n in names[:3]) + (", ..." if len(names) > 3 else "")
+                what = f"RawModule of kernel {shown}"
+        raise NotImplementedError(f"{what}: the fake CuPy cannot {action} CUDA kernels: {self.reason}; {self.remedy}")
+
+    __call__ = fake_cupy
+
 
 _raw_kernels: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_raw_kernels_lock = threading.Lock()
 
 
 def _raw_kernel(raw) -> CudaKernel:
-    kernel = _raw_kernels.get(raw)
+    with _raw_kernels_lock:
+        kernel = _raw_kernels.get(raw)
     if kernel is None:
-        kernel = _raw_kernels[raw] = CudaKernel(raw.code, raw.name, options=raw.options)
+        code = raw.code
+        if code is None and getattr(raw.module, "path", None) is not None:
+            code = Path(raw.module.path).read_text(encoding="utf-8")
+        kernel = CudaKernel(code, raw.name, options=raw.options)
+        with _raw_kernels_lock:
+            kernel = _raw_kernels.setdefault(raw, kernel)
     return kernel
 
 
-_hooks: list = []  # [(token, hook)], innermost last
-_hooks_lock = threading.Lock()
-_outside: list = []  # the hooks found when the first context was entered
+#: The hook of the innermost ``emulated_launches()`` block of this thread and context.
+_context_hook: contextvars.ContextVar = contextvars.ContextVar("cunumpy_emulation_hook", default=None)
+
+EMULATION_VARIABLE = "CUNUMPY_EMULATION"
+_OFF = ("0", "false", "no", "off")
+_ON = ("", "1", "true", "yes", "on")
+
+_automatic_lock = threading.Lock()
+_automatic: dict = {}  # (CUNUMPY_EMULATION, CXX, PATH) -> the hook outside any block
 
 
-def _install(hook) -> None:
-    from .._fake_cupy import _kernels as fake_kernels
+def _fake_cupy_active() -> bool:
+    cupy = sys.modules.get("cupy")
+    return cupy is not None and getattr(cupy, "__cunumpy_fake__", False) is True
 
+
+def automatic_emulation_status() -> tuple[bool, str]:
+    """(True, compiler) when launches on the fake CuPy emulate by themselves, else (False,
+    why not): ``CUNUMPY_EMULATION=0``, or no C++ compiler (saying which one was looked for).
+    ValueError for a ``CUNUMPY_EMULATION`` that is neither on nor off."""
+    raw = os.environ.get(EMULATION_VARIABLE, "")
+    setting = raw.strip().lower()
+    if setting in _OFF:
+        return False, f"the automatic CPU emulation is off ({EMULATION_VARIABLE}={raw.strip()})"
+    if setting not in _ON:
+        raise ValueError(f"{EMULATION_VARIABLE} must be 1 or 0 (true/false, yes/no, on/off), got {raw!r}")
+    compiler = emulation_compiler()
+    if compiler is None:
+        return False, f"the CPU emulation needs a C++ compiler: {compiler_looked_for()}"
+    return True, compiler
+
+
+def compiler_looked_for() -> str:
+    """Which compiler the emulation looked for and did not find, in words."""
+    cxx = os.environ.get("CXX", "").strip()
+    if cxx:
+        return f"neither $CXX ({cxx!r}) nor c++ was found on PATH"
+    return "c++ was not found on PATH ($CXX is not set)"
+
+
+def _automatic_hook():
+    key = (os.environ.get(EMULATION_VARIABLE), os.environ.get("CXX"), os.environ.get("PATH"))
+    hook = _automatic.get(key)
     if hook is None:
-        _cuda_kernel.emulation_hook, fake_kernels._launch_hook = _outside.pop()
-    else:
-        _cuda_kernel.emulation_hook = hook
-        fake_kernels._launch_hook = hook.fake_cupy
+        usable, detail = automatic_emulation_status()
+        if usable:
+            hook = EmulationHook(DEFAULT_OPTIONS)
+        elif os.environ.get(EMULATION_VARIABLE, "").strip().lower() in _OFF:
+            hook = RefusingHook(
+                detail,
+                f"unset {EMULATION_VARIABLE}, run the launch inside cunumpy.kernel_testing.emulated_launches(), "
+                "or use a real GPU",
+            )
+        else:
+            hook = RefusingHook(detail, "install a C++17 compiler (g++ or clang++) or set CXX, or use a real GPU")
+        with _automatic_lock:
+            if len(_automatic) > 64:
+                _automatic.clear()
+            hook = _automatic.setdefault(key, hook)
+    return hook
+
+
+def current_hook():
+    """CudaKernel's hook for the calling thread and context: the innermost
+    ``emulated_launches()`` block's; else, on the fake CuPy, the automatic emulation when it
+    can run; else None (the device path: the GPU, or the fake CuPy's refusal)."""
+    hook = _context_hook.get()
+    if hook is None and _fake_cupy_active():
+        hook = _automatic_hook()
+        if isinstance(hook, RefusingHook):
+            return None
+    return hook
+
+
+def fake_cupy_hook():
+    """The launch hook of the fake CuPy's kernel objects for the calling thread and context:
+    an ``emulated_launches()`` block's, else the automatic emulation or its refusal."""
+    hook = _context_hook.get()
+    return _automatic_hook() if hook is None else hook
 
 
 @contextlib.contextmanager
@@ -403,9 +588,12 @@ def emulated_launches(*, compiler=None, options=(), checked=False):
     Every :class:`~cunumpy.kernels.CudaKernel` launch (also through ``Kernel`` on the CuPy
     backend, argument objects and structs) runs through the emulation on the host buffers
     of fake-CuPy arrays, and ``compile()`` (so also ``CudaKernelVariants.compile_all`` and
-    ``KernelCatalog.compile_all``) builds the emulation and returns None. Nested and
-    concurrent blocks are allowed: leaving a block (also by an exception) restores the hook
-    of the innermost block still open.
+    ``KernelCatalog.compile_all``) builds the emulation and returns None. On the fake CuPy
+    launches emulate by themselves; the block is for the options. It applies to the thread
+    (and the ``contextvars`` context) that entered it, and to the worker threads of
+    ``compile_all``; threads started otherwise do not inherit it (run them with
+    ``contextvars.copy_context().run``). Blocks nest: leaving one (also by an exception)
+    restores the one around it.
 
     Parameters
     ----------
@@ -420,20 +608,18 @@ def emulated_launches(*, compiler=None, options=(), checked=False):
     ------
     None
     """
-    from .._fake_cupy import _kernels as fake_kernels
-
     _check_compiler(compiler, "emulated_launches()")
     options = _check_options(options, "emulated_launches()")
-    hook = EmulationHook(compiler, options, bool(checked))
-    token = object()
-    with _hooks_lock:
-        if not _hooks:
-            _outside.append((_cuda_kernel.emulation_hook, fake_kernels._launch_hook))
-        _hooks.append((token, hook))
-        _install(hook)
+    hook = EmulationHook(LaunchOptions(compiler=compiler, options=options, checked=bool(checked)))
+    previous = _context_hook.get()
+    token = _context_hook.set(hook)
     try:
         yield
     finally:
-        with _hooks_lock:
-            _hooks[:] = [entry for entry in _hooks if entry[0] is not token]
-            _install(_hooks[-1][1] if _hooks else None)
+        try:
+            _context_hook.reset(token)
+        except ValueError:  # left in another context than the one that entered it
+            _context_hook.set(previous)
+
+
+_cuda_kernel.context_hook = current_hook

@@ -165,9 +165,10 @@ class Event:
     def __init__(self, block=False, disable_timing=False, interprocess=False):
         if interprocess and not disable_timing:
             raise ValueError("Timing must be disabled for interprocess events")
-        self.block = bool(block)
-        self.disable_timing = bool(disable_timing)
-        self.interprocess = bool(interprocess)
+        # CuPy keeps the flags in the event handle only: no public attributes for them
+        self._block = bool(block)
+        self._disable_timing = bool(disable_timing)
+        self._interprocess = bool(interprocess)
         self.ptr = next(_event_ptrs)
         self._time = None
 
@@ -188,7 +189,7 @@ class Event:
 def get_elapsed_time(start_event: Event, end_event: Event) -> float:
     """Milliseconds between two recorded events."""
     for event in (start_event, end_event):
-        if event.disable_timing:
+        if event._disable_timing:
             raise CUDARuntimeError(400, "cudaErrorInvalidResourceHandle", "event has timing disabled")
         if event._time is None:
             raise CUDARuntimeError(600, "cudaErrorNotReady", "event has not been recorded")
@@ -318,8 +319,8 @@ class MemoryPointer:
 
     def __init__(self, mem: Memory, offset: int):
         self.mem = mem
-        self.offset = int(offset)
-        self.ptr = mem.ptr + self.offset if mem.ptr else 0
+        self._offset = int(offset)  # CuPy's MemoryPointer has no public offset
+        self.ptr = mem.ptr + self._offset if mem.ptr else 0
         self.device_id = 0
 
     @classmethod
@@ -340,7 +341,7 @@ class MemoryPointer:
         return self.ptr
 
     def __add__(self, offset):
-        return MemoryPointer(self.mem, self.offset + int(offset))
+        return MemoryPointer(self.mem, self._offset + int(offset))
 
     def __repr__(self):
         return f"<fake cupy.cuda.MemoryPointer {self.ptr:#x}>"

@@ -10,6 +10,7 @@ import copy
 import importlib
 import importlib.abc
 import importlib.util
+import inspect
 import sys
 import types
 
@@ -53,7 +54,7 @@ def _scatter(numpy_ufunc, name):
 class errstate:
     """``cupyx.errstate``: accepted and ignored (NumPy's error state does not apply)."""
 
-    def __init__(self, *, linalg=None):
+    def __init__(self, *, divide=None, over=None, under=None, invalid=None, linalg=None):
         self.linalg = linalg
 
     def __enter__(self):
@@ -63,7 +64,7 @@ class errstate:
         return None
 
 
-def seterr(*, linalg=None):
+def seterr(*, divide=None, over=None, under=None, invalid=None, linalg=None):
     return {"linalg": "ignore"}
 
 
@@ -76,13 +77,20 @@ def geterr():
 
 class HostObjectProxy:
     """A SciPy object behind CuPy's rules: its arrays are device arrays (sharing memory),
-    its methods take device arrays; ``copy``/``deepcopy`` copy the wrapped object."""
+    its methods take device arrays; ``copy``/``deepcopy`` copy the wrapped object.
+
+    Each SciPy class gets a subclass of its own (``proxy_class``), named and nested as in
+    SciPy, so that ``isinstance(spline, cupyx.scipy.interpolate.UnivariateSpline)`` holds as
+    it does on a GPU."""
 
     __slots__ = ("_obj", "_where")
 
-    def __init__(self, obj, where):
-        object.__setattr__(self, "_obj", obj)
-        object.__setattr__(self, "_where", where)
+    @classmethod
+    def _wrap(cls, obj, where):
+        proxy = object.__new__(cls)
+        object.__setattr__(proxy, "_obj", obj)
+        object.__setattr__(proxy, "_where", where)
+        return proxy
 
     def __getattr__(self, name):
         return _device_value(getattr(self._obj, name), f"{self._where}.{name}")
@@ -97,16 +105,95 @@ class HostObjectProxy:
         return f"<fake cupyx proxy of {self._obj!r}>"
 
     def __copy__(self):
-        return HostObjectProxy(copy.copy(self._obj), self._where)
+        return type(self)._wrap(copy.copy(self._obj), self._where)
 
     def __deepcopy__(self, memo):
-        return HostObjectProxy(copy.deepcopy(self._obj, memo), self._where)
+        return type(self)._wrap(copy.deepcopy(self._obj, memo), self._where)
+
+    def __reduce__(self):
+        return (_device_value, (self._obj, self._where))
 
     def __len__(self):
         return len(self._obj)
 
     def __getitem__(self, key):
         return _call(type(self._obj).__getitem__, f"{self._where}[]", (self._obj, key), {}, first_is_self=True)
+
+
+class _ProxyClass(type):
+    """The type of the per-class proxies: class-level names (``BSpline.basis_element``,
+    ``PPoly.from_spline``, constants) come from the SciPy class, under CuPy's rules, and
+    ``inspect.signature`` gives the SciPy constructor's parameters."""
+
+    def __getattr__(cls, name):
+        scipy_type = type.__getattribute__(cls, "_scipy_type")
+        where = f"{cls.__module__}.{cls.__qualname__}.{name}"
+        if name == "__signature__":
+            try:
+                return inspect.signature(scipy_type)
+            except (TypeError, ValueError):
+                raise AttributeError(name) from None
+        if name.startswith("__"):
+            raise AttributeError(f"type object {cls.__qualname__!r} has no attribute {name!r}")
+        value = getattr(scipy_type, name)
+        if callable(value) and not isinstance(value, type):
+            def method(*args, **kwargs):
+                return _call(value, f"{where}()", args, kwargs)
+
+            method.__name__ = method.__qualname__ = name
+            method.__wrapped__ = value
+            return method
+        return _device_value(value, where)
+
+
+def _proxy_new(cls, *args, **kwargs):
+    scipy_type = cls._scipy_type
+    proxy = _call(scipy_type, f"{cls.__module__}.{cls.__qualname__}()", args, kwargs)
+    if type(proxy) is not cls and isinstance(proxy, HostObjectProxy):  # a user's subclass
+        proxy = cls._wrap(proxy._obj, proxy._where)
+    return proxy
+
+
+def _proxy_init(self, *args, **kwargs):
+    """Construction happened in ``__new__`` (SciPy's constructor on the host buffers)."""
+
+
+#: SciPy class -> its proxy class (one per class, shared by every subpackage naming it).
+_proxy_classes: dict = {}
+
+
+def _scipy_base(base) -> bool:
+    return base is not object and (getattr(base, "__module__", None) or "").startswith("scipy.")
+
+
+def proxy_class(scipy_type, module_name: str | None = None) -> type:
+    """The fake CuPy class standing for the SciPy class ``scipy_type``.
+
+    Its bases are the proxy classes of the SciPy bases (so ``InterpolatedUnivariateSpline``
+    stays a ``UnivariateSpline``), else ``HostObjectProxy``. ``module_name`` is the fake
+    module that exposes it first (``cupyx.scipy.interpolate``)."""
+    fake = _proxy_classes.get(scipy_type)
+    if fake is not None:
+        return fake
+    if module_name is None:
+        sub = (scipy_type.__module__ or "").split(".")[1:2]
+        module_name = f"cupyx.scipy.{sub[0]}" if sub else "cupyx.scipy"
+    bases = tuple(proxy_class(b, module_name) for b in scipy_type.__bases__ if _scipy_base(b)) or (HostObjectProxy,)
+    namespace = {
+        "__slots__": (),
+        "__module__": module_name,
+        "__qualname__": scipy_type.__qualname__,
+        "__doc__": f"Fake ``{module_name}.{scipy_type.__name__}``: SciPy's class on the host buffers, "
+                   "holding and taking device arrays.",
+        "_scipy_type": scipy_type,
+        "__new__": _proxy_new,
+        "__init__": _proxy_init,
+    }
+    try:
+        fake = _ProxyClass(scipy_type.__name__, bases, namespace)
+    except TypeError:  # an order of bases the mirror cannot keep: no base proxies then
+        fake = _ProxyClass(scipy_type.__name__, (HostObjectProxy,), namespace)
+    return _proxy_classes.setdefault(scipy_type, fake)
 
 
 def _proxy_operator(name):
@@ -143,7 +230,7 @@ def _device_value(value, where):
     if callable(value) and not isinstance(value, type) and hasattr(value, "__self__"):
         return lambda *a, **k: _call(value, f"{where}()", a, k)
     if _is_scipy_object(value):
-        return HostObjectProxy(value, where)
+        return proxy_class(type(value))._wrap(value, where)
     return value
 
 
@@ -170,12 +257,7 @@ def _scipy_callable(obj, where, host_first=False):
         module, _, name = where.rpartition(".")
         return ufunc(obj, name, module=module)
     if isinstance(obj, type):
-        def construct(*args, **kwargs):
-            return _call(obj, f"{where}()", args, kwargs)
-
-        construct.__name__ = construct.__qualname__ = obj.__name__
-        construct.__doc__ = f"Fake ``{where}``: builds SciPy's object on the host buffers."
-        return construct
+        return proxy_class(obj, where.rpartition(".")[0])
 
     def function(*args, **kwargs):
         return _call(obj, f"{where}()", args, kwargs, host_first=host_first)
@@ -183,6 +265,7 @@ def _scipy_callable(obj, where, host_first=False):
     function.__name__ = function.__qualname__ = getattr(obj, "__name__", where)
     function.__module__ = where.rpartition(".")[0]
     function.__doc__ = f"Fake ``{where}``: SciPy's function with CuPy's argument rules."
+    function.__wrapped__ = obj  # inspect.signature: SciPy's parameters, which it takes
     return function
 
 
@@ -201,6 +284,15 @@ def build_scipy_subpackage(sub: str) -> types.ModuleType:
         else:
             host_first = attr in _scipy_names.HOST_FIRST_ARGUMENT.get(sub, ())
             module.__dict__[attr] = _scipy_callable(obj, f"{name}.{attr}", host_first) if callable(obj) else obj
+    nested = {child.rpartition(".")[2] for child in _scipy_names.CUPYX_SCIPY if child.startswith(f"{sub}.")}
+    if nested:
+        # CuPy imports its nested subpackages (sparse.linalg, spatial.distance) with the parent
+        def nested_getattr(attr, _nested=frozenset(nested), _name=name):
+            if attr in _nested:
+                return importlib.import_module(f"{_name}.{attr}")
+            raise AttributeError(f"module {_name!r} has no attribute {attr!r}")
+
+        module.__getattr__ = nested_getattr
     return module
 
 

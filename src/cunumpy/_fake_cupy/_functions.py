@@ -240,8 +240,8 @@ def asarray(a, dtype=None, order=None, *, copy=None, blocking=False):
     return _from_host(host, dtype, order or "K")
 
 
-def asanyarray(a, dtype=None, order=None, *, blocking=False):
-    return asarray(a, dtype=dtype, order=order, blocking=blocking)
+def asanyarray(a, dtype=None, order=None, *, copy=None, blocking=False):
+    return asarray(a, dtype=dtype, order=order, copy=copy, blocking=blocking)
 
 
 def ascontiguousarray(a, dtype=None):

@@ -1,8 +1,9 @@
-"""Fake CuPy kernel objects: they construct like CuPy's but cannot run.
+"""Fake CuPy kernel objects: they construct like CuPy's and run through the CPU emulation.
 
-Calling or compiling one raises NotImplementedError unless a launch hook is installed.
-The hook is the plug for the CPU emulation (API.md section 15): ``emulated_launches()``
-sets :data:`_launch_hook` for the duration of its block.
+Calling or compiling one goes to the launch hook: :data:`_launch_hook` when set (tests set
+one), else the CPU emulation's hook of the calling thread and context (API.md section 15):
+an ``emulated_launches()`` block's, else the automatic emulation, which refuses with
+``NotImplementedError`` when ``CUNUMPY_EMULATION=0`` or no C++ compiler is found.
 """
 
 from __future__ import annotations
@@ -15,14 +16,13 @@ import functools
 _launch_hook = None
 
 
-def _refuse(action: str, kernel, args=(), kwargs=None):
-    if _launch_hook is not None:
-        return _launch_hook(action, kernel, args, kwargs or {})
-    raise NotImplementedError(
-        f"the fake CuPy cannot {action} CUDA kernels ({type(kernel).__name__} {kernel.name!r}); "
-        "run the launch inside cunumpy.kernel_testing.emulated_launches() to emulate it on the CPU, "
-        "or use a real GPU"
-    )
+def _dispatch(action: str, kernel, args=(), kwargs=None):
+    hook = _launch_hook
+    if hook is None:
+        from .._emulation._launch import fake_cupy_hook
+
+        hook = fake_cupy_hook()
+    return hook(action, kernel, args, kwargs or {})
 
 
 class RawKernel:
@@ -42,10 +42,10 @@ class RawKernel:
         self.module = None
 
     def __call__(self, grid, block, args, *, shared_mem=0):
-        return _refuse("launch", self, (grid, block, args), {"shared_mem": shared_mem})
+        return _dispatch("launch", self, (grid, block, args), {"shared_mem": shared_mem})
 
     def compile(self, log_stream=None):
-        return _refuse("compile", self)
+        return _dispatch("compile", self)
 
     @property
     def attributes(self) -> dict:
@@ -91,13 +91,13 @@ class RawModule:
         return kernel
 
     def compile(self, log_stream=None):
-        return _refuse("compile", self)
+        return _dispatch("compile", self)
 
     def get_global(self, name):
-        return _refuse("read globals of", self, (name,))
+        return _dispatch("read globals of", self, (name,))
 
     def get_texref(self, name):
-        return _refuse("read textures of", self, (name,))
+        return _dispatch("read textures of", self, (name,))
 
 
 class ElementwiseKernel:
@@ -116,7 +116,7 @@ class ElementwiseKernel:
         self.options = tuple(options)
 
     def __call__(self, *args, **kwargs):
-        return _refuse("launch", self, args, kwargs)
+        return _dispatch("launch", self, args, kwargs)
 
 
 class ReductionKernel:
@@ -137,7 +137,7 @@ class ReductionKernel:
         self.options = tuple(options)
 
     def __call__(self, *args, **kwargs):
-        return _refuse("launch", self, args, kwargs)
+        return _dispatch("launch", self, args, kwargs)
 
 
 def fuse(*args, **kwargs):

@@ -166,6 +166,12 @@ RANDOM_FUNCTIONS = (
     "triangular uniform vonmises wald weibull zipf"
 ).split()
 
+#: ``cupy.random.RandomState`` methods: CuPy 14.2's RandomState lacks ``bytes``,
+#: ``multinomial``, ``random``, ``random_integers``, ``ranf`` and ``sample`` (module-level
+#: functions only) and has ``tomaxint``.
+RANDOM_STATE_METHODS = [n for n in RANDOM_FUNCTIONS
+                        if n not in ("bytes", "multinomial", "random", "random_integers", "ranf", "sample")] + ["tomaxint"]
+
 #: ``cupy.random.Generator`` methods (CuPy 14.2 has no ``normal``, ``choice``,
 #: ``permutation`` or ``shuffle`` on a Generator: use ``standard_normal``/``integers``).
 GENERATOR_METHODS = (

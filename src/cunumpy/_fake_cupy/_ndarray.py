@@ -14,7 +14,7 @@ import numpy as np
 from .. import _transfers
 from ._convert import Call, _host_array_error, _list_error
 
-__all__ = ["ndarray", "record_implicit_sync"]
+__all__ = ["ndarray", "record_implicit_copy", "record_implicit_sync"]
 
 _UNSUPPORTED_KINDS = "OSUVMm"
 
@@ -23,6 +23,16 @@ def record_implicit_sync(what: str, a) -> None:
     """A scalar read from device memory: one implicit ``sync`` event."""
     if _transfers.sinks:
         _transfers.record("sync", f"{what} of {tuple(a.shape)} {a.dtype}", implicit=True)
+
+
+def record_implicit_copy(what: str, a) -> None:
+    """A text conversion (``repr``, ``str``, ``print``, ``format``): CuPy copies the whole
+    array to the host (``self.get()``) and waits for it, so one implicit ``to_host`` event
+    of ``a.nbytes`` and one implicit ``sync``. ``assert_no_transfers()`` catches it."""
+    if _transfers.sinks:
+        description = f"{what} of {tuple(a.shape)} {a.dtype}"
+        _transfers.record("to_host", description, int(a._a.nbytes), implicit=True)
+        _transfers.record("sync", description, implicit=True)
 
 
 def _operand(other, op: str):
@@ -362,9 +372,9 @@ class ndarray:
         return value
 
     def __format__(self, spec):
-        if self.ndim == 0:
-            return format(self.item(), spec)
-        return format(str(self), spec)
+        # CuPy: format(self.get(), format_spec), NumPy's rules on the host copy
+        record_implicit_copy("format()", self)
+        return format(self._a, spec)
 
     # ------------------------------------------------------------------ container protocol
 
@@ -405,9 +415,11 @@ class ndarray:
         return found
 
     def __repr__(self):
+        record_implicit_copy("repr()", self)  # CuPy: repr(self.get())
         return repr(self._a)
 
     def __str__(self):
+        record_implicit_copy("str()", self)  # CuPy: str(self.get()), so print(a) too
         return str(self._a)
 
     # ------------------------------------------------------------------ copies and pickling

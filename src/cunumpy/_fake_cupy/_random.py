@@ -20,13 +20,13 @@ def _as_device(result):
     return result
 
 
-def _bind(owner, numpy_object, names, module):
+def _bind(owner, numpy_object, names, module, prefix=""):
     for name in names:
         method = getattr(numpy_object, name, None)
         if method is None:
             continue
         wrapped = strict(method, name, module=module)
-        setattr(owner, name, (lambda w: lambda *a, **k: _as_device(w(*a, **k)))(wrapped))
+        setattr(owner, prefix + name, (lambda w: lambda *a, **k: _as_device(w(*a, **k)))(wrapped))
 
 
 class BitGenerator:
@@ -34,7 +34,8 @@ class BitGenerator:
 
     _numpy_class = np.random.PCG64
 
-    def __init__(self, seed=None):
+    def __init__(self, seed=None, *, size=-1):
+        # size: CuPy's number of cuRAND states (-1: its default); nothing to size here
         self._numpy = self._numpy_class(seed)
 
     def random_raw(self, size=None, out=False):
@@ -83,7 +84,10 @@ class RandomState:
 
     def __init__(self, seed=None, method=None):
         self._numpy = np.random.RandomState(seed)
-        _bind(self, self._numpy, _names.RANDOM_FUNCTIONS + ["tomaxint"], "cupy.random.RandomState")
+        _bind(self, self._numpy, _names.RANDOM_STATE_METHODS, "cupy.random.RandomState")
+        # module-level functions CuPy's RandomState has no method for (bytes, multinomial, ...)
+        module_only = [n for n in _names.RANDOM_FUNCTIONS if n not in _names.RANDOM_STATE_METHODS]
+        _bind(self, self._numpy, module_only, "cupy.random", prefix="_module_")
 
     def seed(self, seed=None):
         self._numpy.seed(seed)
@@ -117,8 +121,10 @@ def legacy_functions() -> dict:
     """Module-level functions drawing from the global RandomState."""
 
     def forward(name):
+        method = name if name in _names.RANDOM_STATE_METHODS else "_module_" + name
+
         def function(*args, **kwargs):
-            return getattr(get_random_state(), name)(*args, **kwargs)
+            return getattr(get_random_state(), method)(*args, **kwargs)
 
         function.__name__ = function.__qualname__ = name
         function.__module__ = "cupy.random"

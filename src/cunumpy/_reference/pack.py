@@ -17,6 +17,7 @@ __all__ = [
     "LaunchPlan",
     "driver_available",
     "kernel_call_method",
+    "kernel_prepare_method",
     "launch",
     "launch_plan",
     "packed_address",
@@ -42,6 +43,48 @@ def _device_type():
 def _is_device(obj) -> bool:
     t = _device_type()
     return t is not None and isinstance(obj, t)
+
+
+def _has_data_ptr(obj) -> bool:
+    """CuPy's attribute protocol: an object with ``data.ptr`` (as pack.c's has_data_ptr)."""
+    data = getattr(obj, "data", None)
+    return data is not None and hasattr(data, "ptr")
+
+
+def _device_id_of(value) -> int:
+    """An int, or an object with an int ``id`` (CuPy's Device); -1 when neither."""
+    if not isinstance(value, int):
+        try:
+            value = getattr(value, "id", None)
+        except Exception:
+            return -1
+    if not isinstance(value, int) or isinstance(value, bool):
+        return -1
+    return value if value >= 0 else -1
+
+
+def _maybe_duck(obj, generic_type) -> bool:
+    import numpy as np
+
+    t = type(obj)
+    if t in (int, float, bool, complex, str) or obj is None or t is np.ndarray:
+        return False
+    return not isinstance(obj, generic_type)
+
+
+def _duck_shape(obj):
+    """The shape of a device array that is not CuPy's (as pack.c's duck_shape), or None."""
+    try:
+        if _has_data_ptr(obj):
+            shape = obj.shape
+        else:
+            cai = getattr(obj, "__cuda_array_interface__", None)
+            shape = cai.get("shape") if isinstance(cai, dict) else None
+        if shape is not None and not isinstance(shape, tuple):
+            shape = tuple(shape)
+        return shape
+    except Exception:
+        return None
 
 
 class _Slot:
@@ -76,10 +119,57 @@ class LaunchPlan:
     def forget(self):
         return None
 
-    def configure_fast(self, *config):
-        """Accepted for parity with the C plan; the twin always takes the general path."""
-        if config != (None,) and len(config) != 4:
-            raise TypeError("configure_fast() takes 4 arguments or None")
+    def configure_launch(self, block, infer):
+        """Checked as the C plan checks it; the twin's calls always take the general path."""
+        dims = (block,) if type(block) is int else tuple(block) if isinstance(block, (tuple, list)) else ()
+        if not 1 <= len(dims) <= 3 or any(type(d) is not int or d < 1 for d in dims) or math.prod(dims) > 1024:
+            raise ValueError("configure_launch(): block must be 1 to 3 positive ints, at most 1024 threads")
+        if not isinstance(infer, int) or not -1 <= infer <= 2:
+            raise ValueError("configure_launch(): infer must be -1, 0, 1 or 2")
+
+    def configure_device(self, *config):
+        """Accepted for parity with the C plan; the twin's calls always take the general path."""
+        if config == (None,):
+            return
+        if len(config) != 6:
+            raise TypeError("configure_device() takes 6 arguments or None")
+        if not isinstance(config[0], int) or config[0] < 0:
+            raise ValueError("configure_device(): device must be an int >= 0")
+        if not callable(config[5]):
+            raise TypeError("configure_device(): device_getter must be callable")
+
+    def configure_prepare(self, empty, dtypes, cupy, device_getter):
+        if (
+            not callable(empty) or not isinstance(dtypes, tuple) or len(dtypes) != len(self._slots)
+            or (device_getter is not None and not callable(device_getter))
+        ):
+            raise TypeError(
+                "configure_prepare(empty, dtypes, cupy, device_getter) takes numpy.empty, one dtype or None per "
+                "parameter, the CuPy module or None and a callable or None"
+            )
+        self._prepare = (empty, dtypes)
+
+    _prepare = None
+
+    def prepare(self, *args, device=None):
+        """Twin of the C prepare(): the argument itself, or a value of the configured dtype
+        holding the packed bytes."""
+        if self._prepare is None:
+            raise TypeError("prepare(): call configure_prepare() first")
+        empty, dtypes = self._prepare
+        flat: list = []
+        self._flatten(args, flat, {"first": None, "shape": None, "composite": False, "struct_seen": False,
+                                   "expanded": False}, 0)
+        packed, _, _ = self.pack(*args, device=device)
+        out = []
+        for slot, obj, dtype in zip(self._slots, flat, dtypes):
+            if dtype is None:
+                out.append(obj)
+                continue
+            holder = empty(1, dtype)
+            memoryview(holder).cast("B")[:] = packed[slot.offset:slot.offset + slot.size]
+            out.append(holder[0])
+        return tuple(out)
 
     def _error(self, exc, i, detail):
         return exc(f"kernel '{self._name}': argument {i} ({self._slots[i].label}): {detail}")
@@ -102,9 +192,16 @@ class LaunchPlan:
             if state["first"] is None and _is_device(obj):
                 if len(obj.shape) >= 1:
                     state["first"] = obj
+                    state["shape"] = obj.shape
                     state["composite"] = state["struct_seen"]
             elif state["first"] is None and t is self._void_type:
                 state["struct_seen"] = True
+            elif state["first"] is None and _maybe_duck(obj, self._generic_type):
+                shape = _duck_shape(obj)
+                if shape is not None and len(shape) >= 1:
+                    state["first"] = obj
+                    state["shape"] = shape
+                    state["composite"] = state["struct_seen"]
             out.append(obj)
 
     def pack(self, *args, device=None):
@@ -112,7 +209,7 @@ class LaunchPlan:
             raise TypeError(f"device must be an int or None, not {type(device).__name__}")
         cur = -1 if device is None or device < 0 else device
         flat: list = []
-        state = {"first": None, "composite": False, "struct_seen": False, "expanded": False}
+        state = {"first": None, "shape": None, "composite": False, "struct_seen": False, "expanded": False}
         self._flatten(args, flat, state, 0)
         n = len(self._slots)
         if len(flat) != n:
@@ -131,14 +228,15 @@ class LaunchPlan:
             buf[slot.offset:slot.offset + slot.size] = value
         first = state["first"]
         flag = state["composite"] if first is not None else state["struct_seen"]
-        return bytes(buf), (first.shape if first is not None else None), flag
+        return bytes(buf), (state["shape"] if first is not None else None), flag
 
     # -------------------------------------------------------------- arrays
 
     def _array(self, i, obj, cur=-1):
         slot = self._slots[i]
         is_device = _is_device(obj)
-        if not is_device and not hasattr(obj, "__cuda_array_interface__"):
+        duck = not is_device and _has_data_ptr(obj)
+        if not is_device and not duck and not hasattr(obj, "__cuda_array_interface__"):
             raise self._error(
                 TypeError, i,
                 f"expected a device array (an object with __cuda_array_interface__), got "
@@ -147,41 +245,26 @@ class LaunchPlan:
                 "xp.as_device_array) once, where the data is made",
             )
         try:
-            dev = -1
-            read_only = False
-            if is_device:
-                dtype = obj.dtype
-                shape = tuple(int(v) for v in obj.shape)
-                strides = tuple(int(v) for v in obj.strides)
-                data = obj.data
-                ptr = int(data.ptr)
-                dev = getattr(data, "device_id", -1)
-                dev = dev if isinstance(dev, int) else -1
-                itemsize_of_array = dtype.itemsize
+            if is_device or duck:
+                try:
+                    info = self._attributes(obj)
+                except Exception:
+                    # Unreadable attributes: a complete interface still serves (as in pack.c).
+                    if not duck or not hasattr(obj, "__cuda_array_interface__"):
+                        raise
+                    try:
+                        info = self._interface(obj)
+                    except Exception:
+                        pass
+                    else:
+                        is_device = duck = False
+                    if duck:
+                        raise
+                else:
+                    is_device = True
             else:
-                cai = obj.__cuda_array_interface__
-                dtype = cai["typestr"]
-                shape = tuple(int(v) for v in cai["shape"])
-                st = cai.get("strides")
-                strides = None if st is None else tuple(int(v) for v in st)
-                ptr = int(cai["data"][0])
-                if cai.get("mask") is not None:
-                    raise TypeError(
-                        "a masked __cuda_array_interface__ ('mask' is not None) is not supported: the kernel "
-                        "would read masked elements"
-                    )
-                stream = cai.get("stream")
-                if stream is not None and not (type(stream) is int and stream == 1):
-                    raise TypeError(
-                        f"the __cuda_array_interface__ names a producer stream ({cai['stream']!r}) that CudaKernel "
-                        "does not wait for: synchronize it and export the array with 'stream': None"
-                    )
-                for extent in shape:
-                    if extent < 0:
-                        raise TypeError(f"the array's shape has a negative extent ({extent})")
-                read_only = len(cai["data"]) >= 2 and bool(cai["data"][1])
-                digits = "".join(ch for ch in dtype[2:] if ch.isdigit())
-                itemsize_of_array = int(digits) if digits else 1
+                info = self._interface(obj)
+            dtype, shape, strides, ptr, dev, read_only, itemsize_of_array = info
             if not 0 <= ptr < 2**64:
                 raise OverflowError(f"the data pointer {ptr} is not an unsigned 64-bit address")
             if len(shape) > _MAX_NDIM:
@@ -242,6 +325,75 @@ class LaunchPlan:
                         elem.append(step)
                 out += struct.pack(f"<{slot.ndim}q", *elem)
         return out
+
+    @staticmethod
+    def _attributes(obj):
+        """CuPy's attribute protocol (as pack.c's array_info with attrs)."""
+        dtype = obj.dtype
+        shape = _ints(obj.shape, "shape")
+        st = getattr(obj, "strides", None)
+        if st is not None:
+            strides = _ints(st, "strides")
+            if len(strides) != len(shape):
+                raise TypeError("the array's strides do not match its shape")
+        else:
+            try:
+                flags = obj.flags
+            except Exception:
+                raise TypeError("the array has neither strides nor flags.c_contiguous") from None
+            if not bool(flags.c_contiguous):
+                raise TypeError("the array has no strides and is not C-contiguous")
+            strides = None
+        for extent in shape:
+            if extent < 0:
+                raise TypeError(f"the array's shape has a negative extent ({extent})")
+        data = obj.data
+        ptr = data.ptr
+        ptr = ptr if isinstance(ptr, int) else ptr.__index__()
+        if hasattr(data, "device_id"):
+            dev = _device_id_of(data.device_id)
+        elif hasattr(obj, "device"):
+            dev = _device_id_of(obj.device)
+        else:
+            dev = -1
+        try:
+            itemsize = int(dtype.itemsize)
+        except Exception:
+            itemsize = 1
+        return dtype, shape, strides, int(ptr), dev, False, itemsize if itemsize > 0 else 1
+
+    @staticmethod
+    def _interface(obj):
+        """__cuda_array_interface__ (as pack.c's array_info without attrs)."""
+        cai = obj.__cuda_array_interface__
+        if not isinstance(cai, dict):
+            raise TypeError("__cuda_array_interface__ is not a dict")
+        cai = dict(cai)
+        if "typestr" not in cai or "shape" not in cai or not isinstance(cai.get("data"), tuple) or not cai["data"]:
+            raise TypeError("incomplete __cuda_array_interface__")
+        dtype = cai["typestr"]
+        shape = _ints(cai["shape"], "shape")
+        if cai.get("mask") is not None:
+            raise TypeError(
+                "a masked __cuda_array_interface__ ('mask' is not None) is not supported: the kernel "
+                "would read masked elements"
+            )
+        stream = cai.get("stream")
+        if stream is not None and not (type(stream) is int and stream == 1):
+            raise TypeError(
+                f"the __cuda_array_interface__ names a producer stream ({stream!r}) that CudaKernel "
+                "does not wait for: synchronize it and export the array with 'stream': None"
+            )
+        for extent in shape:
+            if extent < 0:
+                raise TypeError(f"the array's shape has a negative extent ({extent})")
+        read_only = len(cai["data"]) >= 2 and bool(cai["data"][1])
+        st = cai.get("strides")
+        strides = None if st is None else _ints(st, "strides")
+        ptr = cai["data"][0]
+        ptr = ptr if isinstance(ptr, int) else ptr.__index__()
+        digits = "".join(ch for ch in dtype[2:] if ch.isdigit()) if isinstance(dtype, str) else ""
+        return dtype, shape, strides, int(ptr), -1, read_only, int(digits) if digits else 1
 
     # -------------------------------------------------------------- scalars
 
@@ -354,6 +506,14 @@ class LaunchPlan:
         return data
 
 
+def _ints(seq, what):
+    if not isinstance(seq, (tuple, list)):
+        raise TypeError(f"the array's {what} is not a tuple")
+    if len(seq) > _MAX_NDIM:
+        raise TypeError(f"arrays with more than {_MAX_NDIM} dimensions are not supported")
+    return tuple(int(v.__index__()) for v in tuple(seq))
+
+
 def _c_contiguous(shape, strides, itemsize) -> bool:
     if strides is None:
         return True
@@ -439,6 +599,17 @@ def kernel_call_method(cls):
         return self._call_slow(*args, **kwargs)
 
     return __call__
+
+
+def kernel_prepare_method(cls):
+    """The twin of the C ``prepare_args``: always ``cls._prepare_slow``."""
+    if not isinstance(cls, type):
+        raise TypeError(f"kernel_prepare_method(): expected a class, got {type(cls).__name__}")
+
+    def prepare_args(self, *args, **kwargs):
+        return self._prepare_slow(*args, **kwargs)
+
+    return prepare_args
 
 
 def driver_available():

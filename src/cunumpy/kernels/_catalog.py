@@ -411,7 +411,7 @@ class KernelCatalog(Mapping):
         names = self.with_cuda
         if not names:
             return []
-        if _cuda_kernel.emulation_hook is None:
+        if _cuda_kernel._emulation_hook() is None:
             from .._backend import cupy_available, cupy_unavailable_reason
 
             if not cupy_available():

@@ -10,6 +10,7 @@ stream), falling back to CuPy's own launch functions where that is not possible.
 from __future__ import annotations
 
 import concurrent.futures
+import contextvars
 import math
 import os
 import re
@@ -34,13 +35,35 @@ from ..cuda._source import (
 __all__ = ["CudaKernel", "CudaKernelVariants"]
 
 _N_THREADS_FROM = ("auto", "first_array", "last_axis")
+_INFER_CODES = {"auto": 0, "first_array": 1, "last_axis": 2}  # the C path's codes (pack.c INFER_*)
 _CUDA_ERROR_INVALID_CONTEXT = 201
 _DEFAULT_SHARED = 49152
 
-#: Set by the CPU emulation (kernel_testing.emulated_launches) to take over launches and
-#: compilation: ``hook.launch(kernel, args, grid, block, shared_mem)`` and
-#: ``hook.compile(kernel)``. None outside that context.
+#: A hook that takes over every launch and compilation when set (tests set one):
+#: ``hook.launch(kernel, args, grid, block, shared_mem)`` and ``hook.compile(kernel)``.
 emulation_hook = None
+
+
+def _load_context_hook():
+    """Until cunumpy._emulation is imported: on the fake CuPy, import it (it replaces
+    ``context_hook`` with its lookup, and launches there emulate by themselves)."""
+    cupy = sys.modules.get("cupy")
+    if cupy is None or getattr(cupy, "__cunumpy_fake__", False) is not True:
+        return None
+    from .. import _emulation  # noqa: F401 - sets context_hook
+
+    return context_hook()
+
+
+#: The CPU emulation's hook of the calling thread and context (an ``emulated_launches()``
+#: block, or the automatic emulation on the fake CuPy), or None: see cunumpy._emulation._launch.
+context_hook = _load_context_hook
+
+
+def _emulation_hook():
+    """The hook that takes over launches and compilation here and now, or None."""
+    hook = emulation_hook
+    return context_hook() if hook is None else hook
 
 # ------------------------------------------------------------------ plan specs
 
@@ -54,8 +77,19 @@ _NUMPY_SCALARS = tuple(
 )
 
 
+_SCALAR_TABLES: dict = {}
+
+
 def _scalar_table(dtype: np.dtype) -> tuple[int, dict]:
-    """(scalar code, {NumPy scalar type: action}) for a scalar parameter of ``dtype``."""
+    """(scalar code, {NumPy scalar type: action}) for a scalar parameter of ``dtype``; one
+    table per dtype, shared (the plans only read it)."""
+    found = _SCALAR_TABLES.get(dtype)
+    if found is None:
+        found = _SCALAR_TABLES[dtype] = _make_scalar_table(dtype)
+    return found
+
+
+def _make_scalar_table(dtype: np.dtype) -> tuple[int, dict]:
     kind = dtype.kind
     code = {"b": _S_BOOL, "i": _S_INT, "u": _S_UINT, "f": _S_FLOAT, "c": _S_COMPLEX}[kind]
     table: dict = {}
@@ -174,11 +208,42 @@ def iter_arrays(args, prefix=""):
         yield from _arrays_of(obj, path, dev, 0)
 
 
+def _other_device_array(obj) -> bool:
+    """A device array that is not CuPy's: CuPy's attribute protocol (``data.ptr``) or a
+    ``__cuda_array_interface__`` (as the packer reads them)."""
+    if isinstance(obj, (int, float, complex, str, np.generic)) or obj is None:
+        return False
+    try:
+        return hasattr(getattr(obj, "data", None), "ptr") or hasattr(obj, "__cuda_array_interface__")
+    except Exception:
+        return False
+
+
+def _shape_of(obj):
+    try:
+        shape = obj.shape if hasattr(getattr(obj, "data", None), "ptr") else obj.__cuda_array_interface__["shape"]
+        return tuple(shape)
+    except Exception:
+        return ()
+
+
+class _Shaped:
+    """An array's shape for the inference (test doubles and interface-only arrays)."""
+
+    __slots__ = ("shape",)
+
+    def __init__(self, shape):
+        self.shape = shape
+
+
 def _arrays_of(obj, path, dev, depth, host=False):
     if depth > 8:
         return
     if (dev is not None and isinstance(obj, dev)) or (host and isinstance(obj, np.ndarray)):
         yield path, obj
+        return
+    if host and not hasattr(type(obj), "__cuda_args__") and _other_device_array(obj):
+        yield path, _Shaped(_shape_of(obj))
         return
     if not hasattr(type(obj), "__cuda_args__"):
         return
@@ -327,7 +392,9 @@ def _compile_each(items, jobs: int) -> dict:
             return kernel.compile()
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [(key, pool.submit(work, kernel)) for key, kernel in items]
+        # Each compile runs in a copy of the caller's context: an emulated_launches() block
+        # (a context variable) applies in the workers too.
+        futures = [(key, pool.submit(contextvars.copy_context().run, work, kernel)) for key, kernel in items]
         for key, future in futures:
             exc = future.exception()
             if exc is not None:
@@ -429,6 +496,35 @@ def _on_hip() -> bool:
 # ------------------------------------------------------------------ CudaKernel
 
 
+class _NThreadsRule:
+    """``kernel.n_threads_from`` for a string setting: the rule as a callable of the argument
+    tuple, for that kernel's block (earlier releases exposed the inference this way)."""
+
+    __slots__ = ("_kernel", "name")
+
+    def __init__(self, kernel, name):
+        self._kernel = kernel
+        self.name = name
+
+    def __call__(self, args):
+        args = tuple(args)
+        k = self._kernel
+        return k._infer(k._block, args, _first_shape(args), mode=self.name)
+
+    def __eq__(self, other):
+        if isinstance(other, _NThreadsRule):
+            return self.name == other.name and self._kernel is other._kernel
+        if isinstance(other, str):
+            return self.name == other
+        return NotImplemented
+
+    def __hash__(self):
+        return hash(self.name)
+
+    def __repr__(self):
+        return f"<n_threads_from {self.name!r} of kernel {self._kernel.name!r}>"
+
+
 class CudaKernel:
     """A CUDA C/C++ kernel compiled with NVRTC through CuPy and launched with checked arguments.
 
@@ -514,9 +610,12 @@ class CudaKernel:
             raise TypeError("CudaKernel: 'options' must be a sequence of str")
         if isinstance(include_dirs, (str, os.PathLike)) or not hasattr(include_dirs, "__iter__"):
             raise TypeError("CudaKernel: 'include_dirs' must be a sequence of paths")
-        self._include_dirs = tuple(str(Path(d)) for d in include_dirs)
+        try:
+            self._include_dirs = tuple(Path(d) for d in include_dirs)
+            self._source_dir = Path(source_dir) if source_dir is not None else None
+        except TypeError:
+            raise TypeError("CudaKernel: 'include_dirs' and 'source_dir' must be paths") from None
         self._options = options + tuple(f"-I{d}" for d in self._include_dirs)
-        self._source_dir = Path(source_dir) if source_dir is not None else None
         if debug is not None and not isinstance(debug, bool):
             raise TypeError(f"CudaKernel: 'debug' must be None, True or False, not {debug!r}")
         if isinstance(structs, (str, bytes)) or not hasattr(structs, "__iter__"):
@@ -544,6 +643,7 @@ class CudaKernel:
             self._by_expression = is_template or not extern_c
             self._signature = params
             self._plan = _build_plan(name, params)
+            self._plan.configure_launch(self._block, -1)  # the rule is set with n_threads_from below
         else:
             self._signature = None
             self._plan = None
@@ -615,20 +715,33 @@ class CudaKernel:
 
     @property
     def n_threads_from(self):
-        """How a launch without sizes is sized: ``"auto"``, ``"last_axis"``, a callable of the arguments, or None (sizes required); settable."""
+        """The launch-size inference as a callable ``f(args) -> int | tuple`` (as earlier releases
+        had it), or None. For a string setting, a callable implementing that rule for this kernel
+        whose ``name`` is the string (it also compares equal to it)."""
+        mode = self._n_threads_from
+        if isinstance(mode, str):
+            return _NThreadsRule(self, mode)
+        return mode
+
+    @property
+    def n_threads_from_setting(self):
+        """The setting as given: ``"auto"``, ``"first_array"``, ``"last_axis"``, a callable or None."""
         return self._n_threads_from
 
     @n_threads_from.setter
     def n_threads_from(self, value):
+        if isinstance(value, _NThreadsRule):
+            value = value.name  # a rule read from a kernel: the same rule for this one
         if not (value is None or callable(value) or (isinstance(value, str) and value in _N_THREADS_FROM)):
             raise TypeError(
                 "n_threads_from must be a callable, 'auto', 'first_array', 'last_axis' or None, "
                 f"not {value!r}"
             )
         self._n_threads_from = value
-        self._fast_1d = value == "auto" and len(self._block) == 1
-        if getattr(self, "_plan", None) is not None:
-            self._plan.configure_fast(None)
+        plan = getattr(self, "_plan", None)
+        if plan is not None:
+            # The rules the C path applies itself; a callable or None is Python's.
+            plan.configure_launch(self._block, _INFER_CODES.get(value, -1) if isinstance(value, str) else -1)
 
     @property
     def check_finite(self):
@@ -677,16 +790,34 @@ class CudaKernel:
     def __repr__(self):
         return f"<CudaKernel {self._expression!r} block={self.block_size}>"
 
-    def prepare_args(self, *args) -> tuple:
-        """The values a launch would pass, without launching: arguments flattened through
-        ``__cuda_args__``, checked, scalars cast to their parameters' NumPy types, array views
-        packed. Same errors as a call."""
-        flat = _flatten_unchecked(args)
-        if self._plan is None:
-            return tuple(flat)
+    # prepare_args(*args) is C (below the class): it runs _prepare_slow until the plan knows how
+    # to make the values and which CuPy module to ask for the current device.
+
+    def _prepare_slow(self, *args) -> tuple:
+        """The values a launch would pass, without launching (``prepare_args``)."""
+        plan = self._plan
+        if plan is None:
+            return tuple(_flatten_unchecked(args))
         cupy = sys.modules.get("cupy")
-        self._plan.pack(*args, device=_current_device_or_none(cupy))
-        return tuple(_cupy_arg(p, a) for p, a in zip(self._signature, flat))
+        cur = _current_device_or_none(cupy)
+        plan.configure_prepare(
+            np.empty, self._value_dtypes(), cupy, _device_getter(cupy) if cupy is not None else None
+        )
+        return plan.prepare(*args, device=cur)
+
+    def _value_dtypes(self) -> tuple:
+        """Per parameter, the dtype of the value prepare_args makes from the packed bytes: the
+        parameter's own for scalars, a (data, shape, strides) record for views, None where the
+        argument itself is the value (pointers and structs)."""
+        out = []
+        for p in self._signature:
+            if p.pointer or p.struct is not None:
+                out.append(None)
+            elif p.view_ndim:
+                out.append(_view_record(p.view_ndim, p.contiguous))
+            else:
+                out.append(p.dtype)
+        return tuple(out)
 
     # -------------------------------------------------------------- launch shape
 
@@ -707,8 +838,9 @@ class CudaKernel:
         n = _check_dims(n_threads, "n_threads")
         return _grid_for(n, blk)
 
-    def _infer(self, blk, args, first):
-        mode = self._n_threads_from
+    def _infer(self, blk, args, first, mode=None):
+        if mode is None:
+            mode = self._n_threads_from
         if mode is None:
             raise TypeError(
                 f"kernel '{self._name}': n_threads_from is None, so pass n_threads= or grid= explicitly"
@@ -773,7 +905,7 @@ class CudaKernel:
 
     def compile(self, *, log_stream=None):
         """Compile for the current device (cached per device) and return CuPy's raw kernel."""
-        hook = emulation_hook
+        hook = _emulation_hook()
         if hook is not None:
             return hook.compile(self)
         self._reject_on_hip()
@@ -784,7 +916,7 @@ class CudaKernel:
 
     def recompile(self, *, log_stream=None):
         """Discard the current device's compiled state and compile again (headers, debug options)."""
-        hook = emulation_hook
+        hook = _emulation_hook()
         if hook is not None:
             # The emulation re-reads headers and options too (a hook may lack the method).
             return getattr(hook, "recompile", hook.compile)(self)
@@ -861,7 +993,7 @@ class CudaKernel:
             raise ValueError(f"shared_mem must be >= 0, got {shared_mem}")
         if stream is not None and cur is not None:
             _check_stream(self._name, stream, cur)
-        hook = emulation_hook
+        hook = _emulation_hook()
         if hook is not None:
             return hook.launch(self, args, g, blk, shared_mem)
         if cupy is None:
@@ -871,22 +1003,27 @@ class CudaKernel:
         dev = cur if cur is not None else _device_getter(cupy)()
         lim = _limits_cache.get(dev) or _device_limits(cupy, dev)
         self._validate(lim, g, blk, shared_mem)
-        if plan is not None and self._fast_1d and block is None:
-            # The default 1-D block passed on this device: later calls take the C fast path.
-            plan.configure_fast(self._block[0], dev, lim.grid[0], _device_getter(cupy))
+        if plan is not None and dev == cur:
+            # A launch validated on this device: later calls of every form take the C path,
+            # which checks against these limits itself (and comes back here past them).
+            plan.configure_device(
+                dev, tuple(lim.block), tuple(lim.grid), lim.threads, lim.shared_optin, _device_getter(cupy)
+            )
         if 0 in g:
             return None
         return self._launch(cupy, dev, lim, args, packed, g, blk, shared_mem, stream)
 
-    def _launch_1d(self, packed, g0, stream, args):
-        """Continuation of the C fast path for a non-empty 1-D launch."""
-        hook = emulation_hook
+    def _launch_fast(self, packed, g, blk, shared_mem, stream, args):
+        """Continuation of the C path for a non-empty launch whose checks it made."""
+        hook = _emulation_hook()
         if hook is not None:
-            return hook.launch(self, args, (g0,), self._block, 0)
-        cupy = sys.modules["cupy"]
+            return hook.launch(self, args, g, blk, shared_mem)
+        cupy = sys.modules.get("cupy")
+        if cupy is None:
+            raise RuntimeError(f"launching kernel '{self._name}' needs CuPy (no device arrays were given)")
         dev = _device_getter(cupy)()
         lim = _limits_cache.get(dev) or _device_limits(cupy, dev)
-        return self._launch(cupy, dev, lim, args, packed, (g0,), self._block, 0, stream)
+        return self._launch(cupy, dev, lim, args, packed, g, blk, shared_mem, stream)
 
     def _fail(self, lim, what):
         raise ValueError(f"kernel '{self._name}' on device {lim.id} ({lim.name}): {what}")
@@ -998,6 +1135,15 @@ class CudaKernel:
 
 
 CudaKernel.__call__ = core.kernel_call_method(CudaKernel)
+CudaKernel.prepare_args = core.kernel_prepare_method(CudaKernel)
+
+
+def _view_record(n: int, contiguous: bool) -> np.dtype:
+    """The packed form of an ArrayND<T> (data, shape, strides in elements) or CArrayND<T> view."""
+    fields = [("data", "<u8"), ("shape", "<i8", (n,))]
+    if not contiguous:
+        fields.append(("strides", "<i8", (n,)))
+    return np.dtype(fields)
 
 
 def _cupy_arg(param: CudaParameter, value):
@@ -1005,11 +1151,7 @@ def _cupy_arg(param: CudaParameter, value):
     if param.pointer:
         return value
     if param.view_ndim:
-        n = param.view_ndim
-        fields = [("data", "<u8"), ("shape", "<i8", (n,))]
-        if not param.contiguous:
-            fields.append(("strides", "<i8", (n,)))
-        rec = np.zeros((), dtype=np.dtype(fields))
+        rec = np.zeros((), dtype=_view_record(param.view_ndim, param.contiguous))
         rec["data"] = value.data.ptr
         rec["shape"] = value.shape
         if not param.contiguous:
@@ -1060,12 +1202,12 @@ def _is_template(source: str, name: str) -> bool:
 
 def _file_kwargs(path: Path, kwargs: dict) -> dict:
     kw = dict(kwargs)
-    directory = str(path.resolve().parent)
+    directory = path.resolve().parent
     dirs = kw.pop("include_dirs", ())
     if isinstance(dirs, (str, os.PathLike)) or not hasattr(dirs, "__iter__"):
         raise TypeError("CudaKernel: 'include_dirs' must be a sequence of paths")
     dirs = tuple(dirs)
-    kw["include_dirs"] = (directory,) + tuple(d for d in dirs if str(d) != directory)
+    kw["include_dirs"] = (directory,) + tuple(d for d in dirs if str(Path(d)) != str(directory))
     kw["source_dir"] = directory
     return kw
 

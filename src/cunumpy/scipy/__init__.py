@@ -10,6 +10,7 @@ CuPy lacks it. ``optimize`` and ``integrate`` are not forwarded: use ``xp.optimi
 """
 
 import importlib as _importlib
+import sys as _sys
 import types as _types
 
 from .. import _backend
@@ -39,7 +40,8 @@ _NOT_FORWARDED = {
 
 _BACKEND_LABEL = {"numpy": "NumPy", "cupy": "CuPy"}
 
-# (backend, dotted path) -> imported module; failures are not cached.
+# (backend, dotted path) -> (imported module, the dotted names it hangs from); failures are
+# not cached, and an entry counts only while none of those names is None in sys.modules.
 _modules: dict = {}
 
 
@@ -64,29 +66,57 @@ def _label(path: str) -> str:
     return f"xp.scipy.{path}" if path else "xp.scipy"
 
 
+def _chain(real: str) -> tuple:
+    """``"scipy.sparse.linalg"`` -> ``("scipy", "scipy.sparse", "scipy.sparse.linalg")``."""
+    parts = real.split(".")
+    return tuple(".".join(parts[: i + 1]) for i in range(len(parts)))
+
+
+def _halted(chain: tuple):
+    """The first name of ``chain`` that ``sys.modules`` maps to None, else None.
+
+    ``sys.modules["scipy"] = None`` (how tests make SciPy unimportable) must stop
+    ``scipy.special`` too, although Python would still hand out an already imported
+    ``sys.modules["scipy.special"]``, and so must the cache here."""
+    modules = _sys.modules
+    for name in chain:
+        if name in modules and modules[name] is None:
+            return name
+    return None
+
+
+def _import(real: str, chain: tuple) -> _types.ModuleType:
+    halted = _halted(chain)
+    if halted is not None:
+        raise ModuleNotFoundError(f"import of {halted} halted; None in sys.modules", name=halted)
+    return _importlib.import_module(real)
+
+
 def _module(path: str) -> _types.ModuleType:
     """The active backend's module for ``path``; ImportError naming it and the backend."""
     backend = _backend.get_backend()
-    module = _modules.get((backend, path))
-    if module is not None:
-        return module
+    entry = _modules.get((backend, path))
+    if entry is not None and _halted(entry[1]) is None:
+        return entry[0]
     real = _real_name(backend, path)
+    chain = _chain(real)
     try:
-        module = _importlib.import_module(real)
+        module = _import(real, chain)
     except ImportError as exc:
         needs = "SciPy" if backend == "numpy" else "CuPy's cupyx.scipy"
         raise ImportError(
             f"{_label(path)} needs {needs} on the {_BACKEND_LABEL[backend]} backend: "
             f"{real} could not be imported ({type(exc).__name__}: {exc})"
         ) from exc
-    _modules[(backend, path)] = module
+    _modules[(backend, path)] = (module, chain)
     return module
 
 
 def _scipy_has(path: str, name: str) -> bool:
     """Whether SciPy itself defines ``name`` (for error hints; never raises)."""
+    real = _real_name("numpy", path)
     try:
-        return hasattr(_importlib.import_module(_real_name("numpy", path)), name)
+        return hasattr(_import(real, _chain(real)), name)
     except Exception:
         return False
 
