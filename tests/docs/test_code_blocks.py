@@ -3,7 +3,7 @@
 The pages of docs/, README.md and src/cunumpy/LLM_GUIDE.md are read as Markdown:
 - ```python blocks run, in page order and in one namespace per page, in a fresh
   interpreter: once on NumPy and once on the fake CuPy (CUNUMPY_FAKE_CUPY=1
-  CUNUMPY_BACKEND=cupy, CUDA launches emulated on the CPU);
+  CUNUMPY_BACKEND=cupy, where CUDA launches emulate on the CPU by themselves);
 - a block whose first line is a comment "not run here: <reason>" is shown, not run (a GPU,
   a cluster, a Mac);
 - shell blocks (sh, bash, console) are commands: each says either "not run here:
@@ -63,19 +63,15 @@ def _runnable(path):
 
 
 RUNNER = r"""
-import contextlib, json, sys, traceback
-from cunumpy import kernel_testing
+import json, sys, traceback
 name, blocks = sys.argv[1], json.load(open(sys.argv[2]))
 namespace = {"__name__": "__main__"}
-# On the fake CuPy, CUDA launches run in the CPU emulator.
-emulate = kernel_testing.emulated_launches() if kernel_testing.fake_cupy_active() else contextlib.nullcontext()
-with emulate:
-    for line, text in blocks:
-        try:
-            exec(compile(text, f"{name}:{line}", "exec"), namespace)
-        except BaseException:
-            traceback.print_exc()
-            sys.exit(f"the block at {name} line {line} failed")
+for line, text in blocks:
+    try:
+        exec(compile(text, f"{name}:{line}", "exec"), namespace)
+    except BaseException:
+        traceback.print_exc()
+        sys.exit(f"the block at {name} line {line} failed")
 """
 
 ENVIRONMENTS = {

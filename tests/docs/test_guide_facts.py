@@ -46,6 +46,7 @@ def resolves(dotted):
     return True
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the guide names the old private paths
 @pytest.mark.parametrize("path", TEXTS, ids=[p.name for p in TEXTS])
 def test_every_cited_name_exists(path):
     missing = sorted({n for n in cited_names(path.read_text(encoding="utf-8"))
@@ -69,3 +70,19 @@ def test_the_guide_stays_short():
 def test_the_name_check_finds_a_missing_name():
     assert resolves("xp.algorithms.compact_by_mask") and resolves("kernel_testing.check_parity")
     assert not resolves("xp.algorithms.compact_by_maks") and not resolves("xp.CudaKernel")
+
+
+def _fixture_table(text):
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| test | no variables |"))
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        rows.append(line)
+    return rows
+
+
+def test_the_site_and_the_guide_have_the_same_fixture_table():
+    site = (ROOT / "docs" / "guides" / "testing.md").read_text(encoding="utf-8")
+    assert _fixture_table(site) == _fixture_table(GUIDE.read_text(encoding="utf-8"))

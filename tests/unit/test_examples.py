@@ -13,16 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
-# On the fake CuPy, CUDA launches run in the CPU emulator: inside emulated_launches() until
-# launches emulate by themselves on the fake; the programs themselves stay unchanged.
-RUNNER = """
-import contextlib, runpy, sys
-from cunumpy import kernel_testing
-path, sys.argv = sys.argv[1], sys.argv[1:]
-emulate = kernel_testing.emulated_launches() if kernel_testing.fake_cupy_active() else contextlib.nullcontext()
-with emulate:
-    runpy.run_path(path, run_name="__main__")
-"""
+# The programs run unchanged: on the fake CuPy their CUDA launches emulate by themselves.
 
 # program -> (arguments, a line its output must contain)
 PROGRAMS = {
@@ -43,7 +34,7 @@ def _run(*command, timeout=300):
 @pytest.mark.parametrize("program", sorted(PROGRAMS))
 def test_example_runs(program):
     args, expected = PROGRAMS[program]
-    done = _run(sys.executable, "-c", RUNNER, str(EXAMPLES / program), *args)
+    done = _run(sys.executable, str(EXAMPLES / program), *args)
     assert done.returncode == 0, done.stdout + done.stderr
     assert expected in done.stdout, done.stdout
     backend = "cupy" if os.environ.get("CUNUMPY_BACKEND", "").lower() == "cupy" else "numpy"
@@ -58,7 +49,7 @@ def test_every_example_program_is_run_somewhere():
 
 def test_plasma_kernels_compiled_by_pyccel():
     pytest.importorskip("pyccel")
-    done = _run(sys.executable, "-c", RUNNER, str(EXAMPLES / "kernel_folder" / "run_plasma.py"), "--pyccel", "--steps=2")
+    done = _run(sys.executable, str(EXAMPLES / "kernel_folder" / "run_plasma.py"), "--pyccel", "--steps=2")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "host implementation of push: pyccel (compiled by Pyccel)" in done.stdout
 
