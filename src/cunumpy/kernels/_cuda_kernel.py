@@ -562,11 +562,14 @@ class CudaKernel:
     debug : bool or None, optional
         Compile with ``-lineinfo -DCUNUMPY_BOUNDS_CHECK`` and synchronise after each launch;
         None follows :func:`cunumpy.cuda.get_cuda_debug`.
-    n_threads_from : {"auto", "last_axis"}, callable or None, optional
+    n_threads_from : {"auto", "first_array", "last_axis"}, callable or None, optional
         How a launch without sizes is sized: ``"auto"`` from the first array (1-D block:
-        ``shape[0]``; 2-D: ``shape[:2]``; 3-D: ``shape[:3]``), ``"last_axis"`` from its last
-        axis (component-major ``(ncomp, N)`` arrays), a callable of the arguments, or None to
-        require explicit sizes.
+        ``shape[0]``; 2-D: ``shape[:2]``; 3-D: ``shape[:3]``), ``"first_array"`` always
+        ``shape[0]`` of the first array, ``"last_axis"`` from its last axis (component-major
+        ``(ncomp, N)`` arrays), a callable of the arguments, or None to require explicit
+        sizes. The attribute reads
+        back as a callable rule (``k.n_threads_from(args)`` is the size a launch would use);
+        ``n_threads_from_setting`` is the value as set.
     check_finite : bool, optional
         After each launch, check floating output arrays for NaN and infinity (a
         synchronisation; :class:`RuntimeError` naming the array).
