@@ -19,8 +19,16 @@ from __future__ import annotations
 
 import operator
 import os
+import stat
 import sys
 import threading
+import time
+
+try:  # the pipe check before an abort; absent on Windows, where nothing is waited for
+    import fcntl
+    import termios
+except ImportError:  # pragma: no cover - Windows
+    fcntl = termios = None
 
 import numpy as np
 from maybempi import (
@@ -154,7 +162,8 @@ def set_abort_on_exception(enabled: bool | None) -> None:
     never end. cunumpy.mpi installs a ``sys.excepthook`` and a ``threading.excepthook`` (each
     calls the hook it replaces first, so the traceback is printed as usual) the first time it
     is given an mpi4py communicator; on an uncaught exception in a job of more than one rank
-    they call ``MPI.COMM_WORLD.Abort``. Interactive sessions never abort.
+    they print a line saying so, wait (up to 2 s) for the launcher to read stdout and stderr
+    when they are pipes, and call ``MPI.COMM_WORLD.Abort``. Interactive sessions never abort.
 
     Parameters
     ----------
@@ -219,7 +228,7 @@ def _install_abort_hooks() -> None:
                 previous_thread(args)
             finally:
                 if args.exc_type is not SystemExit:  # a thread's sys.exit() ends the thread only
-                    _abort_job(args.exc_type)
+                    _abort_job(args.exc_type, getattr(args.thread, "name", None))
 
         excepthook.__wrapped__ = previous
         thread_excepthook.__wrapped__ = previous_thread
@@ -228,9 +237,11 @@ def _install_abort_hooks() -> None:
         _hooks_installed = True
 
 
-def _abort_job(exc_type) -> None:
+def _abort_job(exc_type, thread_name: str | None = None) -> None:
     """``MPI.COMM_WORLD.Abort`` after an uncaught exception, when enabled and MPI runs more
-    than one rank; the exit status is 1 (130 for KeyboardInterrupt, as ``python -m mpi4py``)."""
+    than one rank; the exit status is 1 (130 for KeyboardInterrupt, as ``python -m mpi4py``).
+    A line on stderr says why the job ends, and the output is handed over first
+    (:func:`_hand_over_output`)."""
     if not get_abort_on_exception() or sys.flags.interactive or hasattr(sys, "ps1"):
         return
     mpi = sys.modules.get("mpi4py.MPI")
@@ -239,15 +250,87 @@ def _abort_job(exc_type) -> None:
             return
     except Exception:
         return
+    code = 130 if exc_type is KeyboardInterrupt else 1
+    where = "" if thread_name is None else f" in thread {thread_name!r}"
+    _hand_over_output(
+        f"cunumpy.mpi: uncaught {_type_name(exc_type)}{where} on {_rank_of(mpi.COMM_WORLD)}; "
+        f"calling MPI_Abort(MPI_COMM_WORLD, {code}) to end the job "
+        f"({ABORT_VARIABLE}=0 turns this off)"
+    )
+    try:
+        mpi.COMM_WORLD.Abort(code)
+    except Exception:
+        pass
+
+
+def _type_name(exc_type) -> str:
+    """``ValueError``, ``mpi4py.MPI.Exception``: as a traceback names the type."""
+    name = getattr(exc_type, "__qualname__", None) or repr(exc_type)
+    module = getattr(exc_type, "__module__", None)
+    return name if module in (None, "builtins", "__main__") else f"{module}.{name}"
+
+
+def _rank_of(comm) -> str:
+    try:
+        return f"rank {int(comm.Get_rank())} of {int(comm.Get_size())}"
+    except Exception:
+        return "a rank"
+
+
+#: Longest wait, in seconds, for the launcher to take a rank's output before an abort.
+_HAND_OVER_SECONDS = 2.0
+
+
+def _hand_over_output(line: str | None = None, timeout: float = _HAND_OVER_SECONDS) -> None:
+    """Write ``line`` to stderr, flush stdout and stderr, and wait (at most ``timeout``
+    seconds) until whatever reads them from a pipe has taken every byte.
+
+    MPI launchers read a rank's output from pipes and stop forwarding it once they handle an
+    abort: MPICH's Hydra proxy serves the abort request before a pipe that became readable at
+    the same moment, and mpiexec exits without printing what is still in flight. Flushing is
+    not enough; the bytes must have left the pipe before ``Abort`` is called.
+    """
+    if line is not None and sys.stderr is not None:
+        try:
+            sys.stderr.write(line + "\n")
+        except Exception:
+            pass
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except Exception:
+        except Exception:  # None, closed or broken
             pass
-    try:
-        mpi.COMM_WORLD.Abort(130 if exc_type is KeyboardInterrupt else 1)
-    except Exception:
-        pass
+    _wait_for_pipe_readers((1, 2), timeout)
+
+
+def _wait_for_pipe_readers(fds, timeout: float) -> bool:
+    """Wait until no byte is left unread in those of ``fds`` that are pipes; ``False`` when
+    ``timeout`` seconds passed first (nobody reads), ``True`` otherwise."""
+    if fcntl is None:  # pragma: no cover - Windows
+        return True
+    pipes = []
+    for fd in fds:
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                pipes.append(fd)
+        except OSError:
+            pass
+    deadline = time.monotonic() + timeout
+    delay = 0.0005
+    while pipes:
+        pending = 0
+        for fd in pipes:
+            try:
+                pending += int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, bytes(4)), sys.byteorder)
+            except OSError:
+                pass
+        if not pending:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(delay)
+        delay = min(2 * delay, 0.01)
+    return True
 
 
 # --------------------------------------------------------------------------- CUDA-awareness
@@ -969,7 +1052,13 @@ class _Entry:
         self.is_send = is_send
 
 
-def _abort(comm) -> None:
+def _abort(comm, error: BaseException) -> None:
+    """``comm.Abort(1)`` after a failure in exchange(), with the error on stderr first: the
+    abort ends this process before the re-raised error could be printed."""
+    _hand_over_output(
+        f"cunumpy.mpi: exchange() failed on {_rank_of(comm)} ({_type_name(type(error))}: {error}); "
+        "calling MPI_Abort(comm, 1) because the other ranks would wait for its messages forever"
+    )
     try:
         comm.Abort(1)
     except Exception:  # the original error is what the caller needs to see
@@ -1009,8 +1098,9 @@ def exchange(comm, sends=(), receives=(), cuda_aware=None) -> None:
 
     Notes
     -----
-    A failure after posting (an MPI error while posting or waiting) calls ``comm.Abort(1)``,
-    because the other ranks would otherwise wait forever, and re-raises the error. The
+    A failure after posting (an MPI error while posting or waiting) prints the error to
+    stderr, waits for the launcher to take the output, calls ``comm.Abort(1)``, because the
+    other ranks would otherwise wait forever, and re-raises the error. The
     first call with an mpi4py communicator installs the hooks that abort the job when a
     rank dies of an uncaught exception (:func:`set_abort_on_exception`).
     """
@@ -1081,10 +1171,10 @@ def _post_and_wait(comm, recv_columns, send_columns, statuses) -> None:
         requests = list(map(comm.Irecv, *recv_columns))
         requests.extend(map(comm.Isend, *send_columns))
         type(requests[0]).Waitall(requests, statuses)
-    except BaseException:
+    except BaseException as error:
         # Requests may still be writing into staging buffers that are about to be freed,
         # and peers wait for messages that will never come: only ending the job is safe.
-        _abort(comm)
+        _abort(comm, error)
         raise
 
 
