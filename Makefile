@@ -13,7 +13,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 C_SOURCES  := $(wildcard src/cunumpy/_core/*.c src/cunumpy/_core/*.h src/cunumpy/_core/*/*.c src/cunumpy/_core/*/*.h)
 PY_SOURCES := $(shell find src -name '*.py' -o -name '*.md' -o -name '*.cuh' -o -name '*.h' -o -name '*.typed' -o -path '*/_emulation/include/*' -type f 2>/dev/null)
 
-.PHONY: all demo test test-unit test-fake test-sanitize test-mpi test-c test-tsan test-emu-aarch64 check-c bench gpu-check install clean petsc test-petsc test-real-cupy fidelity test-gpu
+.PHONY: all demo docs test-docs test test-unit test-fake test-sanitize test-mpi test-c test-tsan test-emu-aarch64 check-c bench gpu-check install clean petsc test-petsc test-real-cupy fidelity test-gpu
 
 all: install
 
@@ -42,7 +42,21 @@ install: $(BUILT) $(VENV)/.req-test+mpi+compiled
 demo: $(BUILT) $(VENV)/.req-demo
 	$(PY) examples/demo.py
 
-test: test-unit test-fake test-sanitize test-mpi check-c test-real-cupy
+test: test-docs test-unit test-fake test-sanitize test-mpi check-c test-real-cupy
+
+# The documentation site: docs/ -> build/docs/html with Sphinx, every warning an error. -E
+# rereads every page, so warnings of unchanged pages are reported again (and docstrings of a
+# reinstalled package are read anew). Only the base dependencies and the docs extra are needed.
+DOCS_HTML := build/docs/html
+docs: $(BUILT) $(VENV)/.req-docs
+	$(PY) -m sphinx -E -W --keep-going -q -b html -d build/docs/doctrees docs $(DOCS_HTML)
+	@echo "docs: open $(DOCS_HTML)/index.html"
+
+# The built site checked: numpydoc docstrings of every public name, the code blocks of the
+# pages and of LLM_GUIDE.md run, internal links resolve, and headless Chromium opens pages
+# (tests/docs/test_site.py installs Debian's chromium when it is missing and it runs as root).
+test-docs: docs install
+	$(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) tests/docs
 
 # test-fake runs the whole suite under the fake CuPy, so the NumPy run skips the tests that
 # re-run a file under the fake in a child process (tests/unit/_fake_support.py).

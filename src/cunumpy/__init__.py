@@ -58,8 +58,15 @@ from . import (
 def to_host_async(a):
     """Start a non-blocking copy of a device scalar or small array to the host.
 
-    Returns a :class:`cunumpy.memory.HostCopy`: ``ready()`` never waits, ``result()``
-    waits and returns a NumPy value.
+    Parameters
+    ----------
+    a : array_like
+        A device array (a copy on the current stream starts), or host data (ready at once).
+
+    Returns
+    -------
+    cunumpy.memory.HostCopy
+        ``ready()`` never waits; ``result()`` waits and returns the NumPy value.
     """
     return memory.HostCopy.start(a)
 

@@ -106,10 +106,27 @@ def _parse_release(version: str):
 
 
 def cupy_version_supported(version: str) -> bool:
-    """True if ``version`` is a release at or above :data:`MIN_CUPY_VERSION`.
+    """Tell whether a CuPy version is at least :data:`MIN_CUPY_VERSION`.
 
     A pre-release of the minimum itself is not enough (``"14.0.0rc1"`` is False), a
     pre-release of a later version is (``"15.0.0a1"`` is True).
+
+    Parameters
+    ----------
+    version : str
+        A version string such as ``"14.0.1"``.
+
+    Returns
+    -------
+    bool
+        True for a release at or above the minimum.
+
+    Raises
+    ------
+    TypeError
+        ``version`` is not a str.
+    ValueError
+        ``version`` cannot be parsed.
     """
     if not isinstance(version, str):
         raise TypeError(f"cupy_version_supported(): 'version' must be a str, not {type(version).__name__}")
@@ -147,7 +164,17 @@ def _probe_cupy() -> tuple[bool, str | None]:
 
 
 def cupy_available() -> bool:
-    """True if CuPy imports and reports a usable CUDA device; the answer is cached."""
+    """Tell whether CuPy imports and reports a usable CUDA device.
+
+    The first call imports CuPy and allocates a tiny array; the answer is cached for the
+    process, and the reason for a False is in :func:`backend_info`
+    (``"cuda_unavailable_reason"``). The fake CuPy counts as available.
+
+    Returns
+    -------
+    bool
+        True when the CuPy backend can be used.
+    """
     if _state.cupy_ok is None:
         _state.cupy_ok, _state.cupy_reason = _probe_cupy()
     return _state.cupy_ok
@@ -276,9 +303,24 @@ def _notify_listeners() -> None:
 def set_backend(backend: str, *, strict: bool = False) -> None:
     """Activate ``"numpy"`` or ``"cupy"`` for the whole process.
 
-    ``"cupy"`` silently falls back to NumPy when CuPy is unusable, unless ``strict=True``,
-    which raises RuntimeError (with the reason) and keeps the previous backend. Existing
-    arrays never move. Select once, at the program entry point.
+    Select once, at the program entry point; library code never calls this (use
+    :class:`use_backend` for a scoped switch). Existing arrays never move.
+
+    Parameters
+    ----------
+    backend : {"numpy", "cupy"}
+        The backend to activate.
+    strict : bool, optional
+        With the default False, ``"cupy"`` falls back to NumPy silently when CuPy is
+        unusable (check :func:`get_backend` afterwards); True raises instead.
+
+    Raises
+    ------
+    ValueError
+        ``backend`` is neither ``"numpy"`` nor ``"cupy"`` (the state is unchanged).
+    RuntimeError
+        ``strict=True`` and CuPy is unusable; the message gives the reason and the
+        previous backend stays active.
     """
     _check_backend_name(backend)
     _install(*_resolve(backend, bool(strict)))
@@ -287,12 +329,35 @@ def set_backend(backend: str, *, strict: bool = False) -> None:
 
 
 def get_backend() -> str:
-    """The effective global backend, ``"numpy"`` or ``"cupy"``."""
+    """Return the active backend after any fallback.
+
+    Returns
+    -------
+    str
+        ``"numpy"`` or ``"cupy"``.
+    """
     return _state.backend
 
 
 class use_backend(contextlib.ContextDecorator):
-    """Activate a backend for a block; the previous one comes back on exit, also on errors."""
+    """Activate a backend for a ``with`` block (or a decorated function).
+
+    The previous backend comes back on exit, also when the block raises. Nestable. The
+    ``with`` statement binds the effective backend's name.
+
+    Parameters
+    ----------
+    backend : {"numpy", "cupy"}
+        The backend to activate in the block.
+    strict : bool, optional
+        As for :func:`set_backend`: True raises :class:`RuntimeError` at entry when CuPy
+        is unusable, instead of running the block on NumPy.
+
+    Raises
+    ------
+    ValueError
+        ``backend`` is neither ``"numpy"`` nor ``"cupy"``.
+    """
 
     def __init__(self, backend: str, *, strict: bool = False):
         self._backend = _check_backend_name(backend)
@@ -325,27 +390,84 @@ class use_backend(contextlib.ContextDecorator):
 
 
 def get_array_backend(a) -> str:
-    """``"cupy"`` iff ``a`` is a CuPy array (type check), else ``"numpy"``."""
+    """Return the backend an array lives on.
+
+    Parameters
+    ----------
+    a : object
+        An array or any other object.
+
+    Returns
+    -------
+    str
+        ``"cupy"`` for a CuPy array (a type check, CuPy is never imported), else ``"numpy"``.
+    """
     return "cupy" if is_cupy_array(a) else "numpy"
 
 
 def get_array_module(a):
-    """``array_api_compat.cupy`` for a CuPy array, else ``array_api_compat.numpy``."""
+    """Return the array namespace of an argument, whatever the active backend.
+
+    Parameters
+    ----------
+    a : object
+        An array or any other object.
+
+    Returns
+    -------
+    module
+        ``array_api_compat.cupy`` for a CuPy array, else ``array_api_compat.numpy``.
+    """
     if is_cupy_array(a):
         return importlib.import_module("array_api_compat.cupy")
     return _np_namespace
 
 
 def is_gpu(a) -> bool:
+    """Tell whether ``a`` is a CuPy (device) array.
+
+    Parameters
+    ----------
+    a : object
+        An array or any other object.
+
+    Returns
+    -------
+    bool
+        True for a CuPy array.
+    """
     return is_cupy_array(a)
 
 
 def is_cpu(a) -> bool:
+    """Tell whether ``a`` is not a CuPy array (host data, scalars and other objects).
+
+    Parameters
+    ----------
+    a : object
+        An array or any other object.
+
+    Returns
+    -------
+    bool
+        True unless ``a`` is a CuPy array.
+    """
     return not is_cupy_array(a)
 
 
 def same_backend(*arrays) -> bool:
-    """True if every argument lives on the same backend (True for zero or one argument)."""
+    """Tell whether every argument lives on the same backend.
+
+    Parameters
+    ----------
+    *arrays : object
+        Arrays or other objects (non-arrays count as host data).
+
+    Returns
+    -------
+    bool
+        True when all are CuPy arrays or none is (also for zero or one argument).
+    """
     if len(arrays) < 2:
         return True
     first = is_cupy_array(arrays[0])
@@ -353,7 +475,18 @@ def same_backend(*arrays) -> bool:
 
 
 def assert_same_backend(*arrays) -> None:
-    """TypeError listing the backends found if the arrays live on different backends."""
+    """Refuse arguments that live on different backends.
+
+    Parameters
+    ----------
+    *arrays : object
+        Arrays or other objects.
+
+    Raises
+    ------
+    TypeError
+        Host and device arrays are mixed; the message names the backend of each argument.
+    """
     if not same_backend(*arrays):
         found = sorted({get_array_backend(a) for a in arrays})
         kinds = ", ".join(f"argument {i}: {get_array_backend(a)}" for i, a in enumerate(arrays))
@@ -361,7 +494,13 @@ def assert_same_backend(*arrays) -> None:
 
 
 def default_float_dtype():
-    """The active backend's ``float64`` dtype."""
+    """Return the active backend's ``float64``.
+
+    Returns
+    -------
+    dtype
+        ``xp.float64`` of the active backend.
+    """
     return _state.namespace.float64
 
 
@@ -393,7 +532,24 @@ def host_to_device(a, what: str = "to_cupy"):
 
 
 def to_numpy(a):
-    """A NumPy array: the same object for NumPy arrays, a host copy of CuPy arrays."""
+    """Return a NumPy array of ``a``, copying from the device where needed.
+
+    Parameters
+    ----------
+    a : array_like
+        A NumPy array, a CuPy array, or anything ``numpy.asarray`` accepts.
+
+    Returns
+    -------
+    numpy.ndarray
+        The same object for a NumPy array or view (no copy); for a CuPy array a new host
+        array (F order kept for F-contiguous input, otherwise C), counted as ``to_host``;
+        otherwise ``numpy.asarray(a)``.
+
+    Notes
+    -----
+    Copying a device array waits for the work that produces it.
+    """
     if type(a) is np.ndarray:
         return a
     if is_cupy_array(a):
@@ -404,10 +560,24 @@ def to_numpy(a):
 
 
 def to_cupy(a):
-    """A CuPy array: the same object for CuPy arrays, a device copy of host data.
+    """Return a CuPy array of ``a``, copying host data to the device.
 
-    Objects exposing ``__cuda_array_interface__`` are taken without a host round trip.
-    ImportError without a functional CuPy.
+    Parameters
+    ----------
+    a : array_like
+        A CuPy array, host data, or an object with ``__cuda_array_interface__``.
+
+    Returns
+    -------
+    cupy.ndarray
+        The same object for a CuPy array; a device array without a trip through the host
+        for a ``__cuda_array_interface__`` object; otherwise a new device array (C or F order
+        of contiguous input kept), counted as ``to_device``.
+
+    Raises
+    ------
+    ImportError
+        CuPy is not installed or not usable (the message gives the reason).
     """
     if is_cupy_array(a):
         return a
@@ -422,17 +592,61 @@ def to_cupy(a):
 
 
 def to_cunumpy(a):
-    """An array of the active backend: ``to_cupy`` on CuPy, ``to_numpy`` on NumPy."""
+    """Return an array of the active backend.
+
+    :func:`to_cupy` on the CuPy backend, :func:`to_numpy` on NumPy (where a NumPy array or
+    view is returned as is). Use it once, where data enters the program.
+
+    Parameters
+    ----------
+    a : array_like
+        Host or device data.
+
+    Returns
+    -------
+    numpy.ndarray or cupy.ndarray
+        ``a`` on the active backend.
+
+    Raises
+    ------
+    ImportError
+        The CuPy backend is active but CuPy became unusable (see :func:`to_cupy`).
+    """
     if _state.backend == "cupy":
         return to_cupy(a)
     return to_numpy(a)
 
 
 def as_device_array(value, dtype=None, ndim=None, *, name=None):
-    """A C-contiguous device array of ``dtype``, copying at most once.
+    """Return a C-contiguous device array of one dtype, copying at most once.
 
-    A fitting CuPy array is returned as is. RuntimeError on the NumPy backend; ValueError
-    naming ``name`` when ``ndim`` does not match.
+    Meant for arguments of CUDA kernels, whose pointer parameters need exactly this.
+
+    Parameters
+    ----------
+    value : array_like
+        A CuPy array or host data.
+    dtype : dtype, optional
+        The wanted dtype; by default the one of ``value``.
+    ndim : int, optional
+        The required number of dimensions.
+    name : str, optional
+        The argument's name, used in error messages.
+
+    Returns
+    -------
+    cupy.ndarray
+        ``value`` itself when it is already a C-contiguous device array of ``dtype``;
+        otherwise one device copy (counted as ``device_copy`` or ``to_device``).
+
+    Raises
+    ------
+    RuntimeError
+        The NumPy backend is active: host data is never moved to the device implicitly.
+    TypeError
+        ``ndim`` is not an int.
+    ValueError
+        ``value`` does not have ``ndim`` dimensions; the message names ``name``.
     """
     label = repr(name) if name is not None else "value"
     if _state.backend != "cupy":
@@ -462,7 +676,12 @@ def as_device_array(value, dtype=None, ndim=None, *, name=None):
 
 
 def synchronize() -> None:
-    """Wait for all work on the current CUDA device (CuPy backend); no-op on NumPy."""
+    """Wait until the current CUDA device has finished all queued work.
+
+    A no-op on the NumPy backend. On CuPy it is one host wait, recorded as a ``sync``
+    event by :func:`cunumpy.profiling.count_transfers`; a CuPy too old for it gives one
+    :class:`RuntimeWarning` and returns.
+    """
     if _state.backend != "cupy":
         return
     cupy = sys.modules.get("cupy")
@@ -498,7 +717,25 @@ def installed_version() -> str:
 
 
 def require_version(minimum: str) -> None:
-    """ImportError if the installed cunumpy is older than ``minimum`` (first three numbers)."""
+    """Refuse to run with a cunumpy older than ``minimum``.
+
+    Compares the first three numbers of the installed version with ``minimum``; a
+    development install without metadata passes.
+
+    Parameters
+    ----------
+    minimum : str
+        The oldest acceptable version, such as ``"0.4.0"``.
+
+    Raises
+    ------
+    TypeError
+        ``minimum`` is not a str.
+    ValueError
+        ``minimum`` is not a version.
+    ImportError
+        The installed cunumpy is older; the message says how to upgrade.
+    """
     if not isinstance(minimum, str):
         raise TypeError(f"require_version(): 'minimum' must be a str, not {type(minimum).__name__}")
     if not re.match(r"^\s*v?\d+", minimum):
@@ -525,7 +762,18 @@ def _distribution_version(*names: str) -> str | None:
 
 
 def backend_info() -> dict:
-    """JSON-serialisable diagnostics; never changes the backend, imports MPI or raises."""
+    """Collect diagnostics about the backends, for bug reports.
+
+    Never changes the backend, never imports MPI and never raises.
+
+    Returns
+    -------
+    dict
+        JSON-serialisable: ``backend``, ``cupy_available``, ``cuda_unavailable_reason``,
+        ``versions`` (cunumpy, numpy, cupy, array-api-compat), ``min_cupy_version``,
+        ``fake_cupy``, ``cuda_visible_devices`` and ``device`` (id, name, compute capability,
+        driver and runtime versions; None without a usable GPU).
+    """
     info: dict = {"backend": _state.backend}
     try:
         available = cupy_available()

@@ -21,13 +21,33 @@ def _to_device(a):
 
 
 def host_call(fun, *args, **kwargs):
-    """Call ``fun`` on the host.
+    """Call a host-only function with arguments of either backend.
 
     Device arrays among the arguments (also inside tuple, list and dict arguments, at any
-    depth) are copied to the host, one copy per array, ``fun`` runs under the NumPy backend
-    and NumPy arrays in its result (also inside returned tuples/lists) are copied to the
-    device. Without device arguments on the NumPy backend this is a plain call. The
-    traversal is PyccelKernel's (``_core.host_arguments``); nothing is copied back.
+    depth) are copied to the host, one copy per array; ``fun`` runs under the NumPy
+    backend; NumPy arrays in its result (also inside returned tuples and lists) are copied
+    to the device. Without device arguments on the NumPy backend this is a plain call.
+    Nothing is copied back into the arguments.
+
+    Parameters
+    ----------
+    fun : callable
+        The host function (SciPy, a file reader, a NumPy-only kernel).
+    *args : object
+        Its positional arguments.
+    **kwargs : object
+        Its keyword arguments.
+
+    Returns
+    -------
+    object
+        What ``fun`` returns, with NumPy arrays moved to the device when device arguments
+        were given.
+
+    Raises
+    ------
+    TypeError
+        ``fun`` is not callable.
     """
     if not callable(fun):
         raise TypeError(f"host_call(): 'fun' must be callable, not {type(fun).__name__}")
@@ -43,7 +63,26 @@ def host_call(fun, *args, **kwargs):
 
 
 def evaluate_on_host(method):
-    """Method decorator with :func:`host_call` semantics; ``self`` is passed unchanged."""
+    """Decorate a method so that it runs like :func:`host_call`.
+
+    ``self`` is passed unchanged; the other arguments and the result move as in
+    :func:`host_call`.
+
+    Parameters
+    ----------
+    method : callable
+        The method to wrap.
+
+    Returns
+    -------
+    callable
+        The wrapped method.
+
+    Raises
+    ------
+    TypeError
+        ``method`` is not callable.
+    """
     if not callable(method):
         raise TypeError(f"evaluate_on_host(): 'method' must be callable, not {type(method).__name__}")
 
@@ -55,8 +94,25 @@ def evaluate_on_host(method):
 
 
 def setup_on_host(init):
-    """Decorator for ``__init__``: it runs under the NumPy backend, so ``xp.*`` arrays made
-    there are NumPy arrays."""
+    """Decorate an ``__init__`` so that it runs under the NumPy backend.
+
+    Arrays made there with ``xp.*`` are NumPy arrays, whatever the active backend.
+
+    Parameters
+    ----------
+    init : callable
+        The ``__init__`` to wrap.
+
+    Returns
+    -------
+    callable
+        The wrapped ``__init__``.
+
+    Raises
+    ------
+    TypeError
+        ``init`` is not callable.
+    """
     if not callable(init):
         raise TypeError(f"setup_on_host(): 'init' must be callable, not {type(init).__name__}")
 

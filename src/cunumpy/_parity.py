@@ -336,10 +336,62 @@ def assert_kernels_agree(
     seed=0,
     sanitize=None,
 ):
-    """Run ``kernel`` on the NumPy backend (host kernel) and on the CuPy backend (CUDA) with
-    ``make_args(backend, seed)`` and compare the arrays; returns the host kernel's arrays
-    keyed by parameter path (``"out"``, ``"args.x"``, ``"x[2]"``; ``"argument N..."`` still
-    works as a key). ``sanitize`` goes to the CPU emulation of the CUDA side."""
+    """Check that a kernel's CUDA port computes what its host kernel computes.
+
+    For each backend (``"numpy"``, then ``"cupy"``): activate it, build
+    ``args = make_args(backend, seed)`` with it active, call ``kernel(*args, n_threads=...,
+    grid=..., block=...)`` ``n_calls`` times and collect the arrays; the CUDA results are
+    copied to the host and compared with ``numpy.testing.assert_allclose``. The CUDA side
+    runs on a GPU, or on the fake CuPy through the CPU emulation; where neither can run it
+    the check skips with the reason (and fails under ``CUNUMPY_REQUIRE_CUDA=1``).
+
+    Parameters
+    ----------
+    kernel : cunumpy.kernels.Kernel
+        A kernel with a CUDA port.
+    make_args : callable
+        ``make_args(backend, seed)`` returns the argument tuple, built with ``backend``
+        active (seeded host data converted with ``xp.to_cunumpy``).
+    n_threads : int, tuple or callable, optional
+        The launch size, or a callable of the argument tuple; omit it when the CUDA kernel
+        infers it.
+    grid, block : int or tuple of int, optional
+        An explicit launch shape.
+    rtol, atol : float, optional
+        The tolerances (loosen them for atomics: the order of additions differs).
+    n_calls : int, optional
+        Calls per backend; 2 or more finds state that is not reset between calls.
+    outputs : sequence of int or str, optional
+        The arrays to compare: indices, parameter names, or ``"name.field"`` /
+        ``"0.field"`` for one field of a struct or argument object. Default: the host
+        kernel's declared ``outputs``, else every argument.
+    seed : int, optional
+        Passed to ``make_args``.
+    sanitize : sequence of str, optional
+        Checks of the CPU emulation when the CUDA side is emulated (see
+        :func:`emulate_cuda_kernel`).
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        The host kernel's arrays, keyed by parameter path (``"out"``, ``"args.x"``,
+        ``"x[2]"``; the older keys ``"argument N..."`` still work).
+
+    Raises
+    ------
+    TypeError
+        ``kernel`` is not a Kernel, ``make_args`` is not callable, ``n_calls`` is not an
+        int, or an ``outputs`` entry has the wrong type.
+    ValueError
+        The kernel has no CUDA port, or ``n_calls`` is below 1.
+    KeyError
+        An unknown output name or field.
+    IndexError
+        An output index out of range.
+    AssertionError
+        The results differ, or the two sides have different arrays; the message lists every
+        differing array by parameter name, with the count and the first indices.
+    """
     from ._backend import use_backend
     from .kernels import Kernel
 
@@ -397,8 +449,22 @@ def assert_kernels_agree(
 
 
 def parity_cases(catalog) -> list:
-    """One ``pytest.param(kernel, id=name)`` per kernel with CUDA; kernels without a
-    test-argument module are marked skip with a reason naming the missing file."""
+    """List the kernels of a catalog that have a CUDA port, as pytest parameters.
+
+    Use it as ``@pytest.mark.parametrize("kernel", parity_cases(catalog))`` with
+    :func:`check_parity` in the test.
+
+    Parameters
+    ----------
+    catalog : cunumpy.kernels.KernelCatalog
+        The catalog.
+
+    Returns
+    -------
+    list
+        One ``pytest.param(kernel, id=name)`` per kernel with CUDA; kernels without a
+        ``<name>_test_args.py`` module are marked skip with a reason naming the missing file.
+    """
     pytest = _kernel_testing()._pytest()
     cases = []
     for name, kernel in catalog.parity_cases():
@@ -413,8 +479,34 @@ def parity_cases(catalog) -> list:
 
 
 def check_parity(kernel, **overrides):
-    """``assert_kernels_agree`` with the settings of the kernel's test-argument module;
-    keyword overrides win (``sanitize=`` too, for the emulated CUDA side)."""
+    """Run :func:`assert_kernels_agree` with the settings of the kernel's test-arguments module.
+
+    The module is ``<name>/<name>_test_args.py`` of the kernel's folder. It defines
+    ``make_args(backend, seed)`` and may set, as module constants, every keyword of
+    :func:`assert_kernels_agree` that ``TEST_ARGS_SETTINGS`` lists: ``N_THREADS`` (an int, a
+    tuple or a callable of the arguments), ``GRID``, ``BLOCK``, ``RTOL``, ``ATOL``,
+    ``N_CALLS``, ``OUTPUTS`` and ``SEED``.
+
+    Parameters
+    ----------
+    kernel : cunumpy.kernels.Kernel
+        A kernel of a kernel folder, with a CUDA port.
+    **overrides
+        Keywords of :func:`assert_kernels_agree` that win over the module's settings
+        (``sanitize=`` too, for the emulated CUDA side).
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        What :func:`assert_kernels_agree` returns.
+
+    Raises
+    ------
+    ValueError
+        The kernel has no test-arguments module.
+    TypeError
+        The module defines no callable ``make_args``.
+    """
     if getattr(kernel, "test_args_module", None) is None:
         raise ValueError(
             f"check_parity(): kernel {getattr(kernel, 'name', kernel)!r} has no test-argument module "
@@ -464,9 +556,47 @@ def device_function_kernel(
     structs=(),
     **cuda_kernel_options,
 ):
-    """A CudaKernel ``<fn>_kernel`` that calls the ``__device__`` function ``signature`` once
-    per thread: pointers and structs are passed unchanged, scalar parameters become per-thread
-    ``const T*`` arrays, the result goes to ``R* out``, ``int n`` is the element count."""
+    """Wrap a ``__device__`` function in a kernel that calls it once per thread, for testing it.
+
+    The generated ``extern "C" __global__ void <fn>_kernel(...)`` passes pointer and struct
+    parameters unchanged (shared by all threads), turns each scalar parameter into a
+    per-thread ``const T*`` array (thread ``i`` uses ``x[i]``), writes the return value to
+    ``R* out`` and takes the element count ``int n`` (threads ``i >= n`` return); a ``void``
+    function has no ``out``.
+
+    Parameters
+    ----------
+    header_source : str
+        The source that defines the function.
+    signature : str
+        The function's prototype, such as ``"double f(const double* t, int p, double x)"``.
+    name : str, optional
+        The kernel's name (default ``<fn>_kernel``).
+    includes : sequence of str, optional
+        Headers placed before ``header_source`` (quoted unless written as ``<...>``).
+    n_threads_param : str, optional
+        The name of the count parameter (default ``"n"``).
+    out_param : str, optional
+        The name of the output parameter (default ``"out"``).
+    structs : sequence of cunumpy.arguments.CudaStruct, optional
+        Struct types of struct parameters (by value or ``const S&``).
+    **cuda_kernel_options
+        Further keywords of :class:`~cunumpy.kernels.CudaKernel`.
+
+    Returns
+    -------
+    cunumpy.kernels.CudaKernel
+        The wrapping kernel: ``k(t, p_values, x_values, out, n)``.
+
+    Raises
+    ------
+    TypeError
+        ``header_source`` or ``signature`` is not a str.
+    ValueError
+        The prototype cannot be parsed, returns a pointer, reference or struct, has a
+        parameter of an unsupported type or a non-struct parameter by reference, or a
+        parameter named like ``out_param`` or ``n_threads_param``.
+    """
     from .kernels import CudaKernel
 
     if not isinstance(header_source, str):

@@ -24,7 +24,25 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 @dataclass(frozen=True)
 class TransferEvent:
-    """One host/device copy, conversion marker or synchronisation seen by a counter."""
+    """One host/device copy, conversion marker or synchronisation seen by a counter.
+
+    Parameters
+    ----------
+    kind : str
+        ``"to_host"``, ``"to_device"``, ``"device_copy"``, ``"kernel_conversion"``,
+        ``"fallback"`` or ``"sync"``.
+    description : str
+        What was copied (function, shape, dtype).
+    where : str
+        ``"file:line"`` of the user's code that caused it (the innermost frame outside
+        cunumpy).
+    nbytes : int, optional
+        Bytes moved; None for markers and waits.
+    blocking : bool
+        Whether the host waited for it (False for background copies).
+    implicit : bool
+        True for scalar reads the fake CuPy recorded (``float(a)``, ``a.item()``).
+    """
 
     kind: str
     description: str

@@ -241,11 +241,29 @@ def _compute_box(lo, up, levels):
 
 
 def morton_scales(lower, upper, levels) -> np.ndarray:
-    """``2**levels / (upper - lower)`` per axis, as a float64 NumPy array.
+    """Return the scales that map the box [lower, upper] onto ``2**levels`` cells per axis.
 
-    ValueError when lower/upper are not 1-D of equal length 2 or 3, an axis has
-    ``upper == lower`` (or a bound is not finite), or ``levels`` is outside
-    ``[1, MAX_MORTON_LEVELS[ndim]]``.
+    Pass them to the device header's ``cunumpy_morton_key2``/``cunumpy_morton_key3``
+    (``<cunumpy/morton.cuh>``) to get the keys of :func:`morton_keys` bit for bit.
+
+    Parameters
+    ----------
+    lower, upper : sequence of float
+        The box corners, 2 or 3 values each; ``lower > upper`` on an axis reverses it.
+    levels : int
+        Bits per axis, in ``[1, MAX_MORTON_LEVELS[ndim]]`` (32 in 2-D, 21 in 3-D).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``2**levels / (upper - lower)`` per axis, float64, always on the host.
+
+    Raises
+    ------
+    ValueError
+        ``lower`` and ``upper`` are not 1-D of equal length 2 or 3, a bound is not finite,
+        an axis has ``upper == lower`` (or a width the scale overflows on), or ``levels`` is
+        out of range.
     """
     box = _plain_box(lower, upper, levels)
     if box is not None:
@@ -286,11 +304,38 @@ def morton_scales(lower, upper, levels) -> np.ndarray:
 
 
 def morton_keys(positions, lower, upper, levels):
-    """uint64 Morton keys of points ``(n, 2)`` or ``(n, 3)`` in the box [lower, upper].
+    """Compute uint64 Morton (Z-order) keys of points in the box [lower, upper].
 
     Per axis the cell is ``floor((x - lower) * scale)`` clipped to ``[0, 2**levels - 1]``
-    (``scale`` from :func:`morton_scales`); ``lower > upper`` reverses the axis. Positions
-    must be finite (ValueError naming the row).
+    (``scale`` from :func:`morton_scales`); the key interleaves the cell bits, axis 0 in the
+    lowest bit. Sorting particles by these keys puts neighbours in space near each other in
+    memory.
+
+    Parameters
+    ----------
+    positions : numpy.ndarray or cupy.ndarray
+        Points of shape ``(n, 2)`` or ``(n, 3)``, real numbers, finite.
+    lower, upper : sequence of float
+        The box corners.
+    levels : int
+        Bits per axis (see :func:`morton_scales`).
+
+    Returns
+    -------
+    numpy.ndarray or cupy.ndarray
+        ``n`` uint64 keys, on the side of ``positions``.
+
+    Raises
+    ------
+    ValueError
+        A wrong shape, a position that is not finite (the message names the row), or a bad
+        box or level count.
+    TypeError
+        ``positions`` does not hold real numbers.
+
+    Notes
+    -----
+    On a GPU the finiteness check reads one flag back: one synchronisation per call.
     """
     box = _plain_box(lower, upper, levels) if type(positions) is _ndarray else None
     if box is not None:
@@ -339,7 +384,29 @@ def _morton_keys_cupy(positions, lower, scale, levels, ndim):
 
 
 def morton_encode(*cells):
-    """uint64 keys interleaving 2 or 3 broadcastable integer cell arrays (axis 0 lowest bit)."""
+    """Interleave 2 or 3 integer cell arrays into uint64 Morton keys (axis 0 in the lowest bit).
+
+    Parameters
+    ----------
+    *cells : array of int
+        2 or 3 broadcastable arrays of non-negative cells below ``2**MAX_MORTON_LEVELS[ndim]``.
+
+    Returns
+    -------
+    numpy.ndarray or cupy.ndarray
+        uint64 keys of the broadcast shape.
+
+    Raises
+    ------
+    ValueError
+        Not 2 or 3 arrays, negative or too large cells, or shapes that do not broadcast.
+    TypeError
+        A cell array is not integer.
+
+    Notes
+    -----
+    On a GPU the range checks read flags back: a synchronisation per call.
+    """
     if len(cells) not in (2, 3):
         raise ValueError(f"morton_encode() takes 2 or 3 cell arrays, got {len(cells)}")
     ndim = len(cells)
@@ -390,7 +457,27 @@ def _check_cells(c, axis, bits, to_bool):
 
 
 def morton_decode(keys, ndim):
-    """Inverse of :func:`morton_encode`: a tuple of ``ndim`` uint64 cell arrays."""
+    """Split Morton keys into their cells: the inverse of :func:`morton_encode`.
+
+    Parameters
+    ----------
+    keys : array of int
+        The keys.
+    ndim : int
+        2 or 3.
+
+    Returns
+    -------
+    tuple of arrays
+        ``ndim`` uint64 cell arrays of the shape of ``keys``.
+
+    Raises
+    ------
+    TypeError
+        ``ndim`` is not an integer, or ``keys`` is not integer.
+    ValueError
+        ``ndim`` is not 2 or 3, or a key has bits above the ``ndim`` interleaving.
+    """
     if type(ndim) is not int:
         if isinstance(ndim, (bool, np.bool_)):
             raise TypeError("'ndim' must be an integer (2 or 3), not bool")
@@ -473,10 +560,31 @@ def _axis_of(a, axis: int, index: int, n: int, per: str = "key") -> int:
 
 
 def sort_by_key(keys, *arrays, axis=0):
-    """Stable sort by 1-D ``keys``: ``(keys[order], order, *(a sorted along axis))``.
+    """Sort arrays by 1-D integer keys, stably.
 
-    ``order`` is int64. ``axis=-1`` takes each array's last axis (component-major
-    ``(ncomp, n)`` arrays next to ``(n,)`` ones). New arrays are returned.
+    Parameters
+    ----------
+    keys : numpy.ndarray or cupy.ndarray
+        1-D keys.
+    *arrays : numpy.ndarray or cupy.ndarray
+        Arrays with one entry per key along ``axis``, reordered like the keys.
+    axis : int, optional
+        The axis of ``arrays`` that runs along the keys (default 0); ``-1`` takes each
+        array's last axis (component-major ``(ncomp, n)`` arrays next to ``(n,)`` ones).
+
+    Returns
+    -------
+    tuple
+        ``(keys[order], order, *sorted_arrays)``: new arrays, ``order`` int64.
+
+    Raises
+    ------
+    ValueError
+        ``keys`` is not 1-D or an array's length along ``axis`` differs.
+    TypeError
+        Host and device arrays are mixed.
+
+    On a GPU this function does not synchronise: it queues work and returns.
     """
     axis = _index(axis, "axis")
     if type(keys) is _ndarray and _plain(arrays):
@@ -662,8 +770,28 @@ def _sum_host(values: np.ndarray, keys: np.ndarray, out: np.ndarray, n_segments:
 class SegmentPlan:
     """Validated, copied segment keys for repeated :meth:`sum` calls.
 
-    Keys must be 1-D (ValueError), integer (TypeError) and ``< n_segments`` (ValueError);
-    negative keys are dropped. A plan on a GPU is bound to the device current at creation.
+    Build it once when the keys change (after a sort), then ``plan.sum(values, out=out)``
+    per step without checks or synchronisation. Negative keys are dropped. A plan on a GPU
+    is bound to the device current at creation.
+
+    Parameters
+    ----------
+    keys : numpy.ndarray or cupy.ndarray
+        1-D integer keys, each below ``n_segments``.
+    n_segments : int
+        The number of segments (cells).
+
+    Raises
+    ------
+    ValueError
+        ``keys`` is not 1-D, a key is ``>= n_segments``, or ``n_segments`` is negative.
+    TypeError
+        ``keys`` is not integer.
+
+    Notes
+    -----
+    On a GPU the constructor checks the key range on the device and reads the answer back:
+    one synchronisation, at construction only.
     """
 
     __slots__ = ("_keys", "_n_segments", "_side", "_device", "_scatter")
@@ -704,6 +832,7 @@ class SegmentPlan:
 
     @property
     def n_segments(self) -> int:
+        """The number of segments (read-only)."""
         return self._n_segments
 
     @property
@@ -850,12 +979,41 @@ def _segment_sum_cupy(values, keys, n_segments, out, plan):
 
 
 def segment_sum(values, keys, n_segments, *, out=None):
-    """``out[k] = sum(values[keys == k])`` over the first axis; negative keys are dropped.
+    """Sum values per segment: ``out[k] = sum(values[keys == k])`` over the first axis.
 
-    The result has shape ``(n_segments, *values.shape[1:])``; floating and complex dtypes
-    are kept (float16 is accumulated in float32), integer and bool values give float64.
-    ``out`` (exact shape and dtype, C-contiguous, aligned, writable, not sharing memory with the
-    inputs) is overwritten and returned.
+    Negative keys are dropped. For repeated sums with the same keys, use
+    :class:`SegmentPlan`.
+
+    Parameters
+    ----------
+    values : numpy.ndarray or cupy.ndarray
+        Shape ``(n, ...)``: one row per key.
+    keys : numpy.ndarray or cupy.ndarray
+        ``n`` integer keys below ``n_segments``.
+    n_segments : int
+        The number of segments.
+    out : numpy.ndarray or cupy.ndarray, optional
+        Overwritten and returned: exact shape and dtype, C-contiguous, aligned, writable, not
+        sharing memory with the inputs.
+
+    Returns
+    -------
+    numpy.ndarray or cupy.ndarray
+        Shape ``(n_segments, *values.shape[1:])``; floating and complex dtypes are kept
+        (float16 is accumulated in float32), integer and bool values give float64.
+
+    Raises
+    ------
+    ValueError
+        A key is out of range, the lengths differ, ``n_segments`` is negative, or ``out``
+        does not fit.
+    TypeError
+        Non-integer keys, unsupported values, or host and device arrays mixed.
+
+    Notes
+    -----
+    Every check runs before anything is written. On a GPU the key-range check reads one flag
+    back: one synchronisation per call (none with :meth:`SegmentPlan.sum`).
     """
     n_segments = _check_n_segments(n_segments)
     return _segment_sum(values, keys, n_segments, out)
@@ -865,7 +1023,33 @@ def segment_sum(values, keys, n_segments, *, out=None):
 
 
 def cell_offsets(sorted_cells, n_cells):
-    """``n_cells + 1`` int64 offsets: cell ``k`` holds ``[off[k], off[k+1])`` of the sorted ids."""
+    """Return where each cell's run starts in sorted cell ids (CSR-style offsets).
+
+    Cell ``k`` holds the entries ``[off[k], off[k + 1])`` of ``sorted_cells``.
+
+    Parameters
+    ----------
+    sorted_cells : numpy.ndarray or cupy.ndarray
+        1-D non-decreasing integer cell ids in ``[0, n_cells)``.
+    n_cells : int
+        The number of cells.
+
+    Returns
+    -------
+    numpy.ndarray or cupy.ndarray
+        ``n_cells + 1`` int64 offsets.
+
+    Raises
+    ------
+    ValueError
+        ``n_cells`` is negative, or the ids are out of range or not sorted.
+    TypeError
+        The ids are not integer.
+
+    Notes
+    -----
+    On a GPU the range and order checks read flags back: a synchronisation per call.
+    """
     n_cells = _index(n_cells, "n_cells")
     if n_cells < 0:
         raise ValueError(f"'n_cells' must be >= 0, got {n_cells}")
@@ -899,10 +1083,32 @@ def _cell_offsets_cupy(k, n_cells):
 
 
 def segment_boundaries(sorted_keys):
-    """``(unique_keys, starts, stops)`` of the runs of sorted integer keys (half-open, int64).
+    """Find the runs of equal keys in sorted integer keys.
 
-    Sparse, negative and uint64 keys are accepted. TypeError for non-integer keys,
-    ValueError for keys that are not 1-D or not sorted.
+    Sparse, negative and uint64 keys are accepted.
+
+    Parameters
+    ----------
+    sorted_keys : numpy.ndarray or cupy.ndarray
+        1-D non-decreasing integer keys.
+
+    Returns
+    -------
+    tuple of three arrays
+        ``(unique_keys, starts, stops)``: the key of each run and its half-open range
+        (int64).
+
+    Raises
+    ------
+    TypeError
+        Non-integer keys.
+    ValueError
+        Keys that are not 1-D or not sorted.
+
+    Notes
+    -----
+    On a GPU the result's length depends on the data, and the order check reads a flag back:
+    a synchronisation per call.
     """
     if type(sorted_keys) is _ndarray:
         side, k = "numpy", sorted_keys
@@ -956,11 +1162,42 @@ def _segment_boundaries_cupy(k):
 
 
 def compact_by_mask(mask, *arrays, axis=0) -> int:
-    """Move the entries where ``mask`` is true to the front of every array along ``axis``.
+    """Move the entries where ``mask`` is true to the front of every array, in place.
 
-    In place and in the original order; returns their count ``n`` (what follows is
-    unspecified). ``axis=-1`` takes each array's last axis (component-major ``(ncomp, N)``
-    next to ``(N,)``). ``mask`` must be a 1-D boolean array (TypeError).
+    The kept entries keep their order; what follows them is unspecified. Typical use: drop
+    the particles that left the box, ``n = compact_by_mask(alive, pos, vel)``, then work on
+    ``pos[:n]``.
+
+    Parameters
+    ----------
+    mask : numpy.ndarray or cupy.ndarray
+        1-D boolean mask, one entry per element along ``axis``.
+    *arrays : numpy.ndarray or cupy.ndarray
+        Writable arrays compacted in place, each passed once (arrays sharing memory are
+        refused).
+    axis : int, optional
+        The axis of ``arrays`` that runs along the mask (default 0); ``-1`` takes each
+        array's last axis (component-major ``(ncomp, N)`` next to ``(N,)``).
+
+    Returns
+    -------
+    int
+        The number of kept entries, a Python int on the host.
+
+    Raises
+    ------
+    TypeError
+        ``mask`` is not a 1-D boolean array, an array holds Python objects, or host and
+        device arrays are mixed.
+    ValueError
+        An array's length along ``axis`` differs from the mask's, an array is read-only, or
+        arrays share memory.
+
+    Notes
+    -----
+    On a GPU the count is read back to the host: every call synchronises once (the one
+    ``sync`` event the profiler shows). Keep it out of inner loops, or compact every few
+    steps.
     """
     axis = _index(axis, "axis")
     if type(mask) is _ndarray and _plain(arrays):

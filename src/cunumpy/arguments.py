@@ -54,8 +54,14 @@ def _check_identifier(text, what) -> str:
 class CudaArguments:
     """Several consecutive kernel parameters as one object; ``__cuda_args__()`` returns them.
 
-    Subclassing is optional: CudaKernel flattens any object whose ``__cuda_args__()`` returns a
-    tuple. Values may be device arrays, scalars or packed struct values. Build once, reuse.
+    Subclassing is optional: :class:`cunumpy.kernels.CudaKernel` flattens any object whose
+    ``__cuda_args__()`` returns a tuple, and launch-size inference looks into it for the
+    first array. The owner of the data builds it once per backend and reuses it.
+
+    Parameters
+    ----------
+    *values : object
+        The parameter values in order: device arrays, scalars or packed struct values.
     """
 
     __slots__ = ("_values",)
@@ -68,6 +74,7 @@ class CudaArguments:
 
     @property
     def values(self) -> tuple:
+        """The parameter values, as given."""
         return self._values
 
     def __len__(self):
@@ -145,10 +152,33 @@ def _parse_fields(struct_name, fields):
 
 
 class CudaStruct(core.StructCaller):
-    """A C struct passed to kernels by value: declaration, NumPy dtype with the C layout, packer.
+    """A C struct passed to kernels by value: its declaration, NumPy dtype with the C layout, and packer.
 
-    ``S(**values)`` checks every field like a kernel argument of the same type and returns a
-    :class:`CudaStructValue` (the call itself is the C core's: the hot path of packing).
+    ``S(**values)`` checks every field like a kernel argument of the same type (C-contiguous
+    device arrays of the exact dtype for pointers, dtype and ndim for views, range-checked
+    scalars; errors name the struct and the field) and returns a :class:`CudaStructValue`.
+    Every field is required.
+
+    Parameters
+    ----------
+    name : str
+        The struct's C name.
+    fields : sequence of (str, str)
+        ``(field name, C type)`` pairs in order. Types: the kernel scalar types, pointers to
+        them, ``void*``, ``ArrayND<T>`` and ``CArrayND<T>`` (N up to 16), complex types.
+
+    Raises
+    ------
+    ValueError
+        The name or a field name is not a C identifier, a field is repeated, a type is not
+        supported, or there is no field.
+
+    Notes
+    -----
+    The C side: :attr:`declaration` is the definition alone; :meth:`to_header` (or
+    :func:`write_cuda_header`) adds the include it needs (``<cunumpy/array_view.cuh>`` for
+    view fields) and a guard, so ``S.to_header() + source`` compiles where
+    ``S.declaration + source`` needs that include first.
     """
 
     def __init__(self, name, fields):
@@ -187,10 +217,10 @@ class CudaStruct(core.StructCaller):
 
     # -------------------------------------------------------------- properties
 
-    name = property(lambda self: self._name)
+    name = property(lambda self: self._name, doc="The struct's C name.")
     dtype = property(lambda self: self._dtype, doc="NumPy structured dtype with the C layout")
     fields = property(lambda self: self._fields, doc="the parsed CudaParameter of each field")
-    field_names = property(lambda self: self._names)
+    field_names = property(lambda self: self._names, doc='The field names in order.')
     offsets = property(lambda self: self._offsets, doc="byte offset of each field")
     alignment = property(lambda self: self._alignment, doc="alignof the C struct")
     itemsize = property(lambda self: self._dtype.itemsize, doc="sizeof the C struct")
@@ -201,6 +231,12 @@ class CudaStruct(core.StructCaller):
 
     @property
     def declaration(self) -> str:
+        """The C definition ``struct Name { ... };`` alone, without includes.
+
+        A struct with ``ArrayND``/``CArrayND`` fields needs ``#include <cunumpy/array_view.cuh>``
+        before it (``Array1D`` is otherwise not a type); :meth:`to_header` gives the text with
+        that include and a guard.
+        """
         lines = [f"struct {self._name} {{"]
         for p, text in zip(self._fields, self._types):
             lines.append(f"    {text} {p.name};")
@@ -613,10 +649,35 @@ def _guard_from_path(path) -> str:
 
 
 def write_cuda_header(path, structs, guard=None, *, includes=()) -> str:
-    """Write several CudaStructs, in order, to one header and return its text.
+    """Write several structs, in order, to one header and return its text.
 
-    The default guard comes from the file name (``pusher_args.cuh`` -> ``PUSHER_ARGS_CUH``).
-    Commit the header and test that regenerating it yields identical text.
+    Commit the header and keep a test that regenerates it and compares the text.
+
+    Parameters
+    ----------
+    path : path
+        The header file to write.
+    structs : CudaStruct or sequence of CudaStruct
+        The structs, each once.
+    guard : str, optional
+        The include guard; by default from the file name (``pusher_args.cuh`` ->
+        ``PUSHER_ARGS_CUH``).
+    includes : sequence of str or path, optional
+        Headers to include (file names, ``<...>`` names or whole ``#include`` lines), after
+        ``<cunumpy/array_view.cuh>``, which is added when a struct has view fields.
+
+    Returns
+    -------
+    str
+        The header text.
+
+    Raises
+    ------
+    TypeError
+        An entry of ``structs`` is not a CudaStruct.
+    ValueError
+        ``structs`` is empty or names a struct twice, the guard is not a C identifier, or an
+        include is malformed.
     """
     if isinstance(structs, CudaStruct):
         structs = (structs,)
@@ -691,6 +752,13 @@ class CudaStructValue(core.StructValue):
         return iter(self.struct.field_names)
 
     def keys(self):
+        """Return the field names.
+
+        Returns
+        -------
+        tuple of str
+            The struct's field names, in order.
+        """
         return self.struct.field_names
 
     @property
@@ -699,6 +767,13 @@ class CudaStructValue(core.StructValue):
         return dict(zip(self.struct.field_names, self._values))
 
     def tobytes(self) -> bytes:
+        """Return the packed bytes: the kernel argument as the GPU receives it.
+
+        Returns
+        -------
+        bytes
+            ``itemsize`` bytes with the C layout.
+        """
         return self.packed.tobytes()
 
     def __repr__(self):
@@ -712,12 +787,21 @@ _STATE = "_cunumpy_struct_state"
 
 
 class CudaStructArguments:
-    """A class whose instances are one struct kernel argument; see API.md section 3.4.
+    """A class whose instances are one struct kernel argument.
 
-    Subclasses set ``struct_name`` and ``fields``; ``struct`` is built when the class is defined.
-    Each field is an attribute (plain or property). ``packed`` and ``__cuda_args__()`` re-pack
-    when a field changed (device address, shape or strides of an array; value or type of a
-    scalar; identity otherwise); the check runs in C.
+    A subclass sets ``struct_name`` and ``fields`` (as for :class:`CudaStruct`); the struct
+    is built when the class is defined and is the class attribute ``struct``, so the C side
+    of the class is ``PushArgs.struct.to_header()`` (or ``PushArgs.struct.declaration``, the
+    definition alone) and ``write_cuda_header(path, [PushArgs.struct])``. Each field is an
+    attribute of the instance, plain or a property (a property follows the owner's arrays
+    when they are reallocated). ``packed`` and ``__cuda_args__()`` re-pack when a field
+    changed (the device address, shape or strides of an array; the value or type of a
+    scalar); the check runs in C. Copies and pickles re-pack from their own arrays.
+
+    Raises
+    ------
+    TypeError
+        A subclass sets only one of ``struct_name`` and ``fields``.
     """
 
     struct: CudaStruct | None = None
@@ -748,10 +832,27 @@ class CudaStructArguments:
     _cunumpy_packer = None
 
     def pack(self, *, host_arrays=False):
-        """Pack now (call at the end of ``__init__`` to surface errors early); returns the packed value.
+        """Pack now and return the packed value.
 
-        ``host_arrays=True`` accepts NumPy host arrays for pointer and view fields (for the CPU
-        emulation); the later automatic re-packs of this object keep that choice."""
+        Call it at the end of ``__init__`` so that errors show up there, not at the first launch.
+
+        Parameters
+        ----------
+        host_arrays : bool, optional
+            Accept NumPy host arrays for pointer and view fields (their host addresses are
+            stored): for the CPU emulation only. Later automatic re-packs keep the choice.
+
+        Returns
+        -------
+        numpy.void
+            The packed struct.
+
+        Raises
+        ------
+        TypeError
+            The class has no struct (an intermediate base without ``struct_name`` and ``fields``),
+            or a field has the wrong type.
+        """
         packer = type(self)._cunumpy_packer
         if packer is None:
             raise TypeError(

@@ -14,9 +14,34 @@ __all__ = ["odeint", "quad"]
 
 
 def quad(func, a, b, args=(), **kw):
-    """``scipy.integrate.quad``: ``func(x, *args)`` gets a Python float and may return a
-    0-d device array (copied to the host, one synchronisation per evaluation). The result
-    tuple is SciPy's, on the host."""
+    """Integrate ``func`` from ``a`` to ``b`` with ``scipy.integrate.quad``.
+
+    ``func(x, *args)`` gets a Python float and may return a 0-d device array: it is copied to
+    the host, one synchronisation per evaluation. A set-up tool, not for time loops.
+
+    Parameters
+    ----------
+    func : callable
+        The integrand.
+    a, b : float
+        The limits.
+    args : tuple, optional
+        Extra arguments of ``func``.
+    **kw
+        Further keywords of ``scipy.integrate.quad``.
+
+    Returns
+    -------
+    tuple
+        SciPy's result tuple (value, error estimate, ...), on the host.
+
+    Raises
+    ------
+    TypeError
+        ``func`` is not callable.
+    ImportError
+        SciPy is not installed.
+    """
     integrate = import_scipy("scipy.integrate", "xp.integrate.quad")
     if not callable(func):
         raise TypeError(f"quad(): 'func' must be callable, not {type(func).__name__}")
@@ -31,13 +56,40 @@ def quad(func, a, b, args=(), **kw):
 
 
 def odeint(func, y0, t, args=(), Dfun=None, **kw):
-    """``scipy.integrate.odeint`` with the state on ``y0``'s backend.
+    """Integrate an ODE system with ``scipy.integrate.odeint``, the state on ``y0``'s backend.
 
     With ``y0`` on the device, ``func(y, t, *args)`` and ``Dfun`` (``func(t, y, ...)`` with
-    ``tfirst=True``) receive ``y`` on the device and may return device arrays; the solution,
-    shape ``(len(t), len(y0))``, is returned on the device (with ``full_output=True`` the
-    info dict's arrays too). ``t`` may be on either backend. A host ``y0`` is SciPy's call
-    (``t`` is copied to the host if it is a device array).
+    ``tfirst=True``) receive ``y`` on the device and may return device arrays. ``t`` may be on
+    either backend. A host ``y0`` is SciPy's call (``t`` is copied to the host if it is a
+    device array). Each evaluation costs two transfers.
+
+    Parameters
+    ----------
+    func : callable
+        The right-hand side.
+    y0 : array_like
+        The initial state.
+    t : array_like
+        The times of the solution.
+    args : tuple, optional
+        Extra arguments of ``func`` and ``Dfun``.
+    Dfun : callable, optional
+        The Jacobian.
+    **kw
+        Further keywords of ``scipy.integrate.odeint``.
+
+    Returns
+    -------
+    array or tuple
+        The solution, shape ``(len(t), len(y0))``, on ``y0``'s side (with
+        ``full_output=True`` also the info dict, its arrays on that side).
+
+    Raises
+    ------
+    TypeError
+        ``func`` or ``Dfun`` is not callable.
+    ImportError
+        SciPy is not installed.
     """
     integrate = import_scipy("scipy.integrate", "xp.integrate.odeint")
     if not callable(func):

@@ -138,12 +138,27 @@ def _pytest():
 
 
 def cuda_required() -> bool:
-    """True when ``CUNUMPY_REQUIRE_CUDA`` is 1/true/yes: GPU requirements error instead of skipping."""
+    """Tell whether ``CUNUMPY_REQUIRE_CUDA`` is set (1, true or yes, any case).
+
+    Then the GPU markers and the ``cupy`` case of ``backend`` error instead of skipping, and
+    :func:`assert_kernels_agree` fails instead of skipping.
+
+    Returns
+    -------
+    bool
+        The setting.
+    """
     return os.environ.get(_REQUIRE_VARIABLE, "").strip().lower() in ("1", "true", "yes")
 
 
 def device_backend_available() -> bool:
-    """A GPU or the fake CuPy can run the CuPy code paths."""
+    """Tell whether the device code paths can run: a GPU or the fake CuPy.
+
+    Returns
+    -------
+    bool
+        ``fake_cupy_active() or cupy_available()``.
+    """
     from . import _backend
 
     return fake_cupy_active() or _backend.cupy_available()
@@ -279,8 +294,21 @@ def _make_backend_fixture():
 
     @pytest.fixture(name="backend", params=_lazy("BACKENDS"))
     def backend(request):
-        """Activate each backend of BACKENDS for the test and yield its name: ``numpy`` on
-        NumPy, ``cupy`` on a GPU or on the fake CuPy (kernels emulated)."""
+        """Run the test once per backend of ``BACKENDS`` and yield the backend's name.
+
+        ``numpy`` runs on NumPy; ``cupy`` on a GPU or on the fake CuPy (kernels emulated).
+        The backend is active for the test (strictly when ``CUNUMPY_REQUIRE_CUDA`` is set).
+
+        Parameters
+        ----------
+        request : pytest.FixtureRequest
+            pytest's request; its ``param`` is the backend.
+
+        Yields
+        ------
+        str
+            ``"numpy"`` or ``"cupy"``.
+        """
         from ._backend import use_backend
 
         with use_backend(request.param, strict=cuda_required()):
@@ -299,17 +327,35 @@ def _on_hip() -> bool:
 
 
 def warp_shuffle_available() -> bool:
-    """False on a HIP/ROCm CuPy, where cunumpy/reduce.cuh and scan.cuh (warp shuffles) do not compile."""
+    """Tell whether warp shuffles compile: False on a HIP/ROCm CuPy (``reduce.cuh``, ``scan.cuh``).
+
+    Returns
+    -------
+    bool
+        True except on HIP.
+    """
     return not _on_hip()
 
 
 def high_dim_cuda_views_available() -> bool:
-    """False on a HIP/ROCm CuPy, where array views of 5 or more dimensions do not compile."""
+    """Tell whether array views of 5 or more dimensions compile: False on a HIP/ROCm CuPy.
+
+    Returns
+    -------
+    bool
+        True except on HIP.
+    """
     return not _on_hip()
 
 
 def bounds_check_views_available() -> bool:
-    """False on a HIP/ROCm CuPy, where array_view.cuh with CUNUMPY_BOUNDS_CHECK does not compile."""
+    """Tell whether ``array_view.cuh`` compiles with ``CUNUMPY_BOUNDS_CHECK``: False on a HIP/ROCm CuPy.
+
+    Returns
+    -------
+    bool
+        True except on HIP.
+    """
     return not _on_hip()
 
 
@@ -353,9 +399,26 @@ def __dir__():
 
 @contextlib.contextmanager
 def fake_cupy_session(*, compiler=None, options=()):
-    """Strictly activate the CuPy backend on the fake CuPy for the block and emulate every
-    CUDA launch and compilation in it on the CPU (``emulated_launches(compiler=, options=)``);
-    restore both after. RuntimeError without the fake (set ``CUNUMPY_FAKE_CUPY=1``).
+    """Run a block on the fake CuPy with every CUDA launch emulated on the CPU.
+
+    Activates the CuPy backend strictly and enters :func:`emulated_launches` for the block;
+    restores both after.
+
+    Parameters
+    ----------
+    compiler : str, optional
+        The C++ compiler of the emulation.
+    options : sequence of str, optional
+        Extra compiler options of the emulation.
+
+    Yields
+    ------
+    None
+
+    Raises
+    ------
+    RuntimeError
+        The fake CuPy is not installed (set ``CUNUMPY_FAKE_CUPY=1`` before importing cunumpy).
     """
     if not fake_cupy_active():
         raise RuntimeError(
@@ -398,11 +461,31 @@ def _exit_description(returncode: int) -> str:
 
 
 def run_in_fake_cupy_subprocess(code: str, *, env=None, timeout=None) -> subprocess.CompletedProcess:
-    """Run ``python -X faulthandler -c code`` serially with the fake CuPy.
+    """Run Python code in a fresh serial interpreter on the fake CuPy, for a test.
 
-    The child gets ``CUNUMPY_FAKE_CUPY=1``, ``OMP_NUM_THREADS=1``, ``MAYBEMPI=0``, no MPI
-    launcher variables, then ``env``. Under MPI only rank 0 runs it (other ranks skip).
-    A non-zero exit or a timeout fails the test with the last 50 lines of output.
+    The child runs ``python -X faulthandler -c code`` with ``CUNUMPY_FAKE_CUPY=1``,
+    ``OMP_NUM_THREADS=1``, ``MAYBEMPI=0``, without MPI launcher variables
+    (``MPI_LAUNCHER_PREFIXES``), then ``env``. Under MPI only rank 0 runs it (the other ranks
+    skip the test).
+
+    Parameters
+    ----------
+    code : str
+        The program.
+    env : mapping, optional
+        Extra environment variables.
+    timeout : float, optional
+        Seconds before the child is stopped.
+
+    Returns
+    -------
+    subprocess.CompletedProcess
+        The finished child (its output captured as text).
+
+    Notes
+    -----
+    A non-zero exit or a timeout fails the test (``pytest.fail``) with the exit code or
+    signal and the last 50 lines of output.
     """
     pytest = _pytest()
     if _world_rank() != 0:

@@ -75,7 +75,25 @@ def _check_host_dependency(function: str, stream, event) -> None:
 
 
 class StagedCopy:
-    """Handle of one :meth:`HostStaging.copy`: ``ready()`` never waits, ``result()`` waits."""
+    """Handle of one :meth:`HostStaging.copy`: ``ready()`` never waits, ``result()`` waits.
+
+    Created by :meth:`HostStaging.copy`, not directly. Its result stays valid until the
+    staging reuses the slot, ``buffers`` copies later; after that both methods raise
+    :class:`RuntimeError`.
+
+    Parameters
+    ----------
+    staging : HostStaging
+        The staging that made the copy.
+    sequence : int
+        The copy's number in the staging.
+    buffer : numpy.ndarray
+        The host slot.
+    done_event : cupy.cuda.Event or None
+        The event recorded after the copy (None for host data: complete at once).
+    device_id : int or None
+        The device the copy runs on.
+    """
 
     def __init__(self, staging: HostStaging, sequence: int, buffer: np.ndarray, done_event, device_id):
         self._staging = staging
@@ -135,13 +153,30 @@ class _Slot:
 
 
 class HostStaging:
-    """A ring of ``buffers`` host buffers for background copies of device arrays.
+    """A ring of host buffers for background copies of device arrays.
 
     ``c = staging.copy(a)`` snapshots ``a`` on the device and copies the snapshot into the
     next page-locked slot on the staging's own stream, returning at once; ``c.result()``
     waits and returns the host buffer, valid until the slot is reused ``buffers`` copies
     later. At most ``buffers`` copies are in flight: a copy waits only when its slot's
-    previous copy has not finished. Shape, dtype and device are fixed per staging.
+    previous copy has not finished. Shape, dtype and device are fixed per staging. On the
+    NumPy backend copies are plain host copies.
+
+    Parameters
+    ----------
+    shape : int or tuple of int
+        The shape of every staged array.
+    dtype : dtype
+        The dtype of every staged array.
+    buffers : int, optional
+        The number of slots, at least 1 (default 2).
+
+    Raises
+    ------
+    TypeError
+        ``dtype`` holds Python objects, or ``buffers`` is not an int.
+    ValueError
+        ``shape`` has a negative extent, or ``buffers`` is below 1.
     """
 
     def __init__(self, shape, dtype, buffers: int = 2):
@@ -293,10 +328,21 @@ def _copy_stream(device_id: int):
 
 
 class HostCopy:
-    """Handle of ``xp.to_host_async(a)``: ``ready()`` never waits, ``result()`` waits.
+    """Handle of :func:`cunumpy.to_host_async`: ``ready()`` never waits, ``result()`` waits.
 
     ``result()`` returns a NumPy value (a NumPy scalar for 0-d input, else an array).
-    Create one with :meth:`HostCopy.start`.
+    Created by :meth:`HostCopy.start`, not directly.
+
+    Parameters
+    ----------
+    buffer : numpy.ndarray
+        The host buffer the copy fills.
+    done_event : cupy.cuda.Event, optional
+        The event recorded after the copy (None: complete at once).
+    device_id : int, optional
+        The device the copy runs on.
+    source : cupy.ndarray, optional
+        The device data, kept alive until the copy finished.
     """
 
     def __init__(self, buffer: np.ndarray, done_event=None, device_id: int | None = None, source=None):
@@ -365,7 +411,18 @@ class DeviceMirror:
 
     On the CuPy backend :attr:`device` is a device array of the host's shape and dtype,
     created on first access as a copy of the host; on NumPy it is the host array itself and
-    both transfer methods are no-ops. Mutators return the mirror, so calls chain.
+    both transfer methods are no-ops. Mutators return the mirror, so calls chain. After the
+    owner reallocates the host array, call ``rebind(new_array)``.
+
+    Parameters
+    ----------
+    host_array : numpy.ndarray
+        The host array to mirror.
+
+    Raises
+    ------
+    TypeError
+        ``host_array`` is not a numpy.ndarray.
     """
 
     def __init__(self, host_array: np.ndarray):
@@ -381,14 +438,17 @@ class DeviceMirror:
 
     @property
     def host(self) -> np.ndarray:
+        """The mirrored host array."""
         return self._host
 
     @property
     def shape(self) -> tuple:
+        """The shape of the mirrored array."""
         return self._shape
 
     @property
     def dtype(self) -> np.dtype:
+        """The dtype of the mirrored array."""
         return self._dtype
 
     def _check_host(self, function: str) -> None:

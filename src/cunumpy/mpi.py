@@ -156,16 +156,25 @@ _hooks_lock = threading.Lock()
 
 
 def set_abort_on_exception(enabled: bool | None) -> None:
-    """Whether a rank that dies of an uncaught exception aborts the whole MPI job.
+    """Choose whether a rank that dies of an uncaught exception aborts the whole MPI job.
 
     When a rank raises and its peers are waiting for its messages, the job would otherwise
     never end. cunumpy.mpi installs a ``sys.excepthook`` and a ``threading.excepthook`` (each
     calls the hook it replaces first, so the traceback is printed as usual) the first time it
     is given an mpi4py communicator; on an uncaught exception in a job of more than one rank
     they print a line saying so, wait (up to 2 s) for the launcher to read stdout and stderr
-    when they are pipes, and call ``MPI.COMM_WORLD.Abort``. ``True`` installs the hooks now;
-    ``False`` keeps them from aborting; ``None`` leaves it to ``CUNUMPY_MPI_ABORT_ON_EXCEPTION``
-    (on unless ``0``, ``false``, ``no`` or ``off``). Interactive sessions never abort.
+    when they are pipes, and call ``MPI.COMM_WORLD.Abort``. Interactive sessions never abort.
+
+    Parameters
+    ----------
+    enabled : bool or None
+        True installs the hooks now; False keeps them from aborting; None leaves it to
+        ``CUNUMPY_MPI_ABORT_ON_EXCEPTION`` (on unless ``0``, ``false``, ``no`` or ``off``).
+
+    Raises
+    ------
+    TypeError
+        ``enabled`` is neither a bool nor None.
     """
     global _abort_choice
     if enabled is not None and not isinstance(enabled, (bool, np.bool_)):
@@ -176,7 +185,14 @@ def set_abort_on_exception(enabled: bool | None) -> None:
 
 
 def get_abort_on_exception() -> bool:
-    """Whether an uncaught exception now aborts the job (once the hooks are installed)."""
+    """Tell whether an uncaught exception aborts the job (once the hooks are installed).
+
+    Returns
+    -------
+    bool
+        The choice of :func:`set_abort_on_exception`, else what
+        ``CUNUMPY_MPI_ABORT_ON_EXCEPTION`` says.
+    """
     if _abort_choice is not None:
         return _abort_choice
     return os.environ.get(ABORT_VARIABLE, "").strip().lower() not in ("0", "false", "no", "off")
@@ -327,7 +343,21 @@ _PROBE_TAG = 0x6375
 
 
 def set_mpi_cuda_aware(value: bool | None) -> None:
-    """Record whether the MPI takes device buffers; ``None`` forgets the answer."""
+    """Record whether the MPI takes device buffers.
+
+    Use it when you know the answer (or want host staging without a probe); the helpers
+    read it through :func:`get_mpi_cuda_aware`.
+
+    Parameters
+    ----------
+    value : bool or None
+        The answer; None forgets it.
+
+    Raises
+    ------
+    TypeError
+        ``value`` is neither a bool nor None.
+    """
     global _cuda_aware
     if value is not None and not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"set_mpi_cuda_aware(): 'value' must be a bool or None, not {type(value).__name__}")
@@ -335,7 +365,13 @@ def set_mpi_cuda_aware(value: bool | None) -> None:
 
 
 def get_mpi_cuda_aware() -> bool | None:
-    """The recorded answer: True, False, or None when nothing is recorded."""
+    """Return the recorded answer to "does the MPI take device buffers".
+
+    Returns
+    -------
+    bool or None
+        True, False, or None when nothing is recorded.
+    """
     return _cuda_aware
 
 
@@ -397,15 +433,34 @@ def _probe_ring(comm) -> bool:
 
 
 def mpi_is_cuda_aware(comm=None, *, method: str = "probe") -> bool:
-    """Whether the MPI behind ``comm`` reads and writes device buffers (collective).
+    """Find out whether the MPI behind ``comm`` reads and writes device buffers (collective).
 
     Call once at start-up on every rank. Each rank sends a small device buffer to the next
     rank of a ring and checks what arrives from the previous one; the answers are combined
-    with a logical AND, so every rank gets the same result. Any exception makes the answer
-    False. On the NumPy backend or without a functional CuPy the answer is False and mpi4py
-    is not imported. ``comm=None`` means ``mpi4py.MPI.COMM_WORLD``. The answer is recorded
-    (:func:`get_mpi_cuda_aware`). An MPI that is not CUDA-aware may also crash the process
-    inside the probe instead of failing cleanly.
+    with a logical AND, so every rank gets the same result, which is recorded
+    (:func:`get_mpi_cuda_aware`). Any exception makes the answer False. On the NumPy backend
+    or without a functional CuPy the answer is False and mpi4py is not imported. An MPI that
+    is not CUDA-aware may also crash the process inside the probe instead of failing
+    cleanly.
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Comm, optional
+        The communicator (default: ``mpi4py.MPI.COMM_WORLD``).
+    method : {"probe"}, optional
+        How to find out; only the probe exists.
+
+    Returns
+    -------
+    bool
+        The answer, the same on every rank.
+
+    Raises
+    ------
+    ValueError
+        ``method`` is not ``"probe"``.
+    ImportError
+        ``comm`` is None and mpi4py is not installed.
     """
     if method != "probe":
         raise ValueError(f"mpi_is_cuda_aware(): 'method' must be 'probe', got {method!r}")
@@ -439,9 +494,20 @@ _BUILD_HINTS = (
 
 
 def require_cuda_aware_mpi(comm=None) -> None:
-    """Run the probe on the CuPy backend and raise RuntimeError when the MPI is not CUDA-aware.
+    """Refuse to go on with an MPI that cannot read device memory.
 
-    Collective on the CuPy backend (with a functional CuPy); a no-op otherwise.
+    On the CuPy backend (with a functional CuPy) it runs the probe of
+    :func:`mpi_is_cuda_aware`, collectively; a no-op otherwise.
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Comm, optional
+        The communicator (default: ``mpi4py.MPI.COMM_WORLD``).
+
+    Raises
+    ------
+    RuntimeError
+        The MPI is not CUDA-aware; the message gives hints for building one.
     """
     if not _device_path_active():
         return
@@ -493,12 +559,27 @@ def _wait_for_producer(function: str, device_arrays, stream, event) -> None:
 
 
 def synchronize_for_mpi(*arrays, stream=None, event=None) -> None:
-    """Wait until device work producing ``arrays`` is done, so MPI sees the final data.
+    """Wait until the device work producing ``arrays`` is done, so that MPI sees the final data.
 
-    Call before every MPI call that touches device buffers (not needed after MPI returns).
-    ``None`` entries and host arrays are ignored (free on NumPy). With device arrays it
-    waits for ``stream`` or ``event`` (at most one; a CUDA one), else for every device that
-    owns one of the arrays.
+    Call it right before every raw MPI call that touches device buffers (not needed after
+    MPI returns). None entries and host arrays are ignored, so the line is free on NumPy.
+
+    Parameters
+    ----------
+    *arrays : array_like or None
+        The buffers MPI will read or write.
+    stream : cupy.cuda.Stream, optional
+        Wait for this stream only.
+    event : cupy.cuda.Event, optional
+        Wait for this event only. Without ``stream`` and ``event``, every device that owns
+        one of the arrays is synchronised.
+
+    Raises
+    ------
+    ValueError
+        Both ``stream`` and ``event`` are given.
+    TypeError
+        ``stream`` or ``event`` is a host stand-in while device arrays are given.
     """
     if stream is not None and event is not None:
         raise ValueError("synchronize_for_mpi(): pass at most one of 'stream' and 'event'")
@@ -519,8 +600,22 @@ class MPIStaging:
     The host buffer is allocated on first device use (page-locked when possible) and reused
     by every later call, as is the device packing buffer for non-contiguous arrays.
     ``staging.buffer(array, **kwargs)`` is ``mpi_buffer(array, staging=staging, **kwargs)``.
-    One context at a time: overlapping use raises RuntimeError; use separate stagings for a
-    send and a receive that are open together.
+    One context at a time: overlapping use raises :class:`RuntimeError`; use two stagings
+    for a send and a receive that are open together.
+
+    Parameters
+    ----------
+    shape : int or tuple of int
+        The shape of the arrays it stages.
+    dtype : dtype
+        Their dtype.
+
+    Raises
+    ------
+    TypeError
+        ``dtype`` is not a dtype or holds Python objects.
+    ValueError
+        ``shape`` has a negative extent.
     """
 
     def __init__(self, shape, dtype):
@@ -652,21 +747,53 @@ def _copy_to_device(function: str, host, target, stream) -> None:
 
 
 def mpi_buffer(array, *, send=True, recv=False, cuda_aware=None, staging=None, stream=None, event=None):
-    """Context manager yielding the buffer to hand to MPI for ``array`` (one call site, every MPI).
+    """Give the buffer to hand to a raw MPI call for ``array``, on every MPI and backend.
+
+    A context manager: ``with mpi_buffer(a) as buf: comm.Send(buf, ...)``.
 
     * host array: yielded unchanged (a non-contiguous host view is packed into a contiguous
       copy, and received data is copied back);
-    * device array with a CUDA-aware MPI: synchronised (``synchronize_for_mpi``), then
+    * device array with a CUDA-aware MPI: synchronised (:func:`synchronize_for_mpi`), then
       yielded;
     * device array otherwise: a host staging buffer (page-locked when possible), filled from
       the device before the block if ``send`` and copied back to the device after it if
       ``recv``; the copy-back is complete when the block exits. With ``send=False`` the
       whole staging buffer is copied back: receive the full size, or keep ``send=True``.
 
-    ``cuda_aware=None`` uses the recorded answer (RuntimeError when nothing is recorded).
     Non-C-contiguous device arrays go through a C-order device buffer; received data is
     scattered back into the original view. Nothing is copied back when the block raises.
     Non-blocking MPI calls must be waited for inside the block.
+
+    Parameters
+    ----------
+    array : numpy.ndarray or cupy.ndarray
+        The data to send or the place to receive into.
+    send : bool, optional
+        The block sends ``array`` (its data is needed in the buffer); default True.
+    recv : bool, optional
+        The block receives into the buffer (copied back into ``array`` after it).
+    cuda_aware : bool, optional
+        Whether the MPI takes device buffers; None uses the recorded answer.
+    staging : MPIStaging, optional
+        A reused staging (default: a new host buffer per call).
+    stream : cupy.cuda.Stream, optional
+        The stream that produces ``array`` (wait for it only).
+    event : cupy.cuda.Event, optional
+        The event after which ``array`` is ready.
+
+    Returns
+    -------
+    context manager
+        Yields the buffer to hand to MPI.
+
+    Raises
+    ------
+    RuntimeError
+        A device array, ``cuda_aware=None`` and no recorded answer.
+    TypeError
+        An option has the wrong type, or ``array`` holds Python objects.
+    ValueError
+        Both ``stream`` and ``event`` are given, or a read-only array would receive.
     """
     function = "mpi_buffer()"
     send = _check_flag(function, "send", send)
@@ -941,17 +1068,41 @@ def _abort(comm, error: BaseException) -> None:
 def exchange(comm, sends=(), receives=(), cuda_aware=None) -> None:
     """Post many point-to-point messages together and wait for all of them.
 
-    ``sends`` holds ``(array, dest, tag)`` and ``receives`` ``(array, source, tag)``
-    descriptors. Every descriptor is checked and every buffer prepared (device buffers
+    The first choice for halo faces and particle buffers. Device, host, contiguous or strided
+    arrays all work; the call returns when every message has arrived and been copied into
+    place. Every descriptor is checked and every buffer prepared (device buffers
     synchronised, staged or packed) before anything is posted, so a malformed descriptor
-    raises ValueError without posting anything. Receives are posted first, in order, then
-    sends; then every request is waited for, and only then are received device (or
-    non-contiguous) buffers copied back. A failure while posting or waiting prints the
-    error to stderr, waits for the launcher to take the output, calls ``comm.Abort(1)``
-    (other ranks would wait forever) and re-raises the error.
-    ``cuda_aware=None`` uses the recorded answer when device buffers take part. The first
-    call with an mpi4py communicator installs the hooks that abort the job when a rank dies
-    of an uncaught exception (:func:`set_abort_on_exception`).
+    posts nothing. Receives are posted first, in order, then sends; then every request is
+    waited for, and only then are received device (or non-contiguous) buffers copied back.
+    A short message fills the start of its receive buffer and leaves the rest unchanged.
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Comm
+        The communicator (or the serial stand-in).
+    sends : sequence of (array, int, int), optional
+        ``(array, dest, tag)`` descriptors.
+    receives : sequence of (array, int, int), optional
+        ``(array, source, tag)`` descriptors.
+    cuda_aware : bool, optional
+        Whether the MPI takes device buffers; None uses the recorded answer when device
+        buffers take part.
+
+    Raises
+    ------
+    ValueError
+        A malformed descriptor (not a 3-tuple, a negative tag, a rank outside the
+        communicator); nothing was posted.
+    TypeError
+        ``cuda_aware`` is neither a bool nor None.
+
+    Notes
+    -----
+    A failure after posting (an MPI error while posting or waiting) prints the error to
+    stderr, waits for the launcher to take the output, calls ``comm.Abort(1)``, because the
+    other ranks would otherwise wait forever, and re-raises the error. The
+    first call with an mpi4py communicator installs the hooks that abort the job when a
+    rank dies of an uncaught exception (:func:`set_abort_on_exception`).
     """
     if not _hooks_installed:
         _watch(comm)

@@ -93,15 +93,49 @@ def newton(func, x0, fprime=None, args=(), tol=1.48e-8, maxiter=50, rtol=0.0, fu
     ``scipy.optimize.newton`` with an array ``x0``, on ``x0``'s backend (a device ``x0``
     stays on the device; lists and numbers use the active backend; a number gives a 0-d
     result). ``func(x, *args)`` and ``fprime(x, *args)`` get the whole iterate and return
-    arrays of its shape. Shapes are fixed and there is no boolean indexing: converged
-    points keep taking (tiny) steps until every point converges, and each iteration
-    synchronises once. A point has converged when ``|step| < tol + rtol * |x|``;
-    ``tol=0`` is accepted together with ``rtol > 0`` (a relative test only), where SciPy
-    insists on ``tol > 0``.
+    arrays of its shape. Shapes are fixed and there is no boolean indexing: converged points
+    keep taking (tiny) steps until every point converges. ``x0`` is not modified (the
+    iteration runs on a float64 copy, complex stays complex).
 
-    ``full_output=True`` returns ``NewtonResult(root, converged, zero_der)``; otherwise
-    points that did not converge give one RuntimeWarning saying how many. ``x0`` is not
-    modified (the iteration runs on a float64 copy, complex stays complex).
+    Parameters
+    ----------
+    func : callable
+        ``func(x, *args)``, elementwise.
+    x0 : array_like
+        The starting points.
+    fprime : callable, optional
+        The derivative ``fprime(x, *args)``; None uses the secant method.
+    args : tuple, optional
+        Extra arguments of ``func`` and ``fprime``.
+    tol : float, optional
+        Absolute tolerance on the step.
+    maxiter : int, optional
+        The most iterations (at least 1).
+    rtol : float, optional
+        Relative tolerance: a point has converged when ``|step| < tol + rtol * |x|``;
+        ``tol=0`` is accepted together with ``rtol > 0`` (a relative test only), where SciPy
+        insists on ``tol > 0``.
+    full_output : bool, optional
+        Return a :class:`NewtonResult` instead of the roots.
+
+    Returns
+    -------
+    array or NewtonResult
+        The roots; with ``full_output``, ``NewtonResult(root, converged, zero_der)``.
+        Without it, points that did not converge give one :class:`RuntimeWarning` with
+        their count.
+
+    Raises
+    ------
+    TypeError
+        ``func`` or ``fprime`` is not callable, ``x0`` is not numeric, a callback returns an
+        array of the other backend or non-numbers, or a tolerance is not a real number.
+    ValueError
+        ``maxiter`` is below 1, a tolerance is negative, or a callback returns the wrong shape.
+
+    Notes
+    -----
+    On a GPU every iteration synchronises once (the convergence test).
     """
     import_scipy("scipy.optimize", "xp.optimize.newton")
     if not callable(func):
@@ -248,11 +282,32 @@ def _device_x0(x0) -> bool:
 
 
 def fsolve(func, x0, args=(), fprime=None, **kw):
-    """``scipy.optimize.fsolve`` on the host with device callbacks and results.
+    """Solve ``func(x) = 0`` with ``scipy.optimize.fsolve``, with device callbacks and results.
 
-    With ``x0`` on the device, ``func(x, *args)`` and ``fprime`` receive ``x`` on the device
-    and may return device arrays; the root (and, with ``full_output=True``, the arrays of
-    the info dict) come back on the device. A host ``x0`` is exactly SciPy's call.
+    SciPy runs on the host; with ``x0`` on the device every callback receives device arrays
+    and may return device arrays, and the results come back on the device. Each evaluation
+    costs two transfers: a set-up tool, not for time loops. A host ``x0`` is exactly SciPy's
+    call. An exception raised by a callback propagates unchanged; arrays in ``args`` on the
+    other backend than ``x0`` are a :class:`TypeError` naming ``args[i]``.
+
+    Parameters
+    ----------
+    func : callable
+        ``func(x, *args)``.
+    x0 : array_like
+        The starting point, on the host or the device.
+    args : tuple, optional
+        Extra arguments of ``func`` and ``fprime``.
+    fprime : callable, optional
+        The Jacobian ``fprime(x, *args)``.
+    **kw
+        Further keywords of ``scipy.optimize.fsolve`` (``full_output=True`` returns the info
+        dict's arrays on the device too).
+
+    Returns
+    -------
+    array or tuple
+        The root on ``x0``'s side, or SciPy's tuple with ``full_output=True``.
     """
     optimize = import_scipy("scipy.optimize", "xp.optimize.fsolve")
     if not _device_x0(x0):
@@ -267,11 +322,33 @@ def fsolve(func, x0, args=(), fprime=None, **kw):
 
 
 def root(fun, x0, args=(), jac=None, callback=None, **kw):
-    """``scipy.optimize.root`` on the host with device callbacks and results.
+    """Solve ``fun(x) = 0`` with ``scipy.optimize.root``, with device callbacks and results.
 
-    With ``x0`` on the device, ``fun``, ``jac`` and ``callback(x, f)`` receive device
-    arrays and the returned ``OptimizeResult`` holds device arrays. A host ``x0`` is
-    exactly SciPy's call.
+    SciPy runs on the host; with ``x0`` on the device every callback receives device arrays
+    and may return device arrays, and the results come back on the device. Each evaluation
+    costs two transfers: a set-up tool, not for time loops. A host ``x0`` is exactly SciPy's
+    call. An exception raised by a callback propagates unchanged; arrays in ``args`` on the
+    other backend than ``x0`` are a :class:`TypeError` naming ``args[i]``.
+
+    Parameters
+    ----------
+    fun : callable
+        ``fun(x, *args)``.
+    x0 : array_like
+        The starting point, on the host or the device.
+    args : tuple, optional
+        Extra arguments of ``fun`` and ``jac``.
+    jac : callable or bool, optional
+        The Jacobian, as SciPy takes it.
+    callback : callable, optional
+        ``callback(x, f)``, called with device arrays.
+    **kw
+        Further keywords of ``scipy.optimize.root``.
+
+    Returns
+    -------
+    scipy.optimize.OptimizeResult
+        SciPy's result, its arrays on ``x0``'s side.
     """
     optimize = import_scipy("scipy.optimize", "xp.optimize.root")
     if not _device_x0(x0):
@@ -287,14 +364,41 @@ def root(fun, x0, args=(), jac=None, callback=None, **kw):
 
 
 def minimize(fun, x0, args=(), jac=None, hess=None, hessp=None, bounds=None, constraints=(), callback=None, **kw):
-    """``scipy.optimize.minimize`` on the host with device callbacks and results.
+    """Minimise ``fun`` with ``scipy.optimize.minimize``, with device callbacks and results.
 
-    With ``x0`` on the device, ``fun``/``jac``/``hess`` receive ``x`` on the device,
-    ``hessp`` receives ``x`` and ``p``, constraint dicts and ``NonlinearConstraint``
-    callbacks receive device arrays, and ``callback`` receives ``intermediate_result``
-    (when that is its one parameter's name) or ``xk`` on the device. Bounds and
-    ``LinearConstraint`` matrices are host data. The ``OptimizeResult`` holds device
-    arrays. A host ``x0`` is exactly SciPy's call.
+    SciPy runs on the host; with ``x0`` on the device every callback receives device arrays
+    and may return device arrays, and the results come back on the device. Each evaluation
+    costs two transfers: a set-up tool, not for time loops. A host ``x0`` is exactly SciPy's
+    call. An exception raised by a callback propagates unchanged; arrays in ``args`` on the
+    other backend than ``x0`` are a :class:`TypeError` naming ``args[i]``.
+
+    Parameters
+    ----------
+    fun : callable
+        ``fun(x, *args)``, returning a scalar.
+    x0 : array_like
+        The starting point, on the host or the device.
+    args : tuple, optional
+        Extra arguments of the callbacks.
+    jac, hess : callable, optional
+        Gradient and Hessian, as SciPy takes them.
+    hessp : callable, optional
+        ``hessp(x, p, *args)``, the Hessian times ``p``.
+    bounds : sequence or scipy.optimize.Bounds, optional
+        Host data.
+    constraints : dict, sequence or constraint objects, optional
+        Dict ``fun``/``jac`` and ``NonlinearConstraint`` callbacks receive device arrays;
+        ``LinearConstraint`` matrices are host data.
+    callback : callable, optional
+        ``callback(intermediate_result)`` (when that is its one parameter's name) or
+        ``callback(xk)``, on the device.
+    **kw
+        Further keywords of ``scipy.optimize.minimize`` (``method=``, ``tol=``, ...).
+
+    Returns
+    -------
+    scipy.optimize.OptimizeResult
+        SciPy's result, its arrays on ``x0``'s side.
     """
     optimize = import_scipy("scipy.optimize", "xp.optimize.minimize")
     if not _device_x0(x0):

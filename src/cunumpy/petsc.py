@@ -41,18 +41,36 @@ def _has_gpu_support(PETSc) -> tuple[bool, str]:
 
 
 def petsc_vec(array, comm=None):
-    """A ``PETSc.Vec`` sharing ``array``'s memory (zero-copy; DLPack for CuPy arrays).
+    """Return a ``PETSc.Vec`` sharing an array's memory (zero copy; DLPack for CuPy arrays).
 
-    NumPy arrays give a host (seq/mpi) vector, CuPy arrays a CUDA or HIP vector. The vector
-    keeps a reference to the array; a multi-dimensional array is seen flattened; with
-    several ranks ``array`` is the local part of a vector on ``comm`` (default
-    ``PETSc.COMM_WORLD``).
+    Writes through the vector show in the array and back. NumPy arrays give a host (seq/mpi)
+    vector, CuPy arrays a CUDA or HIP vector. The vector keeps a reference to the array; a
+    multi-dimensional array is seen flattened. Call :func:`cunumpy.synchronize` between CuPy
+    and PETSc work on shared memory.
 
-    Raises ImportError without petsc4py, TypeError for anything but a NumPy/CuPy array or a
-    dtype other than ``PETSc.ScalarType``, ValueError for a non-C-contiguous or read-only
-    array, and
-    RuntimeError for a CuPy array when PETSc was built without CUDA/HIP (never a silent
-    host copy).
+    Parameters
+    ----------
+    array : numpy.ndarray or cupy.ndarray
+        C-contiguous, writable, of dtype ``PETSc.ScalarType``; with several ranks, this
+        rank's part of the vector.
+    comm : petsc4py.PETSc.Comm, optional
+        The communicator (default ``PETSc.COMM_WORLD``).
+
+    Returns
+    -------
+    petsc4py.PETSc.Vec
+        The vector.
+
+    Raises
+    ------
+    ImportError
+        petsc4py is not installed.
+    TypeError
+        ``array`` is not a NumPy or CuPy array, or its dtype is not ``PETSc.ScalarType``.
+    ValueError
+        ``array`` is not C-contiguous or is read-only.
+    RuntimeError
+        A CuPy array and a PETSc built without CUDA/HIP support (never a silent host copy).
     """
     device = _backend.is_cupy_array(array)
     if not device and not isinstance(array, np.ndarray):

@@ -90,8 +90,21 @@ class nvtx_range:
     """Mark a block (or every call of a function) as a named NVTX range.
 
     On the CuPy backend the range is pushed on entry and popped on exit, also when the block
-    raises; ``color`` is an index into the NVTX colour table. A no-op on NumPy or without
-    NVTX. Reusable and re-entrant; never synchronises.
+    raises. A no-op on NumPy or without NVTX. Reusable and re-entrant; never synchronises.
+
+    Parameters
+    ----------
+    name : str
+        The range's name, as profilers (Nsight Systems) show it.
+    color : int, optional
+        An index into the NVTX colour table.
+
+    Raises
+    ------
+    TypeError
+        ``name`` is not a str or ``color`` is not an int.
+    ValueError
+        ``color`` is negative.
     """
 
     def __init__(self, name: str, color: int | None = None):
@@ -139,7 +152,17 @@ class nvtx_range:
 
 @dataclass
 class Timing:
-    """Result of :func:`timed_region`: wall time in seconds, and whether the device was synced."""
+    """Result of :func:`timed_region`.
+
+    Parameters
+    ----------
+    name : str
+        The region's name.
+    elapsed : float or None
+        Wall time in seconds (None while the block runs).
+    synced : bool
+        Whether the device was synchronised at the end, so ``elapsed`` includes the GPU work.
+    """
 
     name: str
     elapsed: float | None = None
@@ -156,10 +179,17 @@ def _device_synchronize() -> None:
 class timed_region:
     """Time a block: ``with timed_region("step") as t: ...`` then ``t.elapsed`` (seconds).
 
-    On the CuPy backend the device is synchronised on entry, so earlier work is not
-    charged, and with ``sync=True`` on exit too (``t.synced`` is then True); the block is
-    also an NVTX range. ``sync=False`` measures host and launch time only. On NumPy it is a
-    plain ``time.perf_counter`` timer. ``elapsed`` is set also when the block raises.
+    On the CuPy backend the device is synchronised on entry, so earlier work is not charged,
+    and with ``sync=True`` on exit too (``t.synced`` is then True); the block is also an NVTX
+    range. On NumPy it is a plain ``time.perf_counter`` timer. ``elapsed`` is set also when
+    the block raises. These waits are not reported as ``sync`` events.
+
+    Parameters
+    ----------
+    name : str
+        The region's name.
+    sync : bool, optional
+        Synchronise at the end (default True); False measures host and launch time only.
     """
 
     def __init__(self, name: str, *, sync: bool = True):
@@ -213,26 +243,32 @@ class TransferCounter:
 
     @property
     def to_host(self) -> int:
+        """The number of device-to-host copies."""
         return self.count("to_host")
 
     @property
     def to_device(self) -> int:
+        """The number of host-to-device copies."""
         return self.count("to_device")
 
     @property
     def kernel_conversions(self) -> int:
+        """The number of kernel calls that converted device arguments (PyccelKernel)."""
         return self.count("kernel_conversion")
 
     @property
     def fallbacks(self) -> int:
+        """The number of host fallbacks of kernels without a CUDA port."""
         return self.count("fallback")
 
     @property
     def device_copies(self) -> int:
+        """The number of copies on the device (dtype or layout changes)."""
         return self.count("device_copy")
 
     @property
     def syncs(self) -> int:
+        """The number of host waits (and implicit scalar reads on the fake CuPy)."""
         return self.count("sync")
 
     @property
@@ -242,10 +278,12 @@ class TransferCounter:
 
     @property
     def bytes_to_host(self) -> int:
+        """Bytes copied from the device to the host."""
         return self.bytes("to_host")
 
     @property
     def bytes_to_device(self) -> int:
+        """Bytes copied from the host to the device."""
         return self.bytes("to_device")
 
     @property
@@ -284,11 +322,21 @@ class TransferCounter:
 class count_transfers:
     """Count the transfers of a block: ``with count_transfers() as c: ...; c.report()``.
 
-    ``count_transfers(counter)`` (or ``into=counter``) accumulates into an existing
-    :class:`TransferCounter`. Also a decorator: every call of the decorated function counts
-    into the same counter, available as ``function.transfers``; ``@count_transfers``
-    without parentheses works too. Counters nest: each active counter sees every event, and
-    a counter active twice counts it once.
+    Also a decorator: every call of the decorated function counts into the same counter,
+    available as ``function.transfers``; ``@count_transfers`` without parentheses works too.
+    Counters nest: each active counter sees every event, and a counter active twice counts it
+    once. It sees what cunumpy's helpers do (conversions, kernels, staging, MPI buffers);
+    forwarded calls such as ``xp.asarray(host)`` and raw CuPy copies are not seen.
+
+    Parameters
+    ----------
+    into : TransferCounter, optional
+        Accumulate into this counter instead of a new one.
+
+    Raises
+    ------
+    TypeError
+        ``into`` is not a TransferCounter, or the decorated object is not callable.
     """
 
     def __new__(cls, into=None):
@@ -324,11 +372,22 @@ class count_transfers:
 
 
 class assert_no_transfers(count_transfers):
-    """Fail (AssertionError with the report) if the block copied data between host and device.
+    """Fail if the block copied data between host and device.
 
     Forbidden: ``to_host``, ``to_device``, ``kernel_conversion`` and ``fallback`` events;
-    ``device_copy`` is allowed, and ``sync`` unless ``syncs=True``. Yields the counter; an
-    exception raised inside the block propagates unchanged. Also a decorator.
+    ``device_copy`` is allowed, and ``sync`` unless ``syncs=True``. The ``with`` statement
+    binds the counter; an exception raised inside the block propagates unchanged. Also a
+    decorator. An :class:`AssertionError` with the report is raised at the end of the block.
+
+    Parameters
+    ----------
+    syncs : bool, optional
+        Also forbid host waits (``sync`` events).
+
+    Raises
+    ------
+    TypeError
+        A positional argument is given (``syncs`` is keyword-only).
     """
 
     def __new__(cls, *args, **kwargs):
@@ -422,10 +481,15 @@ class _PhaseContext:
 class TransferBudget:
     """Per-phase transfer accounting for a program, with declared limits.
 
-    ``with budget.phase("output") as c: ...`` or ``@budget.count("step")`` attribute every
-    event to the innermost active phase. ``require()`` declares what a phase may do;
-    ``check()`` raises AssertionError listing every violation. With ``started=False``
-    nothing is counted until :meth:`start`.
+    ``with budget.phase("output") as c: ...`` or ``@budget.count("step")`` attributes every
+    event to the innermost active phase. :meth:`require` declares what a phase may do;
+    :meth:`check` raises :class:`AssertionError` naming the phase, the rule and the call
+    site of every violation.
+
+    Parameters
+    ----------
+    started : bool, optional
+        With False nothing is counted until :meth:`start`.
     """
 
     def __init__(self, started: bool = True):
@@ -499,6 +563,7 @@ class TransferBudget:
 
     @property
     def running(self) -> bool:
+        """Whether the budget is counting (after :meth:`start`, before :meth:`stop`)."""
         return self._running
 
     def __getitem__(self, name: str) -> TransferCounter:

@@ -41,9 +41,21 @@ _CHILD_NUMPY, _CHILD_CUPY, _CHILD_NUMPY_GLOBAL, _CHILD_CUPY_GLOBAL = 0, 1, 2, 3
 
 
 def get_rng(seed=None):
-    """A fresh ``numpy.random.default_rng(seed)`` on NumPy, ``cupy.random.default_rng(seed)`` on CuPy.
+    """Return a fresh generator of the active backend.
 
-    The same seed gives different sequences on the two backends.
+    The same seed gives different sequences on the two backends: for data that must agree,
+    draw on the host and convert once, or use the ``philox_*`` functions.
+
+    Parameters
+    ----------
+    seed : int or sequence of int, optional
+        The seed (default: fresh entropy).
+
+    Returns
+    -------
+    numpy.random.Generator or cupy.random.Generator
+        ``numpy.random.default_rng(seed)`` on NumPy, ``cupy.random.default_rng(seed)`` on
+        CuPy.
     """
     if _backend.get_backend() == "cupy":
         return sys.modules["cupy"].random.default_rng(seed)
@@ -81,6 +93,25 @@ class RandomStreams:
     # ------------------------------------------------------------------ seeding
 
     def seed(self, value=None, rank=0, bit_generator=None):
+        """Start the stream ``SeedSequence(entropy=value, spawn_key=(rank,))``.
+
+        Drops cached generators and seeds NumPy's global ``np.random`` state (and CuPy's on the
+        CuPy backend) from it.
+
+        Parameters
+        ----------
+        value : int, optional
+            The seed (None: OS entropy).
+        rank : int, optional
+            The MPI rank: each rank gets its own independent stream.
+        bit_generator : str, optional
+            One of ``BIT_GENERATORS`` (default ``"PCG64"``).
+
+        Raises
+        ------
+        ValueError
+            An unknown bit generator or a negative rank.
+        """
         name = "PCG64" if bit_generator is None else bit_generator
         if name not in BIT_GENERATORS:
             raise ValueError(f"unknown bit generator {name!r}; choose one of {BIT_GENERATORS}")
@@ -109,6 +140,7 @@ class RandomStreams:
 
     @property
     def seeded(self) -> bool:
+        """Whether :meth:`seed` was called."""
         return self._sequence is not None
 
     # ------------------------------------------------------------------ generators
@@ -151,20 +183,85 @@ class RandomStreams:
         return self.generator() if rng is None else rng
 
     def normal(self, loc=0.0, scale=1.0, size=None, rng=None):
+        """Draw normal numbers from the process generator (or ``rng``).
+
+        Parameters
+        ----------
+        loc, scale : float, optional
+            Mean and standard deviation.
+        size : int or tuple of int, optional
+            The shape.
+        rng : Generator, optional
+            Draw from this generator instead.
+
+        Returns
+        -------
+        numpy.ndarray or cupy.ndarray
+            The draws, on the generator's backend.
+        """
         gen = self._gen(rng)
         if hasattr(gen, "normal"):
             return gen.normal(loc, scale, size)
         return loc + scale * gen.standard_normal(size)
 
     def standard_normal(self, size=None, rng=None):
+        """Draw standard normal numbers from the process generator (or ``rng``).
+
+        Parameters
+        ----------
+        size : int or tuple of int, optional
+            The shape.
+        rng : Generator, optional
+            Draw from this generator instead.
+
+        Returns
+        -------
+        numpy.ndarray or cupy.ndarray
+            The draws.
+        """
         return self._gen(rng).standard_normal(size)
 
     def random(self, size=None, rng=None):
+        """Draw uniform numbers in [0, 1) from the process generator (or ``rng``).
+
+        Large draws from PCG64 and PCG64DXSM generators on the host run on the thread pool, with
+        the same values as NumPy's sequential draw.
+
+        Parameters
+        ----------
+        size : int or tuple of int, optional
+            The shape.
+        rng : Generator, optional
+            Draw from this generator instead.
+
+        Returns
+        -------
+        numpy.ndarray or cupy.ndarray
+            The draws.
+        """
         gen = self._gen(rng)
         out = _parallel_uniform(gen, size, 0.0, 1.0, plain=True)
         return gen.random(size) if out is None else out
 
     def uniform(self, low=0.0, high=1.0, size=None, rng=None):
+        """Draw uniform numbers in [low, high) from the process generator (or ``rng``).
+
+        Large host draws run on the thread pool, as for :meth:`random`.
+
+        Parameters
+        ----------
+        low, high : float, optional
+            The interval.
+        size : int or tuple of int, optional
+            The shape.
+        rng : Generator, optional
+            Draw from this generator instead.
+
+        Returns
+        -------
+        numpy.ndarray or cupy.ndarray
+            The draws.
+        """
         gen = self._gen(rng)
         out = _parallel_uniform(gen, size, low, high, plain=False)
         if out is not None:
@@ -421,35 +518,117 @@ def _philox_cupy(kind, cp, arrays):
 
 
 def philox_uniform(seed, stream, counter):
-    """53-bit uniform doubles in [0, 1) from Philox4x32-10 of (seed, stream, counter).
+    """Draw stateless uniform numbers in [0, 1) from Philox4x32-10 of (seed, stream, counter).
 
-    Key ``(seed_lo, seed_hi)``, counter words ``(counter_lo, counter_hi, stream_lo,
-    stream_hi)``; the top 53 bits of ``word0 | word1 << 32`` times 2**-53. Arguments are
-    integers (taken modulo 2**64) that broadcast; the result is on their backend (NumPy for
-    Python ints). Bit-identical to ``cunumpy_uniform`` in ``cunumpy/random.cuh``.
+    The same arguments give the same number on every backend, thread count and rank, and in
+    a CUDA kernel that calls ``cunumpy_uniform(seed, stream, counter)`` from
+    ``<cunumpy/random.cuh>`` (bit-identical). The key is ``(seed_lo, seed_hi)``, the counter
+    words ``(counter_lo, counter_hi, stream_lo, stream_hi)``; the result is the top 53 bits
+    of ``word0 | word1 << 32`` times 2**-53. Large host inputs run on the thread pool.
+
+    Parameters
+    ----------
+    seed : int or array of int
+        The key: one per simulation (taken modulo 2**64).
+    stream : int or array of int
+        The stream, typically the particle id.
+    counter : int or array of int
+        The counter, typically the time step.
+
+    Returns
+    -------
+    numpy.ndarray or cupy.ndarray
+        float64 values of the broadcast shape, on the arguments' backend (NumPy for Python
+        ints).
     """
     return _philox(_UNIFORM, seed, stream, counter)
 
 
 def philox_uniform2(seed, stream, counter):
-    """Two independent uniforms ``(u0, u1)`` from one Philox block (u1 from words 2 and 3)."""
+    """Draw two independent stateless uniforms ``(u0, u1)`` from one Philox block.
+
+    ``u0`` equals :func:`philox_uniform`; ``u1`` comes from words 2 and 3.
+
+    Parameters
+    ----------
+    seed : int or array of int
+        The key: one per simulation (taken modulo 2**64).
+    stream : int or array of int
+        The stream, typically the particle id.
+    counter : int or array of int
+        The counter, typically the time step.
+
+    Returns
+    -------
+    tuple of two arrays
+        float64 values of the broadcast shape.
+    """
     return _philox(_UNIFORM2, seed, stream, counter)
 
 
 def philox_normal(seed, stream, counter):
-    """A standard normal by Box-Muller: ``sqrt(-2 log(1 - u0)) * cos(2 pi u1)``."""
+    """Draw a stateless standard normal by Box-Muller: ``sqrt(-2 log(1 - u0)) * cos(2 pi u1)``.
+
+    Parameters
+    ----------
+    seed : int or array of int
+        The key: one per simulation (taken modulo 2**64).
+    stream : int or array of int
+        The stream, typically the particle id.
+    counter : int or array of int
+        The counter, typically the time step.
+
+    Returns
+    -------
+    numpy.ndarray or cupy.ndarray
+        float64 values of the broadcast shape.
+    """
     return _philox(_NORMAL, seed, stream, counter)
 
 
 def philox_normal2(seed, stream, counter):
-    """Two independent standard normals ``(z0, z1)`` (cos and sin of the same Box-Muller pair)."""
+    """Draw two independent stateless standard normals ``(z0, z1)`` (cos and sin of one Box-Muller pair).
+
+    Parameters
+    ----------
+    seed : int or array of int
+        The key: one per simulation (taken modulo 2**64).
+    stream : int or array of int
+        The stream, typically the particle id.
+    counter : int or array of int
+        The counter, typically the time step.
+
+    Returns
+    -------
+    tuple of two arrays
+        float64 values of the broadcast shape.
+    """
     return _philox(_NORMAL2, seed, stream, counter)
 
 
 def philox4x32_10(counter_words, key0, key1):
-    """The Philox4x32-10 block function: ``(..., 4)`` uint32 counters to ``(..., 4)`` uint32.
+    """Apply the Philox4x32-10 block function.
 
-    ``key0`` and ``key1`` (32-bit words) broadcast against ``counter_words[..., 0]``.
+    Parameters
+    ----------
+    counter_words : array of uint32
+        Counters of shape ``(..., 4)``.
+    key0, key1 : int or array
+        The two 32-bit key words; they broadcast against ``counter_words[..., 0]``.
+
+    Returns
+    -------
+    numpy.ndarray or cupy.ndarray
+        uint32 words of shape ``(..., 4)``.
+
+    Raises
+    ------
+    TypeError
+        Non-integer inputs, or host and device arrays mixed.
+    ValueError
+        ``counter_words`` does not end in an axis of 4.
+    OverflowError
+        A word does not fit 32 bits.
     """
     inputs = (counter_words, key0, key1)
     devices = [a for a in inputs if _backend.is_cupy_array(a)]

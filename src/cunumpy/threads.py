@@ -37,15 +37,34 @@ _MAX_THREADS = 1024
 
 
 def get_num_threads() -> int:
-    """Number of threads the host algorithms use (1: the calling thread only)."""
+    """Return the number of threads the host algorithms use.
+
+    Returns
+    -------
+    int
+        1 means the calling thread only.
+    """
     return _core.get_num_threads()
 
 
 def set_num_threads(n: int) -> None:
-    """Use ``n`` threads (an int from 1 to 1024; TypeError or ValueError naming ``n``).
+    """Set the number of threads of the host algorithms and random numbers.
 
-    Waits for a parallel call running in another thread to finish; the workers of the new
-    size start on the next call that needs them.
+    ``CUNUMPY_NUM_THREADS`` sets it at import (default: the CPUs the process may use). Waits
+    for a parallel call running in another thread to finish; the workers of the new size
+    start on the next call that needs them. Results are the same bits for any number.
+
+    Parameters
+    ----------
+    n : int
+        From 1 to 1024; with MPI, one rank per core usually wants 1.
+
+    Raises
+    ------
+    TypeError
+        ``n`` is not an int.
+    ValueError
+        ``n`` is out of range.
     """
     if not isinstance(n, int) or isinstance(n, bool):
         index = getattr(type(n), "__index__", None)
@@ -60,9 +79,18 @@ def set_num_threads(n: int) -> None:
 
 @contextlib.contextmanager
 def num_threads(n: int):
-    """Context manager: ``n`` threads inside the block, the previous number after it.
+    """Use ``n`` threads inside a ``with`` block, the previous number after it.
 
-    The setting is process-wide (the pool is one for the process), not per thread.
+    The setting is process-wide (there is one pool for the process), not per thread.
+
+    Parameters
+    ----------
+    n : int
+        From 1 to 1024.
+
+    Yields
+    ------
+    None
     """
     previous = get_num_threads()
     set_num_threads(n)
@@ -76,7 +104,15 @@ _registered_with = None  # the threadpoolctl module the controller is registered
 
 
 def register_threadpoolctl() -> bool:
-    """Make ``threadpoolctl`` see the pool (``user_api="cunumpy"``). False if it is not installed."""
+    """Make ``threadpoolctl`` see the pool (``user_api="cunumpy"``).
+
+    After it, ``threadpoolctl.threadpool_limits(1)`` limits cunumpy's threads too.
+
+    Returns
+    -------
+    bool
+        False when threadpoolctl is not installed.
+    """
     global _registered_with
     try:
         import threadpoolctl

@@ -64,7 +64,18 @@ __all__ = [
 
 
 def to_host_async(a):
-    """Same as ``cunumpy.to_host_async`` (a :class:`cunumpy.memory.HostCopy`)."""
+    """Start a non-blocking copy to the host, as ``cunumpy.to_host_async``.
+
+    Parameters
+    ----------
+    a : array_like
+        A device array, or host data.
+
+    Returns
+    -------
+    cunumpy.memory.HostCopy
+        ``ready()`` never waits; ``result()`` waits and returns the NumPy value.
+    """
     from . import memory
 
     return memory.HostCopy.start(a)

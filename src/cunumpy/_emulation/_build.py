@@ -97,9 +97,14 @@ def prelude_dir() -> Path:
 
 
 def emulation_compiler() -> str | None:
-    """``$CXX`` if it resolves on PATH, else ``c++``, else None.
+    """Return the C++ compiler the emulation uses.
 
-    ``$CXX`` may carry arguments (``"ccache g++"``); the first word is resolved.
+    ``$CXX`` may carry arguments (``"ccache g++"``); its first word is resolved on ``PATH``.
+
+    Returns
+    -------
+    str or None
+        ``$CXX`` if it resolves, else ``c++`` if it exists, else None (emulation tests skip).
     """
     cxx = os.environ.get("CXX", "").strip()
     if cxx:
@@ -115,7 +120,13 @@ def emulation_compiler() -> str | None:
 
 
 def emulation_cache_dir() -> Path:
-    """``$CUNUMPY_EMULATION_CACHE``, else ``~/.cache/cunumpy/emulation`` (not created here)."""
+    """Return the folder of the on-disk cache of emulation builds.
+
+    Returns
+    -------
+    pathlib.Path
+        ``$CUNUMPY_EMULATION_CACHE``, else ``~/.cache/cunumpy/emulation`` (not created here).
+    """
     env = os.environ.get("CUNUMPY_EMULATION_CACHE", "").strip()
     if env:
         return Path(env).expanduser()

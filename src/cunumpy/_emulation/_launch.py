@@ -370,13 +370,76 @@ def _check_finite(kernel, args):
 
 def emulate_cuda_kernel(kernel, *args, n_threads=None, grid=None, block=None, compiler=None, options=(),
                         shared_mem=0, checked=False, sanitize=(), timeout=None, memcheck=None, outputs=None):
-    """Run ``kernel`` on the CPU as if launched with these arguments (API.md section 15).
+    """Run a CUDA kernel on the CPU as if it were launched with these arguments.
 
-    Memcheck is always on (``memcheck=False`` or CUNUMPY_EMULATION_MEMCHECK=0 is the
-    performance option that turns it off); ``sanitize`` adds ``"racecheck"`` and
-    ``"initcheck"``; ``timeout`` stops a launch running longer (seconds); ``outputs`` names the
-    output-only parameters (initcheck reports reads of them before a write). ``checked`` is accepted for earlier callers: faults
-    are always caught now.
+    The source is compiled once with the host C++ compiler against a prelude that provides
+    the CUDA built-ins (cached in memory and in :func:`emulation_cache_dir`), and every
+    thread of every block runs; blocks run in parallel. Kernels without barriers or warp
+    operations run as plain loops, the others run each CUDA thread as a fiber. Memcheck is
+    always on: an access outside the memory the launch gives the kernel is a
+    :class:`MemcheckError` naming the variable, the element, the thread and the source line,
+    and the access does not happen.
+
+    Parameters
+    ----------
+    kernel : cunumpy.kernels.CudaKernel
+        A kernel built with ``check_signature=True``.
+    *args : object
+        The kernel arguments: NumPy arrays (fake CuPy arrays through their host buffer) of
+        the declared dtype, any strides (a copy's changed elements are written back into
+        them; ``const`` parameters never); scalars, checked as in a launch; struct parameters
+        as a mapping, a ``CudaStructValue`` or an object with one attribute per field.
+    n_threads, grid, block : int or tuple of int, optional
+        The launch shape, as for a GPU launch (inferred from the first array without them,
+        in blocks of the kernel's ``block_size``).
+    compiler : str, optional
+        The C++ compiler (default: :func:`emulation_compiler`).
+    options : sequence of str, optional
+        Extra compiler options (``"-ffp-contract=off"`` gives NumPy's rounding).
+    shared_mem : int, optional
+        Bytes of ``extern __shared__`` memory per block.
+    checked : bool, optional
+        Accepted for earlier callers: faults are always caught now.
+    sanitize : str or sequence of str, optional
+        ``"racecheck"`` and/or ``"initcheck"`` (``"memcheck"`` is always on);
+        ``CUNUMPY_EMULATION_SANITIZE`` adds to it.
+    timeout : float, optional
+        Stop the launch after this many seconds (default: ``CUNUMPY_EMULATION_TIMEOUT``, or
+        none).
+    memcheck : bool, optional
+        ``False`` is the performance option that turns memcheck off (default:
+        ``CUNUMPY_EMULATION_MEMCHECK``, on).
+    outputs : sequence of str or int, optional
+        The output-only parameters, by name or index: initcheck reports reads of them before
+        a write.
+
+    Returns
+    -------
+    None
+        Results are in the array arguments.
+
+    Raises
+    ------
+    TypeError
+        A kernel without signature checking, a wrong argument count or type, a missing struct
+        field, a read-only array for a parameter the kernel may write, a masked array.
+    ValueError
+        An unknown sanitizer, a bad timeout, a kernel name no CUDA compiler accepts.
+    MemcheckError
+        An access outside an argument, a struct's pointer field or shared memory.
+    KernelFaultError
+        A null or wild pointer, a stack overflow, an integer division by zero.
+    RacecheckError, InitcheckError
+        With ``sanitize``: a data race, a read of unwritten memory.
+    EmulationTimeoutError
+        The launch ran longer than ``timeout``.
+    EmulationError
+        ``__trap()``, a failed ``assert`` or bounds check, a barrier some threads never reach,
+        inconsistent warp masks.
+    RuntimeError
+        No C++ compiler, or a compile error (with the compiler's output).
+    KeyboardInterrupt
+        Ctrl-C while the kernel ran.
     """
     what = "emulate_cuda_kernel()"
     _check_kernel(kernel, what)
@@ -393,7 +456,22 @@ def emulate_cuda_kernel(kernel, *args, n_threads=None, grid=None, block=None, co
 
 
 def compile_for_emulation(kernel, *, compiler=None, options=()):
-    """Build (or find in the cache) the emulation library of ``kernel``; returns its path."""
+    """Build (or find in the cache) the emulation library of a kernel, without launching it.
+
+    Parameters
+    ----------
+    kernel : cunumpy.kernels.CudaKernel
+        The kernel.
+    compiler : str, optional
+        The C++ compiler (default: :func:`emulation_compiler`).
+    options : sequence of str, optional
+        Extra compiler options.
+
+    Returns
+    -------
+    str
+        The path of the shared library.
+    """
     _check_kernel(kernel, "compile_for_emulation()")
     _check_compiler(compiler, "compile_for_emulation()")
     options = _check_options(options, "compile_for_emulation()")
@@ -668,14 +746,41 @@ def fake_cupy_hook():
 
 @contextlib.contextmanager
 def emulated_launches(*, compiler=None, options=(), checked=False, sanitize=(), timeout=None, memcheck=None):
-    """Run every CudaKernel launch and compilation in the block on the CPU (API.md section 15).
+    """Run every CUDA kernel launch and compilation inside the block on the CPU.
 
-    ``sanitize``, ``timeout`` and ``memcheck`` as for ``emulate_cuda_kernel``.
+    Every :class:`~cunumpy.kernels.CudaKernel` launch (also through ``Kernel`` on the CuPy
+    backend, argument objects and structs) runs through the emulation on the host buffers
+    of fake-CuPy arrays, and ``compile()`` (so also ``CudaKernelVariants.compile_all`` and
+    ``KernelCatalog.compile_all``) builds the emulation and returns None. On the fake CuPy
+    launches emulate by themselves; the block is for the options. It applies to the thread
+    (and the ``contextvars`` context) that entered it, and to the worker threads of
+    ``compile_all``; threads started otherwise do not inherit it (run them with
+    ``contextvars.copy_context().run``). Blocks nest: leaving one (also by an exception)
+    restores the one around it.
 
-    The block applies to the thread (and the ``contextvars`` context) that entered it, and
-    to the worker threads of ``compile_all``; threads started otherwise do not inherit it
-    (run them with ``contextvars.copy_context().run``). Blocks nest: leaving one (also by
-    an exception) restores the one around it.
+    Parameters
+    ----------
+    compiler : str, optional
+        The C++ compiler.
+    options : sequence of str, optional
+        Extra compiler options.
+    checked : bool, optional
+        Accepted for earlier callers: faults are always caught now.
+    sanitize : str or sequence of str, optional
+        ``"racecheck"`` and/or ``"initcheck"`` for every launch of the block.
+    timeout : float, optional
+        Seconds after which a launch is stopped (default: ``CUNUMPY_EMULATION_TIMEOUT``).
+    memcheck : bool, optional
+        ``False`` turns memcheck off (the performance option).
+
+    Yields
+    ------
+    None
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad compiler, options, sanitizer name or timeout.
     """
     what = "emulated_launches()"
     _check_compiler(compiler, what)

@@ -16,16 +16,32 @@ __all__ = ["install_fake_cupy", "fake_cupy_active", "host_buffer"]
 
 
 def fake_cupy_active() -> bool:
-    """True when the imported ``cupy`` is this stand-in."""
+    """Tell whether the imported ``cupy`` is cunumpy's fake CuPy.
+
+    Returns
+    -------
+    bool
+        True after ``CUNUMPY_FAKE_CUPY=1`` or :func:`install_fake_cupy`.
+    """
     cupy = sys.modules.get("cupy")
     return cupy is not None and getattr(cupy, "__cunumpy_fake__", False) is True
 
 
 def install_fake_cupy():
-    """Install the fake ``cupy`` (idempotent) and return it.
+    """Install the fake ``cupy`` module and return it (idempotent).
 
-    RuntimeError if the real CuPy is already imported, or if cunumpy has already cached
-    an answer to "is CuPy available?" (install before any backend use).
+    Call it before any backend use; ``CUNUMPY_FAKE_CUPY=1`` does it at import.
+
+    Returns
+    -------
+    module
+        The fake ``cupy``.
+
+    Raises
+    ------
+    RuntimeError
+        The real CuPy is already imported, or cunumpy already cached an answer to "is CuPy
+        available?".
     """
     if fake_cupy_active():
         return sys.modules["cupy"]
@@ -51,7 +67,23 @@ def install_fake_cupy():
 
 
 def host_buffer(a):
-    """The NumPy array behind a fake CuPy array (shared: writes change the device array)."""
+    """Return the NumPy array behind a fake CuPy array (not a copy: writes change the device array).
+
+    Parameters
+    ----------
+    a : cupy.ndarray
+        A fake CuPy array.
+
+    Returns
+    -------
+    numpy.ndarray
+        Its host buffer.
+
+    Raises
+    ------
+    TypeError
+        ``a`` is not a fake CuPy array (also when the fake is not active).
+    """
     from ._ndarray import ndarray
 
     if not fake_cupy_active() or type(a) is not ndarray:

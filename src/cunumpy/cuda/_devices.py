@@ -55,7 +55,13 @@ def _check_index(function: str, argument: str, value) -> int:
 
 
 def device_count() -> int:
-    """Number of visible CUDA devices, whatever the backend; 0 without a functional CuPy."""
+    """Count the visible CUDA devices, whatever the backend.
+
+    Returns
+    -------
+    int
+        The number of devices; 0 without a functional CuPy.
+    """
     cupy = _cupy_if_available()
     if cupy is None:
         return 0
@@ -74,7 +80,13 @@ def _check_device(function: str, argument: str, device) -> int:
 
 
 def set_device(i: int) -> None:
-    """Make CUDA device ``i`` current (CuPy backend); a no-op on NumPy."""
+    """Make CUDA device ``i`` current (CuPy backend); a no-op on NumPy.
+
+    Parameters
+    ----------
+    i : int
+        A visible device id.
+    """
     i = _check_index("set_device()", "i", i)
     cupy = _cupy_if_active()
     if cupy is None:
@@ -92,7 +104,14 @@ def current_device() -> int | None:
 
 
 def memory_info() -> tuple[int, int] | None:
-    """``(free, total)`` bytes of the current device as the CUDA runtime sees it; None on NumPy."""
+    """Report the free and total memory of the current device.
+
+    Returns
+    -------
+    tuple of int or None
+        ``(free, total)`` bytes as the CUDA runtime sees them (memory held in CuPy's pool
+        counts as used); None on the NumPy backend.
+    """
     cupy = _cupy_if_active()
     if cupy is None:
         return None
@@ -132,10 +151,27 @@ def pinned_empty(shape, dtype, order: str = "C") -> tuple[np.ndarray, bool]:
 
 
 def pin_memory(host_array) -> np.ndarray:
-    """A page-locked copy of ``host_array`` (same shape, dtype and C/F order).
+    """Return a page-locked copy of a host array, for fast asynchronous copies.
 
-    ImportError without a functional CuPy. Where pinned memory cannot be allocated (the
-    fake CuPy) the copy lives in ordinary host memory.
+    Where pinned memory cannot be allocated (the fake CuPy) the copy lives in ordinary host
+    memory.
+
+    Parameters
+    ----------
+    host_array : numpy.ndarray
+        The data to copy.
+
+    Returns
+    -------
+    numpy.ndarray
+        A page-locked array of the same shape, dtype and C/F order.
+
+    Raises
+    ------
+    TypeError
+        ``host_array`` is not a numpy.ndarray.
+    ImportError
+        CuPy is not functional.
     """
     if not isinstance(host_array, np.ndarray):
         raise TypeError(f"pin_memory(): 'host_array' must be a numpy.ndarray, not {type(host_array).__name__}")
@@ -149,10 +185,16 @@ def pin_memory(host_array) -> np.ndarray:
 
 
 def bind_local_device() -> int | None:
-    """Select device ``local_rank() % device_count()`` and create its context; return its id.
+    """Select the GPU of this MPI rank and create its context.
 
-    Call it before ``from mpi4py import MPI`` so that a CUDA-aware MPI sees the right
-    device. Returns None on the NumPy backend or without devices.
+    The device is ``local_rank() % device_count()``, the node-local rank read from the
+    launcher's environment. Call it before ``from mpi4py import MPI``, so that a CUDA-aware
+    MPI sees the right device.
+
+    Returns
+    -------
+    int or None
+        The device id; None on the NumPy backend or without devices.
     """
     cupy = _cupy_if_active()
     if cupy is None:
@@ -169,10 +211,21 @@ def bind_local_device() -> int | None:
 
 
 def set_device_for_rank(rank: int, devices_per_node: int | None = None) -> int:
-    """Device id ``rank % n`` with ``n = devices_per_node or device_count()``.
+    """Select device ``rank % n`` with ``n = devices_per_node or device_count()``.
 
-    Selects that device on the CuPy backend only. Returns 0 (and selects nothing) when
-    ``n`` is 0.
+    Selects the device on the CuPy backend only.
+
+    Parameters
+    ----------
+    rank : int
+        The (node-local) rank.
+    devices_per_node : int, optional
+        The number of devices per node (default: the visible devices).
+
+    Returns
+    -------
+    int
+        The device id; 0 (selecting nothing) when ``n`` is 0.
     """
     rank = _check_index("set_device_for_rank()", "rank", rank)
     if devices_per_node is not None:
@@ -187,10 +240,24 @@ def set_device_for_rank(rank: int, devices_per_node: int | None = None) -> int:
 
 
 def max_shared_memory_per_block(device: int | None = None, *, opt_in: bool = False) -> int:
-    """Shared memory (bytes) one block may use on ``device`` (the current one if None).
+    """Return the shared memory one block may use.
 
-    ``opt_in=True`` includes what a kernel can opt in to beyond the default limit. Without
-    a functional CuPy: :data:`DEFAULT_SHARED_MEMORY_PER_BLOCK`.
+    Parameters
+    ----------
+    device : int, optional
+        The device id (default: the current device).
+    opt_in : bool, optional
+        Include what a kernel can opt in to beyond the default limit.
+
+    Returns
+    -------
+    int
+        Bytes; :data:`DEFAULT_SHARED_MEMORY_PER_BLOCK` (48 KiB) without a functional CuPy.
+
+    Raises
+    ------
+    TypeError
+        ``opt_in`` is not a bool, or ``device`` is not an int.
     """
     if not isinstance(opt_in, bool):
         raise TypeError(f"max_shared_memory_per_block(): 'opt_in' must be a bool, not {type(opt_in).__name__}")
@@ -215,7 +282,13 @@ def max_shared_memory_per_block(device: int | None = None, *, opt_in: bool = Fal
 
 
 def is_hip() -> bool:
-    """True when CuPy is a ROCm/HIP build; False without a functional CuPy."""
+    """Tell whether CuPy is a ROCm/HIP build.
+
+    Returns
+    -------
+    bool
+        True for a HIP build; False without a functional CuPy.
+    """
     cupy = _cupy_if_available()
     if cupy is None:
         return False

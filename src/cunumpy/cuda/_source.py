@@ -69,12 +69,36 @@ class CudaParameter(NamedTuple):
 
 
 def cuda_include_dir() -> str:
-    """Directory holding the shipped ``cunumpy/*.cuh`` headers (added as ``-I`` by every CudaKernel)."""
+    """Return the folder holding the shipped ``cunumpy/*.cuh`` headers.
+
+    Every :class:`cunumpy.kernels.CudaKernel` has it on its include path.
+
+    Returns
+    -------
+    str
+        The folder's path.
+    """
     return str(_INCLUDE_DIR)
 
 
 def ctype_of(dtype) -> str:
-    """The C type name of a NumPy dtype (``float64`` -> ``"double"``); ValueError for others."""
+    """Return the C type name of a NumPy dtype (``float64`` -> ``"double"``), as CUDA parameters use it.
+
+    Parameters
+    ----------
+    dtype : dtype
+        A dtype with a kernel type (bool, integers, float32/64, complex64/128).
+
+    Returns
+    -------
+    str
+        The C name (LP64: ``int64`` is ``"long long"``).
+
+    Raises
+    ------
+    ValueError
+        ``dtype`` is not a dtype, or has no C type of the kernel layer.
+    """
     try:
         dt = np.dtype(dtype)
     except TypeError as exc:
@@ -97,7 +121,24 @@ def _refuse_nul(source, function: str) -> None:
 
 
 def cuda_kernel_names(source: str) -> list[str]:
-    """``__global__`` names in order of appearance; comments ignored, forward declarations once."""
+    """List the ``__global__`` functions of a CUDA source.
+
+    Parameters
+    ----------
+    source : str
+        The CUDA source.
+
+    Returns
+    -------
+    list of str
+        The names in order of appearance; comments are ignored, a forward declaration and its
+        definition count once.
+
+    Raises
+    ------
+    TypeError
+        ``source`` is not a str.
+    """
     if not isinstance(source, str):
         raise TypeError(f"cuda_kernel_names(): 'source' must be a str, not {type(source).__name__}")
     return core.cuda_kernel_names(source)
@@ -175,11 +216,32 @@ def parse_signature_full(source, name, *, structs=(), template_args=None):
 
 
 def parse_cuda_signature(source: str, name: str, *, structs=(), template_args=None) -> tuple:
-    """The checked parameters of ``__global__`` function ``name`` (``()`` for ``void``/empty).
+    """Parse and check the parameters of one ``__global__`` function.
 
-    ValueError (naming the parameter) for a signature that cannot be checked: macros,
-    pointer-to-pointer, struct by pointer, unknown types; also for an unknown kernel and for
-    template-argument mismatches.
+    Parameters
+    ----------
+    source : str
+        The CUDA source.
+    name : str
+        The kernel's name.
+    structs : sequence of cunumpy.arguments.CudaStruct, optional
+        Struct types that parameters may have.
+    template_args : sequence, optional
+        The template arguments of a template kernel.
+
+    Returns
+    -------
+    tuple of CudaParameter
+        One per parameter (``()`` for ``void`` or none).
+
+    Raises
+    ------
+    TypeError
+        ``source`` or ``name`` is not a str.
+    ValueError
+        A signature that cannot be checked (macros, pointer to pointer, struct by pointer,
+        unknown types; the message names the parameter), an unknown kernel, or template
+        arguments that do not fit.
     """
     return parse_signature_full(source, name, structs=structs, template_args=template_args)[0]
 
@@ -230,12 +292,33 @@ def _as_dirs(dirs, what):
 
 
 def resolve_includes(source: str, include_dirs=(), *, base_dir=None, angle_dirs=()) -> list[Path]:
-    """Headers included by ``source``, recursively, depth first, each once.
+    """List the headers a source includes, recursively, depth first, each once.
 
-    Quoted includes are searched in the including file's directory (``base_dir`` for the
-    source itself), then ``include_dirs``, then ``angle_dirs``; angle-bracket includes only in
+    Quoted includes are searched in the including file's folder (``base_dir`` for the source
+    itself), then ``include_dirs``, then ``angle_dirs``; angle-bracket includes only in
     ``angle_dirs``. Includes that resolve nowhere are ignored. A source without includes
     never touches the file system.
+
+    Parameters
+    ----------
+    source : str
+        The CUDA source.
+    include_dirs : sequence of path, optional
+        Folders for quoted includes.
+    base_dir : path, optional
+        The folder of the source itself.
+    angle_dirs : sequence of path, optional
+        Folders for ``<...>`` includes (and the last resort of quoted ones).
+
+    Returns
+    -------
+    list of pathlib.Path
+        The header files found.
+
+    Raises
+    ------
+    TypeError
+        ``source`` is not a str or a folder list is not a sequence of paths.
     """
     if not isinstance(source, str):
         raise TypeError(f"resolve_includes(): 'source' must be a str, not {type(source).__name__}")
@@ -271,7 +354,23 @@ def resolve_includes(source: str, include_dirs=(), *, base_dir=None, angle_dirs=
 
 
 def include_hash(paths) -> str:
-    """First 16 hex digits of SHA-256 over (length, content) of each file, in order."""
+    """Hash the contents of header files, for compile cache keys.
+
+    Parameters
+    ----------
+    paths : sequence of path
+        The files, in order.
+
+    Returns
+    -------
+    str
+        The first 16 hex digits of SHA-256 over the length and content of each file.
+
+    Raises
+    ------
+    TypeError
+        ``paths`` is a single path instead of a sequence.
+    """
     if isinstance(paths, (str, os.PathLike)):
         raise TypeError("include_hash(): 'paths' must be a sequence of paths, not a single path")
     h = hashlib.sha256()

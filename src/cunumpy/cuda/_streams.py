@@ -31,6 +31,7 @@ class HostEvent:
 
     @property
     def done(self) -> bool:
+        """Always True: work on the host is finished when it returns."""
         return True
 
     def record(self, stream=None) -> None:
@@ -56,6 +57,7 @@ class HostStream:
 
     @property
     def done(self) -> bool:
+        """Always True: work on the host runs in order and is finished."""
         return True
 
     def synchronize(self) -> None:
@@ -131,10 +133,23 @@ def _on_cupy():
 
 @contextlib.contextmanager
 def stream(existing=None):
-    """Make a stream current for a block and yield it.
+    """Make a stream current for a ``with`` block and yield it.
 
-    With ``existing`` (a CuPy stream or a :class:`HostStream`) that stream; otherwise a new
-    non-blocking CuPy stream on the CuPy backend, and ``None`` on NumPy.
+    Parameters
+    ----------
+    existing : cupy.cuda.Stream or HostStream, optional
+        The stream to use; without it a new non-blocking CuPy stream on the CuPy backend,
+        and None on NumPy.
+
+    Yields
+    ------
+    cupy.cuda.Stream, HostStream or None
+        The current stream of the block.
+
+    Raises
+    ------
+    TypeError
+        ``existing`` is neither a CuPy stream nor a HostStream.
     """
     if existing is None:
         cupy = _on_cupy()
@@ -151,10 +166,25 @@ def stream(existing=None):
 
 
 def create_stream(*, non_blocking: bool = True):
-    """A new CuPy stream on the current device (CuPy backend) or a :class:`HostStream`.
+    """Create a stream on the current device, or a :class:`HostStream` on NumPy.
 
     A CUDA stream belongs to the device current at creation; make that device current
     whenever the stream is used.
+
+    Parameters
+    ----------
+    non_blocking : bool, optional
+        A CUDA stream that does not synchronise with the null stream (default True).
+
+    Returns
+    -------
+    cupy.cuda.Stream or HostStream
+        A new CuPy stream on the CuPy backend, else a HostStream.
+
+    Raises
+    ------
+    TypeError
+        ``non_blocking`` is not a bool.
     """
     if not isinstance(non_blocking, bool):
         raise TypeError(f"create_stream(): 'non_blocking' must be a bool, not {type(non_blocking).__name__}")
@@ -165,7 +195,23 @@ def create_stream(*, non_blocking: bool = True):
 
 
 def create_event(*, timing: bool = False):
-    """A new CuPy event (timing disabled unless ``timing``) or an always-complete :class:`HostEvent`."""
+    """Create an event: a CuPy event on the CuPy backend, else an always-complete :class:`HostEvent`.
+
+    Parameters
+    ----------
+    timing : bool, optional
+        Enable timing on the CuPy event (default False).
+
+    Returns
+    -------
+    cupy.cuda.Event or HostEvent
+        The new event.
+
+    Raises
+    ------
+    TypeError
+        ``timing`` is not a bool.
+    """
     if not isinstance(timing, bool):
         raise TypeError(f"create_event(): 'timing' must be a bool, not {type(timing).__name__}")
     cupy = _on_cupy()
@@ -193,11 +239,28 @@ def _check_stream(function: str, stream_) -> None:
 
 
 def record_event(event=None, *, stream=None):
-    """Record ``event`` on ``stream`` (the current stream if None) and return it.
+    """Record an event on a stream and return it.
 
-    A new event is created when ``event`` is None: a :class:`HostEvent` for a HostStream or
-    on NumPy, else a CuPy event. Re-recording moves the completion point, so every consumer
-    must have enqueued its wait first.
+    Re-recording moves the completion point, so every consumer must have enqueued its wait
+    first.
+
+    Parameters
+    ----------
+    event : cupy.cuda.Event or HostEvent, optional
+        The event; a new one when None (a HostEvent for a HostStream or on NumPy, else a CuPy
+        event).
+    stream : cupy.cuda.Stream or HostStream, optional
+        The stream (default: the current one).
+
+    Returns
+    -------
+    cupy.cuda.Event or HostEvent
+        The recorded event.
+
+    Raises
+    ------
+    TypeError
+        A CUDA event on a HostStream, or a HostEvent on a CUDA stream.
     """
     _check_event("record_event()", event, allow_none=True)
     _check_stream("record_event()", stream)
@@ -219,10 +282,22 @@ def record_event(event=None, *, stream=None):
 
 
 def wait_event(event, *, stream=None) -> None:
-    """Make future work on ``stream`` (the current one if None) wait for ``event``.
+    """Make future work on a stream wait for an event; the CPU does not block.
 
-    The CPU does not block. A HostEvent is always complete: waiting for it without a stream
-    or on a HostStream does nothing.
+    A HostEvent is always complete: waiting for it without a stream or on a HostStream does
+    nothing.
+
+    Parameters
+    ----------
+    event : cupy.cuda.Event or HostEvent
+        The event to wait for.
+    stream : cupy.cuda.Stream or HostStream, optional
+        The waiting stream (default: the current one).
+
+    Raises
+    ------
+    TypeError
+        A CUDA stream given a HostEvent, or a HostStream given a CUDA event.
     """
     _check_event("wait_event()", event, allow_none=False)
     _check_stream("wait_event()", stream)

@@ -72,9 +72,31 @@ def _check_like(like, where):
 
 
 def as_kernel_array(value, like, dtype=None, *, strided=False):
-    """``value`` as a C-contiguous array of ``dtype`` on the side of ``like`` (CuPy if ``like``
-    is a CuPy array, else NumPy): ``value`` itself when it fits, else one counted conversion.
-    ``strided=True`` (host side) passes row-padded NumPy views through unchanged."""
+    """Bring an argument of a ``dispatch="arrays"`` kernel to the side of the main array.
+
+    Parameters
+    ----------
+    value : array_like
+        The argument.
+    like : numpy.ndarray or cupy.ndarray
+        The array whose side (host or device) the result must be on.
+    dtype : dtype, optional
+        The wanted dtype (default: the one of ``value``).
+    strided : bool, optional
+        On the host side, pass row-padded NumPy views (``storage[:, :n]``, C order with
+        gaps) through unchanged, as Pyccel accepts them.
+
+    Returns
+    -------
+    numpy.ndarray or cupy.ndarray
+        ``value`` itself when it fits, else one conversion (counted as a transfer event);
+        always C order.
+
+    Raises
+    ------
+    TypeError
+        ``like`` is not a NumPy or CuPy array.
+    """
     _check_like(like, "as_kernel_array()")
     return _convert(value, like, dtype, strided, "as_kernel_array()")[0]
 
@@ -95,8 +117,30 @@ def _write_back(out, buffer, where):
 
 @contextlib.contextmanager
 def kernel_output(out, like, dtype=None, *, strided=False):
-    """Yield ``out`` when it fits the kernel (side of ``like``, ``dtype``, C order), else a
-    converted buffer written back into ``out`` when the block exits without an exception."""
+    """Give a kernel an output buffer that fits it, written back into ``out`` after the block.
+
+    Parameters
+    ----------
+    out : numpy.ndarray or cupy.ndarray
+        The caller's output array.
+    like : numpy.ndarray or cupy.ndarray
+        The array whose side the kernel runs on.
+    dtype : dtype, optional
+        The dtype the kernel needs.
+    strided : bool, optional
+        As for :func:`as_kernel_array`.
+
+    Yields
+    ------
+    numpy.ndarray or cupy.ndarray
+        ``out`` itself when it fits (side of ``like``, ``dtype``, C order), else a converted
+        buffer that is copied into ``out`` when the block exits without an exception.
+
+    Raises
+    ------
+    TypeError
+        ``out`` or ``like`` is not a NumPy or CuPy array.
+    """
     where = "kernel_output()"
     _check_like(like, where)
     if not (isinstance(out, np.ndarray) or is_cupy_array(out)):
@@ -109,7 +153,24 @@ def kernel_output(out, like, dtype=None, *, strided=False):
 
 @contextlib.contextmanager
 def kernel_outputs(*outputs, like, dtype=None, strided=False):
-    """``kernel_output`` for several outputs: yields a tuple of buffers."""
+    """Give a kernel several output buffers, as :func:`kernel_output` does for one.
+
+    Parameters
+    ----------
+    *outputs : numpy.ndarray or cupy.ndarray
+        The caller's output arrays.
+    like : numpy.ndarray or cupy.ndarray
+        The array whose side the kernel runs on.
+    dtype : dtype, optional
+        The dtype the kernel needs.
+    strided : bool, optional
+        As for :func:`as_kernel_array`.
+
+    Yields
+    ------
+    tuple
+        One buffer per output, written back after the block when it is not the output itself.
+    """
     with contextlib.ExitStack() as stack:
         buffers = tuple(
             stack.enter_context(kernel_output(out, like, dtype, strided=strided)) for out in outputs
@@ -135,8 +196,29 @@ def _promote_scalars(args, kwargs):
 
 
 def fuse(function=None, *, kernel_name=None):
-    """Decorator: CuPy's ``fuse`` for calls with a CuPy array argument (traced with the CuPy
-    backend active, created on first use), a plain call otherwise."""
+    """Fuse a chain of elementwise operations into one GPU kernel where the arguments allow it.
+
+    Calls with a CuPy array argument go through ``cupy.fuse`` (created on first use, traced
+    with the CuPy backend active; Python scalars are promoted as NumPy 2 would); other calls
+    are plain calls. Use as ``@fuse`` or ``@fuse(kernel_name="k")``.
+
+    Parameters
+    ----------
+    function : callable, optional
+        The function to fuse (absent when used as ``@fuse(kernel_name=...)``).
+    kernel_name : str, optional
+        The name of the fused CUDA kernel.
+
+    Returns
+    -------
+    callable
+        The decorated function (or a decorator, without ``function``).
+
+    Raises
+    ------
+    TypeError
+        ``function`` is not callable or ``kernel_name`` is not a str.
+    """
     if function is None:
         return functools.partial(fuse, kernel_name=kernel_name)
     if not callable(function):

@@ -267,7 +267,16 @@ def _per_kernel(value, name, what, *, options=False):
 
 
 class KernelCatalog(Mapping):
-    """A read-only mapping of kernel names to Kernels, usually built by ``from_package``."""
+    """A read-only mapping of kernel names to :class:`Kernel` objects.
+
+    Usually built by :meth:`from_package` from a package with one folder per kernel;
+    ``catalog["push"](markers, dt)`` calls one.
+
+    Parameters
+    ----------
+    kernels : mapping or iterable of Kernel, optional
+        Kernels to register, under their mapping keys or their own names.
+    """
 
     def __init__(self, kernels=None):
         self._kernels: dict = {}
@@ -358,10 +367,12 @@ class KernelCatalog(Mapping):
 
     @property
     def with_cuda(self) -> list:
+        """The names of the kernels that have a CUDA port."""
         return [n for n, k in self._kernels.items() if k.has_cuda]
 
     @property
     def without_cuda(self) -> list:
+        """The names of the kernels without a CUDA port yet."""
         return [n for n, k in self._kernels.items() if not k.has_cuda]
 
     def summary(self, max_missing=10) -> str:

@@ -528,8 +528,61 @@ class _NThreadsRule:
 class CudaKernel:
     """A CUDA C/C++ kernel compiled with NVRTC through CuPy and launched with checked arguments.
 
-    It never copies data: pointer parameters take C-contiguous device arrays of the exact
-    dtype, ``ArrayND<T>`` views device arrays of any strides. See API.md section 2.3.
+    Constructing one never imports CuPy; the source is compiled on the first launch (or
+    :meth:`compile`), once per device. It never copies data: pointer parameters take
+    C-contiguous device arrays of exactly the declared dtype, ``ArrayND<T>`` parameters
+    device arrays of any strides, ``CArrayND<T>`` C-contiguous ones; integer scalars are
+    range-checked. A call is ``kernel(*args, n_threads=, grid=, block=, shared_mem=,
+    stream=)``; without sizes the launch covers the first array argument (see
+    ``n_threads_from``).
+
+    Parameters
+    ----------
+    source : str
+        The CUDA source, holding the kernel (``extern "C" __global__``, a plain
+        ``__global__`` or a template).
+    name : str
+        The kernel's name in the source.
+    block_size : int or tuple of int, optional
+        The block of launches whose size is inferred or given as ``n_threads`` (default 128).
+    options : sequence of str, optional
+        NVRTC options (``-D...``, ``-I...``, ...).
+    include_dirs : sequence of path, optional
+        Folders searched for ``#include "..."``; included headers are hashed into the
+        compile cache key, so editing them recompiles.
+    source_dir : path, optional
+        The folder the source came from (set by :meth:`from_file`); searched for includes.
+    structs : sequence of cunumpy.arguments.CudaStruct, optional
+        The struct types of struct parameters; a struct the source also defines must agree.
+    template_args : object or sequence, optional
+        Template arguments of a template kernel: dtypes, C type names or integers.
+    check_signature : bool, optional
+        Parse the signature and check every argument (default). False passes arguments to
+        CuPy unchecked and makes the kernel impossible to emulate.
+    debug : bool or None, optional
+        Compile with ``-lineinfo -DCUNUMPY_BOUNDS_CHECK`` and synchronise after each launch;
+        None follows :func:`cunumpy.cuda.get_cuda_debug`.
+    n_threads_from : {"auto", "first_array", "last_axis"}, callable or None, optional
+        How a launch without sizes is sized: ``"auto"`` from the first array (1-D block:
+        ``shape[0]``; 2-D: ``shape[:2]``; 3-D: ``shape[:3]``), ``"first_array"`` always
+        ``shape[0]`` of the first array, ``"last_axis"`` from its last axis (component-major
+        ``(ncomp, N)`` arrays), a callable of the arguments, or None to require explicit
+        sizes. The attribute reads
+        back as a callable rule (``k.n_threads_from(args)`` is the size a launch would use);
+        ``n_threads_from_setting`` is the value as set.
+    check_finite : bool, optional
+        After each launch, check floating output arrays for NaN and infinity (a
+        synchronisation; :class:`RuntimeError` naming the array).
+
+    Raises
+    ------
+    TypeError
+        An argument has the wrong type (``source`` or ``name`` not a str, ``options`` not a
+        sequence of str, ...).
+    ValueError
+        The signature cannot be parsed or checked, the kernel is not in the source, the
+        template arguments do not fit, a struct definition differs from its ``CudaStruct``,
+        or ``block_size`` is not positive.
     """
 
     def __init__(
@@ -647,19 +700,20 @@ class CudaKernel:
 
     # -------------------------------------------------------------- properties
 
-    name = property(lambda self: self._name)
-    expression = property(lambda self: self._expression)
-    source = property(lambda self: self._source)
-    options = property(lambda self: self._options)
-    include_dirs = property(lambda self: self._include_dirs)
-    source_dir = property(lambda self: self._source_dir)
-    structs = property(lambda self: self._structs)
-    template_args = property(lambda self: self._template_args)
-    signature = property(lambda self: self._signature)
-    debug = property(lambda self: self._debug)
+    name = property(lambda self: self._name, doc="The kernel's name in the source.")
+    expression = property(lambda self: self._expression, doc='The name expression compiled (``name<args>`` for a template).')
+    source = property(lambda self: self._source, doc='The CUDA source text.')
+    options = property(lambda self: self._options, doc='The NVRTC options, including ``-I`` for each include folder.')
+    include_dirs = property(lambda self: self._include_dirs, doc='The include folders given at construction.')
+    source_dir = property(lambda self: self._source_dir, doc='The folder of the source file (a pathlib.Path), or None.')
+    structs = property(lambda self: self._structs, doc='The CudaStruct types of struct parameters.')
+    template_args = property(lambda self: self._template_args, doc='The template arguments, or None.')
+    signature = property(lambda self: self._signature, doc='The parsed parameters (a tuple of cunumpy.cuda.CudaParameter), or None without signature checking.')
+    debug = property(lambda self: self._debug, doc="The kernel's own debug setting: True, False or None (follow the global debug mode).")
 
     @property
     def block_size(self):
+        """The block size of launches sized by ``n_threads`` or inference (an int, or a tuple for 2-D and 3-D blocks)."""
         return self._block[0] if len(self._block) == 1 else self._block
 
     @property
@@ -694,6 +748,7 @@ class CudaKernel:
 
     @property
     def check_finite(self):
+        """Whether floating outputs are checked for NaN and infinity after each launch; settable."""
         return self._check_finite
 
     @check_finite.setter
@@ -1164,7 +1219,21 @@ def _file_kwargs(path: Path, kwargs: dict) -> dict:
 
 
 class CudaKernelVariants:
-    """Kernels created on demand by ``factory(*key)`` and cached per key."""
+    """Kernels created on demand by ``factory(*key)`` and cached per key.
+
+    For kernels specialised per dtype, dimension or option: ``variants.get(np.float32, 3)``
+    creates the kernel once.
+
+    Parameters
+    ----------
+    factory : callable
+        ``factory(*key)`` returns a :class:`CudaKernel`.
+
+    Raises
+    ------
+    TypeError
+        ``factory`` is not callable.
+    """
 
     def __init__(self, factory):
         if not callable(factory):
@@ -1173,6 +1242,23 @@ class CudaKernelVariants:
         self._kernels: dict = {}
 
     def get(self, *key):
+        """Return the kernel for ``key``, creating it with the factory on first use.
+
+        Parameters
+        ----------
+        *key : object
+            The key, hashable.
+
+        Returns
+        -------
+        CudaKernel
+            The cached kernel.
+
+        Raises
+        ------
+        TypeError
+            The factory did not return a CudaKernel.
+        """
         try:
             return self._kernels[key]
         except KeyError:
@@ -1187,6 +1273,13 @@ class CudaKernelVariants:
         return kernel
 
     def keys(self):
+        """Return the keys of the kernels created so far, in creation order.
+
+        Returns
+        -------
+        list of tuple
+            The keys.
+        """
         return list(self._kernels)
 
     def __iter__(self):

@@ -32,10 +32,28 @@ def _python_function(function):
 class HostImplementations:
     """Named host implementations of one kernel, each loaded on first use.
 
-    ``loaders`` maps names of HOST_IMPLEMENTATIONS to zero-argument functions returning the
-    implementation (they may raise: the implementation is then unavailable and the error is
-    kept in ``errors``). A ``"python"`` entry is required. Calling the object runs the
-    implementation the current selection picks.
+    Calling the object runs the implementation that the current selection picks
+    (:func:`set_host_kernel_implementation`): by default the first available of pyccel,
+    numba and numpy, else python with a warning. A chosen implementation that is missing or
+    fails to load is a :class:`LookupError`, never a silent substitute.
+
+    Parameters
+    ----------
+    name : str
+        The kernel's name.
+    loaders : mapping
+        Implementation names (``"pyccel"``, ``"numba"``, ``"numpy"``, ``"python"``) to
+        zero-argument functions returning the implementation; a loader may raise, which
+        makes that implementation unavailable (the error is kept in ``errors``). A
+        ``"python"`` entry is required.
+
+    Raises
+    ------
+    TypeError
+        ``name`` is not a non-empty str, ``loaders`` is not a mapping, or a loader is not
+        callable.
+    ValueError
+        An implementation name is unknown, or there is no ``"python"`` entry.
     """
 
     def __init__(self, name, loaders):
@@ -65,7 +83,7 @@ class HostImplementations:
         self._lock = threading.RLock()
         self._warned_python = False
 
-    name = property(lambda self: self._name)
+    name = property(lambda self: self._name, doc="The kernel's name.")
 
     @property
     def names(self) -> tuple:
@@ -149,12 +167,29 @@ class HostImplementations:
 
 
 class CompiledHostKernel:
-    """A host kernel compiled by ``compiler(module)`` on its first call.
+    """A host kernel compiled by your compiler on its first call.
 
-    ``module``: a module or a dotted module name (imported when first needed); ``name``: the
-    function in it. ``compiler`` returns a compiled module holding ``name`` (or the compiled
-    function itself). When it raises, calls use ``fallback``, else the uncompiled Python
-    function, with one RuntimeWarning. Two threads calling first compile once.
+    Two threads calling first compile once. When compiling fails, calls use ``fallback``,
+    else the uncompiled Python function, with one :class:`RuntimeWarning`.
+
+    Parameters
+    ----------
+    module : module or str
+        The module holding the Python function, or its dotted name (imported when first
+        needed).
+    name : str
+        The function's name in it.
+    compiler : callable
+        ``compiler(module)`` returns a compiled module holding ``name`` (for example with
+        Pyccel's ``epyccel``), or the compiled function itself.
+    fallback : callable, optional
+        What runs when compiling fails (default: the Python function).
+
+    Raises
+    ------
+    TypeError
+        ``name`` is not a non-empty str, ``compiler`` or ``fallback`` is not callable, or
+        ``module`` is neither a module nor a str.
     """
 
     def __init__(self, module, name, compiler, fallback=None):
@@ -179,8 +214,8 @@ class CompiledHostKernel:
         self._error = None
         self._target = None  # what calls run
 
-    name = property(lambda self: self._name)
-    fallback = property(lambda self: self._fallback)
+    name = property(lambda self: self._name, doc="The function's name.")
+    fallback = property(lambda self: self._fallback, doc='The fallback callable, or None.')
     __name__ = property(lambda self: self._name)
 
     @property

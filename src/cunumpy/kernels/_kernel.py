@@ -146,15 +146,48 @@ _selection.listeners.append(_selection_changed)
 class Kernel(core.HostKernel):
     """A host kernel and an optional CUDA port of it, chosen per call.
 
-    ``dispatch="backend"``: the host kernel on the NumPy backend, CUDA on the CuPy backend.
-    ``dispatch="arrays"``: CUDA when a top-level argument is a device array or an argument
-    object (``__cuda_args__``), else the host function called directly. Without a CUDA
-    kernel the device path raises NotImplementedError (``missing_cuda="raise"``) or runs
-    the host kernel on copies (``"fallback"``, one RuntimeWarning per kernel).
+    The CUDA kernel mirrors the host kernel: the same name and the same positional
+    parameters (:meth:`check_signature` compares them). A call takes the positional kernel
+    arguments plus the launch keywords of :class:`CudaKernel` (``n_threads=``, ``grid=``,
+    ``block=``, ``shared_mem=``, ``stream=``), which host kernels ignore. A host call costs
+    about as much as a :class:`PyccelKernel` call: the decision is made in C.
 
-    The host call is the C base's direct path: the backend test and a type test per
-    argument, then the host function itself. Everything else (launch keywords, device
-    arguments, the CuPy backend) goes through ``_python_path``.
+    Parameters
+    ----------
+    host_kernel : callable
+        The host kernel: a plain function (wrapped in a :class:`PyccelKernel` with
+        ``host_options``), a ready :class:`PyccelKernel`, a :class:`HostImplementations` or a
+        :class:`CompiledHostKernel`.
+    cuda_kernel : CudaKernel, optional
+        The CUDA port; None while it is not written yet.
+    name : str, optional
+        The kernel's name (default: the host function's).
+    missing_cuda : {"raise", "fallback"}, optional
+        The device path without a CUDA port: ``"raise"`` (default) is a
+        :class:`NotImplementedError` naming the expected ``.cu`` path; ``"fallback"`` runs
+        the host kernel on host copies (one :class:`RuntimeWarning` per kernel, a
+        ``fallback`` transfer event per call).
+    cuda_path : path, optional
+        The ``.cu`` file the port is expected in, for that message.
+    host_options : mapping, optional
+        :class:`PyccelKernel` options for the host kernel (declare ``outputs`` so a fallback
+        copies back only what the kernel writes).
+    dispatch : {"backend", "arrays"}, optional
+        ``"backend"`` (default): the host kernel on the NumPy backend, CUDA on CuPy.
+        ``"arrays"``: CUDA when a top-level argument is a device array or has
+        ``__cuda_args__``, else the host function is called directly, whatever the backend.
+    test_args : str, optional
+        The dotted name of the kernel's ``<name>_test_args`` module (set by kernel folders),
+        read by :func:`cunumpy.kernel_testing.check_parity`.
+
+    Raises
+    ------
+    TypeError
+        ``host_kernel`` is not callable, ``cuda_kernel`` is not a CudaKernel, or ``name``
+        or ``test_args`` has the wrong type.
+    ValueError
+        ``missing_cuda`` or ``dispatch`` is not one of its values, or ``host_options`` is
+        given with a ready PyccelKernel.
     """
 
     def __init__(
@@ -446,14 +479,14 @@ class Kernel(core.HostKernel):
         self._missing()
         return "host"
 
-    name = property(lambda self: self._name)
-    host_kernel = property(lambda self: self._host_kernel)
-    cuda_kernel = property(lambda self: self._cuda)
-    has_cuda = property(lambda self: self._cuda is not None)
-    missing_cuda = property(lambda self: self._missing_cuda)
-    cuda_path = property(lambda self: self._cuda_path)
-    dispatch = property(lambda self: self._dispatch)
-    test_args_module = property(lambda self: self._test_args_module)
+    name = property(lambda self: self._name, doc="The kernel's name.")
+    host_kernel = property(lambda self: self._host_kernel, doc='The host side: a PyccelKernel around the host function.')
+    cuda_kernel = property(lambda self: self._cuda, doc='The CUDA port, or None.')
+    has_cuda = property(lambda self: self._cuda is not None, doc='Whether a CUDA port exists.')
+    missing_cuda = property(lambda self: self._missing_cuda, doc='The policy without a CUDA port: ``"raise"`` or ``"fallback"``.')
+    cuda_path = property(lambda self: self._cuda_path, doc='The ``.cu`` path a port is expected at, or None.')
+    dispatch = property(lambda self: self._dispatch, doc='``"backend"`` or ``"arrays"``.')
+    test_args_module = property(lambda self: self._test_args_module, doc="The dotted name of the kernel's test-arguments module, or None.")
 
     @property
     def test_args(self):

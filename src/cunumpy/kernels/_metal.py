@@ -22,7 +22,13 @@ _FLOAT64_MODES = ("error", "cast")
 
 
 def metal_available() -> bool:
-    """True when MLX imports and reports a Metal GPU; never raises."""
+    """Tell whether MLX imports and reports a Metal GPU; never raises.
+
+    Returns
+    -------
+    bool
+        True on Apple silicon with MLX installed (``pip install 'cunumpy[metal]'``).
+    """
     try:
         import mlx.core as mx
 
@@ -79,10 +85,37 @@ def _dims(value, what, *, allow_zero=False):
 class MetalKernel:
     """A Metal kernel body over flat row-major NumPy inputs and outputs, run through MLX.
 
-    ``inputs``/``outputs``: parameter names; ``header`` precedes the function; ``threadgroup``:
-    1-3 positive ints; ``float64``: ``"error"`` (TypeError for float64 data) or ``"cast"``
-    (computed in float32); ``atomic_outputs`` declares outputs atomic; ``init_value`` fills
-    outputs before the launch. Call: ``kernel(*inputs, out=..., n_threads=None, template=None)``.
+    Runs on Apple silicon only and is not part of :class:`Kernel` dispatch. A call is
+    ``kernel(*inputs, out=..., n_threads=None, template=None)`` with NumPy float32 data.
+
+    Parameters
+    ----------
+    source : str
+        The Metal body.
+    inputs : sequence of str
+        The names of the input parameters.
+    outputs : sequence of str
+        The names of the output parameters (at least one, no repeats).
+    name : str, optional
+        The kernel's name.
+    header : str, optional
+        Metal code placed before the function.
+    threadgroup : int or tuple of int, optional
+        1 to 3 positive ints (default 256).
+    float64 : {"error", "cast"}, optional
+        ``"error"`` (default): float64 data is a :class:`TypeError`; ``"cast"``: computed in
+        float32.
+    atomic_outputs : bool, optional
+        Declare the outputs atomic.
+    init_value : float, optional
+        A value the outputs are filled with before the launch.
+
+    Raises
+    ------
+    TypeError
+        An argument has the wrong type.
+    ValueError
+        ``float64`` is not one of its values, or ``outputs`` is empty or repeats a name.
     """
 
     def __init__(
@@ -127,15 +160,15 @@ class MetalKernel:
         self._init_value = init_value
         self._compiled = None
 
-    name = property(lambda self: self._name)
-    source = property(lambda self: self._source)
-    header = property(lambda self: self._header)
-    inputs = property(lambda self: self._inputs)
-    outputs = property(lambda self: self._outputs)
-    threadgroup = property(lambda self: self._threadgroup)
-    float64 = property(lambda self: self._float64)
-    atomic_outputs = property(lambda self: self._atomic)
-    init_value = property(lambda self: self._init_value)
+    name = property(lambda self: self._name, doc="The kernel's name.")
+    source = property(lambda self: self._source, doc='The Metal body.')
+    header = property(lambda self: self._header, doc='The header code.')
+    inputs = property(lambda self: self._inputs, doc='The input parameter names.')
+    outputs = property(lambda self: self._outputs, doc='The output parameter names.')
+    threadgroup = property(lambda self: self._threadgroup, doc='The threadgroup size.')
+    float64 = property(lambda self: self._float64, doc='``"error"`` or ``"cast"``.')
+    atomic_outputs = property(lambda self: self._atomic, doc='Whether the outputs are atomic.')
+    init_value = property(lambda self: self._init_value, doc='The fill value of the outputs, or None.')
 
     def __repr__(self):
         return f"<MetalKernel {self._name!r} inputs={list(self._inputs)} outputs={list(self._outputs)}>"

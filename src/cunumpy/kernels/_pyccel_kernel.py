@@ -60,7 +60,13 @@ class _Parameters:
         try:
             signature = inspect.signature(kernel)
         except (TypeError, ValueError):
-            return None
+            # A Pyccel-compiled function has no Python signature, but Pyccel writes its
+            # parameter names to a .pyi stub: with them, names in ``outputs`` resolve on the
+            # device path as they do for the Python function.
+            from ._kernel import _pyccel_stub_names
+
+            names = _pyccel_stub_names(kernel)
+            return None if names is None else cls(names)
         positional, keyword_only, varargs, varkw = [], [], False, False
         for p in signature.parameters.values():
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
@@ -223,14 +229,55 @@ def _convert_call(self, args, kwargs):
 class PyccelKernel(core.HostKernel):
     """Adapt a function that only accepts NumPy arrays so it can be called with CuPy arrays.
 
-    ``use_cupy``: True always converts, False never, None (default) converts when the CuPy
-    backend is active or a CuPy array is reachable from the arguments. ``object_modules``:
-    module prefixes of classes whose instances are traversed (shallow-copied, arrays
-    replaced on the copy). ``is_array``: what counts as a host array in the return value.
-    ``outputs``: indices or names of the arguments the function may write (None: all;
-    ``()``: none). ``parameters``: the parameter names when the signature cannot be read.
-    Device arguments that share memory (``x`` and ``x[::2]``) are written back element by
-    element where the function changed them, so no argument undoes another's writes.
+    Named after Pyccel, whose compiled functions accept only NumPy arrays, but it wraps any
+    callable (Numba, a C extension, plain Python) and compiles nothing. Without a device
+    argument on the NumPy backend the function is called directly with your own arguments.
+    Otherwise every device array reachable from the arguments is copied to the host once
+    (aliases stay aliases, F order is kept), the function runs, the declared ``outputs`` are
+    copied back into the original device arrays, and NumPy arrays it returns (also in
+    returned tuples and lists) come back as device arrays; each such call records one
+    ``kernel_conversion`` event. Device arguments that share memory (``x`` and ``x[::2]``)
+    are written back element by element where the function changed them.
+
+    Parameters
+    ----------
+    kernel : callable
+        The host function.
+    use_cupy : bool or None, optional
+        True always converts, False never does; None (default) converts when the CuPy
+        backend is active or a CuPy array is reachable from the arguments.
+    object_modules : sequence of str, optional
+        Module prefixes of classes whose instances are traversed (shallow-copied, their
+        array attributes replaced on the copy); objects of other classes pass unchanged.
+    is_array : callable, optional
+        ``is_array(value) -> bool`` decides what counts as a host array in the return value
+        (default: ``numpy.ndarray`` instances).
+    outputs : sequence of int or str, optional
+        The arguments the function may write, by index (negative counts from the end) or
+        parameter name: only those are copied back. None (default) copies every converted
+        array back; ``()`` copies nothing. A written argument that is not declared keeps
+        its stale device data, silently.
+    parameters : sequence of str, optional
+        The parameter names, for a function whose signature cannot be read (a compiled
+        builtin without a Pyccel ``.pyi`` stub), so that names and indices in ``outputs``
+        are interchangeable.
+
+    Raises
+    ------
+    TypeError
+        ``kernel`` is not callable, ``outputs`` is a bare int or str (use a one-element
+        tuple) or has an entry that is neither int nor str, or another argument has the
+        wrong type.
+    ValueError
+        ``parameters`` repeats a name.
+
+    Notes
+    -----
+    Declarations are resolved at each converting call, before the function runs: a name
+    declared for an argument passed positionally needs the parameter names (from the Python
+    signature, Pyccel's ``.pyi`` stub, ``parameters=`` or, inside a :class:`Kernel`, its host
+    function), else it is a :class:`KeyError`; an index declared for an argument passed by
+    keyword is an :class:`IndexError` without them.
     """
 
     def __init__(self, kernel, use_cupy=None, object_modules=(), is_array=None, outputs=None, parameters=None):
@@ -331,10 +378,12 @@ class PyccelKernel(core.HostKernel):
 
     @property
     def name(self) -> str:
+        """The wrapped function's ``__name__`` (else its type name)."""
         return self._name
 
     @property
     def kernel(self):
+        """The wrapped function."""
         return self._kernel
 
     @property
@@ -346,18 +395,22 @@ class PyccelKernel(core.HostKernel):
 
     @property
     def object_modules(self) -> tuple:
+        """The module prefixes of traversed classes."""
         return self._object_modules
 
     @property
     def is_array(self):
+        """What counts as a host array in the return value (the given callable, or None for the default)."""
         return self._user_is_array if self._user_is_array is not None else _default_is_array
 
     @property
     def outputs(self):
+        """The declared outputs (None: all; ``()``: none)."""
         return self._outputs
 
     @property
     def parameters(self):
+        """The parameter names known for resolving ``outputs`` (None when unknown)."""
         p = self._parameters
         return None if p is None else p.positional + p.keyword_only
 
@@ -397,9 +450,24 @@ def _annotation_is_output(annotation) -> bool:
 
 
 def outputs_from_annotations(function):
-    """Names of the parameters that are not Final, const or a scalar, read from the
-    annotations (Pyccel strings such as ``"float[:]"`` or typing objects); None when the
-    function has no annotations or no inspectable signature."""
+    """Derive a kernel's outputs from its annotations.
+
+    Every parameter whose annotation is not ``Final[...]``, contains no ``const`` and is
+    not a scalar (``int``, ``float``, ``bool``, ``complex`` or their string forms) counts
+    as written: array annotations (``"float[:, :]"``) and class names do.
+
+    Parameters
+    ----------
+    function : callable
+        A function annotated the Pyccel way (strings such as ``"float[:]"`` or typing
+        objects).
+
+    Returns
+    -------
+    tuple of str or None
+        The parameter names, or None when the function has no annotations or no
+        inspectable signature.
+    """
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError):

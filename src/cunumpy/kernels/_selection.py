@@ -70,20 +70,58 @@ def _check_device(name, where: str) -> str | None:
 
 
 def set_host_kernel_implementation(name) -> None:
-    """Use host implementation ``name`` (one of HOST_IMPLEMENTATIONS) for host calls; None
-    restores the automatic choice (first available of pyccel, numba, numpy)."""
+    """Choose the host implementation that kernels with several use.
+
+    Applies to :class:`HostImplementations` (kernel folders with ``_numba``, ``_numpy``
+    files and a Pyccel-compiled module); a plain ``Kernel(host_fn)`` has one host
+    implementation and ignores the choice. ``CUNUMPY_HOST_KERNEL_IMPLEMENTATION`` sets it at
+    import.
+
+    Parameters
+    ----------
+    name : {"pyccel", "numba", "numpy", "python"} or None
+        The implementation; None restores the automatic choice (the first available of
+        pyccel, numba, numpy, else python with a :class:`RuntimeWarning`).
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not one of the implementations.
+    """
     selection.host = _check_host(name, "set_host_kernel_implementation()")
     _host_changed()
 
 
 def get_host_kernel_implementation() -> str | None:
-    """The requested host implementation; None in automatic mode."""
+    """Return the requested host implementation.
+
+    Returns
+    -------
+    str or None
+        The name set with :func:`set_host_kernel_implementation`, or None in automatic mode.
+    """
     return selection.host
 
 
 @contextlib.contextmanager
 def use_host_kernel_implementation(name):
-    """Select host implementation ``name`` for the block; the previous one is restored on exit."""
+    """Choose the host implementation for a ``with`` block; the previous one comes back on exit.
+
+    Parameters
+    ----------
+    name : {"pyccel", "numba", "numpy", "python"} or None
+        The implementation, as for :func:`set_host_kernel_implementation`.
+
+    Yields
+    ------
+    str or None
+        The selected name.
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not one of the implementations.
+    """
     checked = _check_host(name, "use_host_kernel_implementation()")
     previous = selection.host
     selection.host = checked
@@ -96,19 +134,54 @@ def use_host_kernel_implementation(name):
 
 
 def set_device_kernel_implementation(name) -> None:
-    """``"cuda"`` makes device dispatch of a kernel without a CUDA version a LookupError (no
-    host fallback); None keeps each kernel's ``missing_cuda`` policy."""
+    """Require CUDA for the device path of every kernel, or restore each kernel's policy.
+
+    ``CUNUMPY_DEVICE_KERNEL_IMPLEMENTATION=cuda`` sets it at import.
+
+    Parameters
+    ----------
+    name : {"cuda"} or None
+        ``"cuda"``: a kernel without a CUDA port is a :class:`LookupError` on the device
+        path (no host fallback). None: each kernel's ``missing_cuda`` policy applies.
+
+    Raises
+    ------
+    ValueError
+        ``name`` is neither ``"cuda"`` nor None.
+    """
     selection.device = _check_device(name, "set_device_kernel_implementation()")
 
 
 def get_device_kernel_implementation() -> str | None:
-    """The requested device implementation; None in automatic mode."""
+    """Return the requested device implementation.
+
+    Returns
+    -------
+    str or None
+        ``"cuda"``, or None in automatic mode.
+    """
     return selection.device
 
 
 @contextlib.contextmanager
 def use_device_kernel_implementation(name):
-    """Select the device implementation for the block; restored on exit."""
+    """Choose the device implementation for a ``with`` block; the previous one comes back on exit.
+
+    Parameters
+    ----------
+    name : {"cuda"} or None
+        As for :func:`set_device_kernel_implementation`.
+
+    Yields
+    ------
+    str or None
+        The selected name.
+
+    Raises
+    ------
+    ValueError
+        ``name`` is neither ``"cuda"`` nor None.
+    """
     checked = _check_device(name, "use_device_kernel_implementation()")
     previous = selection.device
     selection.device = checked

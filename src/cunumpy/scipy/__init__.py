@@ -242,10 +242,32 @@ def __dir__():
 
 
 def available(name) -> bool:
-    """True if ``xp.scipy.<name>`` exists on the active backend; never raises."""
+    """Tell whether ``xp.scipy.<name>`` exists on the active backend; never raises.
+
+    Parameters
+    ----------
+    name : str
+        A dotted name below ``xp.scipy`` (``"special.jv"``).
+
+    Returns
+    -------
+    bool
+        False also when SciPy or CuPy is missing.
+    """
     return _available("", name)
 
 
 def resolve() -> _types.ModuleType:
-    """``scipy`` on the NumPy backend, ``cupyx.scipy`` on CuPy; ImportError when missing."""
+    """Return the real module behind ``xp.scipy``.
+
+    Returns
+    -------
+    module
+        ``scipy`` on the NumPy backend, ``cupyx.scipy`` on CuPy.
+
+    Raises
+    ------
+    ImportError
+        The module is missing; the message names the module and the backend.
+    """
     return _module("")

@@ -1,0 +1,1 @@
+"""deposit: nearest-grid-point charge density of the particles."""

@@ -1,0 +1,1 @@
+"""push: move particles along x with their velocity, periodic in [0, length)."""

@@ -1,0 +1,14 @@
+"""Host kernel of push, written for Pyccel: the annotations are Pyccel types."""
+
+from typing import Final  # noqa: F401 - read by Pyccel from the annotations
+
+
+def push(x: 'float[:]', v: 'Final[float[:]]', dt: 'float', length: 'float', n: 'int'):
+    """x[i] += v[i] * dt, wrapped into [0, length) (|v dt| < length)."""
+    for i in range(n):
+        xi = x[i] + v[i] * dt
+        if xi >= length:
+            xi = xi - length
+        if xi < 0.0:
+            xi = xi + length
+        x[i] = xi

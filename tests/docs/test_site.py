@@ -1,0 +1,179 @@
+"""The built site (build/docs/html, made by `make docs`): every internal link resolves,
+no page carries a Sphinx error marker, and headless Chromium opens the index, a tutorial
+and an API page.
+
+Chromium is Debian's `chromium` package. When it is missing and the test runs as root with
+apt-get (a CI machine), the session installs it; elsewhere the browser test skips with the
+reason, except under CI=true, where a missing browser fails.
+"""
+
+import fcntl
+import os
+import shutil
+import subprocess
+import tempfile
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+BROWSER_PAGES = ["index.html", "tutorials/porting.html", "api/kernels.html"]
+# What each of those pages must show once the browser has run its scripts.
+EXPECTED = {
+    "index.html": "One NumPy-like namespace",
+    "tutorials/porting.html": "Port a host kernel to CUDA",
+    "api/kernels.html": "cunumpy.kernels.CudaKernel",
+}
+ERROR_MARKERS = ('class="system-message"', 'class="problematic"')
+
+
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.links, self.ids = [], set()
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if "id" in attrs:
+            self.ids.add(attrs["id"])
+        if tag == "a" and attrs.get("name"):
+            self.ids.add(attrs["name"])
+        for key in ("href", "src"):
+            if attrs.get(key) and not (tag == "link" and attrs.get("rel") in ("preload",)):
+                self.links.append(attrs[key])
+
+
+def _parse(text):
+    parser = _Links()
+    parser.feed(text)
+    return parser
+
+
+def broken_links(site, page, text, cache):
+    """The internal links of ``page`` (HTML text) that lead nowhere."""
+    broken = []
+    for link in _parse(text).links:
+        parts = urlsplit(link)
+        if parts.scheme in ("http", "https", "mailto", "data", "javascript") or parts.netloc:
+            continue
+        target = page if not parts.path else (page.parent / unquote(parts.path)).resolve()
+        if parts.scheme == "file":
+            target = Path(unquote(parts.path))
+        if target.is_dir():
+            target = target / "index.html"
+        if not target.is_file() or site.resolve() not in (target.resolve(), *target.resolve().parents):
+            broken.append(f"{link} (no file {target})")
+            continue
+        if parts.fragment and target.suffix == ".html":
+            if target not in cache:
+                cache[target] = _parse(target.read_text(encoding="utf-8")).ids
+            if unquote(parts.fragment) not in cache[target]:
+                broken.append(f"{link} (no anchor #{parts.fragment})")
+    return broken
+
+
+def _pages(site):
+    return sorted(p for p in site.rglob("*.html") if "_static" not in p.parts and "_sources" not in p.parts)
+
+
+def test_every_internal_link_of_every_page_resolves(built_site):
+    cache, problems = {}, []
+    for page in _pages(built_site):
+        for link in broken_links(built_site, page, page.read_text(encoding="utf-8"), cache):
+            problems.append(f"{page.relative_to(built_site)}: {link}")
+    assert not problems, "broken internal links:\n" + "\n".join(problems[:50])
+
+
+def test_no_page_has_a_sphinx_error_marker(built_site):
+    marked = [str(p.relative_to(built_site)) for p in _pages(built_site)
+              if any(m in p.read_text(encoding="utf-8") for m in ERROR_MARKERS)]
+    assert not marked, f"pages with Sphinx error markers: {marked}"
+
+
+def test_the_site_has_every_page_of_the_table_of_contents(built_site):
+    for page in ["install.html", "getting-started.html", "changelog.html", "compatibility.html",
+                 "tutorials/porting.html", "tutorials/structs.html", "tutorials/mpi-halo.html",
+                 "tutorials/pic.html", "guides/testing.html", "guides/emulator.html",
+                 "guides/performance.html", "api/index.html", "api/cunumpy.html"]:
+        assert (built_site / page).is_file(), page
+
+
+def test_the_link_checker_finds_broken_links(tmp_path):
+    (tmp_path / "a.html").write_text('<p id="here"></p><a href="b.html#there">x</a><a href="#here">y</a>'
+                                     '<a href="missing.html">z</a><a href="https://example.org/">w</a>')
+    (tmp_path / "b.html").write_text('<h1 id="elsewhere"></h1>')
+    found = broken_links(tmp_path, tmp_path / "a.html", (tmp_path / "a.html").read_text(), {})
+    assert len(found) == 2 and "no anchor #there" in found[0] and "missing.html" in found[1]
+
+
+# --------------------------------------------------------------------------- the browser
+
+
+def _find_chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def _install_chromium():
+    """Debian's chromium, installed once per machine (a lock serialises the test workers)."""
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return "chromium is not installed, and installing it needs root and apt-get"
+    lock_path = Path(tempfile.gettempdir()) / "cunumpy-chromium-install.lock"
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _find_chromium():
+            return None
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium"]):
+            done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+            if done.returncode != 0:
+                return f"{' '.join(command)} failed: {done.stderr.strip()[-500:]}"
+    return None
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    path = _find_chromium()
+    if path is None:
+        reason = _install_chromium()
+        path = _find_chromium()
+        if path is None:
+            message = f"headless Chromium is needed to check the site in a browser: {reason}"
+            if os.environ.get("CI", "") == "true":
+                pytest.fail(message)
+            pytest.skip(message)
+    return path
+
+
+def _dump_dom(chromium, page):
+    """The document after the browser loaded the page and ran its scripts."""
+    with tempfile.TemporaryDirectory() as profile:
+        done = subprocess.run(
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+             "--no-first-run", f"--user-data-dir={profile}", "--virtual-time-budget=3000",
+             "--dump-dom", page.resolve().as_uri()],
+            capture_output=True, text=True, timeout=120,
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+@pytest.mark.parametrize("name", BROWSER_PAGES)
+def test_the_page_opens_in_headless_chromium(built_site, chromium, name):
+    page = built_site / name
+    assert page.is_file(), f"missing page {name}"
+    dom = _dump_dom(chromium, page)
+    assert "<html" in dom and EXPECTED[name] in dom, dom[:2000]
+    assert not any(m in dom for m in ERROR_MARKERS), f"{name} shows a Sphinx error marker"
+    broken = broken_links(built_site, page, dom, {})
+    assert not broken, f"{name}: broken links after the scripts ran: {broken}"
+
+
+def test_no_page_points_to_the_internal_specification(built_site):
+    """Docstrings written for maintainers cite API.md sections; the site's readers have no API.md."""
+    citing = [str(p.relative_to(built_site)) for p in _pages(built_site) if "API.md" in p.read_text(encoding="utf-8")]
+    assert not citing, f"pages citing API.md: {citing}"
