@@ -25,10 +25,22 @@ __all__ = [
 
 
 class EmulationError(RuntimeError):
-    """An emulated kernel failed: a trap, a failed assertion, barrier divergence, a warp
-    operation that cannot complete, or one of the subclasses' reasons. ``kernel`` names the
-    kernel, ``kind`` the reason (``"error"``, ``"memcheck"``, ``"fault"``, ``"racecheck"``,
-    ``"initcheck"``, ``"timeout"``)."""
+    """An emulated kernel failed.
+
+    A trap, a failed assertion, barrier divergence, a warp operation that cannot complete,
+    or one of the subclasses' reasons; the message names the kernel, the block and the
+    thread, and the source line where the line tables have it.
+
+    Parameters
+    ----------
+    message : str
+        What failed, where.
+    kernel : str, optional
+        The kernel's name (also the attribute ``kernel``).
+    kind : str, optional
+        Why (also the attribute ``kind``): ``"error"``, ``"memcheck"``, ``"fault"``,
+        ``"racecheck"``, ``"initcheck"`` or ``"timeout"``.
+    """
 
     def __init__(self, message: str, *, kernel: str | None = None, kind: str = "error"):
         super().__init__(message)
@@ -37,25 +49,84 @@ class EmulationError(RuntimeError):
 
 
 class MemcheckError(EmulationError):
-    """An access outside the memory the launch gave the kernel (an argument, a struct's pointer
-    field, a ``__shared__`` variable, the dynamic shared memory); the access did not happen."""
+    """An access outside the memory the launch gave the kernel.
+
+    An argument, a struct's pointer field, a ``__shared__`` variable or the dynamic shared
+    memory; the access did not happen.
+
+    Parameters
+    ----------
+    message : str
+        What failed, where.
+    kernel : str, optional
+        The kernel's name.
+    kind : str, optional
+        Why (see :class:`EmulationError`).
+    """
 
 
 class KernelFaultError(EmulationError):
-    """A fault outside every argument: a wild or null pointer, a stack overflow, an integer
-    division by zero."""
+    """A fault outside every argument of the launch.
+
+    A wild or null pointer, a stack overflow, an integer division by zero. Parameters as for
+    :class:`EmulationError`.
+
+    Parameters
+    ----------
+    message : str
+        What failed, where.
+    kernel : str, optional
+        The kernel's name.
+    kind : str, optional
+        Why (see :class:`EmulationError`).
+    """
 
 
 class RacecheckError(EmulationError):
-    """Racecheck found conflicting accesses that nothing orders (``sanitize=("racecheck",)``)."""
+    """Racecheck found conflicting accesses that nothing orders.
+
+    Asked for with ``sanitize=("racecheck",)``; the message lists the hazards with both
+    threads and both source lines.
+
+    Parameters
+    ----------
+    message : str
+        What failed, where.
+    kernel : str, optional
+        The kernel's name.
+    kind : str, optional
+        Why (see :class:`EmulationError`).
+    """
 
 
 class InitcheckError(EmulationError):
-    """Initcheck found reads of memory nothing wrote (``sanitize=("initcheck",)``)."""
+    """Initcheck found reads of memory nothing wrote.
+
+    Asked for with ``sanitize=("initcheck",)``.
+
+    Parameters
+    ----------
+    message : str
+        What failed, where.
+    kernel : str, optional
+        The kernel's name.
+    kind : str, optional
+        Why (see :class:`EmulationError`).
+    """
 
 
 class EmulationTimeoutError(EmulationError):
-    """The launch ran longer than its ``timeout`` and was stopped."""
+    """The launch ran longer than its ``timeout`` and was stopped.
+
+    Parameters
+    ----------
+    message : str
+        What failed, where.
+    kernel : str, optional
+        The kernel's name.
+    kind : str, optional
+        Why (see :class:`EmulationError`).
+    """
 
 
 _CLASSES = {
