@@ -1560,8 +1560,9 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
         workers = EMU_MAX_WORKERS;
     if ((uint64_t)workers > launch.total_blocks)
         workers = (int)launch.total_blocks;
-    if (check->racecheck || check->initcheck)
-        workers = 1; /* the tracking tables are not shared between workers; reports come in block order */
+    if (params->checks == 3)
+        workers = 1; /* the tracking tables are not shared between workers; reports come in block order
+                      * (and the library's hooks find the one worker without a TLS lookup) */
     const unsigned int per_block = params->block.x * params->block.y * params->block.z;
     if (params->fibers) {
         /* Every fiber stack is two mappings (guard and stack) and the kernel caps a process's

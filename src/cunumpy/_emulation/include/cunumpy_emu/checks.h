@@ -35,7 +35,11 @@ namespace cunumpy_emu {
 CUNUMPY_EMU_NOINSTR static inline void note_access(const volatile void *addr, std::size_t size, int kind,
                                                    const void *pc)
 {
+#if CUNUMPY_EMU_CHECKS == 3
+    cunumpy_emu_worker *w = ::cunumpy_emu_only_worker;
+#else
     cunumpy_emu_worker *w = ::cunumpy_emu_tls_worker;
+#endif
     if (w != nullptr) // code run outside a launch (a library constructor) is not checked
         w->api->access(w, const_cast<const void *>(addr), size, kind, pc);
 }

@@ -80,10 +80,19 @@ extern "C" __attribute__((visibility("default"), used)) CUNUMPY_EMU_NOINSTR inli
     return CUNUMPY_EMU_ABI_VERSION;
 }
 
+#if CUNUMPY_EMU_CHECKS == 3
+// Launches instrumented for racecheck/initcheck run on one worker: their access hooks find it
+// here, without a thread-local lookup per access.
+__attribute__((visibility("hidden"))) inline cunumpy_emu_worker *cunumpy_emu_only_worker = nullptr;
+#endif
+
 extern "C" __attribute__((visibility("default"), used)) CUNUMPY_EMU_NOINSTR inline void
 cunumpy_emu_bind(cunumpy_emu_worker *w)
 {
     cunumpy_emu_tls_worker = w;
+#if CUNUMPY_EMU_CHECKS == 3
+    cunumpy_emu_only_worker = w;
+#endif
 }
 
 #include "checks.h"
