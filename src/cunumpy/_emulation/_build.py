@@ -26,7 +26,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from ._source import STUBS_FILE, RewriteFindings, rewrite_preprocessed, user_files
+from ._source import STUBS_FILE, RewriteFindings, add_entry_copies, rewrite_preprocessed, user_files
 
 __all__ = [
     "EmulationLibrary",
@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 #: Bump when the generated code or the cache layout changes: old entries are then ignored.
-_FORMAT = "cunumpy-emulation-6"
+_FORMAT = "cunumpy-emulation-7"
 # -fno-strict-aliasing: CUDA code reinterprets shared memory and bit patterns through pointer
 # casts, which NVRTC compiles as written. -fstack-clash-protection: a frame larger than a page
 # touches its pages in order, so a large local array cannot step over a fiber stack's guard
@@ -532,6 +532,7 @@ def _build(directory, key, unit, name, entries, command, flags, checks=CHECKS_NO
     clean_dirs, clean_files = _clean_dirs(), (str(source), STUBS_FILE)
     found = RewriteFindings()
     rewritten = rewrite_preprocessed(preprocessed, clean_dirs, clean_files, found, shared_dirs=clean_dirs[1:])
+    rewritten = add_entry_copies(rewritten, clean_dirs, clean_files)
     depends = [(os.path.abspath(path), _digest(path)) for path in user_files(preprocessed, clean_dirs, clean_files)]
     depends = [(path, digest) for path, digest in depends if digest is not None]
     fibers = uses_collectives(rewritten, _PRELUDE_DIR)

@@ -209,11 +209,31 @@ CUNUMPY_EMU_BUILTIN uint3 thread_idx(void) { return load_dim3(&runtime_load(&wor
 CUNUMPY_EMU_BUILTIN uint3 block_idx(void) { return load_dim3(&worker()->block_idx); }
 CUNUMPY_EMU_BUILTIN uint3 block_dim(void) { return load_dim3(&worker()->block_dim); }
 CUNUMPY_EMU_BUILTIN uint3 grid_dim(void) { return load_dim3(&worker()->grid_dim); }
+
+// The built-ins of one CUDA thread, passed by the entry stubs to the copy of an entry kernel
+// that the Python layer adds beside its definition (_emulation/_source.py, add_entry_copies):
+// in that copy each built-in is a local object of the name the macros below use, which hides
+// the function of that name at file scope, so the compiler sees the thread index as a loop
+// variable instead of a load through the thread-local worker per CUDA thread. Everywhere else
+// (device functions, the kernel when no copy could be made) the file-scope functions read the
+// worker.
+struct builtins {
+    uint3 thread_idx, block_idx, block_dim, grid_dim;
+};
+struct builtin_value {
+    uint3 v;
+    constexpr uint3 operator()() const { return v; }
+};
 } // namespace cunumpy_emu
-#define threadIdx (::cunumpy_emu::thread_idx())
-#define blockIdx (::cunumpy_emu::block_idx())
-#define blockDim (::cunumpy_emu::block_dim())
-#define gridDim (::cunumpy_emu::grid_dim())
+CUNUMPY_EMU_BUILTIN uint3 cunumpy_emu_threadIdx(void) { return ::cunumpy_emu::thread_idx(); }
+CUNUMPY_EMU_BUILTIN uint3 cunumpy_emu_blockIdx(void) { return ::cunumpy_emu::block_idx(); }
+CUNUMPY_EMU_BUILTIN uint3 cunumpy_emu_blockDim(void) { return ::cunumpy_emu::block_dim(); }
+CUNUMPY_EMU_BUILTIN uint3 cunumpy_emu_gridDim(void) { return ::cunumpy_emu::grid_dim(); }
+// Unqualified on purpose: name lookup finds the copy's locals first (see above).
+#define threadIdx (cunumpy_emu_threadIdx())
+#define blockIdx (cunumpy_emu_blockIdx())
+#define blockDim (cunumpy_emu_blockDim())
+#define gridDim (cunumpy_emu_gridDim())
 static constexpr int warpSize = CUNUMPY_EMU_WARP_SIZE;
 
 // extern __shared__ storage of the running block (the Python layer rewrites declarations of
@@ -863,12 +883,12 @@ static __inline__ void run_block_impl(cunumpy_emu_worker *w, void *const *args, 
     const uint3 dims = load_dim3(&w->block_dim);
     const unsigned int nx = dims.x, ny = dims.y, nz = dims.z;
     unsigned int linear = 0;
-    for (unsigned int z = 0; z < nz; ++z)
-        for (unsigned int y = 0; y < ny; ++y)
+    for (unsigned int z = 0; z < nz; ++z) {
+        t.thread_idx.z = z;
+        for (unsigned int y = 0; y < ny; ++y) {
+            t.thread_idx.y = y;
             for (unsigned int x = 0; x < nx; ++x) {
                 t.thread_idx.x = x;
-                t.thread_idx.y = y;
-                t.thread_idx.z = z;
                 t.linear = linear++;
 #if CUNUMPY_EMU_CHECKS != 0
                 // The thread is written before the kernel's code runs, not sunk past it: a
@@ -878,6 +898,8 @@ static __inline__ void run_block_impl(cunumpy_emu_worker *w, void *const *args, 
 #endif
                 K(std::get<I>(params)...);
             }
+        }
+    }
     runtime_store(&w->current, (cunumpy_emu_thread *)nullptr);
 }
 
@@ -885,6 +907,68 @@ template <auto K> static __inline__ void run_block(cunumpy_emu_worker *w, void *
 {
     typedef typename kernel_params<decltype(K)>::values values;
     run_block_impl<K>(w, args, std::make_index_sequence<std::tuple_size<values>::value>{});
+}
+
+// The same with the kernel's copy L (see struct builtins): K gives the parameter types, L
+// takes the built-ins first, then K's parameters.
+template <auto K, auto L, std::size_t... I>
+static __inline__ void run_thread_copy_impl(void *const *args, std::index_sequence<I...>)
+{
+    typedef typename kernel_params<decltype(K)>::values values;
+    (void)args;
+    cunumpy_emu_worker *w = worker();
+    const builtins b = {load_dim3(&runtime_load(&w->current)->thread_idx), load_dim3(&w->block_idx),
+                        load_dim3(&w->block_dim), load_dim3(&w->grid_dim)};
+    L(b, load_param<typename std::tuple_element<I, values>::type>(args, I)...);
+}
+
+template <auto K, auto L> static __inline__ void run_thread_copy(void *const *args)
+{
+    typedef typename kernel_params<decltype(K)>::values values;
+    run_thread_copy_impl<K, L>(args, std::make_index_sequence<std::tuple_size<values>::value>{});
+}
+
+template <auto K, auto L, std::size_t... I>
+static __inline__ void run_block_copy_impl(cunumpy_emu_worker *w, void *const *args, std::index_sequence<I...>)
+{
+    typedef typename kernel_params<decltype(K)>::values values;
+    (void)args;
+    const values params(load_param<typename std::tuple_element<I, values>::type>(args, I)...);
+    (void)params;
+    cunumpy_emu_thread t = {{0, 0, 0}, 0};
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdangling-pointer"
+#endif
+    runtime_store(&w->current, &t); // for device functions reading the built-ins, and fault reports
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#pragma GCC diagnostic pop
+#endif
+    builtins b = {{0, 0, 0}, load_dim3(&w->block_idx), load_dim3(&w->block_dim), load_dim3(&w->grid_dim)};
+    const unsigned int nx = b.block_dim.x, ny = b.block_dim.y, nz = b.block_dim.z;
+    unsigned int linear = 0;
+    for (unsigned int z = 0; z < nz; ++z) {
+        t.thread_idx.z = z;
+        for (unsigned int y = 0; y < ny; ++y) {
+            t.thread_idx.y = y;
+            for (unsigned int x = 0; x < nx; ++x) {
+                t.thread_idx.x = x; // two stores per thread: y and z change in the outer loops only
+                t.linear = linear++;
+#if CUNUMPY_EMU_CHECKS != 0
+                __asm__ __volatile__("" : : "m"(t)); // see run_block_impl
+#endif
+                b.thread_idx = uint3{x, y, z};
+                L(b, std::get<I>(params)...);
+            }
+        }
+    }
+    runtime_store(&w->current, (cunumpy_emu_thread *)nullptr);
+}
+
+template <auto K, auto L> static __inline__ void run_block_copy(cunumpy_emu_worker *w, void *const *args)
+{
+    typedef typename kernel_params<decltype(K)>::values values;
+    run_block_copy_impl<K, L>(w, args, std::make_index_sequence<std::tuple_size<values>::value>{});
 }
 
 } // namespace cunumpy_emu
