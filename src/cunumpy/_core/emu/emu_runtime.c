@@ -1,15 +1,16 @@
 /* The CPU emulator's launch machinery: the worker pool, the per-block fiber scheduler, the
  * collective operations of the ABI, traps, and checked execution (faults become errors).
  *
- * A launch hands blocks out through an atomic counter to the workers (the calling thread
- * is worker 0, pool threads the others). A worker runs one block at a time: in loop mode it
+ * A launch hands blocks out through an atomic counter to the workers, in chunks of
+ * consecutive blocks (emu_take_blocks; the calling thread is worker 0, pool threads the
+ * others). A worker runs one block at a time: in loop mode it
  * calls the kernel library's block function once; in fiber mode it runs one fiber per CUDA
  * thread on pooled stacks, all on its own OS thread, switching only when a fiber waits in a
  * collective or finishes. A fiber that waits hands control straight to the next ready fiber;
  * the worker's own context regains control only when no fiber of the block is ready, and
  * then the block is finished, failed, or stuck (an error naming what waits on what).
  *
- * Errors: the first failing block stops the hand-out (other workers finish the blocks they
+ * Errors: the first failing block stops the hand-out (other workers finish the chunks they
  * hold and take no more). Blocks are handed out in increasing order and every block handed
  * out runs to its end, so the error reported, the one of the lowest failing block index, is
  * the same whatever the timing. */
@@ -42,6 +43,7 @@
 #define EMU_MESSAGE 1024
 #define EMU_MAX_FIBER_STACKS 16384u
 #define EMU_ALTSTACK_BYTES (64u * 1024u)
+#define EMU_MAX_CHUNK 64u /* blocks handed out at once, at most */
 
 enum { EMU_RUN = 0, EMU_BARRIER, EMU_WARP, EMU_ACTIVEMASK, EMU_DONE };
 
@@ -121,6 +123,7 @@ typedef struct emu_worker {
     cunumpy_emu_thread fault_thread; /* the faulting thread, copied before the jump (in loop
                                       * mode its struct lives on the stack the jump leaves) */
     int fault_thread_valid;
+    uint64_t chunk_done; /* blocks of the current chunk finished (added to the launch's count) */
     /* pool thread */
     pthread_t thread;
     int started;
@@ -997,6 +1000,45 @@ static void emu_record_error(emu_launch *launch, emu_worker *w)
     atomic_store(&launch->stop, 1);
 }
 
+/* Blocks are handed out in chunks of consecutive blocks, in increasing order (one atomic
+ * operation per chunk, not per block): large chunks while many blocks are left, single blocks
+ * at the end so that the workers finish together. A worker runs every block of a chunk it
+ * took, unless one of them fails or the launch is stopped, so the lowest failing block always
+ * runs and the error reported does not depend on the timing (see the file's comment). Returns
+ * 0 when no block is left. */
+static int emu_take_blocks(emu_launch *launch, uint64_t *first, uint64_t *end)
+{
+    const uint64_t total = launch->total_blocks;
+    uint64_t next = atomic_load_explicit(&launch->next_block, memory_order_relaxed);
+    for (;;) {
+        if (next >= total)
+            return 0;
+        uint64_t chunk = (total - next) / (8u * (uint64_t)launch->workers);
+        chunk = chunk < 1 ? 1 : (chunk > EMU_MAX_CHUNK ? EMU_MAX_CHUNK : chunk);
+        if (atomic_compare_exchange_weak_explicit(&launch->next_block, &next, next + chunk, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+            *first = next;
+            *end = next + chunk;
+            return 1;
+        }
+    }
+}
+
+/* The block after the worker's current one (block_idx.x fastest). */
+static void emu_next_block(emu_worker *w)
+{
+    const emu_launch_params *p = w->launch->params;
+    w->block_linear++;
+    w->cw.block_linear = w->block_linear;
+    if (++w->pub.block_idx.x == p->grid.x) {
+        w->pub.block_idx.x = 0;
+        if (++w->pub.block_idx.y == p->grid.y) {
+            w->pub.block_idx.y = 0;
+            w->pub.block_idx.z++;
+        }
+    }
+}
+
 static void emu_set_block(emu_worker *w, uint64_t b)
 {
     const emu_launch_params *p = w->launch->params;
@@ -1128,31 +1170,43 @@ static void emu_worker_run(emu_worker *w, emu_launch *launch)
     for (;;) {
         if (atomic_load_explicit(&launch->stop, memory_order_relaxed))
             break;
-        if (atomic_load_explicit(&launch->cancel, memory_order_relaxed) != EMU_CANCEL_NONE)
-            break; /* the launch reports the stop itself */
-        const uint64_t b = atomic_fetch_add(&launch->next_block, 1);
-        if (b >= launch->total_blocks)
+        uint64_t b, end;
+        if (!emu_take_blocks(launch, &b, &end))
             break;
         emu_set_block(w, b);
-        if (emu_check_block_start(&launch->check, &w->cw) != 0) {
-            emu_set_error(w, 0, "out of memory for the racecheck/initcheck tables");
-            emu_record_error(launch, w);
-            break;
+        w->chunk_done = 0;
+        for (;;) {
+            if (atomic_load_explicit(&launch->cancel, memory_order_relaxed) != EMU_CANCEL_NONE)
+                goto stopped; /* the launch reports the stop itself */
+            if (emu_check_block_start(&launch->check, &w->cw) != 0) {
+                emu_set_error(w, 0, "out of memory for the racecheck/initcheck tables");
+                emu_record_error(launch, w);
+                goto stopped;
+            }
+            w->in_kernel = 1;
+            int status = 0;
+            if (w->fiber_mode)
+                status = emu_run_block_fibers(w);
+            else
+                p->block_fn(&w->pub, launch->args);
+            w->in_kernel = 0;
+            emu_fpstate_restore_sse(&w->fpstate);
+            if (status != 0) {
+                emu_record_error(launch, w);
+                goto stopped;
+            }
+            w->chunk_done++;
+            if (++b == end)
+                break;
+            emu_next_block(w);
         }
-        w->in_kernel = 1;
-        int status = 0;
-        if (w->fiber_mode)
-            status = emu_run_block_fibers(w);
-        else
-            p->block_fn(&w->pub, launch->args);
-        w->in_kernel = 0;
+        atomic_fetch_add_explicit(&launch->blocks_done, w->chunk_done, memory_order_relaxed);
+        w->chunk_done = 0;
         emu_fpstate_restore(&w->fpstate);
-        if (status != 0) {
-            emu_record_error(launch, w);
-            break;
-        }
-        atomic_fetch_add_explicit(&launch->blocks_done, 1, memory_order_relaxed);
     }
+stopped:
+    atomic_fetch_add_explicit(&launch->blocks_done, w->chunk_done, memory_order_relaxed);
+    w->chunk_done = 0;
 done:
     w->in_kernel = 0;
     emu_fpstate_restore(&w->fpstate);
