@@ -44,6 +44,9 @@
 #define EMU_MAX_FIBER_STACKS 16384u
 #define EMU_ALTSTACK_BYTES (64u * 1024u)
 #define EMU_MAX_CHUNK 64u /* blocks handed out at once, at most */
+#ifndef EMU_PREFETCH_LINES
+#define EMU_PREFETCH_LINES 3
+#endif
 
 enum { EMU_RUN = 0, EMU_BARRIER, EMU_WARP, EMU_ACTIVEMASK, EMU_DONE };
 
@@ -100,8 +103,8 @@ typedef struct emu_worker {
     emu_fiber *fibers;
     size_t fibers_cap;
     emu_warp *warps;
-    unsigned int *ready;      /* ring of fiber indices, ready_mask + 1 (a power of two) slots */
-    unsigned int *identity;   /* 0, 1, ..., n-1: the ready ring after a barrier */
+    struct emu_fiber **ready;    /* ring of the ready fibers, ready_mask + 1 (a power of two) slots */
+    struct emu_fiber **identity; /* fibers 0, 1, ..., n-1: the ready ring after a barrier */
     unsigned int n_threads, ready_head, ready_count, ready_mask, barrier_waiting, done_count;
     unsigned int fibers_parked; /* fibers made in this launch and waiting for the next block */
     int barrier_sum, barrier_result;
@@ -189,16 +192,16 @@ static void emu_thread_coords(const emu_worker *w, unsigned int linear, char *ou
 
 static inline void emu_ready_push(emu_worker *w, unsigned int i)
 {
-    w->ready[(w->ready_head + w->ready_count) & w->ready_mask] = i;
+    w->ready[(w->ready_head + w->ready_count) & w->ready_mask] = &w->fibers[i];
     w->ready_count++;
 }
 
-static inline unsigned int emu_ready_pop(emu_worker *w)
+static inline emu_fiber *emu_ready_pop(emu_worker *w)
 {
-    const unsigned int i = w->ready[w->ready_head];
+    emu_fiber *f = w->ready[w->ready_head];
     w->ready_head = (w->ready_head + 1u) & w->ready_mask;
     w->ready_count--;
-    return i;
+    return f;
 }
 
 /* Leaves the running fiber (which has recorded why it waits, or finished): straight into
@@ -208,12 +211,22 @@ static EMU_ONE_COPY void emu_fiber_leave(emu_worker *w, emu_fiber *self)
     emu_context *to = &w->main_ctx;
     const unsigned int count = w->ready_count;
     if (__builtin_expect(count > 0 && !w->failed, 1)) {
-        const unsigned int head = w->ready_head;
-        emu_fiber *next = &w->fibers[w->ready[head]];
-        w->ready_head = (head + 1u) & w->ready_mask;
+        const unsigned int head = w->ready_head, mask = w->ready_mask;
+        emu_fiber *const *ring = w->ready;
+        emu_fiber *next = ring[head];
+        w->ready_head = (head + 1u) & mask;
         w->ready_count = count - 1u;
         w->pub.current = &next->pub;
         to = &next->ctx;
+        /* The fibers' stacks do not all fit in the first-level cache (a block's stacks are
+         * resumed round robin): fetch the frames the fiber after the next one will pop, and
+         * the record of the one after that, while these two switches run. */
+        if (count > 2) {
+            const char *sp = (const char *)ring[(head + 1u) & mask]->ctx.sp;
+            for (int line = 0; line < EMU_PREFETCH_LINES; ++line)
+                __builtin_prefetch(sp + 64 * line);
+            __builtin_prefetch(ring[(head + 2u) & mask]);
+        }
     }
     emu_context_switch(&self->ctx, to, 0); /* the fiber is resumed later: ASan keeps its fake stack */
     /* Not a tail call: the switch must return here, to the one call site every waiting fiber
@@ -397,7 +410,7 @@ static int emu_prepare_fibers(emu_worker *w, unsigned int n)
         memset(w->fibers, 0, n * sizeof *w->fibers);
         memset(w->warps, 0, n_warps * sizeof *w->warps);
         for (unsigned int i = 0; i < n; ++i)
-            w->identity[i] = i;
+            w->identity[i] = &w->fibers[i];
         w->fibers_cap = n;
         w->ready_mask = ring - 1;
     }
@@ -454,7 +467,7 @@ static int emu_run_block_fibers(emu_worker *w)
     w->done_count = 0;
     for (;;) {
         if (w->ready_count > 0) {
-            emu_fiber *next = &w->fibers[emu_ready_pop(w)];
+            emu_fiber *next = emu_ready_pop(w);
             w->pub.current = &next->pub;
             emu_context_switch(&w->main_ctx, &next->ctx, 0);
         }
@@ -473,19 +486,28 @@ static int emu_run_block_fibers(emu_worker *w)
 
 /* ---- collectives (the ABI's api table) --------------------------------------------------- */
 
+/* A barrier that cannot be passed: loop mode, a stopped launch, threads gone. */
+static void emu_barrier_refused(emu_worker *w) __attribute__((noinline, cold));
+static void emu_barrier_refused(emu_worker *w)
+{
+    emu_require_fibers(w, "__syncthreads()");
+    emu_check_cancel(w);
+    emu_set_error(w, 1,
+                  "barrier divergence: __syncthreads() reached after %u thread(s) of the block exited "
+                  "without reaching it",
+                  w->done_count);
+    emu_abort_thread(w);
+}
+
 static int emu_api_syncthreads_count(cunumpy_emu_worker *pub, int predicate)
 {
     emu_worker *w = emu_worker_of(pub);
-    emu_require_fibers(w, "__syncthreads()");
-    emu_check_cancel(w);
+    /* one test for the three cases that fail (done_count is 0 in loop mode) */
+    if (__builtin_expect(!w->fiber_mode | (w->done_count != 0) |
+                             (atomic_load_explicit(&w->launch->cancel, memory_order_relaxed) != 0),
+                         0))
+        emu_barrier_refused(w);
     emu_fiber *self = (emu_fiber *)pub->current;
-    if (__builtin_expect(w->done_count > 0, 0)) {
-        emu_set_error(w, 1,
-                      "barrier divergence: __syncthreads() reached after %u thread(s) of the block exited "
-                      "without reaching it",
-                      w->done_count);
-        emu_abort_thread(w);
-    }
     w->barrier_sum += predicate != 0;
     if (++w->barrier_waiting == w->n_threads) {
         /* Every thread of the block waits here, so none is ready and none waits elsewhere:
@@ -498,7 +520,7 @@ static int emu_api_syncthreads_count(cunumpy_emu_worker *pub, int predicate)
         w->barrier_sum = 0;
         memcpy(w->ready, w->identity, (n - 1) * sizeof *w->ready);
         if (me != n - 1)
-            w->ready[me] = n - 1;
+            w->ready[me] = w->identity[n - 1];
         w->ready_head = 0;
         w->ready_count = n - 1;
         return sum;
@@ -642,8 +664,9 @@ static uint64_t emu_warp_op(cunumpy_emu_worker *pub, int op, unsigned int mask, 
     /* The others go to the front of the ready ring, in lane order: the warp's next operation
      * then runs while its 32 fibers' stacks are still in the cache, instead of after every
      * other warp's. */
-    const unsigned int base = warp_index * CUNUMPY_EMU_WARP_SIZE, ring_mask = w->ready_mask;
-    unsigned int *const ring = w->ready;
+    emu_fiber *const base = &w->fibers[warp_index * CUNUMPY_EMU_WARP_SIZE];
+    const unsigned int ring_mask = w->ready_mask;
+    emu_fiber **const ring = w->ready;
     unsigned int head = w->ready_head;
     const unsigned int others = mask & ~bit;
     for (unsigned int m = others; m != 0u; m &= m - 1u)
@@ -651,7 +674,7 @@ static uint64_t emu_warp_op(cunumpy_emu_worker *pub, int op, unsigned int mask, 
     w->ready_head = head;
     w->ready_count += (unsigned int)__builtin_popcount(others);
     for (unsigned int m = others; m != 0u; m &= m - 1u) {
-        ring[head] = base + (unsigned int)__builtin_ctz(m);
+        ring[head] = base + __builtin_ctz(m);
         head = (head + 1u) & ring_mask;
     }
     *group = warp->groups[--warp->n_groups];
