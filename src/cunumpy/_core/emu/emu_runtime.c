@@ -3,12 +3,16 @@
  *
  * A launch hands blocks out through an atomic counter to the workers, in chunks of
  * consecutive blocks (emu_take_blocks; the calling thread is worker 0, pool threads the
- * others). A worker runs one block at a time: in loop mode it
- * calls the kernel library's block function once; in fiber mode it runs one fiber per CUDA
- * thread on pooled stacks, all on its own OS thread, switching only when a fiber waits in a
+ * others). A worker runs one block at a time: in loop mode it calls the kernel library's
+ * block function once; in fiber mode it runs one fiber per CUDA thread on pooled stacks, all on its own OS thread, switching only when a fiber waits in a
  * collective or finishes. A fiber that waits hands control straight to the next ready fiber;
  * the worker's own context regains control only when no fiber of the block is ready, and
- * then the block is finished, failed, or stuck (an error naming what waits on what).
+ * then the block is finished, failed, or stuck (an error naming what waits on what). Every
+ * collective of a kernel library comes through one entry (emu_api_collective), which records
+ * why the fiber waits and picks the next one; the library then switches itself (see the note
+ * at the switch in emu_fiber.c). A fiber runs its thread in every block of the launch and
+ * waits at its end for the next block. Whoever makes a waiting fiber ready writes its result
+ * and state.
  *
  * Errors: the first failing block stops the hand-out (other workers finish the chunks they
  * hold and take no more). Blocks are handed out in increasing order and every block handed
@@ -65,7 +69,6 @@ typedef struct __attribute__((aligned(64))) emu_fiber {
     unsigned int mask;
     emu_context ctx;
     struct emu_worker *worker;
-    uint64_t result;   /* __activemask's */
     const void *site;  /* __activemask call site */
 } emu_fiber;
 
@@ -107,7 +110,7 @@ typedef struct emu_worker {
     struct emu_fiber **identity; /* fibers 0, 1, ..., n-1: the ready ring after a barrier */
     unsigned int n_threads, ready_head, ready_count, ready_mask, barrier_waiting, done_count;
     unsigned int fibers_parked; /* fibers made in this launch and waiting for the next block */
-    int barrier_sum, barrier_result;
+    int barrier_sum;
     size_t stacks_trim; /* the pool holds more stacks than the process may keep: shrink it */
     void *altstack;
     emu_check_worker cw; /* the __shared__ arena and the checks' per-block state */
@@ -206,7 +209,9 @@ static inline emu_fiber *emu_ready_pop(emu_worker *w)
 
 /* Leaves the running fiber (which has recorded why it waits, or finished): straight into
  * the next ready fiber, or back to the worker. Returns when this fiber is resumed. */
-static EMU_ONE_COPY void emu_fiber_leave(emu_worker *w, emu_fiber *self)
+/* The context to run when the running fiber waits or finishes: the next ready fiber (which
+ * becomes the worker's current thread), or the worker's own. */
+static inline emu_context *emu_pick_next(emu_worker *w)
 {
     emu_context *to = &w->main_ctx;
     const unsigned int count = w->ready_count;
@@ -228,11 +233,41 @@ static EMU_ONE_COPY void emu_fiber_leave(emu_worker *w, emu_fiber *self)
             __builtin_prefetch(ring[(head + 2u) & mask]);
         }
     }
+    return to;
+}
+
+static EMU_ONE_COPY void emu_fiber_leave(emu_worker *w, emu_fiber *self)
+{
+    emu_context *to = emu_pick_next(w);
     emu_context_switch(&self->ctx, to, 0); /* the fiber is resumed later: ASan keeps its fake stack */
     /* Not a tail call: the switch must return here, to the one call site every waiting fiber
      * shares, not straight into the different collectives that called this. */
     __asm__ volatile("" ::: "memory");
 }
+
+/* Whether a kernel library may switch fibers itself (CUNUMPY_EMU_OP_SWITCH): with the assembly
+ * switch of x86-64, whose frame layout the library's switch follows, and without the
+ * sanitizers, which must be told of every switch. */
+#if EMU_ASM_SWITCH && defined(__x86_64__) && !EMU_ASAN && !EMU_TSAN
+#define EMU_LIBRARY_SWITCH 1
+#else
+#define EMU_LIBRARY_SWITCH 0
+#endif
+
+/* The running fiber `self` waits (its state and whatever resumes it are recorded): either the
+ * library switches (it asked to and may), or the switch happens here and this returns when
+ * the fiber is resumed. Whoever makes a waiting fiber ready again sets its state and result. */
+static inline cunumpy_emu_wait emu_wait(emu_worker *w, emu_fiber *self, int library_switch)
+{
+    if (EMU_LIBRARY_SWITCH && library_switch) {
+        emu_context *to = emu_pick_next(w);
+        return (cunumpy_emu_wait){&self->ctx.sp, to->sp};
+    }
+    emu_fiber_leave(w, self);
+    return (cunumpy_emu_wait){NULL, NULL};
+}
+
+static const cunumpy_emu_wait emu_go_on = {NULL, NULL};
 
 /* Fails the launch from inside a fiber or a loop-mode thread: never returns. */
 static void emu_abort_thread(emu_worker *w) __attribute__((noreturn));
@@ -272,8 +307,8 @@ static void emu_require_fibers(emu_worker *w, const char *what)
     }
 }
 
-/* The thread of `self` returned: checks what waits on it, then leaves until the next block. */
-static void emu_fiber_finish(emu_worker *w, emu_fiber *self)
+/* The thread of `self` returned: checks what waits on it, then waits for the next block. */
+static cunumpy_emu_wait emu_thread_exit(emu_worker *w, emu_fiber *self, int library_switch)
 {
     self->state = EMU_DONE;
     w->done_count++;
@@ -299,7 +334,7 @@ static void emu_fiber_finish(emu_worker *w, emu_fiber *self)
         emu_context_switch(&self->ctx, &w->main_ctx, 1);
         abort(); /* the fibers of a failed block are never resumed */
     }
-    emu_fiber_leave(w, self);
+    return emu_wait(w, self, library_switch);
 }
 
 /* A fiber runs its CUDA thread of one block after another: when the thread returns it waits
@@ -312,8 +347,10 @@ static void emu_fiber_entry(void *arg)
     emu_fiber *self = (emu_fiber *)arg;
     emu_worker *w = self->worker;
     for (;;) {
+        /* The prelude's thread functions never return (they wait in CUNUMPY_EMU_OP_EXIT at
+         * the end of each block); one that does is finished here. */
         w->launch->params->thread_fn(w->launch->args);
-        emu_fiber_finish(w, self);
+        (void)emu_thread_exit(w, self, 0);
     }
 }
 
@@ -336,7 +373,7 @@ static int emu_release_activemask(emu_worker *w)
             }
             for (unsigned int m = group; m != 0u; m &= m - 1u) {
                 const unsigned int i = wi * CUNUMPY_EMU_WARP_SIZE + (unsigned int)__builtin_ctz(m);
-                w->fibers[i].result = group;
+                w->fibers[i].pub.result = group;
                 w->fibers[i].state = EMU_RUN;
                 emu_ready_push(w, i);
             }
@@ -499,7 +536,7 @@ static void emu_barrier_refused(emu_worker *w)
     emu_abort_thread(w);
 }
 
-static int emu_api_syncthreads_count(cunumpy_emu_worker *pub, int predicate)
+static cunumpy_emu_wait emu_barrier(cunumpy_emu_worker *pub, int predicate, int library_switch)
 {
     emu_worker *w = emu_worker_of(pub);
     /* one test for the three cases that fail (done_count is 0 in loop mode) */
@@ -515,23 +552,31 @@ static int emu_api_syncthreads_count(cunumpy_emu_worker *pub, int predicate)
         const int sum = w->barrier_sum;
         const unsigned int n = w->n_threads, me = self->pub.linear;
         w->cw.block_epoch++; /* racecheck: accesses before and after are ordered */
-        w->barrier_result = sum;
         w->barrier_waiting = 0;
         w->barrier_sum = 0;
+        emu_fiber *const fibers = w->fibers;
+        for (unsigned int i = 0; i < n; ++i) {
+            fibers[i].state = EMU_RUN;
+            fibers[i].pub.result = (uint64_t)sum;
+        }
         memcpy(w->ready, w->identity, (n - 1) * sizeof *w->ready);
         if (me != n - 1)
             w->ready[me] = w->identity[n - 1];
         w->ready_head = 0;
         w->ready_count = n - 1;
-        return sum;
+        return emu_go_on;
     }
     self->state = EMU_BARRIER;
-    emu_fiber_leave(w, self);
-    self->state = EMU_RUN;
-    return w->barrier_result; /* the next barrier cannot complete before this thread reaches it */
+    return emu_wait(w, self, library_switch);
 }
 
-static void emu_api_syncthreads(cunumpy_emu_worker *pub) { (void)emu_api_syncthreads_count(pub, 0); }
+static int emu_api_syncthreads_count(cunumpy_emu_worker *pub, int predicate)
+{
+    (void)emu_barrier(pub, predicate, 0);
+    return (int)pub->current->result;
+}
+
+static void emu_api_syncthreads(cunumpy_emu_worker *pub) { (void)emu_barrier(pub, 0, 0); }
 
 /* Results of a completed shuffle group for every lane of `mask`, from the lanes' operands: a
  * lane whose source lane is outside its segment or not named in `mask` gets its own value.
@@ -594,7 +639,8 @@ static void emu_warp_op_invalid(emu_worker *w, int op, unsigned int mask, int wi
     emu_abort_thread(w);
 }
 
-static uint64_t emu_warp_op(cunumpy_emu_worker *pub, int op, unsigned int mask, uint64_t value, int arg, int width)
+static cunumpy_emu_wait emu_warp_op(cunumpy_emu_worker *pub, int op, unsigned int mask, uint64_t value, int arg,
+                                    int width, int library_switch)
 {
     emu_worker *w = emu_worker_of(pub);
     emu_require_fibers(w, emu_op_names[op]);
@@ -613,12 +659,15 @@ static uint64_t emu_warp_op(cunumpy_emu_worker *pub, int op, unsigned int mask, 
     warp->arg[lane] = arg;
     warp->width[lane] = (unsigned char)width;
     if (mask == bit) { /* alone: nothing to wait for */
-        if (op == EMU_OP_BALLOT)
-            return value ? bit : 0u;
-        if (op == EMU_OP_SYNCWARP)
-            return 0;
-        emu_shuffle_results(warp, op, mask);
-        return warp->result[lane];
+        if (op == EMU_OP_BALLOT) {
+            self->pub.result = value ? bit : 0u;
+        } else if (op == EMU_OP_SYNCWARP) {
+            self->pub.result = 0;
+        } else {
+            emu_shuffle_results(warp, op, mask);
+            self->pub.result = warp->result[lane];
+        }
+        return emu_go_on;
     }
     /* Join the lanes already waiting in the same operation with the same mask. A lane named
      * by another group may first take part in this one (CUDA allows it: a sparse shuffle
@@ -643,9 +692,7 @@ static uint64_t emu_warp_op(cunumpy_emu_worker *pub, int op, unsigned int mask, 
         self->op = op;
         self->mask = mask;
         self->state = EMU_WARP;
-        emu_fiber_leave(w, self);
-        self->state = EMU_RUN;
-        return warp->result[lane];
+        return emu_wait(w, self, library_switch);
     }
     /* Everyone is here: this lane computes every lane's result, then releases the others. */
     if (op == EMU_OP_BALLOT) {
@@ -669,6 +716,11 @@ static uint64_t emu_warp_op(cunumpy_emu_worker *pub, int op, unsigned int mask, 
     emu_fiber **const ring = w->ready;
     unsigned int head = w->ready_head;
     const unsigned int others = mask & ~bit;
+    for (unsigned int m = mask; m != 0u; m &= m - 1u) {
+        const unsigned int l = (unsigned int)__builtin_ctz(m);
+        base[l].pub.result = warp->result[l];
+        base[l].state = EMU_RUN;
+    }
     for (unsigned int m = others; m != 0u; m &= m - 1u)
         head = (head - 1u) & ring_mask; /* room for them all */
     w->ready_head = head;
@@ -678,12 +730,12 @@ static uint64_t emu_warp_op(cunumpy_emu_worker *pub, int op, unsigned int mask, 
         head = (head + 1u) & ring_mask;
     }
     *group = warp->groups[--warp->n_groups];
-    return warp->result[lane];
+    return emu_go_on;
 }
 
 static void emu_api_syncwarp(cunumpy_emu_worker *pub, unsigned int mask)
 {
-    (void)emu_warp_op(pub, EMU_OP_SYNCWARP, mask, 0, 0, 32);
+    (void)emu_warp_op(pub, EMU_OP_SYNCWARP, mask, 0, 0, 32, 0);
 }
 
 static uint64_t emu_api_shfl(cunumpy_emu_worker *pub, int kind, unsigned int mask, uint64_t value, int arg, int width)
@@ -693,12 +745,32 @@ static uint64_t emu_api_shfl(cunumpy_emu_worker *pub, int kind, unsigned int mas
         emu_set_error(w, 1, "unknown shuffle kind %d", kind);
         emu_abort_thread(w);
     }
-    return emu_warp_op(pub, kind, mask, value, arg, width);
+    (void)emu_warp_op(pub, kind, mask, value, arg, width, 0);
+    return pub->current->result;
 }
 
 static unsigned int emu_api_ballot(cunumpy_emu_worker *pub, unsigned int mask, int predicate)
 {
-    return (unsigned int)emu_warp_op(pub, EMU_OP_BALLOT, mask, predicate != 0, 0, 32);
+    (void)emu_warp_op(pub, EMU_OP_BALLOT, mask, predicate != 0, 0, 32, 0);
+    return (unsigned int)pub->current->result;
+}
+
+/* The ABI's collective: every operation in one entry, so that the kernel library's calls of
+ * it (and the fibers waiting in them) share one call site in the runtime. */
+static cunumpy_emu_wait emu_api_collective(cunumpy_emu_worker *pub, int op, unsigned int mask, uint64_t value,
+                                           int arg, int width)
+{
+    const int library_switch = (op & CUNUMPY_EMU_OP_SWITCH) != 0;
+    op &= ~CUNUMPY_EMU_OP_SWITCH;
+    if (op == CUNUMPY_EMU_OP_BARRIER)
+        return emu_barrier(pub, value != 0, library_switch);
+    if (op >= EMU_OP_SHFL_IDX && op <= EMU_OP_BALLOT)
+        return emu_warp_op(pub, op, mask, op == EMU_OP_BALLOT ? value != 0 : value, arg, width, library_switch);
+    emu_worker *w = emu_worker_of(pub);
+    if (op == CUNUMPY_EMU_OP_EXIT && w->fiber_mode)
+        return emu_thread_exit(w, (emu_fiber *)pub->current, library_switch);
+    emu_set_error(w, 1, "unknown collective operation %d", op);
+    emu_abort_thread(w);
 }
 
 static unsigned int __attribute__((noinline)) emu_api_activemask(cunumpy_emu_worker *pub)
@@ -713,7 +785,7 @@ static unsigned int __attribute__((noinline)) emu_api_activemask(cunumpy_emu_wor
     self->state = EMU_ACTIVEMASK;
     warp->activemask_waiting |= 1u << lane;
     emu_fiber_leave(w, self);
-    return (unsigned int)self->result;
+    return (unsigned int)self->pub.result;
 }
 
 static void emu_api_trap(cunumpy_emu_worker *pub, const char *message)
@@ -792,7 +864,7 @@ static void emu_api_fence(cunumpy_emu_worker *pub)
 static const cunumpy_emu_api emu_api = {
     CUNUMPY_EMU_ABI_VERSION, emu_api_syncthreads, emu_api_syncthreads_count, emu_api_syncwarp,  emu_api_shfl,
     emu_api_ballot,          emu_api_activemask,  emu_api_trap,           emu_api_shared_register,
-    emu_api_bad_access,      emu_api_access,      emu_api_fence,
+    emu_api_bad_access,      emu_api_access,      emu_api_fence,           emu_api_collective,
 };
 
 /* ---- faults, timeouts and interrupts ------------------------------------------------------
