@@ -77,13 +77,12 @@ typedef struct emu_group { /* lanes of one warp meeting in one warp operation */
     int op;
 } emu_group;
 
-/* A warp's lanes' operands and results live here, not in the fibers: the lane completing an
- * operation reads 32 operands and writes 32 results from a few cache lines. A lane's slots
- * belong to the one operation it waits in (a lane waits in one at a time, and a group
- * writes results only for the lanes it names), so they are read back after the wake-up. */
+/* A warp's lanes' operands live here, not in the fibers: the lane completing an operation
+ * reads 32 operands from a few cache lines (it writes the results into the lanes' thread
+ * records, whose cache line their switch reads anyway). A lane's slots belong to the one
+ * operation it waits in (a lane waits in one at a time). */
 typedef struct __attribute__((aligned(64))) emu_warp {
     uint64_t value[CUNUMPY_EMU_WARP_SIZE];  /* shuffle operand, or ballot predicate (0/1) */
-    uint64_t result[CUNUMPY_EMU_WARP_SIZE];
     int arg[CUNUMPY_EMU_WARP_SIZE];
     unsigned char width[CUNUMPY_EMU_WARP_SIZE];
     unsigned int present; /* lanes that exist in this block */
@@ -536,7 +535,8 @@ static void emu_barrier_refused(emu_worker *w)
     emu_abort_thread(w);
 }
 
-static cunumpy_emu_wait emu_barrier(cunumpy_emu_worker *pub, int predicate, int library_switch)
+static inline __attribute__((always_inline)) cunumpy_emu_wait emu_barrier(cunumpy_emu_worker *pub, int predicate,
+                                                                           int library_switch)
 {
     emu_worker *w = emu_worker_of(pub);
     /* one test for the three cases that fail (done_count is 0 in loop mode) */
@@ -570,13 +570,16 @@ static cunumpy_emu_wait emu_barrier(cunumpy_emu_worker *pub, int predicate, int 
     return emu_wait(w, self, library_switch);
 }
 
+static cunumpy_emu_wait emu_api_collective(cunumpy_emu_worker *pub, int op, unsigned int mask, uint64_t value,
+                                           int arg, int width);
+
 static int emu_api_syncthreads_count(cunumpy_emu_worker *pub, int predicate)
 {
-    (void)emu_barrier(pub, predicate, 0);
+    (void)emu_api_collective(pub, CUNUMPY_EMU_OP_BARRIER, 0, predicate != 0, 0, 0);
     return (int)pub->current->result;
 }
 
-static void emu_api_syncthreads(cunumpy_emu_worker *pub) { (void)emu_barrier(pub, 0, 0); }
+static void emu_api_syncthreads(cunumpy_emu_worker *pub) { (void)emu_api_syncthreads_count(pub, 0); }
 
 /* Results of a completed shuffle group for every lane of `mask`, from the lanes' operands: a
  * lane whose source lane is outside its segment or not named in `mask` gets its own value.
@@ -590,10 +593,12 @@ static void emu_api_syncthreads(cunumpy_emu_worker *pub) { (void)emu_barrier(pub
         unsigned int src;                                                                                              \
         int valid;                                                                                                     \
         SOURCE_AND_VALID;                                                                                              \
-        warp->result[lane] = valid && (mask >> src & 1u) ? warp->value[src] : warp->value[lane];                       \
+        out[lane].pub.result = valid && (mask >> src & 1u) ? warp->value[src] : warp->value[lane];                   \
+        out[lane].state = EMU_RUN;                                                                                     \
     }
 
-static void emu_shuffle_results(emu_warp *warp, int op, unsigned int mask)
+/* ... written into the lanes' thread records (`out`: the warp's fibers), which are released. */
+static void emu_shuffle_results(emu_warp *warp, int op, unsigned int mask, emu_fiber *out)
 {
     switch (op) {
     case EMU_OP_SHFL_IDX:
@@ -639,12 +644,15 @@ static void emu_warp_op_invalid(emu_worker *w, int op, unsigned int mask, int wi
     emu_abort_thread(w);
 }
 
-static cunumpy_emu_wait emu_warp_op(cunumpy_emu_worker *pub, int op, unsigned int mask, uint64_t value, int arg,
-                                    int width, int library_switch)
+static inline __attribute__((always_inline)) cunumpy_emu_wait emu_warp_op(cunumpy_emu_worker *pub, int op,
+                                                                           unsigned int mask, uint64_t value,
+                                                                           int arg, int width, int library_switch)
 {
     emu_worker *w = emu_worker_of(pub);
-    emu_require_fibers(w, emu_op_names[op]);
-    emu_check_cancel(w);
+    if (__builtin_expect(!w->fiber_mode | (atomic_load_explicit(&w->launch->cancel, memory_order_relaxed) != 0), 0)) {
+        emu_require_fibers(w, emu_op_names[op]);
+        emu_check_cancel(w);
+    }
     emu_fiber *self = (emu_fiber *)pub->current;
     const unsigned int lane = self->pub.linear % CUNUMPY_EMU_WARP_SIZE;
     const unsigned int warp_index = self->pub.linear / CUNUMPY_EMU_WARP_SIZE;
@@ -664,8 +672,7 @@ static cunumpy_emu_wait emu_warp_op(cunumpy_emu_worker *pub, int op, unsigned in
         } else if (op == EMU_OP_SYNCWARP) {
             self->pub.result = 0;
         } else {
-            emu_shuffle_results(warp, op, mask);
-            self->pub.result = warp->result[lane];
+            emu_shuffle_results(warp, op, mask, self - lane);
         }
         return emu_go_on;
     }
@@ -695,32 +702,32 @@ static cunumpy_emu_wait emu_warp_op(cunumpy_emu_worker *pub, int op, unsigned in
         return emu_wait(w, self, library_switch);
     }
     /* Everyone is here: this lane computes every lane's result, then releases the others. */
-    if (op == EMU_OP_BALLOT) {
+    emu_fiber *const base = self - lane;
+    if (op == EMU_OP_BALLOT || op == EMU_OP_SYNCWARP) {
         unsigned int votes = 0;
+        if (op == EMU_OP_BALLOT) {
+            for (unsigned int m = mask; m != 0u; m &= m - 1u) {
+                const unsigned int l = (unsigned int)__builtin_ctz(m);
+                votes |= (unsigned int)warp->value[l] << l;
+            }
+        } else {
+            w->cw.warp_gen[warp_index & 31u]++; /* racecheck: the lanes' accesses are ordered */
+        }
         for (unsigned int m = mask; m != 0u; m &= m - 1u) {
             const unsigned int l = (unsigned int)__builtin_ctz(m);
-            votes |= (unsigned int)warp->value[l] << l;
+            base[l].pub.result = votes;
+            base[l].state = EMU_RUN;
         }
-        for (unsigned int m = mask; m != 0u; m &= m - 1u)
-            warp->result[__builtin_ctz(m)] = votes;
-    } else if (op != EMU_OP_SYNCWARP) {
-        emu_shuffle_results(warp, op, mask);
     } else {
-        w->cw.warp_gen[warp_index & 31u]++; /* racecheck: the lanes' accesses are ordered */
+        emu_shuffle_results(warp, op, mask, base);
     }
     /* The others go to the front of the ready ring, in lane order: the warp's next operation
      * then runs while its 32 fibers' stacks are still in the cache, instead of after every
      * other warp's. */
-    emu_fiber *const base = &w->fibers[warp_index * CUNUMPY_EMU_WARP_SIZE];
     const unsigned int ring_mask = w->ready_mask;
     emu_fiber **const ring = w->ready;
     unsigned int head = w->ready_head;
     const unsigned int others = mask & ~bit;
-    for (unsigned int m = mask; m != 0u; m &= m - 1u) {
-        const unsigned int l = (unsigned int)__builtin_ctz(m);
-        base[l].pub.result = warp->result[l];
-        base[l].state = EMU_RUN;
-    }
     for (unsigned int m = others; m != 0u; m &= m - 1u)
         head = (head - 1u) & ring_mask; /* room for them all */
     w->ready_head = head;
@@ -735,7 +742,7 @@ static cunumpy_emu_wait emu_warp_op(cunumpy_emu_worker *pub, int op, unsigned in
 
 static void emu_api_syncwarp(cunumpy_emu_worker *pub, unsigned int mask)
 {
-    (void)emu_warp_op(pub, EMU_OP_SYNCWARP, mask, 0, 0, 32, 0);
+    (void)emu_api_collective(pub, EMU_OP_SYNCWARP, mask, 0, 0, 32);
 }
 
 static uint64_t emu_api_shfl(cunumpy_emu_worker *pub, int kind, unsigned int mask, uint64_t value, int arg, int width)
@@ -745,13 +752,13 @@ static uint64_t emu_api_shfl(cunumpy_emu_worker *pub, int kind, unsigned int mas
         emu_set_error(w, 1, "unknown shuffle kind %d", kind);
         emu_abort_thread(w);
     }
-    (void)emu_warp_op(pub, kind, mask, value, arg, width, 0);
+    (void)emu_api_collective(pub, kind, mask, value, arg, width);
     return pub->current->result;
 }
 
 static unsigned int emu_api_ballot(cunumpy_emu_worker *pub, unsigned int mask, int predicate)
 {
-    (void)emu_warp_op(pub, EMU_OP_BALLOT, mask, predicate != 0, 0, 32, 0);
+    (void)emu_api_collective(pub, EMU_OP_BALLOT, mask, predicate != 0, 0, 32);
     return (unsigned int)pub->current->result;
 }
 
