@@ -1263,6 +1263,7 @@ static void emu_worker_run(emu_worker *w, emu_launch *launch)
     emu_fpstate_save(&w->fpstate);
     if (sigsetjmp(w->jump, 1) != 0) {
         /* A trap in loop mode, a fault, or a forced stop. */
+        emu_context_landed(&w->main_ctx);
         w->in_kernel = 0;
         if (w->fault_signal != 0)
             emu_describe_fault(w, launch);
