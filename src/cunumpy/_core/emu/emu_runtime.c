@@ -1379,7 +1379,9 @@ static struct {
     unsigned long generation;
     emu_launch *launch;
     int participants; /* workers of the current launch, the caller included */
-    int finished;     /* pool workers done with the current launch */
+    int joined;       /* pool workers that took part in it */
+    int finished;     /* ... and are done with it */
+    int closed;       /* the caller is done: a worker waking up now takes no part */
     int n_slots;
     emu_worker *slots[EMU_MAX_WORKERS];
 } emu_pool = {.launch_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -1431,12 +1433,16 @@ static void *emu_pool_thread(void *arg)
             pthread_cond_wait(&emu_pool.wake, &emu_pool.lock);
         w->seen_generation = emu_pool.generation;
         emu_launch *launch = emu_pool.launch;
-        const int take_part = w->index < emu_pool.participants;
+        /* A worker that wakes after the caller ran out of blocks takes no part: the caller does
+         * not wait for workers to wake, only for those that joined to finish. */
+        const int take_part = w->index < emu_pool.participants && !emu_pool.closed;
+        if (take_part)
+            emu_pool.joined++;
         pthread_mutex_unlock(&emu_pool.lock);
         if (take_part)
             emu_worker_run(w, launch);
         pthread_mutex_lock(&emu_pool.lock);
-        if (take_part && ++emu_pool.finished == emu_pool.participants - 1)
+        if (take_part && ++emu_pool.finished == emu_pool.joined && emu_pool.closed)
             pthread_cond_signal(&emu_pool.finished_cond);
     }
     return NULL;
@@ -1796,7 +1802,9 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
         pthread_mutex_lock(&emu_pool.lock);
         emu_pool.launch = &launch;
         emu_pool.participants = workers;
+        emu_pool.joined = 0;
         emu_pool.finished = 0;
+        emu_pool.closed = 0;
         emu_pool.generation++;
         pthread_cond_broadcast(&emu_pool.wake);
         pthread_mutex_unlock(&emu_pool.lock);
@@ -1804,7 +1812,8 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
     emu_worker_run(emu_pool.slots[0], &launch);
     if (workers > 1) {
         pthread_mutex_lock(&emu_pool.lock);
-        while (emu_pool.finished < workers - 1)
+        emu_pool.closed = 1;
+        while (emu_pool.finished < emu_pool.joined)
             pthread_cond_wait(&emu_pool.finished_cond, &emu_pool.lock);
         emu_pool.launch = NULL;
         pthread_mutex_unlock(&emu_pool.lock);
