@@ -364,6 +364,7 @@ def test_files_changed_just_before_they_are_read_are_read_again(tmp_path, monkey
     assert not records.exists() or str(header) not in json.loads(records.read_text())
     monkeypatch.setattr(_build, "_SETTLE_NS", 0)  # settled at once
     assert _build._digest(header) == want
+    _build._digest_records.flush()  # as a build does
     stat, digest = json.loads(records.read_text())[str(header)]
     assert digest == want and stat[2] == header.stat().st_size
     _forget_records()
@@ -374,7 +375,7 @@ def test_files_changed_just_before_they_are_read_are_read_again(tmp_path, monkey
 @requires_compiler
 def test_a_header_rewritten_in_place_with_its_size_and_time_still_rebuilds(tmp_path, monkeypatch):
     """A process finding its kernel on disk knows the headers by their stat (read from the
-    cache's file-digests.json), not by reading them: the stat holds the change time, which
+    cache's file-digests.records), not by reading them: the stat holds the change time, which
     a program cannot set back, so writing a header in place and restoring its size and
     modification time still rebuilds."""
     import json
@@ -413,7 +414,7 @@ def test_a_header_rewritten_in_place_with_its_size_and_time_still_rebuilds(tmp_p
 @requires_compiler
 def test_a_changed_compiler_rebuilds(tmp_path, monkeypatch):
     """The compiler is named once by running it, then known by the stat of the files it runs
-    (compilers.json): a compiler replaced in place, even with the same size and modification
+    (compilers.records): a compiler replaced in place, even with the same size and modification
     time, is run again and the kernel rebuilt."""
     import json
     import time

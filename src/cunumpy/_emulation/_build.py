@@ -182,8 +182,9 @@ def emulation_cache_dir() -> Path:
 # such a record is not trusted (as git treats "racily clean" files), and the file is read again.
 
 _SETTLE_NS = 2_000_000_000
-_DIGESTS_FILE = "file-digests.json"
-_COMPILERS_FILE = "compilers.json"
+_HASHED_COMPILER_BYTES = 4 << 20
+_DIGESTS_FILE = "file-digests.records"  # not *.json: those are the entries
+_COMPILERS_FILE = "compilers.records"
 _RECORDS_MAX = 4096
 
 
@@ -201,15 +202,18 @@ def _settled(stat: tuple, read_at_ns: int) -> bool:
 
 
 class _Records:
-    """A JSON object in a file of the cache directory, read once per process, written back
-    (atomically, merged with what other processes wrote) when it gains records. Nothing is
-    written to a cache that cannot be written; the records are only a shortcut."""
+    """A JSON object in a file of the cache directory, read once per process. What a process
+    learns is written back (atomically, merged with what other processes wrote) only by a
+    process that builds a library, and so writes into the cache anyway: a process that finds
+    its kernels in a cache writes nothing there (a read-only cache in an image works, and is
+    never written to). The records are only a shortcut."""
 
     def __init__(self, name: str):
         self.name = name
         self.lock = threading.Lock()
         self.loaded_from = None
         self.records: dict = {}
+        self.pending: dict = {}
 
     def _path(self) -> Path:
         return _cache_dir_path() / self.name
@@ -221,31 +225,41 @@ class _Records:
             return {}
         return data if isinstance(data, dict) else {}
 
-    def get(self, key: str):
+    def _current(self) -> None:
         path = self._path()
+        if self.loaded_from != path:
+            self.records = self._read(path)
+            self.loaded_from = path
+            self.pending = {}
+
+    def get(self, key: str):
         with self.lock:
-            if self.loaded_from != path:
-                self.records = self._read(path)
-                self.loaded_from = path
+            self._current()
             return self.records.get(key)
 
     def put(self, key: str, value) -> None:
-        path = self._path()
         with self.lock:
-            if self.loaded_from != path:
-                self.records = self._read(path)
-                self.loaded_from = path
+            self._current()
             self.records[key] = value
+            self.pending[key] = value
+
+    def flush(self) -> None:
+        """Write what this process learned (called by a build, in a writable cache)."""
+        with self.lock:
+            self._current()
+            if not self.pending:
+                return
+            path = self._path()
             merged = self._read(path)
-            merged.update(self.records)
+            merged.update(self.pending)
             if len(merged) > _RECORDS_MAX:
                 merged = dict(list(merged.items())[-_RECORDS_MAX // 2 :])
-            self.records = merged
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
                 _write_atomic(path, json.dumps(merged).encode("utf-8", "surrogatepass"))
             except OSError:
-                pass  # a read-only cache: the records stay in this process
+                return
+            self.records = merged
+            self.pending = {}
 
 
 _digest_records = _Records(_DIGESTS_FILE)
@@ -278,6 +292,15 @@ def _digest(path) -> str | None:
     return digest
 
 
+def _remember_digest(path, digest: str) -> None:
+    """Record the digest of a file this process has just written whole (its library): it is not
+    settled, but nothing else wrote it, and a damaged copy changes its stat."""
+    stat = _stat_of(path)
+    if stat is not None:
+        _digests_memo[os.fspath(path)] = (stat, digest)
+        _digest_records.put(os.fspath(path), [list(stat), digest])
+
+
 _identity_lock = threading.Lock()
 _identities: dict = {}
 
@@ -300,7 +323,7 @@ def _compiler_info(command: list[str]) -> dict:
     key (its command, its ``--version`` text and the files it runs, with the SHA-256 of their
     contents), and ``static_ubsan`` (GCC's UBSan runtime exists as a static archive, see
     _link_flags). Learned once by running the compiler, then recognised by the stat of those
-    files, in this process and in the cache directory's compilers.json."""
+    files, in this process and in the cache directory's compilers.records."""
     exe = _which(command[0]) or command[0]
     if _stat_of(exe) is None:
         raise RuntimeError(f"CPU emulation: the C++ compiler {command[0]!r} cannot be run (not found)")
@@ -329,8 +352,13 @@ def _compiler_info(command: list[str]) -> dict:
         raise RuntimeError(f"CPU emulation: the C++ compiler {shlex.join(command)!r} cannot be run: {exc}") from None
     files = [(path, _stat_of(path)) for path in _compiler_files(command, proper)]
     files = [(path, stat) for path, stat in files if stat is not None]
-    # their contents (a wrapper script rewritten in place gives the same --version)
-    stamps = "\n".join(f"{path} {_digest(path)}" for path, _ in files)
+    # their contents (a wrapper script rewritten in place gives the same --version); a compiler
+    # proper of tens of MB by its size and modification time (a process that cannot keep this
+    # record, with a read-only cache, would hash it at every start)
+    stamps = "\n".join(
+        f"{path} {_digest(path) if stat[2] <= _HASHED_COMPILER_BYTES else f'{stat[2]} {stat[3]}'}"
+        for path, stat in files
+    )
     info = {
         "identity": f"{' '.join(command)}\n{stamps}\n{version}",
         "static_ubsan": os.path.isabs(ubsan) and os.path.isfile(ubsan),
@@ -453,7 +481,7 @@ _prelude_memo: list = []
 def _prelude_digests() -> list:
     """(path, SHA-256) of every file of the prelude directory, sorted. Known by the stat of
     its directories and files (a file added or removed changes its directory's), in this
-    process and in the cache directory's file-digests.json."""
+    process and in the cache directory's file-digests.records."""
     key = f"prelude:{_PRELUDE_DIR}"
     memo = _prelude_memo[0] if _prelude_memo else _digest_records.get(key)
     if isinstance(memo, dict):
@@ -784,6 +812,9 @@ def _build(directory, key, unit, name, entries, command, flags, checks=CHECKS_NO
              "extern_shared": found.extern_shared, **fingerprint}).encode())
         if stale and stale != so.name and "/" not in stale:
             _unlink(directory / stale)  # a process that loaded it keeps its mapping
+        _remember_digest(so, fingerprint["sha256"])
+        _digest_records.flush()
+        _compiler_records.flush()
         _unlink(expanded)  # about 1 MB each; kept only when the build fails (the error names it)
     except BaseException:
         _unlink(tmp)
