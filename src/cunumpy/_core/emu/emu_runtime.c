@@ -118,6 +118,7 @@ typedef struct emu_worker {
     volatile int fault_code;
     volatile int fault_write; /* 1 write, 0 read, -1 unknown */
     void *volatile fault_address;
+    volatile int jump_announced; /* the sanitizer was told of the jump's stack switch */
     cunumpy_emu_thread fault_thread; /* the faulting thread, copied before the jump (in loop
                                       * mode its struct lives on the stack the jump leaves) */
     int fault_thread_valid;
@@ -837,7 +838,8 @@ static void emu_leave_kernel(emu_worker *w, int sig, siginfo_t *info, void *cont
     w->fault_thread_valid = w->pub.current != NULL;
     if (w->fault_thread_valid)
         w->fault_thread = *w->pub.current;
-    emu_context_jump_to(&w->main_ctx); /* the jump buffer is that context's */
+    /* the jump buffer is the worker's own context's; in loop mode the jump stays on its stack */
+    w->jump_announced = w->fiber_mode ? emu_context_jump_to(&w->main_ctx) : 0;
     siglongjmp(w->jump, 2);
 }
 
@@ -1117,8 +1119,11 @@ static void emu_worker_run(emu_worker *w, emu_launch *launch)
     emu_worker_allow_own(w, launch);
     emu_tls_worker = w;
     emu_fpstate_save(&w->fpstate);
+    w->jump_announced = 0;
     if (sigsetjmp(w->jump, 1) != 0) {
         /* A trap in loop mode, a fault, or a forced stop. */
+        emu_context_landed(w->jump_announced);
+        w->jump_announced = 0;
         w->in_kernel = 0;
         if (w->fault_signal != 0)
             emu_describe_fault(w, launch);
