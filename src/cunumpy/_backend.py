@@ -24,8 +24,8 @@ from ._transfers import describe, record
 __all__ = [
     "BACKEND_NAMES",
     "MIN_CUPY_VERSION",
-    "assert_same_backend",
     "as_device_array",
+    "assert_same_backend",
     "backend_info",
     "cupy_available",
     "cupy_version_supported",
@@ -140,7 +140,7 @@ def cupy_version_supported(version: str) -> bool:
 def _probe_cupy() -> tuple[bool, str | None]:
     try:
         import cupy
-    except Exception as exc:  # ImportError, CUDA library errors, anything
+    except Exception as exc:  # noqa: BLE001 - ImportError, CUDA library errors, anything
         return False, f"{type(exc).__name__}: {exc}"
     try:
         if getattr(cupy, "__cunumpy_fake__", False):
@@ -158,7 +158,7 @@ def _probe_cupy() -> tuple[bool, str | None]:
             return False, "no usable CUDA device was found (device count is 0)"
         # A tiny allocation proves the driver and runtime work together.
         cupy.zeros(1).sum().item()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any driver or runtime failure is the reason CuPy is not usable
         return False, f"{type(exc).__name__}: {exc}"
     return True, None
 
@@ -777,7 +777,7 @@ def backend_info() -> dict:
     info: dict = {"backend": _state.backend}
     try:
         available = cupy_available()
-    except Exception as exc:  # pragma: no cover - cupy_available itself never raises
+    except Exception as exc:  # noqa: BLE001  # pragma: no cover - cupy_available itself never raises
         available, _state.cupy_reason = False, f"{type(exc).__name__}: {exc}"
     info["cupy_available"] = bool(available)
     info["cuda_unavailable_reason"] = None if available else _state.cupy_reason
@@ -786,12 +786,12 @@ def backend_info() -> dict:
     if cupy_version is None:
         try:
             cupy_version = _distribution_version("cupy-cuda13x", "cupy-cuda12x", "cupy")
-        except Exception:
+        except Exception:  # noqa: BLE001 - a report shows a broken package's version as unknown, it does not stop
             cupy_version = None
     versions = {"cunumpy": installed_version(), "numpy": np.__version__, "cupy": cupy_version}
     try:
         versions["array-api-compat"] = _distribution_version("array-api-compat", "array_api_compat")
-    except Exception:
+    except Exception:  # noqa: BLE001 - a report shows a broken package's version as unknown, it does not stop
         versions["array-api-compat"] = None
     info["versions"] = {k: (str(v) if v is not None else None) for k, v in versions.items()}
     info["min_cupy_version"] = MIN_CUPY_VERSION
@@ -801,7 +801,7 @@ def backend_info() -> dict:
     if available:
         try:
             info["device"] = _device_info(cupy)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a report records the driver's failure, whatever its type
             info["cuda_inspection_error"] = f"{type(exc).__name__}: {exc}"
     return info
 

@@ -9,7 +9,7 @@ import numpy as np
 from . import _backend
 from ._native import core
 
-__all__ = ["host_call", "evaluate_on_host", "setup_on_host"]
+__all__ = ["evaluate_on_host", "host_call", "setup_on_host"]
 
 
 def _to_host(a):

@@ -9,7 +9,7 @@ except ImportError:  # pragma: no cover - exercised by the twin tests, not by im
 
     HAVE_C_CORE = False
 
-__all__ = ["core", "HAVE_C_CORE"]
+__all__ = ["HAVE_C_CORE", "core"]
 
 
 def _register_ndarray_type():

@@ -11,7 +11,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-__all__ = ["KINDS", "TransferEvent", "record", "sinks", "caller_location"]
+__all__ = ["KINDS", "TransferEvent", "caller_location", "record", "sinks"]
 
 #: Event kinds in report order; ``sync`` is reported in its own section.
 KINDS = ("to_host", "to_device", "kernel_conversion", "fallback", "device_copy", "sync")

@@ -19,8 +19,10 @@ import numpy as np
 
 from . import _backend
 from ._native import core
-from ._reference import morton as _morton_ref
-from ._reference import philox as _philox_ref  # noqa: F401  (re-used by cunumpy.rng)
+from ._reference import (
+    morton as _morton_ref,
+    philox as _philox_ref,  # noqa: F401  (re-used by cunumpy.rng)
+)
 
 __all__ = [
     "MAX_MORTON_LEVELS",
@@ -96,10 +98,7 @@ _FLOAT16 = np.dtype(np.float16)
 
 def _plain(arrays) -> bool:
     """True if every item is exactly a numpy.ndarray (True for none)."""
-    for a in arrays:
-        if type(a) is not _ndarray:
-            return False
-    return True
+    return all(type(a) is _ndarray for a in arrays)
 
 
 def _device_empty(shape, dtype):
@@ -143,7 +142,7 @@ def _c_keys(keys: np.ndarray) -> np.ndarray:
 # dimension of a crafted strided view (seconds at 24 dimensions, minutes at 30; NumPy allows
 # 64). Ordinary views need a handful of steps; what is not decided within the bound is refused.
 _OVERLAP_MAX_WORK = 100_000
-_TooHardError = getattr(getattr(np, "exceptions", np), "TooHardError")
+_TooHardError = getattr(np, "exceptions", np).TooHardError
 
 
 def _shares_memory(a: np.ndarray, b: np.ndarray, what: str) -> bool:
@@ -748,7 +747,7 @@ def _sum_host(values: np.ndarray, keys: np.ndarray, out: np.ndarray, n_segments:
         _sum_host(values.reshape(n, m).astype(np.float32), keys, acc, n_segments, check_first)
         out.reshape(n_segments, m)[...] = acc
         return
-    if rdt.kind not in "fc" or rdt.itemsize not in (4, 8, 16) or rdt.itemsize > 8 and rdt == np.longdouble:
+    if rdt.kind not in "fc" or rdt.itemsize not in (4, 8, 16) or (rdt.itemsize > 8 and rdt == np.longdouble):
         # long double and friends: the twin (np.add.at)
         from ._reference.segment import segment_sum_into as twin
 
@@ -794,7 +793,7 @@ class SegmentPlan:
     one synchronisation, at construction only.
     """
 
-    __slots__ = ("_keys", "_n_segments", "_side", "_device", "_scatter")
+    __slots__ = ("_device", "_keys", "_n_segments", "_scatter", "_side")
 
     def __init__(self, keys, n_segments):
         n_segments = _check_n_segments(n_segments)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import inspect
-import keyword
 import re
 import typing
 from pathlib import Path
@@ -32,11 +31,7 @@ __all__ = [
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # C++ keywords that the Python keyword list does not cover and that cannot name a field.
 _C_RESERVED = frozenset(
-    "alignas alignof auto bool break case char class const constexpr continue decltype default delete do "
-    "double else enum "
-    "extern float for goto if inline int long namespace new operator private protected public "
-    "register restrict return short signed sizeof static struct switch template this typedef "
-    "typename union unsigned using virtual void volatile while __restrict__ __global__ __device__".split()
+    ["alignas", "alignof", "auto", "bool", "break", "case", "char", "class", "const", "constexpr", "continue", "decltype", "default", "delete", "do", "double", "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "namespace", "new", "operator", "private", "protected", "public", "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "template", "this", "typedef", "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "while", "__restrict__", "__global__", "__device__"]
 )
 _VIEW_INCLUDE = '#include "cunumpy/array_view.cuh"'
 _MAX_VIEW_NDIM = 16
@@ -142,7 +137,7 @@ def _parse_fields(struct_name, fields):
             ) from None
         if len(raw) != 1:
             raise ValueError(f"CudaStruct {struct_name!r}: field {fname!r} has unsupported type {text!r}")
-        pname, ctype, dtype, pointer, sname, view_ndim, contiguous = raw[0]
+        _pname, ctype, dtype, pointer, _sname, view_ndim, contiguous = raw[0]
         dt = np.dtype(dtype) if dtype is not None else None
         params.append(CudaParameter(fname, ctype, dt, bool(pointer), None, int(view_ndim) or None, bool(contiguous)))
     return tuple(params), tuple(texts)
@@ -209,7 +204,7 @@ class CudaStruct(core.StructCaller):
         specs = []
         for p in self._fields:
             spec = _spec(0, p)
-            specs.append((spec[0], f"field '{p.name}' ({self._type_text(p)} {p.name})") + spec[2:])
+            specs.append((spec[0], f"field '{p.name}' ({self._type_text(p)} {p.name})", *spec[2:]))
         self._packer = core.struct_packer(
             name, tuple(specs), self._offsets, itemsize, self._dtype, self._names, np.void, np.generic, np.empty
         )

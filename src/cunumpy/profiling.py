@@ -79,7 +79,7 @@ def _nvtx_module():
             import importlib
 
             nvtx = importlib.import_module("cupy.cuda.nvtx")
-        except Exception:
+        except Exception:  # noqa: BLE001 - any failure to load NVTX means no ranges
             return None
     if not getattr(nvtx, "available", True) or not hasattr(nvtx, "RangePop"):
         return None
@@ -297,7 +297,7 @@ class TransferCounter:
 
     def report(self) -> str:
         """Counts per kind, then each call site with its description and repeat count."""
-        counts = {kind: 0 for kind in KINDS}
+        counts = dict.fromkeys(KINDS, 0)
         for event in self.events:
             counts[event.kind] = counts.get(event.kind, 0) + 1
         per_kind = ", ".join(f"{kind}={counts[kind]}" for kind in _TRANSFER_KINDS)

@@ -17,8 +17,7 @@ import threading
 
 import numpy as np
 
-from . import _backend
-from . import threads as _threads
+from . import _backend, threads as _threads
 from ._native import core
 from ._reference import philox as _philox_ref
 
@@ -433,7 +432,7 @@ def _philox_plain(kind: int, seed, stream, counter):
         flat = flat.view(_UINT64)  # int64 to uint64 is modulo 2**64: the same bits, no copy
     out0 = np.empty(shape, dtype=_FLOAT64)
     flat0 = out0 if len(shape) == 1 else out0.reshape(-1)
-    if kind == _UNIFORM or kind == _NORMAL:
+    if kind in (_UNIFORM, _NORMAL):
         core.philox_fill(kind, s, t, flat, flat0, None)
         return out0
     out1 = np.empty(shape, dtype=_FLOAT64)

@@ -28,7 +28,7 @@ import threading
 
 from ._native import core as _core
 
-__all__ = ["get_num_threads", "set_num_threads", "num_threads", "register_threadpoolctl"]
+__all__ = ["get_num_threads", "num_threads", "register_threadpoolctl", "set_num_threads"]
 
 _lock = threading.Lock()
 

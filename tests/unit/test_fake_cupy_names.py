@@ -17,9 +17,9 @@ import pathlib
 
 import numpy as np
 import pytest
+from _fake_support import rerun_under_fake_cupy
 
 from cunumpy.kernel_testing import fake_cupy_active
-from _fake_support import rerun_under_fake_cupy
 
 DATA = json.loads((pathlib.Path(__file__).parents[1] / "data" / "cupy_names.json").read_text())
 REAL = {name: frozenset(names) for name, names in DATA["modules"].items()}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import time
+from typing import ClassVar
 
 import numpy as np
 
@@ -264,7 +265,7 @@ class _BaseStream:
 class Stream(_BaseStream):
     """``cupy.cuda.Stream``: work on it is finished as soon as it is issued."""
 
-    null: "Stream"
+    null: Stream
 
     def __init__(self, null=False, non_blocking=False, ptds=False, priority=None):
         super().__init__(0 if null else next(_stream_ptrs), 0)
@@ -385,7 +386,7 @@ def host_array_at(memptr: MemoryPointer, shape, dtype, strides=None, order="C") 
         strides = _contiguous_strides(shape, np.dtype(dtype).itemsize, order)
 
     class _Interface:
-        __cuda_array_interface__ = {
+        __cuda_array_interface__: ClassVar[dict] = {
             "shape": shape,
             "typestr": np.dtype(dtype).str,
             "data": (memptr.ptr, False),

@@ -8,6 +8,7 @@ read is reported as an implicit ``sync`` event, like the device wait it stands f
 from __future__ import annotations
 
 import operator
+from typing import ClassVar
 
 import numpy as np
 
@@ -103,7 +104,7 @@ class _Flags:
         self.f_contiguous = f_contiguous
         self.owndata = owndata
 
-    _KEYS = {"C_CONTIGUOUS": "c_contiguous", "F_CONTIGUOUS": "f_contiguous", "OWNDATA": "owndata"}
+    _KEYS: ClassVar[dict[str, str]] = {"C_CONTIGUOUS": "c_contiguous", "F_CONTIGUOUS": "f_contiguous", "OWNDATA": "owndata"}
 
     def __getitem__(self, key):
         try:
@@ -119,7 +120,7 @@ class ndarray:
     """A device array of the fake CuPy (host memory standing in for device memory)."""
 
     __module__ = "cupy"  # as real CuPy reports it: user code and libraries test it by name
-    __slots__ = ("_a", "_base", "__weakref__")
+    __slots__ = ("__weakref__", "_a", "_base")
     __array_priority__ = 1000.0
 
     # ------------------------------------------------------------------ construction
@@ -454,7 +455,7 @@ class ndarray:
         return self._view(self._a.reshape(shape, order=order))
 
     def transpose(self, *axes):
-        if len(axes) == 1 and isinstance(axes[0], (tuple, list)) or axes == (None,):
+        if (len(axes) == 1 and isinstance(axes[0], (tuple, list))) or axes == (None,):
             axes = axes[0]
         return self._view(self._a.transpose(axes) if axes else self._a.transpose())
 
@@ -619,11 +620,7 @@ def _method(name):
     return method
 
 
-_FORWARDED_METHODS = (
-    "all any argmax argmin argpartition argsort choose clip compress conj conjugate cumprod "
-    "cumsum diagonal dot flatten max mean min nonzero partition prod repeat round sort "
-    "squeeze std sum swapaxes trace var"
-).split()
+_FORWARDED_METHODS = ["all", "any", "argmax", "argmin", "argpartition", "argsort", "choose", "clip", "compress", "conj", "conjugate", "cumprod", "cumsum", "diagonal", "dot", "flatten", "max", "mean", "min", "nonzero", "partition", "prod", "repeat", "round", "sort", "squeeze", "std", "sum", "swapaxes", "trace", "var"]
 
 #: ufunc methods ``__array_ufunc__`` forwards (CuPy's ufuncs provide these).
 _UFUNC_METHODS = frozenset(("reduce", "accumulate", "reduceat", "outer", "at"))

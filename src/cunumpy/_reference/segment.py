@@ -2,8 +2,13 @@
 
 import numpy as np
 
-__all__ = ["segment_check_keys", "segment_sum_into", "cell_offsets_into", "segment_runs",
-           "SEGMENT_RUNS_CHUNK"]
+__all__ = [
+    "SEGMENT_RUNS_CHUNK",
+    "cell_offsets_into",
+    "segment_check_keys",
+    "segment_runs",
+    "segment_sum_into",
+]
 
 
 def _key_check(keys, name):
@@ -14,7 +19,7 @@ def _key_check(keys, name):
 
 
 def _first_bad(keys, n):
-    bad = np.flatnonzero(keys >= n) if keys.dtype.kind == "u" else np.flatnonzero(keys >= n)
+    bad = np.flatnonzero(keys >= n)
     return int(bad[0]) if bad.size else -1
 
 
@@ -52,7 +57,7 @@ def cell_offsets_into(sorted_cells, n_cells, out):
         raise ValueError(f"'out' must have {n_cells + 1} elements, got {out.size}")
     k = sorted_cells
     if k.size:
-        if k.dtype.kind == "i" and int(k.min()) < 0 or int(k.max()) >= n_cells:
+        if (k.dtype.kind == "i" and int(k.min()) < 0) or int(k.max()) >= n_cells:
             raise ValueError(f"'sorted_cells' must be in [0, n_cells = {n_cells})")
         if np.any(k[1:] < k[:-1]):
             raise ValueError("'sorted_cells' must be sorted (non-decreasing)")

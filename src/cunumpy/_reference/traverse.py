@@ -230,8 +230,14 @@ class HostKernel:
     """Twin of the C base of PyccelKernel: direct call unless conversion is needed."""
 
     __slots__ = (
-        "_hk_kernel", "_hk_use_cupy", "_hk_modules", "_hk_state", "_hk_convert", "_hk_flags",
-        "__weakref__", "__dict__",
+        "__dict__",
+        "__weakref__",
+        "_hk_convert",
+        "_hk_flags",
+        "_hk_kernel",
+        "_hk_modules",
+        "_hk_state",
+        "_hk_use_cupy",
     )  # fmt: skip
 
     def _configure(self, kernel, use_cupy, object_modules, state, convert, flags=0):

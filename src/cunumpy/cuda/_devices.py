@@ -67,7 +67,7 @@ def device_count() -> int:
         return 0
     try:
         return int(cupy.cuda.runtime.getDeviceCount())
-    except Exception:
+    except Exception:  # noqa: BLE001 - any driver failure means no device
         return 0
 
 

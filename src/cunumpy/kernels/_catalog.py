@@ -40,7 +40,7 @@ def _import_package(package: str, what: str):
     if getattr(module, "__path__", None) is None:
         raise ModuleNotFoundError(f"{what}: {package!r} is a module, not a package (a folder with __init__.py)")
     if getattr(module, "__file__", None) is None:
-        folder = list(module.__path__)[0] if list(module.__path__) else package
+        folder = next(iter(module.__path__)) if list(module.__path__) else package
         raise ModuleNotFoundError(f"{what}: {folder} has no __init__.py (kernel folders must be regular packages)")
     return module
 
@@ -110,7 +110,7 @@ def _naming_file(exc: Exception, path: Path) -> Exception:
         return type(exc)(exc.errno, exc.strerror, str(path))
     try:
         renamed = type(exc)(f"{path}: {exc}")
-    except Exception:  # a constructor that wants more than a message
+    except Exception:  # noqa: BLE001 - a constructor that wants more than a message
         return exc
     return renamed if str(renamed) == f"{path}: {exc}" else exc
 

@@ -10,6 +10,7 @@ stream), falling back to CuPy's own launch functions where that is not possible.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import contextvars
 import math
 import os
@@ -215,7 +216,7 @@ def _other_device_array(obj) -> bool:
         return False
     try:
         return hasattr(getattr(obj, "data", None), "ptr") or hasattr(obj, "__cuda_array_interface__")
-    except Exception:
+    except Exception:  # noqa: BLE001 - a user object's property may raise anything: not a device array
         return False
 
 
@@ -223,7 +224,7 @@ def _shape_of(obj):
     try:
         shape = obj.shape if hasattr(getattr(obj, "data", None), "ptr") else obj.__cuda_array_interface__["shape"]
         return tuple(shape)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a user object's property may raise anything: no shape
         return ()
 
 
@@ -254,13 +255,13 @@ def _arrays_of(obj, path, dev, depth, host=False):
         for name in fields:
             try:
                 value = getter(name) if getter is not None else getattr(obj, name)
-            except Exception:
+            except Exception:  # noqa: BLE001 - an unreadable field holds no array to check
                 continue
             yield from _arrays_of(value, f"{path}.{name}", dev, depth + 1, host)
         return
     try:
         items = obj.__cuda_args__()
-    except Exception:
+    except Exception:  # noqa: BLE001 - a user's __cuda_args__ that raises holds no array to check (the packer reports it)
         return
     if isinstance(items, tuple):
         for k, value in enumerate(items):
@@ -305,7 +306,7 @@ def _cupy():
 
 
 class _DeviceLimits:
-    __slots__ = ("id", "name", "block", "grid", "threads", "shared", "shared_optin")
+    __slots__ = ("block", "grid", "id", "name", "shared", "shared_optin", "threads")
 
 
 _limits_cache: dict[int, _DeviceLimits] = {}
@@ -318,17 +319,15 @@ def _device_limits(cupy, dev_id: int) -> _DeviceLimits:
     lim = _DeviceLimits()
     lim.id = dev_id
     attrs = {}
-    try:
+    with contextlib.suppress(Exception):
         attrs = dict(cupy.cuda.Device(dev_id).attributes)
-    except Exception:
-        pass
     name = None
     try:
         props = cupy.cuda.runtime.getDeviceProperties(dev_id)
         name = props.get("name")
         if isinstance(name, bytes):
             name = name.decode(errors="replace")
-    except Exception:
+    except Exception:  # noqa: BLE001 - the name is optional: any driver failure leaves the default
         pass
     lim.name = name or f"device {dev_id}"
     lim.block = (
@@ -351,7 +350,7 @@ def _device_limits(cupy, dev_id: int) -> _DeviceLimits:
         if query is not None:
             shared = int(query(dev_id))
             optin = int(query(dev_id, opt_in=True))
-    except Exception:
+    except Exception:  # noqa: BLE001 - any driver failure leaves the limits unknown
         shared = optin = None
     if shared is None:
         shared = attrs.get("MaxSharedMemoryPerBlock", _DEFAULT_SHARED)
@@ -365,7 +364,7 @@ def _device_limits(cupy, dev_id: int) -> _DeviceLimits:
 def _current_device(cupy) -> int:
     try:
         return int(cupy.cuda.runtime.getDevice())
-    except Exception:
+    except Exception:  # noqa: BLE001 - any driver failure means the default device
         return 0
 
 
@@ -379,7 +378,7 @@ def _compile_each(items, jobs: int) -> dict:
         for key, kernel in items:
             try:
                 kernel.compile()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - each kernel's error is collected and reported per kernel
                 errors[key] = exc
         return errors
     cupy = sys.modules.get("cupy")
@@ -431,7 +430,7 @@ def _current_device_or_none(cupy):
         return None
     try:
         dev = _device_getter(cupy)()
-    except Exception:
+    except Exception:  # noqa: BLE001 - any driver failure means the device is unknown
         return None
     return dev if isinstance(dev, int) and dev >= 0 else None
 
@@ -447,7 +446,7 @@ def _check_stream(name, stream, cur):
 
 
 class _Compiled:
-    __slots__ = ("module", "kernel", "handle", "max_threads", "static_shared", "dynamic_set")
+    __slots__ = ("dynamic_set", "handle", "kernel", "max_threads", "module", "static_shared")
 
     def __init__(self, module, kernel):
         self.module = module
@@ -489,7 +488,7 @@ def _on_hip() -> bool:
 
     try:
         return bool(_cuda.is_hip())
-    except Exception:
+    except Exception:  # noqa: BLE001 - any driver failure means not HIP
         return False
 
 
@@ -1111,10 +1110,8 @@ class CudaKernel:
 
     def _after_launch(self, cupy, stream, args, g, blk):
         capturing = False
-        try:
+        with contextlib.suppress(Exception):
             capturing = bool(stream.is_capturing())
-        except Exception:
-            pass
         if capturing:
             return
         why = "debug mode" if self.debug_active() else "check_finite"
@@ -1171,7 +1168,7 @@ def _raise_driver_error(cupy, status, name, grid, block):
         from cupy_backends.cuda.api.driver import CUDADriverError
 
         err = CUDADriverError(status)
-    except Exception:
+    except Exception:  # noqa: BLE001 - the driver's error class is optional decoration of the message
         err = None
     msg = f"launching kernel '{name}' with grid {grid} and block {block} failed (CUresult {status})"
     if err is not None:
@@ -1210,7 +1207,7 @@ def _file_kwargs(path: Path, kwargs: dict) -> dict:
     if isinstance(dirs, (str, os.PathLike)) or not hasattr(dirs, "__iter__"):
         raise TypeError("CudaKernel: 'include_dirs' must be a sequence of paths")
     dirs = tuple(dirs)
-    kw["include_dirs"] = (directory,) + tuple(d for d in dirs if str(Path(d)) != str(directory))
+    kw["include_dirs"] = (directory, *tuple(d for d in dirs if str(Path(d)) != str(directory)))
     kw["source_dir"] = directory
     return kw
 

@@ -106,7 +106,7 @@ class HostImplementations:
                 function = self._loaders[key]()
                 if not callable(function):
                     raise TypeError(f"the loader returned {type(function).__name__}, which is not callable")
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - a loader's error is kept and reported with the others
                 self.errors[key] = exc
                 return None
             self._loaded[key] = function
@@ -260,7 +260,7 @@ class CompiledHostKernel:
                 function = result
             self._function = function
             self._target = function
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the compile error is kept, reported, and the fallback runs
             self._error = exc
             target = self._fallback
             what = "its fallback"

@@ -56,10 +56,7 @@ def _is_device_argument(value) -> bool:
 
 
 def _any_device_argument(args) -> bool:
-    for value in args:
-        if type(value) not in _host_types and _is_device_argument(value):
-            return True
-    return False
+    return any(type(value) not in _host_types and _is_device_argument(value) for value in args)
 
 
 def _positional_names(function):

@@ -33,7 +33,7 @@ def metal_available() -> bool:
         import mlx.core as mx
 
         return bool(mx.metal.is_available())
-    except Exception:
+    except Exception:  # noqa: BLE001 - any MLX failure means Metal is not available
         return False
 
 
@@ -46,7 +46,7 @@ def _mlx():
         ) from exc
     try:
         ok = bool(mx.metal.is_available())
-    except Exception:
+    except Exception:  # noqa: BLE001 - any MLX failure means Metal is not available
         ok = False
     if not ok:
         raise RuntimeError("MetalKernel: MLX is installed but reports no Metal GPU")

@@ -35,7 +35,7 @@ _CONST = re.compile(r"\bconst\b")
 class _Parameters:
     """What a kernel's parameter list tells about addressing arguments, computed once."""
 
-    __slots__ = ("positional", "keyword_only", "varargs", "varkw")
+    __slots__ = ("keyword_only", "positional", "varargs", "varkw")
 
     def __init__(self, positional=(), keyword_only=(), varargs=False, varkw=False):
         self.positional = tuple(positional)
@@ -442,11 +442,7 @@ def _annotation_is_output(annotation) -> bool:
         if any(isinstance(m, str) and _CONST.search(m) for m in annotation.__metadata__):
             return False
         return _annotation_is_output(typing.get_args(annotation)[0])
-    if isinstance(annotation, type) and (
-        annotation in (int, float, bool, complex, str) or issubclass(annotation, np.generic)
-    ):
-        return False
-    return True
+    return not (isinstance(annotation, type) and (annotation in (int, float, bool, complex, str) or issubclass(annotation, np.generic)))
 
 
 def outputs_from_annotations(function):
