@@ -7,6 +7,7 @@ See ``LLM_GUIDE.md`` beside this file.
 """
 
 import os as _os
+from typing import TYPE_CHECKING as _TYPE_CHECKING, Any as _Any
 
 from . import _backend
 
@@ -55,7 +56,7 @@ from ._backend import (
 from ._host_call import evaluate_on_host as evaluate_on_host, host_call as host_call, setup_on_host as setup_on_host
 
 
-def to_host_async(a):
+def to_host_async(a: _Any) -> memory.HostCopy:
     """Start a non-blocking copy of a device scalar or small array to the host.
 
     Parameters
@@ -76,6 +77,12 @@ __version__ = _backend.installed_version()
 # Rebound by every backend switch; read them as xp.numpy_backend / xp.cupy_backend.
 numpy_backend = True
 cupy_backend = False
+
+
+if _TYPE_CHECKING:
+    # For type checkers only: the backend's names (xp.zeros, xp.linalg, ...) are bound at run
+    # time by bind_package() below and typed Any.
+    def __getattr__(name: str) -> _Any: ...
 
 
 # No module __getattr__: CPython only specialises attribute loads on modules without one,

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 from importlib import metadata
+from typing import Any
 
 __all__ = ["OPTIONAL_PACKAGES", "collect", "format_text"]
 
@@ -152,7 +153,7 @@ def _emulation() -> dict:
     except Exception as exc:  # noqa: BLE001 - the report records the failure and goes on
         report["automatic"] = False
         report["automatic_off_reason"] = _error(exc)
-    cache = {"path": None, "exists": False, "size_bytes": 0, "libraries": 0}
+    cache: dict[str, Any] = {"path": None, "exists": False, "size_bytes": 0, "libraries": 0}
     try:
         directory = emulation_cache_dir()
         cache["path"] = str(directory)
@@ -219,7 +220,7 @@ def collect() -> dict:
     return info
 
 
-def _size_text(size: int) -> str:
+def _size_text(size: float) -> str:
     for unit in ("bytes", "KiB", "MiB", "GiB"):
         if size < 1024 or unit == "GiB":
             return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"

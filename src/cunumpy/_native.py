@@ -5,7 +5,7 @@ try:
 
     HAVE_C_CORE = True
 except ImportError:  # pragma: no cover - exercised by the twin tests, not by imports
-    from . import _reference as core
+    from . import _reference as core  # type: ignore[no-redef]  # the pure-Python twins stand in
 
     HAVE_C_CORE = False
 

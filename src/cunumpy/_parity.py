@@ -17,6 +17,7 @@ import contextlib
 import os
 import re
 import types
+from typing import NoReturn
 
 import numpy as np
 
@@ -57,7 +58,7 @@ def _kernel_testing():
     return kernel_testing
 
 
-def _skip_or_fail(reason: str):
+def _skip_or_fail(reason: str) -> NoReturn:  # type: ignore[misc]  # pytest.skip and pytest.fail raise
     kt = _kernel_testing()
     pytest = kt._pytest()
     if kt.cuda_required():

@@ -28,7 +28,9 @@ _ARCH = "sm_90"
 
 
 def _split_top(text: str, sep: str) -> list[str]:
-    parts, depth, cur = [], 0, []
+    parts: list = []
+    depth = 0
+    cur: list = []
     for c in text:
         if c in "<([":
             depth += 1
@@ -250,9 +252,9 @@ def _toolkit_root():
             return Path(root)
     nvcc = shutil.which("nvcc")
     if nvcc:
-        root = Path(nvcc).resolve().parent.parent
-        if (root / "include").is_dir():
-            return root
+        nvcc_root = Path(nvcc).resolve().parent.parent
+        if (nvcc_root / "include").is_dir():
+            return nvcc_root
     if Path("/usr/local/cuda/include").is_dir():
         return Path("/usr/local/cuda")
     return None

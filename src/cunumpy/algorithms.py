@@ -151,7 +151,7 @@ def _shares_memory(a: np.ndarray, b: np.ndarray, what: str) -> bool:
     if not np.may_share_memory(a, b):
         return False
     try:
-        return bool(np.shares_memory(a, b, max_work=_OVERLAP_MAX_WORK))
+        return bool(np.shares_memory(a, b, max_work=_OVERLAP_MAX_WORK))  # type: ignore[arg-type]  # numpy stubs allow only -1 and 0; the bound is documented
     except _TooHardError:
         raise ValueError(
             f"cannot tell quickly whether {what} share memory (strided views with many "
@@ -525,7 +525,7 @@ def _morton_decode_plain(k: np.ndarray, ndim: int):
     if ndim == 3 and n and _max(k) >= _TOP_BIT:
         raise ValueError("3-D keys have 63 bits; 'keys' has larger values")
     if ndim == 3:
-        outs = (np.empty(n, _UINT64), np.empty(n, _UINT64), np.empty(n, _UINT64))
+        outs: tuple[np.ndarray, ...] = (np.empty(n, _UINT64), np.empty(n, _UINT64), np.empty(n, _UINT64))
     else:
         outs = (np.empty(n, _UINT64), np.empty(n, _UINT64))
     core.morton_decode_into(k, outs)
@@ -597,7 +597,7 @@ def sort_by_key(keys, *arrays, axis=0):
         k = _as_host(keys, side, "keys")
         _require_1d(k, "keys")
         n = k.shape[0]
-        hosts = [_as_host(a, side, f"arrays[{i}]") for i, a in enumerate(arrays)]
+        hosts = tuple([_as_host(a, side, f"arrays[{i}]") for i, a in enumerate(arrays)])
     axes = [_axis_of(h, axis, i, n) for i, h in enumerate(hosts)]
     if side == "fake":
         out_keys, ok = _device_empty((n,), k.dtype)
@@ -1286,7 +1286,8 @@ def _compact_cupy(mask, arrays, axis):
     n = _check_mask(mask)
     axes = [_axis_of(a, axis, i, n, "mask entry") for i, a in enumerate(arrays)]
     # As on the host: the same view once, other overlapping views refused.
-    todo, seen = [], set()
+    todo: list = []
+    seen: set = set()
     for i, (a, ax) in enumerate(zip(arrays, axes)):
         key = (a.data.ptr, a.shape, a.strides, a.dtype.str, ax)
         if key in seen:

@@ -14,6 +14,7 @@ import inspect
 import re
 import typing
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -99,8 +100,10 @@ def _field_layout(p: CudaParameter):
             parts.append(("strides", "<i8", (n,)))
         dt = np.dtype(parts)
         return dt, dt.itemsize, 8
-    dt = p.dtype.newbyteorder("<") if p.dtype.byteorder == ">" else p.dtype
-    return dt, dt.itemsize, _scalar_alignment(dt)
+    scalar: Any = p.dtype
+    if scalar.byteorder == ">":
+        scalar = scalar.newbyteorder("<")
+    return scalar, scalar.itemsize, _scalar_alignment(scalar)
 
 
 def _parse_fields(struct_name, fields):
@@ -364,7 +367,7 @@ class CudaStruct(core.StructCaller):
             field = stored.get(a.arg, a.arg)
             if a.arg in exclude or field in exclude:
                 continue
-            annotation = inspect.Parameter.empty
+            annotation: Any = inspect.Parameter.empty
             if a.annotation is not None:
                 node = a.annotation
                 if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -469,7 +472,7 @@ class _AnnotationMapper:
 
     def check_contiguous(self):
         """Every name given in ``contiguous=`` is an array field (by field or parameter name)."""
-        fields_of = {}
+        fields_of: dict = {}
         for field, parameter in self.aliases.items():
             fields_of.setdefault(parameter, set()).add(field)
         for name in sorted(self.contiguous_names):
@@ -729,7 +732,7 @@ class CudaStructValue(core.StructValue):
                     f"{missing!r}, unknown fields {unknown!r}"
                 )
             values = tuple(values[n] for n in names)
-        return super().__new__(cls, struct, packed, values)
+        return super().__new__(cls, struct, packed, values)  # type: ignore[call-arg]  # the C base takes three
 
     def __getitem__(self, field):
         try:
@@ -866,7 +869,7 @@ class CudaStructArguments:
 
             d = dict(getattr(self, "__dict__", None) or {})
             slots = {
-                n: getattr(self, n) for n in copyreg._slotnames(type(self))
+                n: getattr(self, n) for n in copyreg._slotnames(type(self))  # type: ignore[attr-defined]  # what pickle uses
                 if n not in ("__dict__", "__weakref__") and hasattr(self, n)
             }
             state = (d or None, slots) if slots else d
@@ -885,7 +888,7 @@ class CudaStructArguments:
 
 
 # ``packed`` and ``__cuda_args__`` are C descriptors: the no-change check is the hot path.
-CudaStructArguments.__cuda_args__, CudaStructArguments.packed = core.struct_arguments_descriptors(
+CudaStructArguments.__cuda_args__, CudaStructArguments.packed = core.struct_arguments_descriptors(  # type: ignore[attr-defined]
     CudaStructArguments, _STATE
 )
 

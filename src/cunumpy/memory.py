@@ -13,6 +13,7 @@ background copies are ``to_host`` events with ``blocking=False``.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,7 @@ class _OnDevice:
 
     def __init__(self, device_id: int):
         self._device_id = device_id
-        self._device = None
+        self._device: Any = None
 
     def __enter__(self):
         self._device = _cupy().cuda.Device(self._device_id)
@@ -193,10 +194,10 @@ class HostStaging:
         self._shape = shape
         self._dtype = dtype
         self._buffers = int(buffers)
-        self._slots: list[_Slot] | None = None
+        self._slots: Any = None  # list[_Slot] once allocated
         self._device_slots = False  # slots prepared for device copies (pinned where possible)
-        self._device_id: int | None = None
-        self._stream = None
+        self._device_id: Any = None  # int once the first copy chose the device
+        self._stream: Any = None
         self._sequence = 0  # number of copies started so far
 
     shape = property(lambda self: self._shape, doc="Shape of every staged array.")
@@ -348,7 +349,7 @@ class HostCopy:
     def __init__(self, buffer: np.ndarray, done_event=None, device_id: int | None = None, source=None):
         self._buffer = buffer
         self._done_event = done_event
-        self._device_id = device_id
+        self._device_id: Any = device_id
         self._source = source  # keeps the device data alive until the copy finished
 
     @classmethod

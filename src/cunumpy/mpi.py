@@ -23,12 +23,13 @@ import stat
 import sys
 import threading
 import time
+from typing import Any
 
 try:  # the pipe check before an abort; absent on Windows, where nothing is waited for
     import fcntl
     import termios
 except ImportError:  # pragma: no cover - Windows
-    fcntl = termios = None
+    fcntl = termios = None  # type: ignore[assignment]  # absent on Windows
 
 import contextlib
 
@@ -115,7 +116,7 @@ def _copy_with_explicit_upload(copy):
             source = _explicit_upload(source)
         return copy(source, target, offset)
 
-    copy_to_target.__wrapped__ = copy
+    copy_to_target.__wrapped__ = copy  # type: ignore[attr-defined]  # as functools.wraps sets it
     return copy_to_target
 
 
@@ -127,7 +128,7 @@ def _copy_pieces_with_explicit_upload(copy_pieces):
             sources = [_explicit_upload(p) if _is_host_array(p) else p for p in sources]
         return copy_pieces(sources, targets)
 
-    copy_pieces_to_targets.__wrapped__ = copy_pieces
+    copy_pieces_to_targets.__wrapped__ = copy_pieces  # type: ignore[attr-defined]  # as functools.wraps sets it
     return copy_pieces_to_targets
 
 
@@ -232,8 +233,8 @@ def _install_abort_hooks() -> None:
                 if args.exc_type is not SystemExit:  # a thread's sys.exit() ends the thread only
                     _abort_job(args.exc_type, getattr(args.thread, "name", None))
 
-        excepthook.__wrapped__ = previous
-        thread_excepthook.__wrapped__ = previous_thread
+        excepthook.__wrapped__ = previous  # type: ignore[attr-defined]  # as functools.wraps sets it
+        thread_excepthook.__wrapped__ = previous_thread  # type: ignore[attr-defined]  # as functools.wraps sets it
         sys.excepthook = excepthook
         threading.excepthook = thread_excepthook
         _hooks_installed = True
@@ -826,7 +827,7 @@ class _BufferContext:
         self._staging = staging
         self._stream = stream
         self._event = event
-        self._source = None  # the contiguous array MPI (or the staging copy) works on
+        self._source: Any = None  # the contiguous array MPI (or the staging copy) works on
         self._host = None
         self._held = False
 

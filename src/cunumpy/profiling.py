@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from . import _backend, _transfers
 from ._transfers import KINDS, TransferEvent
@@ -200,7 +201,7 @@ class timed_region:
     def __enter__(self) -> Timing:
         timing = Timing(self._name)
         on_device = _backend.get_backend() == "cupy"
-        nvtx = nvtx_range(self._name) if on_device else None
+        nvtx: Any = nvtx_range(self._name) if on_device else None
         if on_device:
             _device_synchronize()
             nvtx.__enter__()
@@ -367,7 +368,7 @@ class count_transfers:
             with self:
                 return function(*args, **kwargs)
 
-        counted.transfers = self.counter
+        counted.transfers = self.counter  # type: ignore[attr-defined]  # the documented attribute of a counted function
         return counted
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import time
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -102,7 +102,7 @@ class Device:
     def __init__(self, device=None):
         if isinstance(device, Device):
             device = device.id
-        self.id = 0 if device is None else int(device)
+        self.id: int = 0 if device is None else int(device)
 
     def __repr__(self):
         return f"<CUDA Device {self.id}>"
@@ -171,7 +171,7 @@ class Event:
         self._disable_timing = bool(disable_timing)
         self._interprocess = bool(interprocess)
         self.ptr = next(_event_ptrs)
-        self._time = None
+        self._time: Any = None
 
     def record(self, stream=None):
         self._time = time.perf_counter()
@@ -366,7 +366,7 @@ def _address(mem) -> int:
     if isinstance(mem, int):
         return mem
     if isinstance(mem, ctypes.c_void_p):
-        return int(mem.value)
+        return int(mem.value)  # type: ignore[arg-type]  # None (a null pointer) raises TypeError
     if isinstance(mem, np.ndarray):
         return mem.ctypes.data
     return ctypes.addressof(mem)

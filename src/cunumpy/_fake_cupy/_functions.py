@@ -172,7 +172,7 @@ class vectorize:
 
     def __call__(self, *args, **kwargs):
         call = Call("cupy.vectorize()")
-        args = [call.array(v, f"#{i}") for i, v in enumerate(args)]
+        args = [call.array(v, f"#{i}") for i, v in enumerate(args)]  # type: ignore[assignment]  # converted
         kwargs = {k: call.array(v, k) for k, v in kwargs.items()}
         return call.wrap(self._vectorized(*args, **kwargs))
 

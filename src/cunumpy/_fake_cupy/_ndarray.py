@@ -8,7 +8,7 @@ read is reported as an implicit ``sync`` event, like the device wait it stands f
 from __future__ import annotations
 
 import operator
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -439,7 +439,7 @@ class ndarray:
 
     def astype(self, dtype, order="K", casting=None, subok=None, copy=True):
         dtype = np.dtype(dtype)
-        if not copy and dtype == self.dtype and (order in ("K", "A") or self._a.flags[f"{order}_CONTIGUOUS"]):
+        if not copy and dtype == self.dtype and (order in ("K", "A") or self._a.flags[f"{order}_CONTIGUOUS"]):  # type: ignore[index]
             return self
         kwargs = {} if casting is None else {"casting": casting}
         return ndarray._wrap(self._a.astype(dtype, order=order, copy=True, **kwargs))
@@ -456,7 +456,7 @@ class ndarray:
 
     def transpose(self, *axes):
         if (len(axes) == 1 and isinstance(axes[0], (tuple, list))) or axes == (None,):
-            axes = axes[0]
+            axes = axes[0]  # type: ignore[assignment]  # a tuple, a list or None given as one argument
         return self._view(self._a.transpose(axes) if axes else self._a.transpose())
 
     def ravel(self, order="C"):
@@ -594,13 +594,13 @@ def _rdivmod(self, other):
     return _scalar_result(q), _scalar_result(m)
 
 
-ndarray.__divmod__ = _divmod
+ndarray.__divmod__ = _divmod  # type: ignore[operator]
 ndarray.__module__ = "cupy"  # as type(cupy_array).__module__ on CuPy
 ndarray.__rdivmod__ = _rdivmod
-ndarray.__hash__ = None
+ndarray.__hash__ = None  # type: ignore[assignment]  # unhashable, as NumPy and CuPy arrays are
 
-for _name, _op in {"neg": operator.neg, "pos": operator.pos, "abs": operator.abs,
-                   "invert": operator.invert}.items():
+_unary: dict[str, Any] = {"neg": operator.neg, "pos": operator.pos, "abs": operator.abs, "invert": operator.invert}
+for _name, _op in _unary.items():
     setattr(ndarray, f"__{_name}__", (lambda op: lambda self: _scalar_result(op(self._a)))(_op))
 
 
@@ -610,7 +610,7 @@ def _method(name):
     def method(self, *args, **kwargs):
         call = Call(f"cupy.ndarray.{name}()")
         call.inputs[id(self._a)] = self
-        args = [call.other(v, f"#{i}") for i, v in enumerate(args)]
+        args = [call.other(v, f"#{i}") for i, v in enumerate(args)]  # type: ignore[assignment]  # converted
         kwargs = {k: call.other(v, k) for k, v in kwargs.items()}
         return call.wrap(numpy_method(self._a, *args, **kwargs))
 
@@ -628,7 +628,7 @@ _UFUNC_METHODS = frozenset(("reduce", "accumulate", "reduceat", "outer", "at"))
 for _name in _FORWARDED_METHODS:
     setattr(ndarray, _name, _method(_name))
 
-del _name, _op, _iop, _symbol, _fwd, _rev
+del _name, _op, _iop, _symbol, _fwd, _rev, _unary
 
 
 def _register_with_the_packer():

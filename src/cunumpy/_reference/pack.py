@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import struct
 import sys
+from typing import Any
 
 _FLT_MAX = 3.4028234663852886e38  # numpy.finfo(numpy.float32).max
 
@@ -89,6 +90,16 @@ def _duck_shape(obj):
 
 class _Slot:
     __slots__ = ("dtype", "itemsize", "kind", "label", "ndim", "offset", "scalar", "size", "table", "typestr")
+    dtype: Any
+    itemsize: int
+    kind: int
+    label: str
+    ndim: int
+    offset: int
+    scalar: int
+    size: int
+    table: Any
+    typestr: Any
 
 
 def _kind_name(slot) -> str:
@@ -149,7 +160,7 @@ class LaunchPlan:
             )
         self._prepare = (empty, dtypes)
 
-    _prepare = None
+    _prepare: tuple[Any, tuple] | None = None
 
     def prepare(self, *args, device=None):
         """Twin of the C prepare(): the argument itself, or a value of the configured dtype

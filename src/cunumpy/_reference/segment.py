@@ -1,5 +1,7 @@
 """Twin of _core/segment.c: segment sums, cell offsets and run boundaries."""
 
+from typing import Any
+
 import numpy as np
 
 __all__ = [
@@ -80,7 +82,10 @@ def segment_runs(sorted_keys, *outputs):
     """segment_runs(keys), (keys, chunk_runs), (keys, unique, starts, stops[, chunk_runs])."""
     if len(outputs) not in (0, 1, 3, 4):
         raise TypeError(f"segment_runs() takes 1, 2, 4 or 5 arguments ({1 + len(outputs)} given)")
-    unique = starts = stops = chunk_runs = None
+    unique: Any = None
+    starts: Any = None
+    stops: Any = None
+    chunk_runs: Any = None
     if len(outputs) == 1:
         (chunk_runs,) = outputs
     elif outputs:

@@ -3,6 +3,8 @@ re-pack check of CudaStructArguments. Same checks, messages and packed bytes."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import pack as _pack
 
 __all__ = [
@@ -79,6 +81,12 @@ class StructCaller:
 
 class StructState:
     __slots__ = ("always", "host", "packed", "packer", "shapes", "values")
+    always: Any
+    host: Any
+    packed: Any
+    packer: Any
+    shapes: Any
+    values: Any
 
     @property
     def host_arrays(self):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy as _copy
 import sys
+from typing import Any
 
 __all__ = ["HostKernel", "device_result", "enable_vectorcall", "host_arguments", "reaches_device"]
 
@@ -131,7 +132,7 @@ class _Traversal:
             return found
         self.keep.append(obj)
         if t is list:
-            new = []
+            new: Any = []
             self.memo[id(obj)] = new
             i = 0
             while i < len(obj):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import threading
 import warnings
+from typing import Any
 
 from . import _selection
 
@@ -212,7 +213,7 @@ class CompiledHostKernel:
         self._done = False
         self._function = None  # the compiled function
         self._error = None
-        self._target = None  # what calls run
+        self._target: Any = None  # what calls run
 
     name = property(lambda self: self._name, doc="The function's name.")
     fallback = property(lambda self: self._fallback, doc='The fallback callable, or None.')

@@ -19,6 +19,7 @@ import warnings
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from .. import _backend, _transfers
 from .._backend import _state as _backend_state
@@ -215,7 +216,7 @@ class Kernel(core.HostKernel):
                     "Kernel: 'host_options' cannot be combined with a ready PyccelKernel; pass "
                     "the options to the PyccelKernel or pass the plain function"
                 )
-            options = None
+            options: Any = None
             wrapped = host_kernel
         else:
             if not callable(host_kernel):
@@ -435,7 +436,7 @@ class Kernel(core.HostKernel):
 
     def _signature_problems(self) -> list:
         host = self.host_parameters()
-        problems = []
+        problems: list = []
         if host is None:
             return problems
         cuda = self._cuda

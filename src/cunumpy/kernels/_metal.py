@@ -67,7 +67,7 @@ def _dims(value, what, *, allow_zero=False):
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"MetalKernel: {what} must be an int or a tuple of 1 to 3 ints, not {value!r}")
     if isinstance(value, (int, np.integer)):
-        dims = (int(value),)
+        dims: tuple[int, ...] = (int(value),)
     elif isinstance(value, (tuple, list)):
         if not 1 <= len(value) <= 3:
             raise ValueError(f"MetalKernel: {what} must have 1 to 3 dimensions, got {len(value)}")

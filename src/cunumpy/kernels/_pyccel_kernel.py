@@ -142,7 +142,9 @@ def _overlap_groups(plan):
     """Indices of the copy-back plan grouped by overlapping device memory (sorted sweep);
     entries that share memory with no other come out as groups of one."""
     spans = sorted((*_extent(device), i) for i, (device, _) in enumerate(plan))
-    groups, current, end = [], [], None
+    groups: list = []
+    current: list = []
+    end = None
     for low, high, i in spans:
         if current and low < end:
             current.append(i)
