@@ -228,7 +228,7 @@ class ParityResults(dict):
         return dict.__contains__(self, key) or self.aliases.get(key) in self.keys()
 
     def get(self, key, default=None):
-        return self.get(key, default)
+        return self[key] if key in self else default  # noqa: SIM401 - dict.get would skip the aliases
 
     def __reduce__(self):
         return (type(self), (dict(self), self.aliases))

@@ -48,9 +48,9 @@ from maybempi import (
 )
 
 from . import _backend, _transfers
+from ._staging import _check_host_dependency, _OnDevice, _producer_dependency, _shape_tuple, _staging_device
 from ._transfers import describe, record
 from .cuda import _devices
-from .memory import _check_host_dependency, _OnDevice, _producer_dependency, _shape_tuple, _staging_device
 
 __all__ = [
     "ABORT_VARIABLE",

@@ -85,7 +85,7 @@ DEVICE_PATH_CALLS = [
     ("cupy.ascontiguousarray", {"a", "dtype"}, "_backend.as_device_array, memory.HostCopy"),
     ("cupy.zeros", {"shape", "dtype"}, "_backend._probe_cupy, memory.DeviceMirror.zero"),
     ("cupy.empty", {"shape", "dtype"}, "cuda._devices.bind_local_device"),
-    ("cupy.cuda.Device", {"device"}, "cuda._devices, memory._OnDevice, profiling (positional)"),
+    ("cupy.cuda.Device", {"device"}, "cuda._devices, _staging._OnDevice, profiling (positional)"),
     ("cupy.cuda.Stream", {"non_blocking"}, "cuda._streams.stream/create_stream, memory.py"),
     ("cupy.cuda.Event", {"disable_timing"}, "cuda._streams, memory.py"),
     ("cupy.cuda.Event.record", {"stream"}, "cuda._streams.record_event, memory.py (positional)"),

@@ -8,6 +8,7 @@ read is reported as an implicit ``sync`` event, like the device wait it stands f
 from __future__ import annotations
 
 import operator
+import types
 from typing import Any, ClassVar
 
 import numpy as np
@@ -116,6 +117,20 @@ class _Flags:
         return "\n".join(f"  {k} : {getattr(self, v)}" for k, v in self._KEYS.items())
 
 
+# NumPy module name -> fake module, for ndarray.__array_function__; _modules fills it in when
+# it builds the modules (it sits above this one).
+_counterparts: dict[str, types.ModuleType] = {}
+
+
+def numpy_counterpart(func):
+    """The fake-CuPy function standing for the NumPy function ``func``, or None."""
+    module = _counterparts.get(getattr(func, "__module__", None) or "")
+    if module is None:
+        return None
+    target = getattr(module, getattr(func, "__name__", ""), None)
+    return target if callable(target) else None
+
+
 class ndarray:
     """A device array of the fake CuPy (host memory standing in for device memory)."""
 
@@ -194,9 +209,7 @@ class ndarray:
         return NotImplemented
 
     def __array_function__(self, func, types, args, kwargs):
-        from . import _modules
-
-        target = _modules.numpy_counterpart(func)
+        target = numpy_counterpart(func)
         if target is None:
             return NotImplemented
         return target(*args, **kwargs)

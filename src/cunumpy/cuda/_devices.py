@@ -10,6 +10,7 @@ import sys
 from typing import Literal
 
 import numpy as np
+from maybempi import local_rank
 
 from .. import _backend
 
@@ -203,9 +204,7 @@ def bind_local_device() -> int | None:
     count = device_count()
     if count < 1:
         return None
-    from .. import mpi
-
-    device = mpi.local_rank() % count
+    device = local_rank() % count
     cupy.cuda.Device(device).use()
     cupy.empty((1,), dtype=np.uint8)  # the first allocation creates the context
     return device

@@ -25,7 +25,6 @@ from .. import _backend, _transfers
 from .._backend import _state as _backend_state
 from .._native import core
 from . import _selection
-from ._catalog import kernel_from_folder
 from ._cuda_kernel import CudaKernel
 from ._host_impl import CompiledHostKernel, HostImplementations, _python_function
 from ._pyccel_kernel import PyccelKernel
@@ -57,7 +56,10 @@ def _is_device_argument(value) -> bool:
 
 
 def _any_device_argument(args) -> bool:
-    return any(type(value) not in _host_types and _is_device_argument(value) for value in args)
+    for value in args:  # noqa: SIM110 - a plain loop: any() over a generator costs more per call
+        if type(value) not in _host_types and _is_device_argument(value):
+            return True
+    return False
 
 
 def _positional_names(function):
@@ -499,10 +501,8 @@ class Kernel(core.HostKernel):
         cuda = "with CUDA" if self._cuda is not None else f"without CUDA (missing_cuda={self._missing_cuda!r})"
         return f"<Kernel {self._name!r} {cuda}, dispatch={self._dispatch!r}>"
 
-    # ------------------------------------------------------------------ folders
-
-    # The folder reader lives in _catalog.py with the other folder helpers.
-    from_folder = classmethod(kernel_from_folder)
+    # from_folder(): the folder reader lives in _catalog.py with the other folder helpers,
+    # which attaches it (the catalog sits above the kernel classes).
 
 
 # CPython < 3.12 does not pass the base's fast call protocol on to Python subclasses.
