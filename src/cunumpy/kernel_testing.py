@@ -29,8 +29,17 @@ import sys
 
 # --- CPU emulation (API.md section 15) --------------------------------------------------
 from ._emulation import (
-    emulated_launches,
-    emulation_compiler,
+    EmulationError as EmulationError,
+    EmulationTimeoutError as EmulationTimeoutError,
+    InitcheckError as InitcheckError,
+    KernelFaultError as KernelFaultError,
+    MemcheckError as MemcheckError,
+    RacecheckError as RacecheckError,
+    compile_for_emulation as compile_for_emulation,
+    emulate_cuda_kernel as emulate_cuda_kernel,
+    emulated_launches as emulated_launches,
+    emulation_cache_dir as emulation_cache_dir,
+    emulation_compiler as emulation_compiler,
 )
 from ._fake_cupy import fake_cupy_active, host_buffer, install_fake_cupy
 from ._parity import (
