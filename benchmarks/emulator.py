@@ -27,14 +27,14 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import ctypes  # noqa: E402
-import shutil  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
+import ctypes
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 SWITCH_TARGET_NS = 10.0
 SWITCH_TARGET_RATIO = 50.0
@@ -169,8 +169,8 @@ def runtime_benchmarks(tmp) -> list[str]:
     reps = ctypes.c_int(COLLECTIVE_REPS)
     barriers = _RuntimeKernel(lib, "barriers", reps)
     shuffles = _RuntimeKernel(lib, "shuffles", reps, out)
-    for name, kernel, what in (("barriers", barriers, "__syncthreads"), ("shuffles", shuffles, "__shfl_xor_sync")):
-        t = _best(lambda: kernel(sum_grid, (256,), fibers=True, workers=1), rounds=3, clock=time.thread_time)
+    for _name, kernel, what in (("barriers", barriers, "__syncthreads"), ("shuffles", shuffles, "__shfl_xor_sync")):
+        t = _best(lambda: kernel(sum_grid, (256,), fibers=True, workers=1), rounds=3, clock=time.thread_time)  # noqa: B023 - called within the same iteration
         print(f"[runtime] {what} alone, {COLLECTIVE_REPS} per thread, 256-thread blocks, 4M threads, 1 worker, "
               f"CPU time: {t / (N_ELEMENTS * COLLECTIVE_REPS) * 1e9:.1f} ns per thread per {what}")
     t1 = _best(lambda: run_sum(1), rounds=3)
@@ -329,8 +329,8 @@ def checks_benchmarks() -> list[str]:
                 rounds = 5 if label == "memcheck" else 2
                 plain, checked = float("inf"), float("inf")
                 for _ in range(rounds):  # interleaved with the unchecked launch
-                    plain = min(plain, _best(lambda: launch(memcheck=False), rounds=1, clock=time.thread_time))
-                    checked = min(checked, _best(lambda: launch(**settings), rounds=1, clock=time.thread_time))
+                    plain = min(plain, _best(lambda: launch(memcheck=False), rounds=1, clock=time.thread_time))  # noqa: B023 - called within the same iteration
+                    checked = min(checked, _best(lambda: launch(**settings), rounds=1, clock=time.thread_time))  # noqa: B023 - called within the same iteration
                 ratio = checked / plain
                 print(f"[checks] {name}: {label} {checked * 1e3:.1f} ms, unchecked {plain * 1e3:.1f} ms "
                       f"(CPU time, one worker), ratio {ratio:.2f} (target <= {target:g})")
