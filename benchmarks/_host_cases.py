@@ -12,7 +12,7 @@ import numpy as np
 
 import cunumpy as xp
 
-__all__ = ["host_algorithm_inputs", "host_algorithm_cases"]
+__all__ = ["host_algorithm_cases", "host_algorithm_inputs"]
 
 
 def host_algorithm_inputs(n, rng, n_cells, n_segments):

@@ -19,11 +19,10 @@ import statistics
 import time
 
 import numpy as np
+from _host_cases import host_algorithm_cases  # beside this script, so on its path
 
 import cunumpy as xp
 from cunumpy._native import core
-
-from _host_cases import host_algorithm_cases  # beside this script, so on its path
 
 SIZES = (1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000)
 

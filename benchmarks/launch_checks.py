@@ -18,15 +18,15 @@ os.environ["CUNUMPY_FAKE_CUPY"] = "1"  # before cunumpy is imported
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import argparse  # noqa: E402
-import statistics  # noqa: E402
-import sys  # noqa: E402
-import timeit  # noqa: E402
+import argparse
+import statistics
+import sys
+import timeit
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import cunumpy as xp  # noqa: E402,F401
-from cunumpy.kernels import CudaKernel  # noqa: E402
+import cunumpy as xp  # noqa: F401
+from cunumpy.kernels import CudaKernel
 
 N_POINTERS, N_VIEWS, N_SCALARS = 20, 2, 7
 TARGETS_US = {29: 1.5, 1: 0.5}
@@ -106,7 +106,7 @@ def main(argv=None) -> int:
     for n_args, kernel, args, empty in ((29, many, args29, empty29), (1, one, args1, empty1)):
         cases = forms(kernel, args, stream)
         fns, bases = [], []
-        for label, kw in cases:
+        for _label, kw in cases:
             fn = call(kernel.prepare_args, args, {}) if kw is None else call(kernel, args, kw)
             fn()  # the first call of each form validates it on the device (the Python path)
             fns.append(fn)

@@ -131,7 +131,8 @@ def callgrind_child(pythonpath, calls, folder, bare=False):
     case_names = json.loads(child.stdout.strip().splitlines()[-1])  # the child's cases in order
     totals = {}
     for name in os.listdir(folder):
-        text = open(os.path.join(folder, name)).read()
+        with open(os.path.join(folder, name)) as f:
+            text = f.read()
         tag = next((int(line.split("case-", 1)[1].split("-")[0]) for line in text.splitlines()
                     if line.startswith("desc: Trigger") and "case-" in line), None)
         total = next((int(line.split()[1]) for line in text.splitlines()

@@ -21,13 +21,13 @@ os.environ["CUNUMPY_FAKE_CUPY"] = "1"  # before cunumpy is imported
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import statistics  # noqa: E402
-import sys  # noqa: E402
-import timeit  # noqa: E402
+import statistics
+import sys
+import timeit
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import cunumpy as xp  # noqa: E402
+import cunumpy as xp
 
 PACK_TARGET_US = 1.5
 CHECK_TARGET_NS = 150.0

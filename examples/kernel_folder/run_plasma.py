@@ -22,7 +22,7 @@ import cunumpy as xp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the package beside this file
 
-import plasma  # noqa: E402
+import plasma
 
 
 def compile_with_pyccel(module):

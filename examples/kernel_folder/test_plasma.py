@@ -16,7 +16,7 @@ from cunumpy import kernel_testing
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from plasma import catalog  # noqa: E402
+from plasma import catalog
 
 
 def test_host_and_cuda_kernels_take_the_same_parameters():

@@ -14,9 +14,12 @@ import os
 import re
 import sys
 import warnings
+from types import ModuleType
+from typing import Any
 
 import array_api_compat.numpy as _np_namespace
 import numpy as np
+from numpy.typing import DTypeLike
 
 from . import _transfers
 from ._transfers import describe, record
@@ -24,8 +27,8 @@ from ._transfers import describe, record
 __all__ = [
     "BACKEND_NAMES",
     "MIN_CUPY_VERSION",
-    "assert_same_backend",
     "as_device_array",
+    "assert_same_backend",
     "backend_info",
     "cupy_available",
     "cupy_version_supported",
@@ -140,7 +143,7 @@ def cupy_version_supported(version: str) -> bool:
 def _probe_cupy() -> tuple[bool, str | None]:
     try:
         import cupy
-    except Exception as exc:  # ImportError, CUDA library errors, anything
+    except Exception as exc:  # noqa: BLE001 - ImportError, CUDA library errors, anything
         return False, f"{type(exc).__name__}: {exc}"
     try:
         if getattr(cupy, "__cunumpy_fake__", False):
@@ -158,7 +161,7 @@ def _probe_cupy() -> tuple[bool, str | None]:
             return False, "no usable CUDA device was found (device count is 0)"
         # A tiny allocation proves the driver and runtime work together.
         cupy.zeros(1).sum().item()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any driver or runtime failure is the reason CuPy is not usable
         return False, f"{type(exc).__name__}: {exc}"
     return True, None
 
@@ -389,7 +392,7 @@ class use_backend(contextlib.ContextDecorator):
 # --------------------------------------------------------------------------- inspection
 
 
-def get_array_backend(a) -> str:
+def get_array_backend(a: Any) -> str:
     """Return the backend an array lives on.
 
     Parameters
@@ -405,7 +408,7 @@ def get_array_backend(a) -> str:
     return "cupy" if is_cupy_array(a) else "numpy"
 
 
-def get_array_module(a):
+def get_array_module(a: Any) -> ModuleType:
     """Return the array namespace of an argument, whatever the active backend.
 
     Parameters
@@ -423,7 +426,7 @@ def get_array_module(a):
     return _np_namespace
 
 
-def is_gpu(a) -> bool:
+def is_gpu(a: Any) -> bool:
     """Tell whether ``a`` is a CuPy (device) array.
 
     Parameters
@@ -439,7 +442,7 @@ def is_gpu(a) -> bool:
     return is_cupy_array(a)
 
 
-def is_cpu(a) -> bool:
+def is_cpu(a: Any) -> bool:
     """Tell whether ``a`` is not a CuPy array (host data, scalars and other objects).
 
     Parameters
@@ -455,7 +458,7 @@ def is_cpu(a) -> bool:
     return not is_cupy_array(a)
 
 
-def same_backend(*arrays) -> bool:
+def same_backend(*arrays: Any) -> bool:
     """Tell whether every argument lives on the same backend.
 
     Parameters
@@ -474,7 +477,7 @@ def same_backend(*arrays) -> bool:
     return all(is_cupy_array(a) == first for a in arrays[1:])
 
 
-def assert_same_backend(*arrays) -> None:
+def assert_same_backend(*arrays: Any) -> None:
     """Refuse arguments that live on different backends.
 
     Parameters
@@ -493,7 +496,7 @@ def assert_same_backend(*arrays) -> None:
         raise TypeError(f"arrays live on different backends ({' and '.join(found)}): {kinds}")
 
 
-def default_float_dtype():
+def default_float_dtype() -> Any:
     """Return the active backend's ``float64``.
 
     Returns
@@ -531,7 +534,7 @@ def host_to_device(a, what: str = "to_cupy"):
     return device
 
 
-def to_numpy(a):
+def to_numpy(a: Any) -> np.ndarray:
     """Return a NumPy array of ``a``, copying from the device where needed.
 
     Parameters
@@ -559,7 +562,7 @@ def to_numpy(a):
     return np.asarray(a)
 
 
-def to_cupy(a):
+def to_cupy(a: Any) -> Any:
     """Return a CuPy array of ``a``, copying host data to the device.
 
     Parameters
@@ -591,7 +594,7 @@ def to_cupy(a):
     return host_to_device(a, "to_cupy")
 
 
-def to_cunumpy(a):
+def to_cunumpy(a: Any) -> Any:
     """Return an array of the active backend.
 
     :func:`to_cupy` on the CuPy backend, :func:`to_numpy` on NumPy (where a NumPy array or
@@ -617,7 +620,7 @@ def to_cunumpy(a):
     return to_numpy(a)
 
 
-def as_device_array(value, dtype=None, ndim=None, *, name=None):
+def as_device_array(value: Any, dtype: DTypeLike | None = None, ndim: int | None = None, *, name: str | None = None) -> Any:
     """Return a C-contiguous device array of one dtype, copying at most once.
 
     Meant for arguments of CUDA kernels, whose pointer parameters need exactly this.
@@ -701,7 +704,8 @@ def synchronize() -> None:
 
 def _numeric_release(version: str) -> tuple[int, int, int]:
     parts = re.findall(r"\d+", str(version).split("+")[0])[:3]
-    return tuple(int(p) for p in parts) + (0,) * (3 - len(parts))
+    major, minor, micro = (*(int(p) for p in parts), 0, 0, 0)[:3]
+    return major, minor, micro
 
 
 @functools.cache
@@ -777,7 +781,7 @@ def backend_info() -> dict:
     info: dict = {"backend": _state.backend}
     try:
         available = cupy_available()
-    except Exception as exc:  # pragma: no cover - cupy_available itself never raises
+    except Exception as exc:  # noqa: BLE001  # pragma: no cover - cupy_available itself never raises
         available, _state.cupy_reason = False, f"{type(exc).__name__}: {exc}"
     info["cupy_available"] = bool(available)
     info["cuda_unavailable_reason"] = None if available else _state.cupy_reason
@@ -786,12 +790,12 @@ def backend_info() -> dict:
     if cupy_version is None:
         try:
             cupy_version = _distribution_version("cupy-cuda13x", "cupy-cuda12x", "cupy")
-        except Exception:
+        except Exception:  # noqa: BLE001 - a report shows a broken package's version as unknown, it does not stop
             cupy_version = None
     versions = {"cunumpy": installed_version(), "numpy": np.__version__, "cupy": cupy_version}
     try:
         versions["array-api-compat"] = _distribution_version("array-api-compat", "array_api_compat")
-    except Exception:
+    except Exception:  # noqa: BLE001 - a report shows a broken package's version as unknown, it does not stop
         versions["array-api-compat"] = None
     info["versions"] = {k: (str(v) if v is not None else None) for k, v in versions.items()}
     info["min_cupy_version"] = MIN_CUPY_VERSION
@@ -801,7 +805,7 @@ def backend_info() -> dict:
     if available:
         try:
             info["device"] = _device_info(cupy)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a report records the driver's failure, whatever its type
             info["cuda_inspection_error"] = f"{type(exc).__name__}: {exc}"
     return info
 

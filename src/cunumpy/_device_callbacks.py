@@ -134,7 +134,7 @@ class DeviceCallbacks:
             def progress(intermediate_result):
                 return callback(intermediate_result=to_device(intermediate_result))
         else:
-            def progress(*args):
+            def progress(*args):  # type: ignore[misc]  # each variant keeps the user's parameters
                 return callback(*(to_device(a) for a in args))
 
         progress.__name__ = getattr(callback, "__name__", "callback")
@@ -152,9 +152,9 @@ class DeviceCallbacks:
         if isinstance(constraints, (list, tuple)):
             return type(constraints)(self.wrap_constraints(c) for c in constraints)
         if type(constraints).__name__ == "NonlinearConstraint":
-            wrapped = copy.copy(constraints)
-            wrapped.fun = self.wrap(constraints.fun)
-            wrapped.jac = self.wrap(constraints.jac)
-            wrapped.hess = self.wrap(constraints.hess, positions=(0, 1))
-            return wrapped
+            nonlinear = copy.copy(constraints)
+            nonlinear.fun = self.wrap(constraints.fun)
+            nonlinear.jac = self.wrap(constraints.jac)
+            nonlinear.hess = self.wrap(constraints.hess, positions=(0, 1))
+            return nonlinear
         return constraints

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
 from . import _backend
 from ._native import core
 
-__all__ = ["host_call", "evaluate_on_host", "setup_on_host"]
+__all__ = ["evaluate_on_host", "host_call", "setup_on_host"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def _to_host(a):
@@ -20,7 +24,7 @@ def _to_device(a):
     return _backend.host_to_device(a, "host_call result")
 
 
-def host_call(fun, *args, **kwargs):
+def host_call(fun: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Call a host-only function with arguments of either backend.
 
     Device arrays among the arguments (also inside tuple, list and dict arguments, at any
@@ -62,7 +66,7 @@ def host_call(fun, *args, **kwargs):
     return core.device_result(result, _to_device, np.ndarray)
 
 
-def evaluate_on_host(method):
+def evaluate_on_host(method: _F) -> _F:
     """Decorate a method so that it runs like :func:`host_call`.
 
     ``self`` is passed unchanged; the other arguments and the result move as in
@@ -90,10 +94,10 @@ def evaluate_on_host(method):
     def wrapper(self, *args, **kwargs):
         return host_call(functools.partial(method, self), *args, **kwargs)
 
-    return wrapper
+    return wrapper  # type: ignore[return-value]  # functools.wraps keeps the signature
 
 
-def setup_on_host(init):
+def setup_on_host(init: _F) -> _F:
     """Decorate an ``__init__`` so that it runs under the NumPy backend.
 
     Arrays made there with ``xp.*`` are NumPy arrays, whatever the active backend.
@@ -121,4 +125,4 @@ def setup_on_host(init):
         with _backend.use_backend("numpy"):
             return init(*args, **kwargs)
 
-    return wrapper
+    return wrapper  # type: ignore[return-value]  # functools.wraps keeps the signature

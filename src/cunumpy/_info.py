@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 from importlib import metadata
+from typing import Any
 
 __all__ = ["OPTIONAL_PACKAGES", "collect", "format_text"]
 
@@ -43,7 +44,7 @@ def _distribution_version(names) -> str | None:
             return metadata.version(name)
         except metadata.PackageNotFoundError:
             continue
-        except Exception:  # broken metadata must not hide the rest of the report
+        except Exception:  # noqa: BLE001 - broken metadata must not hide the rest of the report
             return None
     return None
 
@@ -58,7 +59,7 @@ def _c_core() -> dict:
 
         path = getattr(_native.core, "__file__", None)
         return {"in_use": bool(_native.HAVE_C_CORE), "module": _native.core.__name__, "path": path}
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the report records why the C core is not in use
         return {"in_use": False, "module": None, "path": None, "error": _error(exc)}
 
 
@@ -93,7 +94,7 @@ def _cuda_toolkit() -> dict:
             toolkit["nvcc_version"] = match.group(1).rstrip(".") if match else None
             if match is None:
                 toolkit["nvcc_error"] = f"unrecognised `nvcc --version` output (exit code {completed.returncode})"
-        except Exception as exc:  # a hung or broken nvcc is something to report
+        except Exception as exc:  # noqa: BLE001 - a hung or broken nvcc is something to report
             toolkit["nvcc_error"] = _error(exc)
     return toolkit
 
@@ -104,7 +105,7 @@ def _compiler_version(compiler: str) -> tuple[str | None, str | None]:
         completed = subprocess.run(
             [*shlex.split(compiler), "--version"], capture_output=True, text=True, timeout=20, check=False
         )
-    except Exception as exc:  # a hung or broken compiler is something to report
+    except Exception as exc:  # noqa: BLE001 - a hung or broken compiler is something to report
         return None, _error(exc)
     lines = (completed.stdout or completed.stderr).strip().splitlines()
     if completed.returncode != 0 or not lines:
@@ -130,12 +131,12 @@ def _emulation() -> dict:
     try:
         from ._emulation import _launch
         from ._emulation._build import emulation_cache_dir, emulation_compiler
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the report records why the emulation cannot be inspected
         return {"error": _error(exc)}
     report: dict = {"compiler": None, "compiler_version": None}
     try:
         compiler = emulation_compiler()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the report records the failure and goes on
         compiler = None
         report["compiler_error"] = _error(exc)
     if compiler is not None:
@@ -149,17 +150,17 @@ def _emulation() -> dict:
         usable, detail = _launch.automatic_emulation_status()
         report["automatic"] = usable
         report["automatic_off_reason"] = None if usable else detail
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the report records the failure and goes on
         report["automatic"] = False
         report["automatic_off_reason"] = _error(exc)
-    cache = {"path": None, "exists": False, "size_bytes": 0, "libraries": 0}
+    cache: dict[str, Any] = {"path": None, "exists": False, "size_bytes": 0, "libraries": 0}
     try:
         directory = emulation_cache_dir()
         cache["path"] = str(directory)
         cache["exists"] = directory.is_dir()
         if cache["exists"]:
             cache["size_bytes"], cache["libraries"] = _directory_size(directory)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the report records the failure and goes on
         cache["error"] = _error(exc)
     report["cache"] = cache
     try:
@@ -167,7 +168,7 @@ def _emulation() -> dict:
         report["workers_from"] = (
             "CUNUMPY_EMULATION_THREADS" if os.environ.get("CUNUMPY_EMULATION_THREADS", "").strip() else "xp.threads"
         )
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the report records the failure and goes on
         report["workers"] = None
         report["workers_error"] = _error(exc)
     return report
@@ -210,7 +211,7 @@ def collect() -> dict:
         from .cuda import device_count
 
         cuda["device_count"] = int(device_count())
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the report records the driver's failure and goes on
         cuda["device_count"] = 0
         cuda["device_count_error"] = _error(exc)
     info["cuda"] = cuda
@@ -219,7 +220,7 @@ def collect() -> dict:
     return info
 
 
-def _size_text(size: int) -> str:
+def _size_text(size: float) -> str:
     for unit in ("bytes", "KiB", "MiB", "GiB"):
         if size < 1024 or unit == "GiB":
             return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"

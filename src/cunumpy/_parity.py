@@ -17,6 +17,7 @@ import contextlib
 import os
 import re
 import types
+from typing import NoReturn
 
 import numpy as np
 
@@ -57,7 +58,7 @@ def _kernel_testing():
     return kernel_testing
 
 
-def _skip_or_fail(reason: str):
+def _skip_or_fail(reason: str) -> NoReturn:  # type: ignore[misc]  # pytest.skip and pytest.fail raise
     kt = _kernel_testing()
     pytest = kt._pytest()
     if kt.cuda_required():
@@ -121,7 +122,7 @@ def _fields(obj):
     if hasattr(type(obj), "__cuda_args__"):
         try:
             values = obj.__cuda_args__()
-        except Exception:
+        except Exception:  # noqa: BLE001 - a user's __cuda_args__ that raises has no fields to compare
             return []
         if isinstance(values, tuple):
             return [(f".{i}", v) for i, v in enumerate(values)]
@@ -227,7 +228,7 @@ class ParityResults(dict):
         return dict.__contains__(self, key) or self.aliases.get(key) in self.keys()
 
     def get(self, key, default=None):
-        return self[key] if key in self else default
+        return self[key] if key in self else default  # noqa: SIM401 - dict.get would skip the aliases
 
     def __reduce__(self):
         return (type(self), (dict(self), self.aliases))
@@ -309,7 +310,7 @@ def _without_library_frames(exc: BaseException) -> BaseException:
 def _call(kernel, args, n_threads, grid, block):
     try:
         return kernel(*args, n_threads=n_threads, grid=grid, block=block)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - re-raised: only the traceback is shortened
         raise _without_library_frames(exc)  # noqa: B904 - the same exception, fewer frames
 
 

@@ -28,7 +28,9 @@ _ARCH = "sm_90"
 
 
 def _split_top(text: str, sep: str) -> list[str]:
-    parts, depth, cur = [], 0, []
+    parts: list = []
+    depth = 0
+    cur: list = []
     for c in text:
         if c in "<([":
             depth += 1
@@ -250,9 +252,9 @@ def _toolkit_root():
             return Path(root)
     nvcc = shutil.which("nvcc")
     if nvcc:
-        root = Path(nvcc).resolve().parent.parent
-        if (root / "include").is_dir():
-            return root
+        nvcc_root = Path(nvcc).resolve().parent.parent
+        if (nvcc_root / "include").is_dir():
+            return nvcc_root
     if Path("/usr/local/cuda/include").is_dir():
         return Path("/usr/local/cuda")
     return None
@@ -287,7 +289,7 @@ def _compile_nvcc(source, options, nvcc) -> tuple[bool, str, str]:
         src = Path(tmp, "layout.cu")
         out = Path(tmp, "layout.ptx")
         src.write_text(source, encoding="utf-8")
-        cmd = [nvcc, f"-arch={_ARCH}", "--std=c++17", "-ptx", str(src), "-o", str(out)] + list(options)
+        cmd = [nvcc, f"-arch={_ARCH}", "--std=c++17", "-ptx", str(src), "-o", str(out), *list(options)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         log = proc.stdout + proc.stderr
         if proc.returncode != 0:
@@ -361,7 +363,7 @@ def _gpu_usable() -> bool:
     cupy = sys.modules.get("cupy")
     try:
         return cupy is not None and cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:
+    except Exception:  # noqa: BLE001 - any driver failure means no device to check against
         return False
 
 

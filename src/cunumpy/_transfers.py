@@ -10,8 +10,9 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
+from types import FrameType
 
-__all__ = ["KINDS", "TransferEvent", "record", "sinks", "caller_location"]
+__all__ = ["KINDS", "TransferEvent", "caller_location", "record", "sinks"]
 
 #: Event kinds in report order; ``sync`` is reported in its own section.
 KINDS = ("to_host", "to_device", "kernel_conversion", "fallback", "device_copy", "sync")
@@ -57,7 +58,7 @@ class TransferEvent:
 
 def caller_location() -> str:
     """``"file:line"`` of the innermost frame outside the cunumpy package."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
         if not os.path.abspath(filename).startswith(_PACKAGE_DIR):

@@ -19,8 +19,10 @@ import numpy as np
 
 from . import _backend
 from ._native import core
-from ._reference import morton as _morton_ref
-from ._reference import philox as _philox_ref  # noqa: F401  (re-used by cunumpy.rng)
+from ._reference import (
+    morton as _morton_ref,
+    philox as _philox_ref,  # noqa: F401  (re-used by cunumpy.rng)
+)
 
 __all__ = [
     "MAX_MORTON_LEVELS",
@@ -96,7 +98,7 @@ _FLOAT16 = np.dtype(np.float16)
 
 def _plain(arrays) -> bool:
     """True if every item is exactly a numpy.ndarray (True for none)."""
-    for a in arrays:
+    for a in arrays:  # noqa: SIM110 - a plain loop: all() over a generator costs more on small inputs
         if type(a) is not _ndarray:
             return False
     return True
@@ -143,7 +145,7 @@ def _c_keys(keys: np.ndarray) -> np.ndarray:
 # dimension of a crafted strided view (seconds at 24 dimensions, minutes at 30; NumPy allows
 # 64). Ordinary views need a handful of steps; what is not decided within the bound is refused.
 _OVERLAP_MAX_WORK = 100_000
-_TooHardError = getattr(getattr(np, "exceptions", np), "TooHardError")
+_TooHardError = getattr(np, "exceptions", np).TooHardError
 
 
 def _shares_memory(a: np.ndarray, b: np.ndarray, what: str) -> bool:
@@ -152,7 +154,7 @@ def _shares_memory(a: np.ndarray, b: np.ndarray, what: str) -> bool:
     if not np.may_share_memory(a, b):
         return False
     try:
-        return bool(np.shares_memory(a, b, max_work=_OVERLAP_MAX_WORK))
+        return bool(np.shares_memory(a, b, max_work=_OVERLAP_MAX_WORK))  # type: ignore[arg-type]  # numpy stubs allow only -1 and 0; the bound is documented
     except _TooHardError:
         raise ValueError(
             f"cannot tell quickly whether {what} share memory (strided views with many "
@@ -526,7 +528,7 @@ def _morton_decode_plain(k: np.ndarray, ndim: int):
     if ndim == 3 and n and _max(k) >= _TOP_BIT:
         raise ValueError("3-D keys have 63 bits; 'keys' has larger values")
     if ndim == 3:
-        outs = (np.empty(n, _UINT64), np.empty(n, _UINT64), np.empty(n, _UINT64))
+        outs: tuple[np.ndarray, ...] = (np.empty(n, _UINT64), np.empty(n, _UINT64), np.empty(n, _UINT64))
     else:
         outs = (np.empty(n, _UINT64), np.empty(n, _UINT64))
     core.morton_decode_into(k, outs)
@@ -598,7 +600,7 @@ def sort_by_key(keys, *arrays, axis=0):
         k = _as_host(keys, side, "keys")
         _require_1d(k, "keys")
         n = k.shape[0]
-        hosts = [_as_host(a, side, f"arrays[{i}]") for i, a in enumerate(arrays)]
+        hosts = tuple([_as_host(a, side, f"arrays[{i}]") for i, a in enumerate(arrays)])
     axes = [_axis_of(h, axis, i, n) for i, h in enumerate(hosts)]
     if side == "fake":
         out_keys, ok = _device_empty((n,), k.dtype)
@@ -748,7 +750,7 @@ def _sum_host(values: np.ndarray, keys: np.ndarray, out: np.ndarray, n_segments:
         _sum_host(values.reshape(n, m).astype(np.float32), keys, acc, n_segments, check_first)
         out.reshape(n_segments, m)[...] = acc
         return
-    if rdt.kind not in "fc" or rdt.itemsize not in (4, 8, 16) or rdt.itemsize > 8 and rdt == np.longdouble:
+    if rdt.kind not in "fc" or rdt.itemsize not in (4, 8, 16) or (rdt.itemsize > 8 and rdt == np.longdouble):
         # long double and friends: the twin (np.add.at)
         from ._reference.segment import segment_sum_into as twin
 
@@ -794,7 +796,7 @@ class SegmentPlan:
     one synchronisation, at construction only.
     """
 
-    __slots__ = ("_keys", "_n_segments", "_side", "_device", "_scatter")
+    __slots__ = ("_device", "_keys", "_n_segments", "_scatter", "_side")
 
     def __init__(self, keys, n_segments):
         n_segments = _check_n_segments(n_segments)
@@ -1287,7 +1289,8 @@ def _compact_cupy(mask, arrays, axis):
     n = _check_mask(mask)
     axes = [_axis_of(a, axis, i, n, "mask entry") for i, a in enumerate(arrays)]
     # As on the host: the same view once, other overlapping views refused.
-    todo, seen = [], set()
+    todo: list = []
+    seen: set = set()
     for i, (a, ax) in enumerate(zip(arrays, axes)):
         key = (a.data.ptr, a.shape, a.strides, a.dtype.str, ax)
         if key in seen:

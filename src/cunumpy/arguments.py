@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import ast
 import inspect
-import keyword
 import re
 import typing
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -32,11 +32,7 @@ __all__ = [
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # C++ keywords that the Python keyword list does not cover and that cannot name a field.
 _C_RESERVED = frozenset(
-    "alignas alignof auto bool break case char class const constexpr continue decltype default delete do "
-    "double else enum "
-    "extern float for goto if inline int long namespace new operator private protected public "
-    "register restrict return short signed sizeof static struct switch template this typedef "
-    "typename union unsigned using virtual void volatile while __restrict__ __global__ __device__".split()
+    ["alignas", "alignof", "auto", "bool", "break", "case", "char", "class", "const", "constexpr", "continue", "decltype", "default", "delete", "do", "double", "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "namespace", "new", "operator", "private", "protected", "public", "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "template", "this", "typedef", "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "while", "__restrict__", "__global__", "__device__"]
 )
 _VIEW_INCLUDE = '#include "cunumpy/array_view.cuh"'
 _MAX_VIEW_NDIM = 16
@@ -104,8 +100,10 @@ def _field_layout(p: CudaParameter):
             parts.append(("strides", "<i8", (n,)))
         dt = np.dtype(parts)
         return dt, dt.itemsize, 8
-    dt = p.dtype.newbyteorder("<") if p.dtype.byteorder == ">" else p.dtype
-    return dt, dt.itemsize, _scalar_alignment(dt)
+    scalar: Any = p.dtype
+    if scalar.byteorder == ">":
+        scalar = scalar.newbyteorder("<")
+    return scalar, scalar.itemsize, _scalar_alignment(scalar)
 
 
 def _parse_fields(struct_name, fields):
@@ -142,7 +140,7 @@ def _parse_fields(struct_name, fields):
             ) from None
         if len(raw) != 1:
             raise ValueError(f"CudaStruct {struct_name!r}: field {fname!r} has unsupported type {text!r}")
-        pname, ctype, dtype, pointer, sname, view_ndim, contiguous = raw[0]
+        _pname, ctype, dtype, pointer, _sname, view_ndim, contiguous = raw[0]
         dt = np.dtype(dtype) if dtype is not None else None
         params.append(CudaParameter(fname, ctype, dt, bool(pointer), None, int(view_ndim) or None, bool(contiguous)))
     return tuple(params), tuple(texts)
@@ -209,7 +207,7 @@ class CudaStruct(core.StructCaller):
         specs = []
         for p in self._fields:
             spec = _spec(0, p)
-            specs.append((spec[0], f"field '{p.name}' ({self._type_text(p)} {p.name})") + spec[2:])
+            specs.append((spec[0], f"field '{p.name}' ({self._type_text(p)} {p.name})", *spec[2:]))
         self._packer = core.struct_packer(
             name, tuple(specs), self._offsets, itemsize, self._dtype, self._names, np.void, np.generic, np.empty
         )
@@ -369,7 +367,7 @@ class CudaStruct(core.StructCaller):
             field = stored.get(a.arg, a.arg)
             if a.arg in exclude or field in exclude:
                 continue
-            annotation = inspect.Parameter.empty
+            annotation: Any = inspect.Parameter.empty
             if a.annotation is not None:
                 node = a.annotation
                 if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -474,7 +472,7 @@ class _AnnotationMapper:
 
     def check_contiguous(self):
         """Every name given in ``contiguous=`` is an array field (by field or parameter name)."""
-        fields_of = {}
+        fields_of: dict = {}
         for field, parameter in self.aliases.items():
             fields_of.setdefault(parameter, set()).add(field)
         for name in sorted(self.contiguous_names):
@@ -734,7 +732,7 @@ class CudaStructValue(core.StructValue):
                     f"{missing!r}, unknown fields {unknown!r}"
                 )
             values = tuple(values[n] for n in names)
-        return super().__new__(cls, struct, packed, values)
+        return super().__new__(cls, struct, packed, values)  # type: ignore[call-arg]  # the C base takes three
 
     def __getitem__(self, field):
         try:
@@ -871,7 +869,7 @@ class CudaStructArguments:
 
             d = dict(getattr(self, "__dict__", None) or {})
             slots = {
-                n: getattr(self, n) for n in copyreg._slotnames(type(self))
+                n: getattr(self, n) for n in copyreg._slotnames(type(self))  # type: ignore[attr-defined]  # what pickle uses
                 if n not in ("__dict__", "__weakref__") and hasattr(self, n)
             }
             state = (d or None, slots) if slots else d
@@ -890,7 +888,7 @@ class CudaStructArguments:
 
 
 # ``packed`` and ``__cuda_args__`` are C descriptors: the no-change check is the hot path.
-CudaStructArguments.__cuda_args__, CudaStructArguments.packed = core.struct_arguments_descriptors(
+CudaStructArguments.__cuda_args__, CudaStructArguments.packed = core.struct_arguments_descriptors(  # type: ignore[attr-defined]
     CudaStructArguments, _STATE
 )
 

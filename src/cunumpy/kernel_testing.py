@@ -27,6 +27,20 @@ import signal
 import subprocess
 import sys
 
+# --- CPU emulation (API.md section 15) --------------------------------------------------
+from ._emulation import (
+    EmulationError as EmulationError,
+    EmulationTimeoutError as EmulationTimeoutError,
+    InitcheckError as InitcheckError,
+    KernelFaultError as KernelFaultError,
+    MemcheckError as MemcheckError,
+    RacecheckError as RacecheckError,
+    compile_for_emulation as compile_for_emulation,
+    emulate_cuda_kernel as emulate_cuda_kernel,
+    emulated_launches as emulated_launches,
+    emulation_cache_dir as emulation_cache_dir,
+    emulation_compiler as emulation_compiler,
+)
 from ._fake_cupy import fake_cupy_active, host_buffer, install_fake_cupy
 from ._parity import (
     TEST_ARGS_SETTINGS,
@@ -34,21 +48,6 @@ from ._parity import (
     check_parity,
     device_function_kernel,
     parity_cases,
-)
-
-# --- CPU emulation (API.md section 15) --------------------------------------------------
-from ._emulation import (
-    EmulationError,
-    EmulationTimeoutError,
-    InitcheckError,
-    KernelFaultError,
-    MemcheckError,
-    RacecheckError,
-    compile_for_emulation,
-    emulate_cuda_kernel,
-    emulated_launches,
-    emulation_cache_dir,
-    emulation_compiler,
 )
 
 _EMULATION_NAMES = [
@@ -67,17 +66,17 @@ _EMULATION_NAMES = [
 # --- end of CPU emulation ----------------------------------------------------------------
 
 __all__ = [
-    "BACKENDS",
+    "BACKENDS",  # noqa: F822 - created on first access by the module __getattr__
     "MPI_LAUNCHER_PREFIXES",
-    "backend",
+    "backend",  # noqa: F822 - created on first access by the module __getattr__
     "cuda_required",
     "device_backend_available",
     "fake_cupy_active",
     "fake_cupy_session",
     "host_buffer",
     "install_fake_cupy",
-    "requires_cupy",
-    "requires_device_backend",
+    "requires_cupy",  # noqa: F822 - created on first access by the module __getattr__
+    "requires_device_backend",  # noqa: F822 - created on first access by the module __getattr__
     "run_in_fake_cupy_subprocess",
     *_EMULATION_NAMES,
 ]
@@ -90,9 +89,9 @@ __all__ += [
     "device_function_kernel",
     "high_dim_cuda_views_available",
     "parity_cases",
-    "requires_bounds_check_views",
-    "requires_high_dim_cuda_views",
-    "requires_warp_shuffle",
+    "requires_bounds_check_views",  # noqa: F822 - created on first access by the module __getattr__
+    "requires_high_dim_cuda_views",  # noqa: F822 - created on first access by the module __getattr__
+    "requires_warp_shuffle",  # noqa: F822 - created on first access by the module __getattr__
     "warp_shuffle_available",
 ]
 
@@ -322,7 +321,7 @@ def _on_hip() -> bool:
 
     try:
         return bool(cuda.is_hip())
-    except Exception:
+    except Exception:  # noqa: BLE001 - any driver failure means not HIP
         return False
 
 

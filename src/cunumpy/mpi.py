@@ -23,12 +23,15 @@ import stat
 import sys
 import threading
 import time
+from typing import Any
 
 try:  # the pipe check before an abort; absent on Windows, where nothing is waited for
     import fcntl
     import termios
 except ImportError:  # pragma: no cover - Windows
-    fcntl = termios = None
+    fcntl = termios = None  # type: ignore[assignment]  # absent on Windows
+
+import contextlib
 
 import numpy as np
 from maybempi import (
@@ -45,9 +48,9 @@ from maybempi import (
 )
 
 from . import _backend, _transfers
+from ._staging import _check_host_dependency, _OnDevice, _producer_dependency, _shape_tuple, _staging_device
 from ._transfers import describe, record
 from .cuda import _devices
-from .memory import _check_host_dependency, _OnDevice, _producer_dependency, _shape_tuple, _staging_device
 
 __all__ = [
     "ABORT_VARIABLE",
@@ -113,7 +116,7 @@ def _copy_with_explicit_upload(copy):
             source = _explicit_upload(source)
         return copy(source, target, offset)
 
-    copy_to_target.__wrapped__ = copy
+    copy_to_target.__wrapped__ = copy  # type: ignore[attr-defined]  # as functools.wraps sets it
     return copy_to_target
 
 
@@ -125,7 +128,7 @@ def _copy_pieces_with_explicit_upload(copy_pieces):
             sources = [_explicit_upload(p) if _is_host_array(p) else p for p in sources]
         return copy_pieces(sources, targets)
 
-    copy_pieces_to_targets.__wrapped__ = copy_pieces
+    copy_pieces_to_targets.__wrapped__ = copy_pieces  # type: ignore[attr-defined]  # as functools.wraps sets it
     return copy_pieces_to_targets
 
 
@@ -230,8 +233,8 @@ def _install_abort_hooks() -> None:
                 if args.exc_type is not SystemExit:  # a thread's sys.exit() ends the thread only
                     _abort_job(args.exc_type, getattr(args.thread, "name", None))
 
-        excepthook.__wrapped__ = previous
-        thread_excepthook.__wrapped__ = previous_thread
+        excepthook.__wrapped__ = previous  # type: ignore[attr-defined]  # as functools.wraps sets it
+        thread_excepthook.__wrapped__ = previous_thread  # type: ignore[attr-defined]  # as functools.wraps sets it
         sys.excepthook = excepthook
         threading.excepthook = thread_excepthook
         _hooks_installed = True
@@ -248,7 +251,7 @@ def _abort_job(exc_type, thread_name: str | None = None) -> None:
     try:
         if mpi is None or not mpi.Is_initialized() or mpi.Is_finalized() or mpi.COMM_WORLD.Get_size() < 2:
             return
-    except Exception:
+    except Exception:  # noqa: BLE001 - an exit hook must not raise; a broken MPI has no job to abort
         return
     code = 130 if exc_type is KeyboardInterrupt else 1
     where = "" if thread_name is None else f" in thread {thread_name!r}"
@@ -257,10 +260,8 @@ def _abort_job(exc_type, thread_name: str | None = None) -> None:
         f"calling MPI_Abort(MPI_COMM_WORLD, {code}) to end the job "
         f"({ABORT_VARIABLE}=0 turns this off)"
     )
-    try:
+    with contextlib.suppress(Exception):
         mpi.COMM_WORLD.Abort(code)
-    except Exception:
-        pass
 
 
 def _type_name(exc_type) -> str:
@@ -273,7 +274,7 @@ def _type_name(exc_type) -> str:
 def _rank_of(comm) -> str:
     try:
         return f"rank {int(comm.Get_rank())} of {int(comm.Get_size())}"
-    except Exception:
+    except Exception:  # noqa: BLE001 - only a label for a message
         return "a rank"
 
 
@@ -291,15 +292,11 @@ def _hand_over_output(line: str | None = None, timeout: float = _HAND_OVER_SECON
     not enough; the bytes must have left the pipe before ``Abort`` is called.
     """
     if line is not None and sys.stderr is not None:
-        try:
+        with contextlib.suppress(Exception):
             sys.stderr.write(line + "\n")
-        except Exception:
-            pass
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(Exception):  # None, closed or broken
             stream.flush()
-        except Exception:  # None, closed or broken
-            pass
     _wait_for_pipe_readers((1, 2), timeout)
 
 
@@ -320,10 +317,8 @@ def _wait_for_pipe_readers(fds, timeout: float) -> bool:
     while pipes:
         pending = 0
         for fd in pipes:
-            try:
+            with contextlib.suppress(OSError):
                 pending += int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, bytes(4)), sys.byteorder)
-            except OSError:
-                pass
         if not pending:
             return True
         if time.monotonic() >= deadline:
@@ -409,20 +404,20 @@ def _probe_ring(comm) -> bool:
         send = cupy.asarray(_probe_pattern(rank))
         received = cupy.zeros(expected.shape, expected.dtype)
         synchronize_for_mpi(send, received)
-    except Exception:
+    except Exception:  # noqa: BLE001 - any failure of the probe means not CUDA-aware
         ok, send, received = False, None, None
     requests = []
     host_received = None
     try:
         requests.append(comm.Irecv(received, source=left, tag=_PROBE_TAG))
-    except Exception:
+    except Exception:  # noqa: BLE001 - any failure of the probe means not CUDA-aware
         ok, received = False, None
     if received is None:
         host_received = np.zeros_like(expected)
         requests.append(comm.Irecv(host_received, source=left, tag=_PROBE_TAG))
     try:
         requests.append(comm.Isend(send, dest=right, tag=_PROBE_TAG))
-    except Exception:
+    except Exception:  # noqa: BLE001 - any failure of the probe means not CUDA-aware
         ok = False
         # A message the right neighbour will reject: only a failed local send sends it.
         requests.append(comm.Isend(np.full(expected.shape, -1, expected.dtype), dest=right, tag=_PROBE_TAG))
@@ -472,11 +467,11 @@ def mpi_is_cuda_aware(comm=None, *, method: str = "probe") -> bool:
     _watch(comm)
     try:
         local = _probe_ring(comm)
-    except Exception:
+    except Exception:  # noqa: BLE001 - any failure of the probe means not CUDA-aware
         local = False
     try:
         answer = all(comm.allgather(bool(local)))
-    except Exception:
+    except Exception:  # noqa: BLE001 - any failure of the probe means not CUDA-aware
         answer = False
     set_mpi_cuda_aware(answer)
     return answer
@@ -822,7 +817,7 @@ def mpi_buffer(array, *, send=True, recv=False, cuda_aware=None, staging=None, s
 class _BufferContext:
     """The context manager :func:`mpi_buffer` returns (single use)."""
 
-    __slots__ = ("_array", "_send", "_recv", "_aware", "_staging", "_stream", "_event", "_source", "_host", "_held")
+    __slots__ = ("_array", "_aware", "_event", "_held", "_host", "_recv", "_send", "_source", "_staging", "_stream")
 
     def __init__(self, array, send, recv, aware, staging, stream, event):
         self._array = array
@@ -832,7 +827,7 @@ class _BufferContext:
         self._staging = staging
         self._stream = stream
         self._event = event
-        self._source = None  # the contiguous array MPI (or the staging copy) works on
+        self._source: Any = None  # the contiguous array MPI (or the staging copy) works on
         self._host = None
         self._held = False
 
@@ -952,7 +947,7 @@ def _descriptors(kind: str, items, peer: str, receiving: bool) -> tuple[list, li
         try:
             array, rank, tag = item
             plain = type(rank) is int and type(tag) is int and tag >= 0
-        except Exception:  # not a 3-sequence, or a hostile __iter__
+        except Exception:  # noqa: BLE001 - not a 3-sequence, or a hostile __iter__
             plain = False
         if not plain:
             array, rank, tag = items[index] = _normalised(kind, index, item, peer)
@@ -992,7 +987,7 @@ def _plain_columns(items: list, receiving: bool):
         return (), (), ()
     try:
         arrays, ranks, tags = zip(*items, strict=True)
-    except Exception:  # malformed, or a hostile __iter__: the slow path reports it
+    except Exception:  # noqa: BLE001 - malformed, or a hostile __iter__: the slow path reports it
         return None
     if set(map(type, ranks)) != {int} or set(map(type, tags)) != {int} or min(tags) < 0:
         return None
@@ -1040,7 +1035,7 @@ def _integer(where: str, name: str, value) -> int:
 class _Entry:
     """One prepared special buffer of an exchange: what MPI gets and how to copy it back."""
 
-    __slots__ = ("index", "array", "buffer", "host", "pack", "device_id", "is_send")
+    __slots__ = ("array", "buffer", "device_id", "host", "index", "is_send", "pack")
 
     def __init__(self, index, array, is_send):
         self.index = index
@@ -1059,10 +1054,8 @@ def _abort(comm, error: BaseException) -> None:
         f"cunumpy.mpi: exchange() failed on {_rank_of(comm)} ({_type_name(type(error))}: {error}); "
         "calling MPI_Abort(comm, 1) because the other ranks would wait for its messages forever"
     )
-    try:
+    with contextlib.suppress(Exception):  # the original error is what the caller needs to see
         comm.Abort(1)
-    except Exception:  # the original error is what the caller needs to see
-        pass
 
 
 def exchange(comm, sends=(), receives=(), cuda_aware=None) -> None:
@@ -1242,7 +1235,7 @@ def _received_items(status, entry) -> int:
         return size
     try:
         nbytes = int(status.Get_count())
-    except Exception:
+    except Exception:  # noqa: BLE001 - without a readable status the whole buffer counts
         return size
     itemsize = int(entry.array.dtype.itemsize)
     return max(0, min(size, nbytes // itemsize)) if itemsize else size

@@ -81,7 +81,7 @@ def _evaluate(function, name, module, p, args, device):
 def _host_flags(*flags) -> list[bool]:
     """Several 0-d booleans read to the host at once: one synchronisation on CuPy."""
     first = flags[0]
-    if isinstance(first, np.ndarray) or isinstance(first, (bool, np.bool_)):
+    if isinstance(first, (np.ndarray, bool, np.bool_)):
         return [bool(f) for f in flags]
     return sys.modules["cupy"].stack(flags).tolist()
 

@@ -35,7 +35,7 @@ def _has_gpu_support(PETSc) -> tuple[bool, str]:
         try:
             if PETSc.Sys.hasExternalPackage(package):
                 return True, package
-        except Exception:
+        except Exception:  # noqa: BLE001 - a PETSc build that cannot answer has no such package
             continue
     return False, ""
 

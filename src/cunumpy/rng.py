@@ -14,11 +14,11 @@ import math
 import operator
 import sys
 import threading
+from typing import Any
 
 import numpy as np
 
-from . import _backend
-from . import threads as _threads
+from . import _backend, threads as _threads
 from ._native import core
 from ._reference import philox as _philox_ref
 
@@ -86,7 +86,7 @@ class RandomStreams:
     """
 
     def __init__(self):
-        self._sequence: np.random.SeedSequence | None = None
+        self._sequence: Any = None  # a SeedSequence once seeded
         self._bit_generator = "PCG64"
         self._generators: dict[str, object] = {}
 
@@ -305,7 +305,7 @@ def _draw_shape(size):
     """``size`` as a shape of non-negative ints, or None when it is anything else."""
     try:
         if isinstance(size, (int, np.integer)):
-            shape = (operator.index(size),)
+            shape: tuple[int, ...] = (operator.index(size),)
         elif isinstance(size, tuple):
             shape = tuple(operator.index(d) for d in size)
         else:
@@ -344,7 +344,7 @@ def _parallel_uniform(gen, size, low, high, plain):
     count = -(-n // chunk)
     out = np.empty(shape, dtype=np.float64)
     bit_generator = gen.bit_generator
-    kind = type(bit_generator)
+    kind: Any = type(bit_generator)
     with bit_generator.lock:
         start = bit_generator.state
         copies = []
@@ -356,7 +356,7 @@ def _parallel_uniform(gen, size, low, high, plain):
         core.bitgen_fill(tuple(copies), chunk, out.reshape(-1), low, span, plain)
         # The last copy stands where the sequential draw ends; advance() dropped the buffered
         # 32-bit half-word, which draws of doubles leave alone.
-        end = copies[-1].state
+        end: Any = copies[-1].state
         end["has_uint32"], end["uinteger"] = start["has_uint32"], start["uinteger"]
         bit_generator.state = end
     return out
@@ -433,7 +433,7 @@ def _philox_plain(kind: int, seed, stream, counter):
         flat = flat.view(_UINT64)  # int64 to uint64 is modulo 2**64: the same bits, no copy
     out0 = np.empty(shape, dtype=_FLOAT64)
     flat0 = out0 if len(shape) == 1 else out0.reshape(-1)
-    if kind == _UNIFORM or kind == _NORMAL:
+    if kind in (_UNIFORM, _NORMAL):
         core.philox_fill(kind, s, t, flat, flat0, None)
         return out0
     out1 = np.empty(shape, dtype=_FLOAT64)
@@ -504,7 +504,7 @@ def _philox_cupy(kind, cp, arrays):
     arrays = [cp.asarray(a).astype(cp.uint64) for a in arrays]
     shape = np.broadcast_shapes(*(a.shape for a in arrays))
     arrays = [cp.broadcast_to(a, shape) for a in arrays]
-    x0, x1, x2, x3 = _philox_ref._words(*arrays, xp=cp)
+    x0, x1, x2, x3 = _philox_ref._words(*arrays, xp=cp)  # type: ignore[misc]  # arrays: seed, stream, counter
     u0, u1 = _philox_ref._u53(x0, x1, xp=cp), _philox_ref._u53(x2, x3, xp=cp)
     if kind == _UNIFORM:
         return u0

@@ -26,9 +26,10 @@ import contextlib
 import sys
 import threading
 
+from . import _backend
 from ._native import core as _core
 
-__all__ = ["get_num_threads", "set_num_threads", "num_threads", "register_threadpoolctl"]
+__all__ = ["get_num_threads", "num_threads", "register_threadpoolctl", "set_num_threads"]
 
 _lock = threading.Lock()
 
@@ -139,9 +140,7 @@ def register_threadpoolctl() -> bool:
                 set_num_threads(min(max(1, int(num_threads)), _MAX_THREADS))
 
             def get_version(self):
-                from . import __version__
-
-                return __version__
+                return _backend.installed_version()  # cunumpy.__version__, without importing the package
 
         threadpoolctl.register(CunumpyController)
         _registered_with = threadpoolctl

@@ -43,7 +43,7 @@ __all__ = [
     "assert_same_backend",
     "backend_info",
     "cupy_available",
-    "cupy_backend",
+    "cupy_backend",  # noqa: F822 - created on first access by the module __getattr__
     "cupy_version_supported",
     "default_float_dtype",
     "get_array_backend",
@@ -51,7 +51,7 @@ __all__ = [
     "get_backend",
     "is_cpu",
     "is_gpu",
-    "numpy_backend",
+    "numpy_backend",  # noqa: F822 - created on first access by the module __getattr__
     "same_backend",
     "set_backend",
     "synchronize",

@@ -29,8 +29,8 @@ file), not of ``MIN_CUPY_VERSION``: names added after the minimum would not be c
 """
 
 from __future__ import annotations
-
 import __future__
+
 import argparse
 import importlib
 import inspect
@@ -97,7 +97,7 @@ def _foreign(owner: str, value) -> bool:
     if isinstance(value, __future__._Feature):
         return True
     if isinstance(value, types.ModuleType):
-        return not value.__name__.split(".")[0] in ("cupy", "cupyx", "cupy_backends")
+        return value.__name__.split(".")[0] not in ("cupy", "cupyx", "cupy_backends")
     return False
 
 
@@ -108,7 +108,7 @@ def public_names(owner: str, obj) -> list[str]:
             continue
         try:
             value = getattr(obj, name)
-        except Exception:  # a property that needs a device, say
+        except Exception:  # noqa: BLE001 - a property that needs a device, say
             names.append(name)
             continue
         if not _foreign(owner, value):
@@ -158,7 +158,7 @@ def device_properties(source: str | None):
     try:
         keys = sorted(cupy.cuda.runtime.getDeviceProperties(0))
         return {"source": "getDeviceProperties(0)", "keys": keys}
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the failure is recorded in the output
         failure = f"{type(exc).__name__}: {exc}"
     if source is None:
         return {"source": None, "keys": None, "error": failure}

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md", ROOT / "src" / "cunumpy" / "LLM_GUIDE.md"]
+PAGES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md", ROOT / "src" / "cunumpy" / "LLM_GUIDE.md"]
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*(\{[^}]*\})?\s*([^\s`]*)")
 PYTHON = {"python", "py", "python3"}
 SHELL = {"sh", "bash", "console", "shell"}

@@ -204,9 +204,7 @@ def _members(cls):
             yield name, value.__doc__
         elif isinstance(value, (staticmethod, classmethod)):
             yield name, value.__func__.__doc__
-        elif inspect.isfunction(value):
-            yield name, value.__doc__
-        elif type(value).__name__ in ("getset_descriptor", "member_descriptor", "method_descriptor"):
+        elif inspect.isfunction(value) or type(value).__name__ in ("getset_descriptor", "member_descriptor", "method_descriptor"):
             yield name, value.__doc__
 
 

@@ -49,7 +49,7 @@ def main() -> int:
     zero = (*[cp.zeros(0) for _ in range(20)], cp.zeros((0, 3)), cp.zeros((0, 2, 2), cp.float32), *scalars)
     try:
         raw((1,), (128,), raw_args)
-    except Exception as exc:  # CuPy versions without structured scalars as arguments
+    except Exception as exc:  # noqa: BLE001 - CuPy versions without structured scalars as arguments
         print(f"CuPy's RawKernel does not take the view records ({type(exc).__name__}: {exc}); "
               "comparing against an empty Python function instead")
         raw_call = None

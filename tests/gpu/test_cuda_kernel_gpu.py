@@ -1,7 +1,6 @@
 """CudaKernel on a real GPU: compilation, the driver launch path, every parameter kind,
 launch validation, shared memory above 48 KiB, streams, check_finite and debug mode."""
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -10,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import cunumpy as xp
 from cunumpy._native import core
 from cunumpy.kernels import CudaKernel, CudaKernelVariants
 
@@ -128,7 +126,7 @@ def test_check_finite_names_the_argument(cp):
 def test_variants_compile_all_in_threads(cp):
     v = CudaKernelVariants(lambda dt, n: kernel("add_one", template_args=(dt, n)))
     v.compile_all([(np.float32, 1), (np.float64, 2), (np.float64, 3)], jobs=2)
-    assert all(v.get(*key).is_compiled for key in v.keys())
+    assert all(v.get(*key).is_compiled for key in v)
 
 
 def test_all_from_file_shares_one_module(cp):

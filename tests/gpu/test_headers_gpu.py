@@ -40,7 +40,7 @@ def test_warp_operations_with_sparse_masks(cp, mask):
     out = cp.full(5 * 32, -12345, dtype=cp.int64)
     CudaKernel.from_file(HEADERS, "warp_ops")(cp.asarray(host), mask, out, grid=1, block=32)
     got = cp.asnumpy(out).reshape(32, 5)
-    lanes = [l for l in range(32) if (mask >> l) & 1]
+    lanes = [lane for lane in range(32) if (mask >> lane) & 1]
     vals = host[lanes]
     for rank, lane in enumerate(lanes):
         assert got[lane].tolist() == [vals.sum(), vals.min(), vals.max(), vals[: rank + 1].sum(), vals[:rank].sum()]

@@ -8,9 +8,9 @@ staging path then really go through MPI.
 
 import numpy as np
 import pytest
+from conftest import device_run
 
 import cunumpy as xp
-from conftest import device_run
 
 
 def global_field(i, j):
@@ -210,10 +210,9 @@ def test_a_rank_raising_inside_mpi_buffer_copies_nothing_back_and_unlocks(comm, 
     class Failure(Exception):
         pass
 
-    with pytest.raises(Failure):
-        with staging.buffer(target, send=False, recv=True) as rbuf:
-            comm.Sendrecv(xp.to_numpy(outgoing), dest=right, sendtag=8, recvbuf=rbuf, source=left, recvtag=8)
-            raise Failure
+    with pytest.raises(Failure), staging.buffer(target, send=False, recv=True) as rbuf:
+        comm.Sendrecv(xp.to_numpy(outgoing), dest=right, sendtag=8, recvbuf=rbuf, source=left, recvtag=8)
+        raise Failure
     np.testing.assert_array_equal(xp.to_numpy(target), np.full(3, -1.0))
     # The staging is free again and works.
     with staging.buffer(target, send=False, recv=True) as rbuf:

@@ -14,8 +14,8 @@ with ``CUNUMPY_FAKE_CUPY=1`` (both are imported as ``cupy``, so they cannot shar
 """
 
 from __future__ import annotations
-
 import __future__
+
 import argparse
 import ast
 import importlib
@@ -216,7 +216,7 @@ def _public_names(obj) -> set[str]:
             continue
         try:
             value = getattr(obj, name)
-        except Exception:  # a property that needs a device, say
+        except Exception:  # noqa: BLE001 - a property that needs a device, say
             names.add(name)
             continue
         if not _foreign(value):
@@ -284,7 +284,7 @@ def _real_surface(modules) -> dict:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     value = getattr(module, attr)
-            except Exception:
+            except Exception:  # noqa: BLE001 - an attribute that cannot be read is not part of the surface
                 continue
             if callable(value) and not isinstance(value, types.ModuleType):
                 params = parameters(value)
@@ -422,8 +422,7 @@ def cupy_uses(source_root: pathlib.Path = ROOT / "src" / "cunumpy") -> dict[str,
         scopes = [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
         for scope in scopes:
             bound: dict[str, str] = {}
-            body_nodes = list(ast.walk(scope)) if scope is not tree else [
-                n for n in ast.walk(tree)]
+            body_nodes = list(ast.walk(scope)) if scope is not tree else list(ast.walk(tree))
             for node in body_nodes:
                 if isinstance(node, ast.Import):
                     for alias in node.names:

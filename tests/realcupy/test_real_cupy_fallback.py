@@ -22,7 +22,7 @@ def _gpu_usable() -> bool:
         import cupy
 
         return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:
+    except Exception:  # noqa: BLE001 - any driver failure means no GPU
         return False
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from cunumpy.kernel_testing import fake_cupy_active, run_in_fake_cupy_subprocess
 
+
 def active_fake_cupy():
     """The fake CuPy module (or the stand-in plugin) when this process runs on it, else None."""
     return sys.modules["cupy"] if fake_cupy_active() else None

@@ -1,17 +1,15 @@
 """cunumpy.algorithms: the C core against its pure-Python twins, and the public API on both
 backends (NumPy and, with CUNUMPY_FAKE_CUPY=1, the fake CuPy)."""
 
+import contextlib
 import ctypes
 import os
 import shutil
 import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import cunumpy as xp
 from cunumpy import _reference
@@ -383,10 +381,8 @@ def test_c_functions_do_not_leak():
         core.compact_in_place(mask, (vals.copy(), pos.copy()))
         core.philox_fill(2, np.ones(1, np.uint64), np.ones(1, np.uint64), np.arange(500, dtype=np.uint64), np.empty(500))
         core.segment_runs(sk)
-        try:
+        with contextlib.suppress(ValueError):
             core.segment_sum_into(vals, keys, np.empty((10, 3)), True)
-        except ValueError:
-            pass
 
     for _ in range(200):
         calls()
@@ -457,7 +453,7 @@ def test_radix_argsort_large_inputs_match_twin(dtype, dist):
 def test_sort_by_key_large_wide_keys(on_backend):
     rng = np.random.default_rng(9)
     keys = rng.integers(-(2**62), 2**62, 200_003)
-    sk, order = A.sort_by_key(dev(keys))
+    _sk, order = A.sort_by_key(dev(keys))
     np.testing.assert_array_equal(host(order), np.argsort(keys, kind="stable"))
 
 
@@ -850,7 +846,7 @@ def test_cupy_code_paths_on_the_fake(device_only, monkeypatch):
     np.testing.assert_allclose(host(out), expect)
     with pytest.raises(ValueError, match="keys"):
         A.segment_sum(dv, dk, 5)
-    sk, order, moved = A.sort_by_key(dk, dv)
+    _sk, order, moved = A.sort_by_key(dk, dv)
     np.testing.assert_array_equal(host(order), np.argsort(keys, kind="stable"))
     np.testing.assert_array_equal(host(moved), vals[np.argsort(keys, kind="stable")])
     cells = np.sort(rng.integers(0, 5, 50))

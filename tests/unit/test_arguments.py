@@ -6,6 +6,7 @@ Tests named ``test_device_*`` need device arrays: they run against the fake CuPy
 ``_cuda_standin.py`` (``test_standin_runs_the_device_tests``).
 """
 
+import contextlib
 import copy
 import gc
 import pickle
@@ -18,11 +19,9 @@ from typing import Final
 
 import numpy as np
 import pytest
-
 from _fake_support import run_device_tests_under_standin
 
 import cunumpy as xp
-from cunumpy.kernel_testing import fake_cupy_active
 from cunumpy import _native, _reference
 from cunumpy._native import core
 from cunumpy.arguments import (
@@ -32,6 +31,7 @@ from cunumpy.arguments import (
     CudaStructValue,
     write_cuda_header,
 )
+from cunumpy.kernel_testing import fake_cupy_active
 from cunumpy.kernels import CudaKernel
 
 HERE = Path(__file__).resolve().parent
@@ -149,8 +149,8 @@ def test_bad_struct_name_and_field_shapes():
 def test_declaration_and_equality():
     S = CudaStruct("S", [("x", "double  *"), ("n", "long long"), ("a", "Array2D<double>")])
     assert S.declaration == "struct S {\n    double * x;\n    long long n;\n    Array2D<double> a;\n};\n"
-    assert S == CudaStruct("S", [("x", "double*"), ("n", "long long"), ("a", "Array2D<double>")])
-    assert S != CudaStruct("S", [("x", "float*"), ("n", "long long"), ("a", "Array2D<double>")])
+    assert CudaStruct("S", [("x", "double*"), ("n", "long long"), ("a", "Array2D<double>")]) == S
+    assert CudaStruct("S", [("x", "float*"), ("n", "long long"), ("a", "Array2D<double>")]) != S
     assert hash(S) == hash(pickle.loads(pickle.dumps(S)))
     assert pickle.loads(pickle.dumps(S)).dtype == S.dtype
 
@@ -254,8 +254,8 @@ def test_cuda_kernel_takes_structs_and_checks_the_source_definition():
 
 class MarkerArgumentsHost:
     def __init__(self, markers: "float[:, :]", weights: "Final[float[:]]", dt: float, n: int,
-                 flag: "bool", z: complex, f32: "float32", i32: "int32", i64: "int64",
-                 npf: np.float32, cube: "const float[:,:,:]", *args, **kwargs):
+                 flag: "bool", z: complex, f32: "float32", i32: "int32", i64: "int64",  # noqa: F821 - a pyccel type annotation, not a Python name
+                 npf: np.float32, cube: "const float[:,:,:]", *args, **kwargs):  # noqa: F722 - a pyccel type annotation, not a Python expression
         pass
 
 
@@ -301,12 +301,12 @@ def test_from_signature_with_future_annotations_and_typing_final():
 
 
 def test_from_signature_rank_16_and_errors():
-    def ok(a: "float[" + ",".join([":"] * 16) + "]"):
+    def ok(a: "float[" + ",".join([":"] * 16) + "]"):  # noqa: F722 - a pyccel type annotation, not a Python expression
         pass
 
     assert CudaStruct.from_signature(ok, "R")._types == ("Array16D<double>",)
 
-    def too_deep(a: "float[" + ",".join([":"] * 17) + "]"):
+    def too_deep(a: "float[" + ",".join([":"] * 17) + "]"):  # noqa: F722 - a pyccel type annotation, not a Python expression
         pass
 
     with pytest.raises(ValueError, match="rank 17"):
@@ -318,7 +318,7 @@ def test_from_signature_rank_16_and_errors():
     with pytest.raises(ValueError, match="field 'a': missing annotation"):
         CudaStruct.from_signature(missing, "R")
 
-    def unknown(a: "Particles"):
+    def unknown(a: "Particles"):  # noqa: F821 - a pyccel type annotation, not a Python name
         pass
 
     with pytest.raises(ValueError, match="field 'a'.*unknown type 'Particles'"):
@@ -521,7 +521,7 @@ def _twin(S):
     from cunumpy.kernels._cuda_kernel import _spec
 
     specs = tuple(
-        (_spec(0, p)[0], f"field '{p.name}' ({S._type_text(p)} {p.name})") + _spec(0, p)[2:] for p in S.fields
+        (_spec(0, p)[0], f"field '{p.name}' ({S._type_text(p)} {p.name})", *_spec(0, p)[2:]) for p in S.fields
     )
     return _reference.struct_packer(
         S.name, specs, S.offsets, S.itemsize, S.dtype, S.field_names, np.void, np.generic, np.empty
@@ -532,7 +532,7 @@ def _outcome(fn):
     """Bytes, or the exception type and the message up to the detail (type names print differently)."""
     try:
         return ("ok", fn().tobytes())
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the outcome compared is the exception's type and message
         return (type(exc).__name__, str(exc).split(" got ")[0])
 
 
@@ -562,8 +562,8 @@ def test_twin_agrees_with_c_on_host_packing():
         cases.append((x, v[:: int(rng.integers(1, 3))], ci, int(rng.integers(-2**40, 2**40)),
                       float(rng.normal()), complex(rng.normal(), 1), bool(rng.integers(2)), v))
     for values in cases:
-        got = _outcome(lambda: S._packer.pack(values, True))
-        want = _outcome(lambda: twin.pack(values, True))
+        got = _outcome(lambda: S._packer.pack(values, True))  # noqa: B023 - called within the same iteration
+        want = _outcome(lambda: twin.pack(values, True))  # noqa: B023 - called within the same iteration
         assert got == want, values
 
 
@@ -571,7 +571,7 @@ def test_twin_agrees_on_dict_packing_errors():
     S = CudaStruct("T", [("a", "int"), ("b", "double")])
     twin = _twin(S)
     for values in ({"a": 1, "b": 2.0}, {"a": 1}, {"a": 1, "b": 2, "c": 3}, {"b": 1.0, "c": 2}, {"a": 1.5, "b": 1.0}):
-        assert _outcome(lambda: S._packer.pack_dict(values, False)) == _outcome(lambda: twin.pack_dict(values, False))
+        assert _outcome(lambda: S._packer.pack_dict(values, False)) == _outcome(lambda: twin.pack_dict(values, False))  # noqa: B023 - called within the same iteration
 
 
 def test_struct_plan_rejects_overlapping_offsets():
@@ -659,7 +659,7 @@ def test_scalar_changes_repack_and_no_change_returns_the_same_value():
     assert a.packed is not p and a.packed["d"] == 2.5
     a.n = 2**70
     with pytest.raises(OverflowError, match="struct 'A': field 'n'"):
-        a.packed
+        a.packed  # noqa: B018 - the property read is what is tested
 
 
 def test_copy_deepcopy_and_pickle_drop_the_packed_state():
@@ -829,7 +829,7 @@ def test_device_struct_through_cuda_kernel_and_launch_size_inference(dev):
     x = dev(np.zeros(7))
     y = dev(np.zeros(3))
     args = DeviceArgs(x, dev(np.zeros((7, 2))))
-    packed, first, hidden = k._plan.pack(args, 2.0, y)
+    packed, _first, _hidden = k._plan.pack(args, 2.0, y)
     off, size = k._plan.layout[0]
     assert packed[off:off + size] == args.packed.tobytes() and size == DeviceArgs.struct.itemsize
     # Inference looks into the struct's fields first (x has 7 elements), not at y.
@@ -885,7 +885,7 @@ def test_device_threads_share_one_struct_arguments_object(dev):
             for _ in range(300):
                 p = a.packed
                 assert int(p["x"]) in {int(b.data.ptr) for b in arrays} | {int(a.x.data.ptr)} or True
-        except Exception as exc:  # pragma: no cover - reported below
+        except Exception as exc:  # noqa: BLE001  # pragma: no cover - reported below
             errors.append(exc)
 
     def writer():
@@ -967,10 +967,8 @@ def test_packing_many_times_leaks_no_references():
     before = (sys.getrefcount(x), sys.getrefcount(v))
     for _ in range(500):
         S.pack({"x": x, "v": v, "n": 3, "z": 1j}, host_arrays=True)
-        try:
+        with contextlib.suppress(OverflowError):
             S.pack({"x": x, "v": v, "n": 2**40, "z": 1j}, host_arrays=True)
-        except OverflowError:
-            pass
     assert (sys.getrefcount(x), sys.getrefcount(v)) == before
 
     class A(CudaStructArguments):
@@ -983,7 +981,7 @@ def test_packing_many_times_leaks_no_references():
     held = sys.getrefcount(x)
     for k in range(500):
         a.n = k
-        a.packed
+        a.packed  # noqa: B018 - the property read is what is tested
     assert sys.getrefcount(x) == held
     del a
     assert sys.getrefcount(x) == before[0]
@@ -1020,7 +1018,7 @@ def test_twin_struct_arguments_descriptors_behave_like_c():
     objs = [Twin(), C()]
     for o in objs:
         o.x = np.zeros(2)
-    outcomes = [_outcome(lambda: o.packed) for o in objs]
+    outcomes = [_outcome(lambda: o.packed) for o in objs]  # noqa: B023 - called within the same iteration
     assert outcomes[0][0] == outcomes[1][0] == "AttributeError"
     assert outcomes[0][1].split(":", 1)[1] == outcomes[1][1].split(":", 1)[1]
     assert "field 'n' of struct 'TA' is not set" in outcomes[1][1]
@@ -1035,7 +1033,7 @@ def test_twin_struct_arguments_descriptors_behave_like_c():
         # Host arrays are re-read every time (their address may change unseen); scalars by identity.
         assert o.__cuda_args__()[0].tobytes() == p.tobytes()
         o.n = 2**40
-    assert [_outcome(lambda: o.packed)[0] for o in objs] == ["OverflowError", "OverflowError"]
+    assert [_outcome(lambda: o.packed)[0] for o in objs] == ["OverflowError", "OverflowError"]  # noqa: B023 - called within the same iteration
 
 # ==================================================================== fast paths
 # ``S(**values)`` goes straight into C (StructCaller's tp_call) and builds a StructValue there;
@@ -1077,8 +1075,8 @@ def test_host_arrays_read_from_the_c_struct_match_the_interface_path():
         (base[0], base, base[:, ::2], np.arange(6, dtype=np.int16)[::2]),
     ]
     for values in cases:
-        fast = _outcome(lambda: S._packer.pack(values, True))
-        slow = _outcome(lambda: S._packer.pack(tuple(Interface(a) for a in values), False))
+        fast = _outcome(lambda: S._packer.pack(values, True))  # noqa: B023 - called within the same iteration
+        slow = _outcome(lambda: S._packer.pack(tuple(Interface(a) for a in values), False))  # noqa: B023 - called within the same iteration
         assert fast == slow, values
 
 
@@ -1144,7 +1142,7 @@ def test_call_takes_keywords_in_any_order_and_equal_non_interned_names():
     S = CudaStruct("K", [("n", "long long"), ("d", "double"), ("b", "bool")])
     want = S(n=3, d=0.5, b=True).tobytes()
     assert S(b=True, d=0.5, n=3).tobytes() == want
-    assert S(**{"d": 0.5, "n": 3, "b": True}).tobytes() == want
+    assert S(d=0.5, n=3, b=True).tobytes() == want
     built = {"".join(["n"]): 3, "".join(["d"]): 0.5, "".join(["b"]): True}
     assert S(**built).tobytes() == want
     with pytest.raises(TypeError, match=r"struct 'K' takes its fields as keyword arguments.*got 1 positional"):
@@ -1198,7 +1196,7 @@ def test_twin_caller_and_value_behave_like_c():
     from cunumpy.kernels._cuda_kernel import _spec
 
     specs = tuple(
-        (_spec(0, p)[0], f"field '{p.name}' ({S._type_text(p)} {p.name})") + _spec(0, p)[2:] for p in S.fields
+        (_spec(0, p)[0], f"field '{p.name}' ({S._type_text(p)} {p.name})", *_spec(0, p)[2:]) for p in S.fields
     )
     packer = _reference.struct_packer(
         S.name, specs, S.offsets, S.itemsize, S.dtype, S.field_names, np.void, np.generic, np.empty
@@ -1215,7 +1213,7 @@ def test_twin_caller_and_value_behave_like_c():
     twin._attach(packer, TwinValue)
     assert _outcome(lambda: twin(n=1, x=np.zeros(2)).packed) == _outcome(lambda: S(n=1, x=np.zeros(2)).packed)
     for call in (lambda s: s(1, x=None), lambda s: s(n=1), lambda s: s(n=1.5, x=None)):
-        assert _outcome(lambda: call(twin).packed)[0] == _outcome(lambda: call(S).packed)[0] != "ok"
+        assert _outcome(lambda: call(twin).packed)[0] == _outcome(lambda: call(S).packed)[0] != "ok"  # noqa: B023 - called within the same iteration
     x = sys.modules["cupy"].asarray(np.zeros(2)) if fake_cupy_active() else None
     if x is not None:
         got, want = twin(n=1, x=x), S(n=1, x=x)
@@ -1253,12 +1251,12 @@ def test_in_place_changes_of_host_arrays_are_seen():
     p = _armed(h)
     h.x.dtype = np.int64  # the dtype changed in place
     with pytest.raises(TypeError, match="field 'x'.*expected dtype float64"):
-        h.packed
+        h.packed  # noqa: B018 - the property read is what is tested
     h.x = np.zeros(6)
     p = _armed(h)
     h.x.flags.writeable = False
     with pytest.raises(TypeError, match="field 'x'.*read-only"):
-        h.packed
+        h.packed  # noqa: B018 - the property read is what is tested
     h.x = np.zeros(6)
     _armed(h)
     with warnings.catch_warnings():  # deprecated in NumPy 2.4, still possible
@@ -1292,7 +1290,7 @@ def test_changes_behind_the_attribute_protocol_are_seen():
     _armed(h)
     del h.n
     with pytest.raises(AttributeError, match="field 'n' of struct 'Host' is not set"):
-        h.packed
+        h.packed  # noqa: B018 - the property read is what is tested
     h.n = 10
     assert h.packed["n"] == 10
 
@@ -1379,7 +1377,7 @@ def test_a_field_changed_while_the_check_reads_the_others_is_seen_next_time():
     r = Racy()
     r.pack(host_arrays=True)
     for _ in range(12):
-        r.packed
+        r.packed  # noqa: B018 - the property read is what is tested
         assert r.packed["n"] in (r.n, r.n - 1)
     assert r.packed["n"] == r.n or r.packed["n"] == r.n - 1
     r.calls = 1  # the next getter call does not change n
@@ -1436,7 +1434,7 @@ def test_device_in_place_changes_are_seen_after_the_check_is_armed(dev):
     _armed(d)
     del d.v
     with pytest.raises(AttributeError, match="field 'v' of struct 'Dev' is not set"):
-        d.packed
+        d.packed  # noqa: B018 - the property read is what is tested
 
 
 def test_fake_host_buffer_changed_under_the_array_is_seen(dev):
@@ -1515,7 +1513,7 @@ def test_instances_replaced_at_the_same_address_never_share_a_check():
         assert a.packed["n"] == k and a.packed["n"] == k  # the second check is the remembered one
         del a
     a, b = A(1), A(2)
-    a.packed, a.packed, b.packed, b.packed
+    a.packed, a.packed, b.packed, b.packed  # noqa: B018 - the property read is what is tested
     assert (a.packed["n"], b.packed["n"], a.packed["n"]) == (1, 2, 1)
     b.__dict__ = a.__dict__  # one dict, two instances: the same fields, the same value
     assert b.packed["n"] == 1 and a.packed["n"] == 1

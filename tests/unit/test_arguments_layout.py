@@ -4,15 +4,13 @@ struct the argument tests define (16-D views, bool and complex<double> fields, a
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-import cunumpy as xp
 from cunumpy import _struct_layout
 from cunumpy.arguments import CudaStruct
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import test_arguments as ta  # noqa: E402
+import test_arguments as ta
 
 HAVE_NVCC = _struct_layout.toolkit_compiler()[0] is not None
 _skip_without_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="the CUDA toolkit (nvcc) is not installed")
@@ -121,8 +119,8 @@ def test_the_gpu_probe_source_compiles_for_sm_90(tmp_path):
     S = every_test_struct()[-5]
     src = tmp_path / "probe.cu"
     src.write_text(S.layout_source())
-    kind, nvcc = _struct_layout.toolkit_compiler()
+    _kind, nvcc = _struct_layout.toolkit_compiler()
     opts = _struct_layout._include_options(_struct_layout._toolkit_root(), ())
-    proc = subprocess.run([nvcc, "-arch=sm_90", "--std=c++17", "-ptx", str(src), "-o", str(tmp_path / "p.ptx")] + opts,
+    proc = subprocess.run([nvcc, "-arch=sm_90", "--std=c++17", "-ptx", str(src), "-o", str(tmp_path / "p.ptx"), *opts],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

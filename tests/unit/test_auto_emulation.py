@@ -16,7 +16,6 @@ import types
 
 import numpy as np
 import pytest
-
 from _emulation_support import requires_compiler
 from _fake_support import rerun_under_fake_cupy
 

@@ -6,10 +6,10 @@ import subprocess
 import sys
 import warnings
 
+import array_api_compat.numpy as compat_numpy
 import numpy as np
 import pytest
 
-import array_api_compat.numpy as compat_numpy
 import cunumpy as xp
 from cunumpy import _backend
 
@@ -146,11 +146,10 @@ def test_use_backend_rejects_unknown_names():
 
 def test_use_backend_restores_on_exception_and_nests():
     before = xp.get_backend()
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError), xp.use_backend("numpy"):
         with xp.use_backend("numpy"):
-            with xp.use_backend("numpy"):
-                assert xp.numpy_backend and not xp.cupy_backend
-            raise KeyError("boom")
+            assert xp.numpy_backend and not xp.cupy_backend
+        raise KeyError("boom")
     assert xp.get_backend() == before
 
 
@@ -403,9 +402,8 @@ def test_conversions_are_counted(device_only):
 
 
 def test_as_device_array_on_numpy_backend_raises():
-    with xp.use_backend("numpy"):
-        with pytest.raises(RuntimeError, match="NumPy"):
-            xp.as_device_array(np.zeros(3))
+    with xp.use_backend("numpy"), pytest.raises(RuntimeError, match="NumPy"):
+        xp.as_device_array(np.zeros(3))
 
 
 def test_as_device_array_returns_fitting_arrays_unchanged(device_only):

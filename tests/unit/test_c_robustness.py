@@ -18,8 +18,7 @@ import numpy as np
 import pytest
 
 import cunumpy as xp
-from cunumpy import algorithms as al
-from cunumpy import rng
+from cunumpy import algorithms as al, rng
 from cunumpy._native import HAVE_C_CORE, core
 
 needs_c = pytest.mark.skipif(not HAVE_C_CORE, reason="needs the C core")
@@ -285,12 +284,12 @@ _FUZZ_SKIP = {
 def test_core_functions_with_junk_arguments():
     """Every _core function with wrong argument counts and junk values: exceptions only."""
     out = run_isolated(
-        """
+        f"""
         import random, numpy as np
         import cunumpy._core as c
         ro = np.zeros(4); ro.setflags(write=False)
         junk = [
-            None, 0, -1, 2**63 - 1, 2**64, -2**70, 1.5, float("nan"), "x", b"abc", (), [], {},
+            None, 0, -1, 2**63 - 1, 2**64, -2**70, 1.5, float("nan"), "x", b"abc", (), [], {{}},
             (np.zeros(3),), object(), np.zeros(0), np.zeros(3), np.zeros((2, 3)), np.zeros((), np.int64),
             np.arange(5, dtype=np.int32), np.arange(5, dtype=np.uint64), np.zeros(4, np.uint32),
             np.zeros(8, ">i8"), np.zeros(4, dtype=object), np.zeros(3, dtype=[("a", "f8")]),
@@ -298,7 +297,7 @@ def test_core_functions_with_junk_arguments():
             np.zeros((4, 3))[:, 1], np.asfortranarray(np.zeros((3, 2))), np.zeros((4, 2), np.uint64),
             (np.zeros(3, np.uint64), np.zeros(3, np.uint64)),
         ]
-        skip = %r
+        skip = {_FUZZ_SKIP!r}
         names = [n for n in dir(c) if not n.startswith("_") and callable(getattr(c, n))]
         rnd = random.Random(1234)
         calls = 0
@@ -340,8 +339,7 @@ def test_core_functions_with_junk_arguments():
                             AttributeError, RuntimeError):
                         pass
         print("clean", calls)
-        """
-        % (_FUZZ_SKIP,),
+        """,
         timeout=600,
     )
     assert "clean" in out
@@ -547,7 +545,7 @@ def test_concurrent_sorts_are_correct():
                 sk, order = al.sort_by_key(inputs[i])[:2]
                 if not np.array_equal(order, expect[i]) or not np.array_equal(sk, inputs[i][expect[i]]):
                     errors.append(i)
-        except Exception as exc:  # pragma: no cover - reported below
+        except Exception as exc:  # noqa: BLE001  # pragma: no cover - reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(len(inputs))]
@@ -672,8 +670,11 @@ def test_segment_sum_misaligned_out_is_refused():
 
 # --------------------------------------------------------------------------- properties
 
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import (  # noqa: E402
+    given,
+    settings,
+    strategies as st,
+)
 
 _KEY_DTYPES = ["i1", "u1", "i2", "u2", "i4", "u4", "i8", "u8", ">i4", ">u8", ">i8"]
 
@@ -686,7 +687,7 @@ def _keyed_arrays(draw):
     info = np.iinfo(dt)
     raw = draw(st.lists(st.integers(int(info.min), int(info.max)), min_size=n, max_size=n))
     base = np.zeros(n * abs(step) + 1, dtype=dt)
-    keys = base[::step][:n] if step > 0 else base[::step][:n]
+    keys = base[::step][:n]
     keys[...] = np.array(raw, dtype=dt)
     if draw(st.booleans()):  # a misaligned copy of the same keys
         keys = _unaligned(dt, n)
@@ -701,7 +702,7 @@ def test_sort_and_segment_properties(keys, n_extra):
     sk, order = al.sort_by_key(keys)[:2]
     np.testing.assert_array_equal(order, np.argsort(keys, kind="stable"))
     np.testing.assert_array_equal(sk, keys[order])
-    unique, starts, stops = al.segment_boundaries(sk)
+    unique, starts, _stops = al.segment_boundaries(sk)
     ref_unique, ref_starts = np.unique(sk, return_index=True) if n else (sk[:0], np.zeros(0, int))
     np.testing.assert_array_equal(unique, ref_unique)
     np.testing.assert_array_equal(starts, ref_starts)

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from _emulation_support import requires_compiler
 
 from cunumpy import kernel_testing as kt
@@ -176,7 +175,7 @@ def test_a_build_in_a_read_only_cache_says_to_set_the_variable(tmp_path):
 
 def test_another_users_lock_file_in_a_shared_cache_still_locks(tmp_path):
     assert builds(child(6, tmp_path)) == 1
-    meta, info, library = entry(tmp_path)
+    meta, _info, _library = entry(tmp_path)
     meta.unlink()  # the entry must be built again, under its lock
     # its lock file belongs to another user: opening it for writing is refused (EACCES)
     result = read_only_child(6, tmp_path, suffix=".lock", errno=13)

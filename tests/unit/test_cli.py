@@ -70,10 +70,10 @@ def test_info_is_the_default_command():
 def test_json_matches_the_running_interpreter():
     info = _json("info")
     assert info["cunumpy"] == xp.__version__
-    assert info["python"]["version"] == "%d.%d.%d" % sys.version_info[:3]
+    assert info["python"]["version"] == "{}.{}.{}".format(*sys.version_info[:3])
     assert info["packages"]["numpy"] == __import__("numpy").__version__
     assert set(info["packages"]) >= {"numpy", "array-api-compat", "cupy", "mpi4py", "scipy", "pyccel", "numba"}
-    assert info["c_core"]["in_use"] is True and info["c_core"]["path"].endswith(tuple([".so", ".pyd"]))
+    assert info["c_core"]["in_use"] is True and info["c_core"]["path"].endswith((".so", ".pyd"))
     assert info["backend"]["active"] == xp.get_backend()
     assert info["backend"]["fake_cupy"] is SESSION_FAKE
     assert set(info["cuda"]) >= {"toolkit", "device_count", "device", "cuda_visible_devices"}

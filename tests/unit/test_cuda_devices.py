@@ -22,9 +22,9 @@ from cunumpy.cuda import (
     record_event,
     set_device,
     set_device_for_rank,
+    stream as cuda_stream,
     wait_event,
 )
-from cunumpy.cuda import stream as cuda_stream
 
 LAUNCHER_VARIABLES = (
     "OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK",
@@ -224,9 +224,8 @@ def test_host_and_cuda_objects_do_not_mix():
 
 
 def test_stream_functions_reject_bad_arguments(numpy_backend):
-    with pytest.raises(TypeError, match="existing"):
-        with cuda_stream("default"):
-            pass
+    with pytest.raises(TypeError, match="existing"), cuda_stream("default"):
+        pass
     with pytest.raises(TypeError, match="non_blocking"):
         create_stream(non_blocking=None)
     with pytest.raises(TypeError, match="timing"):

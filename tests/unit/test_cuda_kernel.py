@@ -6,7 +6,6 @@ Tests named ``test_device_*`` need device arrays: they run against the fake CuPy
 """
 
 import gc
-import io
 import os
 import subprocess
 import sys
@@ -17,18 +16,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from _fake_support import run_device_tests_under_standin
+from hypothesis import given, settings, strategies as st
 
 import cunumpy as xp
-from cunumpy.kernel_testing import fake_cupy_active
 from cunumpy import _reference
 from cunumpy._native import core
-from cunumpy.kernels import CudaKernel, CudaKernelVariants
-from cunumpy.kernels import _cuda_kernel as ck
-
+from cunumpy.kernel_testing import fake_cupy_active
+from cunumpy.kernels import CudaKernel, CudaKernelVariants, _cuda_kernel as ck
 
 ALL = (
     'extern "C" __global__ void k(const double* x, double* y, int n, Array2D<float> v, '
@@ -157,7 +152,7 @@ def test_structs_are_checked_against_the_source():
     class S:
         name = "S"
         dtype = np.dtype([("x", "<u8"), ("n", "<i4")], align=True)
-        checked = []
+        checked = []  # noqa: RUF012 - shared on purpose: the test reads it from the class
 
         def check_source(self, source):
             self.checked.append(source)

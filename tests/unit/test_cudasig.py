@@ -1,12 +1,10 @@
 """The CUDA signature parser (C and its pure-Python twin) and the source tools of cunumpy.cuda."""
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import cunumpy as xp
 from cunumpy import _reference

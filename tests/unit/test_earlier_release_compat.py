@@ -7,27 +7,22 @@ Tests named ``test_device_*`` need device arrays: they run against the fake CuPy
 """
 
 import gc
-import importlib
 import subprocess
 import sys
 import textwrap
 import time
 import types
 import typing
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-from _fake_support import run_device_tests_under_standin
 
 import cunumpy as xp
 from cunumpy import _reference
 from cunumpy._native import core
 from cunumpy.arguments import CudaStruct, CudaStructArguments, CudaStructValue
 from cunumpy.cuda import CudaParameter
-from cunumpy.kernel_testing import fake_cupy_active
 from cunumpy.kernels import CudaKernel, CudaKernelVariants, Kernel
 
 HERE = Path(__file__).resolve().parent
@@ -482,7 +477,7 @@ def _duck_cases():
 
 def test_attribute_protocol_packs_as_the_twin():
     c_plan, py_plan = _plans(AXPY, "axpy")
-    x, y, z, cases = _duck_cases()
+    x, _y, _z, cases = _duck_cases()
     outcomes = []
     for args in cases:
         for device in (None, 0):
@@ -508,7 +503,7 @@ def test_attribute_protocol_packs_as_the_twin():
 
 def test_attribute_protocol_in_launches_prepare_args_and_structs():
     k = CudaKernel(AXPY, "axpy")
-    x, y, z, cases = _duck_cases()
+    x, y, _z, cases = _duck_cases()
     args = cases[0]
     assert k(*args, n_threads=0) is None
     assert k(*[Duck(np.zeros(0)) if isinstance(a, Duck) and a.shape == (5,) else a for a in args]) is None

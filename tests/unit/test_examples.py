@@ -43,7 +43,7 @@ def test_example_runs(program):
 
 def test_every_example_program_is_run_somewhere():
     programs = {str(p.relative_to(EXAMPLES)) for p in EXAMPLES.rglob("*.py")}
-    package = {p for p in programs if p.startswith("kernel_folder/plasma/") or p.startswith("kernel_folder/test_")}
+    package = {p for p in programs if p.startswith(("kernel_folder/plasma/", "kernel_folder/test_"))}
     assert programs - package - set(PROGRAMS) - ELSEWHERE == set()
 
 

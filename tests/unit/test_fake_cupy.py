@@ -11,11 +11,11 @@ import sys
 
 import numpy as np
 import pytest
+from _fake_support import rerun_under_fake_cupy
 
 import cunumpy as xp
 from cunumpy import _transfers
 from cunumpy.kernel_testing import fake_cupy_active, host_buffer, run_in_fake_cupy_subprocess
-from _fake_support import rerun_under_fake_cupy
 
 
 @pytest.fixture
@@ -108,9 +108,9 @@ def test_no_implicit_conversion_to_numpy(cp):
 
 @pytest.mark.parametrize("op", ["+", "-", "*", "/", "//", "%", "**", "&", "|", "^", "<", "<=", "==", "!=", ">", ">="])
 def test_operators_refuse_host_arrays_and_lists(cp, op):
-    a = cp.arange(1, 4)
+    a = cp.arange(1, 4)  # noqa: F841 - read by the eval below
     host = np.arange(1, 4)
-    for other in (host, [1, 2, 3]):
+    for other in (host, [1, 2, 3]):  # noqa: B007 - read by the eval below
         with pytest.raises(TypeError):
             eval(f"a {op} other")
         with pytest.raises(TypeError):
@@ -119,7 +119,7 @@ def test_operators_refuse_host_arrays_and_lists(cp, op):
     for other in (cp.arange(1, 4), 2, np.int64(2), np.array(2)):
         r = eval(f"a {op} other")
         assert type(r) is cp.ndarray
-        h = other.get() if isinstance(other, cp.ndarray) else other
+        h = other.get() if isinstance(other, cp.ndarray) else other  # noqa: F841 - read by the eval below
         np.testing.assert_array_equal(r.get(), eval(f"host {op} h"))
     assert eval(f"a {op} a").get().tolist() == expected.tolist()
 
@@ -345,15 +345,13 @@ def test_a_debug_print_fails_assert_no_transfers(cp, capsys):
     from cunumpy.profiling import assert_no_transfers
 
     residual = cp.ones(4).sum()
-    with pytest.raises(AssertionError, match=r"(?s)to_host \(1\):.*str\(\) of \(\) float64"):
-        with assert_no_transfers():
-            print("residual", residual)
+    with pytest.raises(AssertionError, match=r"(?s)to_host \(1\):.*str\(\) of \(\) float64"), assert_no_transfers():
+        print("residual", residual)
     with assert_no_transfers() as counter:
         assert float(residual) == 4.0 and bool(residual) and residual.item() == 4.0
     assert counter.syncs == 3 and counter.to_host == 0
-    with pytest.raises(AssertionError, match="sync"):
-        with assert_no_transfers(syncs=True):
-            float(residual)
+    with pytest.raises(AssertionError, match="sync"), assert_no_transfers(syncs=True):
+        float(residual)
 
 
 def test_scalar_reads_without_sinks_record_nothing(cp):
@@ -683,11 +681,11 @@ def test_every_generated_function_takes_fake_arrays_where_numpy_takes_host_ones(
                 warnings.simplefilter("ignore")
                 try:
                     real(host)
-                except Exception:
+                except Exception:  # noqa: BLE001 - a case the real NumPy rejects is not compared
                     continue
                 try:
                     fake(cp.asarray(host))
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - every failure of the fake is reported
                     failures.append(f"{name}: {type(exc).__name__}: {exc}")
             break
     assert failures == []
@@ -748,7 +746,7 @@ def test_membership_is_an_implicit_sync(cp, sink):
     assert 2 in a and 5 not in a
     assert [e.description.split(" of ")[0] for e in sink.events] == ["in", "in"]
     with pytest.raises(TypeError):
-        np.ones(2) in a
+        np.ones(2) in a  # noqa: B015 - the containment test must raise
 
 
 def test_memory_pointer_copies(cp):

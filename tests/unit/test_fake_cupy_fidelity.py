@@ -5,14 +5,13 @@ is named in each test's docstring). In a plain run these tests skip and
 ``test_fidelity_suite_in_subprocess`` runs the file once in a fake-CuPy child.
 """
 
-import sys
 
 import numpy as np
 import pytest
+from _fake_support import rerun_under_fake_cupy
 
 import cunumpy as xp
 from cunumpy.kernel_testing import fake_cupy_active
-from _fake_support import rerun_under_fake_cupy
 
 
 @pytest.fixture

@@ -17,9 +17,9 @@ import pathlib
 
 import numpy as np
 import pytest
+from _fake_support import rerun_under_fake_cupy
 
 from cunumpy.kernel_testing import fake_cupy_active
-from _fake_support import rerun_under_fake_cupy
 
 DATA = json.loads((pathlib.Path(__file__).parents[1] / "data" / "cupy_names.json").read_text())
 REAL = {name: frozenset(names) for name, names in DATA["modules"].items()}
@@ -85,7 +85,7 @@ DEVICE_PATH_CALLS = [
     ("cupy.ascontiguousarray", {"a", "dtype"}, "_backend.as_device_array, memory.HostCopy"),
     ("cupy.zeros", {"shape", "dtype"}, "_backend._probe_cupy, memory.DeviceMirror.zero"),
     ("cupy.empty", {"shape", "dtype"}, "cuda._devices.bind_local_device"),
-    ("cupy.cuda.Device", {"device"}, "cuda._devices, memory._OnDevice, profiling (positional)"),
+    ("cupy.cuda.Device", {"device"}, "cuda._devices, _staging._OnDevice, profiling (positional)"),
     ("cupy.cuda.Stream", {"non_blocking"}, "cuda._streams.stream/create_stream, memory.py"),
     ("cupy.cuda.Event", {"disable_timing"}, "cuda._streams, memory.py"),
     ("cupy.cuda.Event.record", {"stream"}, "cuda._streams.record_event, memory.py (positional)"),

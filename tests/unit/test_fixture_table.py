@@ -12,9 +12,9 @@ import sys
 import textwrap
 from pathlib import Path
 
+import _emulation_support  # noqa: F401 - a fresh emulation cache for this run, passed to the children
 import pytest
 
-import _emulation_support  # noqa: F401 - a fresh emulation cache for this run, passed to the children
 import cunumpy
 from cunumpy.kernel_testing import emulation_compiler
 
@@ -30,7 +30,7 @@ ROWS = {
     "`requires_cupy`": ["test_requires_cupy"],
     "`requires_warp_shuffle`, `requires_high_dim_cuda_views`, `requires_bounds_check_views`": [
         "test_requires_warp_shuffle", "test_requires_high_dim_cuda_views", "test_requires_bounds_check_views",
-    ],  # fmt: skip
+    ],
     "no marker": ["test_no_marker"],
 }
 

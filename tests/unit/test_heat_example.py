@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from _emulation_support import requires_compiler
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "heat_cuda.py"

@@ -4,11 +4,9 @@ import sys
 
 import numpy as np
 import pytest
-
-import cunumpy as xp
 from _events import Events
 
-
+import cunumpy as xp
 
 
 def device(x, order="C"):

@@ -51,10 +51,10 @@ def make(impl, flags):
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
 def test_without_flags_keywords_go_to_the_function(impl):
-    probe, calls = make(impl, None)
+    probe, _calls = make(impl, None)
     assert probe(1.0, k=2) == "direct"
     assert probe(ArgumentObject()) == "direct"
-    probe, calls = make(impl, 0)
+    probe, _calls = make(impl, 0)
     assert probe(1.0, k=2) == "direct"
 
 
@@ -70,14 +70,14 @@ def test_keyword_flag(impl):
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
 def test_argument_object_flag(impl):
-    probe, calls = make(impl, 2)
+    probe, _calls = make(impl, 2)
     assert probe(np.zeros(2), 1.0, 3, True) == "direct"
     for obj in (ArgumentObject(), SlottedArgumentObject()):
         # Seen once as a plain argument first: the answer must not be cached as a leaf.
         assert probe(np.zeros(1), obj) == "convert"
         assert probe(obj) == "convert"
     assert probe(1.0, k=ArgumentObject()) == "direct"  # positional arguments only
-    probe, calls = make(impl, 3)
+    probe, _calls = make(impl, 3)
     assert probe(1.0, k=2) == "convert"
 
 

@@ -9,13 +9,11 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from test_c_robustness import run_isolated
 
 import cunumpy as xp
-from cunumpy import _reference
-from cunumpy import algorithms as al
+from cunumpy import _reference, algorithms as al
 from cunumpy._native import HAVE_C_CORE, core
-
-from test_c_robustness import run_isolated
 
 needs_c = pytest.mark.skipif(not HAVE_C_CORE, reason="needs the C core")
 
@@ -208,7 +206,7 @@ def test_segment_functions_with_narrow_keys(on_backend, dtype):
     sk = np.sort(keys[live])
     off = xp.to_numpy(al.cell_offsets(dev(sk), nseg))
     np.testing.assert_array_equal(off, np.searchsorted(sk, np.arange(nseg + 1)))
-    u, s, e = (xp.to_numpy(a) for a in al.segment_boundaries(dev(np.sort(keys))))
+    u, s, _e = (xp.to_numpy(a) for a in al.segment_boundaries(dev(np.sort(keys))))
     ref_u, ref_s = np.unique(np.sort(keys), return_index=True)
     np.testing.assert_array_equal(u, ref_u)
     np.testing.assert_array_equal(s, ref_s)
@@ -481,8 +479,7 @@ def test_cuda_kernel_float_parameters_out_of_range_name_kernel_and_parameter():
 
 
 def test_pack_twin_agrees_on_float_overflow():
-    from cunumpy.kernels import CudaKernel
-    from cunumpy.kernels import _cuda_kernel as ck
+    from cunumpy.kernels import CudaKernel, _cuda_kernel as ck
 
     name = "kf"
     k = CudaKernel('extern "C" __global__ void kf(float f, double d, complex<float> c) {}', name)
@@ -504,7 +501,7 @@ def test_device_mirror_to_host_into_a_read_only_array(device_only):
 
     host = np.zeros(4)
     mirror = DeviceMirror(host)
-    mirror.device  # allocate and upload
+    mirror.device  # noqa: B018 - the read allocates and uploads
     host.flags.writeable = False
     with pytest.raises(ValueError, match=r"DeviceMirror.to_host\(\): the host array is read-only"):
         mirror.to_host()
@@ -531,8 +528,7 @@ def test_cuda_array_interface_fields_that_must_be_honoured_are_refused(update, m
     cupy = _fake_cupy()
     if cupy is None:
         pytest.skip("needs the fake CuPy (CUNUMPY_FAKE_CUPY=1)")
-    from cunumpy.kernels import CudaKernel
-    from cunumpy.kernels import _cuda_kernel as ck
+    from cunumpy.kernels import CudaKernel, _cuda_kernel as ck
 
     x = cupy.zeros(4)
 

@@ -5,12 +5,12 @@ import sys
 
 import numpy as np
 import pytest
-
-import cunumpy as xp
 from _fake_support import rerun_under_fake_cupy
 
-scipy = pytest.importorskip("scipy")
-import scipy.integrate  # noqa: E402
+import cunumpy as xp
+
+pytest.importorskip("scipy")
+import scipy.integrate
 
 
 def test_integrate_suite_in_fake_cupy_subprocess():
@@ -40,7 +40,7 @@ def test_quad_integrand_may_return_a_device_scalar(on_backend):
 
 
 def test_quad_passes_keywords_to_scipy(on_backend):
-    value, error, info = xp.integrate.quad(lambda x: xp.exp(xp.asarray(-x)), 0.0, np.inf, full_output=True)
+    value, _error, info = xp.integrate.quad(lambda x: xp.exp(xp.asarray(-x)), 0.0, np.inf, full_output=True)
     assert value == pytest.approx(1.0) and "neval" in info
 
 

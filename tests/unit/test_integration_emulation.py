@@ -10,11 +10,9 @@ runs the headline checks there in a fake-CuPy child. All kernels live in one sou
 emulation compiles it once per process (the cache directory is shared with the child).
 """
 
-import sys
 
 import numpy as np
 import pytest
-
 from _emulation_support import requires_compiler
 from _fake_support import active_fake_cupy, rerun_under_fake_cupy
 
@@ -265,7 +263,7 @@ def test_struct_parameter_fields_are_written_back_to_the_callers_arrays(fake, cu
 
 
 def test_struct_and_plain_arguments_in_one_argument_object(fake, cuda):
-    x, v, x_dev, v_dev = _device_particles(fake, 12)
+    x, _v, x_dev, v_dev = _device_particles(fake, 12)
     factor = np.linspace(0.0, 1.0, 300)
     args = CudaArguments(ParticleArguments(x_dev, v_dev, 2.0), fake.asarray(factor), 300)
     kernel = cuda["push_scaled"]
@@ -278,10 +276,9 @@ def test_struct_and_plain_arguments_in_one_argument_object(fake, cuda):
 def test_a_launch_takes_packed_structs_only_also_when_emulated(fake, cuda):
     """Inside emulated_launches() a CudaKernel launch is as strict as on a GPU: a mapping is
     not a packed struct (emulate_cuda_kernel takes mappings)."""
-    x, v, x_dev, v_dev = _device_particles(fake, 13)
-    with kt.emulated_launches():
-        with pytest.raises(TypeError, match="packed value of the struct"):
-            cuda["push"]({"x": x_dev, "v": v_dev, "n": 300, "dt": 1.0}, n_threads=300)
+    x, _v, x_dev, v_dev = _device_particles(fake, 13)
+    with kt.emulated_launches(), pytest.raises(TypeError, match="packed value of the struct"):
+        cuda["push"]({"x": x_dev, "v": v_dev, "n": 300, "dt": 1.0}, n_threads=300)
     np.testing.assert_array_equal(kt.host_buffer(x_dev), x)
 
 
@@ -571,7 +568,7 @@ def test_the_fake_cupy_checks_in_a_subprocess():
 @pytest.mark.parametrize("wrap", [False, True], ids=["struct arguments", "inside CudaArguments"])
 def test_check_finite_scans_struct_fields_of_emulated_launches(fake, wrap):
     kernel = CudaKernel(SOURCE, "push", block_size=BLOCK, structs=[Particles, Mixed], check_finite=True)
-    x, v, x_dev, v_dev = _device_particles(fake, 19)
+    _x, _v, x_dev, v_dev = _device_particles(fake, 19)
     argument = ParticleArguments(x_dev, v_dev, float("nan"))
     if wrap:
         argument = CudaArguments(argument)

@@ -8,10 +8,10 @@ import warnings
 
 import numpy as np
 import pytest
-
-import cunumpy as xp
 from _events import Events
 from _unsigned import Unsigned
+
+import cunumpy as xp
 from cunumpy.kernels import _cuda_kernel
 
 Kernel = xp.kernels.Kernel
@@ -107,9 +107,8 @@ def test_introspection():
     assert Kernel(scale, missing_cuda="fallback").selected(device=True) == "host"
     with pytest.raises(NotImplementedError, match="scale"):
         Kernel(scale).selected(device=True)
-    with xp.kernels.use_device_kernel_implementation("cuda"):
-        with pytest.raises(LookupError, match="scale"):
-            Kernel(scale, missing_cuda="fallback").selected(device=True)
+    with xp.kernels.use_device_kernel_implementation("cuda"), pytest.raises(LookupError, match="scale"):
+        Kernel(scale, missing_cuda="fallback").selected(device=True)
 
 
 def test_compile_without_cuda_is_false_and_with_cuda_compiles(hook):
@@ -247,7 +246,7 @@ def test_one_kernel_from_many_threads():
             with warnings.catch_warnings():
                 for _ in range(500):
                     k(out, 1.0)
-        except Exception as exc:  # pragma: no cover - reported below
+        except Exception as exc:  # noqa: BLE001  # pragma: no cover - reported below
             errors.append(exc)
 
     with xp.use_backend("numpy"):
@@ -267,7 +266,7 @@ def test_device_path_launches_cuda(device_only, hook):
     k = Kernel(scale, scale_cuda())
     x = cupy().ones(100)
     k(x, 2.0, 100)
-    name, args, grid, block, shared = hook.launches[-1]
+    name, args, grid, block, _shared = hook.launches[-1]
     assert name == "scale" and args[0] is x and grid == (1,) and block == (128,)
     k(x, 2.0, 100, n_threads=300, block=64, shared_mem=16)
     assert hook.launches[-1][2:] == ((5,), (64,), 16)
@@ -360,9 +359,8 @@ def test_missing_cuda_fallback_warns_once_and_counts_each_call(device_only):
 
 def test_explicit_cuda_device_implementation_rejects_fallback(device_only):
     k = Kernel(scale, missing_cuda="fallback")
-    with xp.kernels.use_device_kernel_implementation("cuda"):
-        with pytest.raises(LookupError, match="scale"):
-            k(cupy().ones(3), 2.0, 3)
+    with xp.kernels.use_device_kernel_implementation("cuda"), pytest.raises(LookupError, match="scale"):
+        k(cupy().ones(3), 2.0, 3)
     # Host calls are not affected.
     with xp.use_backend("numpy"), xp.kernels.use_device_kernel_implementation("cuda"):
         x = np.ones(3)

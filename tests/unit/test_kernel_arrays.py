@@ -4,9 +4,9 @@ import sys
 
 import numpy as np
 import pytest
+from _events import Events
 
 import cunumpy as xp
-from _events import Events
 
 kernels = xp.kernels
 
@@ -50,9 +50,8 @@ def test_bad_arguments():
         kernels.as_kernel_array(np.zeros(2), np.zeros(2), dtype="no such dtype")
     with pytest.raises(TypeError, match="object"):
         kernels.as_kernel_array(np.array([None]), np.zeros(2))
-    with pytest.raises(TypeError, match="out"):
-        with kernels.kernel_output([1.0], np.zeros(2)):
-            pass
+    with pytest.raises(TypeError, match="out"), kernels.kernel_output([1.0], np.zeros(2)):
+        pass
 
 
 def test_kernel_output_host_write_back_only_on_normal_exit():
@@ -62,10 +61,9 @@ def test_kernel_output_host_write_back_only_on_normal_exit():
         assert buf is not out and buf.dtype == np.float64
         buf[:] = 1.5
     np.testing.assert_array_equal(out, 1.5)
-    with pytest.raises(RuntimeError):
-        with kernels.kernel_output(out, like, dtype=np.float64) as buf:
-            buf[:] = 9.0
-            raise RuntimeError("kernel failed")
+    with pytest.raises(RuntimeError), kernels.kernel_output(out, like, dtype=np.float64) as buf:
+        buf[:] = 9.0
+        raise RuntimeError("kernel failed")
     np.testing.assert_array_equal(out, 1.5)
     same = np.zeros(3)
     with kernels.kernel_output(same, like) as buf:
@@ -102,10 +100,9 @@ def test_device_side_conversions_are_counted(device_only):
 
 def test_kernel_output_across_sides(device_only):
     host_out = np.zeros(3)
-    with Events() as events:
-        with kernels.kernel_output(host_out, cupy().zeros(1)) as buf:
-            assert xp.is_gpu(buf)
-            buf[...] = 4.0
+    with Events() as events, kernels.kernel_output(host_out, cupy().zeros(1)) as buf:
+        assert xp.is_gpu(buf)
+        buf[...] = 4.0
     np.testing.assert_array_equal(host_out, 4.0)
     assert len(events.kinds("to_device")) == 1 and len(events.kinds("to_host")) == 1
     dev_out = cupy().zeros(3)

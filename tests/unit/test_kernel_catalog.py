@@ -185,7 +185,7 @@ def test_compile_all(catalog, monkeypatch):
             catalog.compile_all(jobs=bad)
 
     class Hook:
-        compiled = []
+        compiled = []  # noqa: RUF012 - shared on purpose: the test reads it from the class
 
         def compile(self, kernel):
             self.compiled.append(kernel.name)
@@ -462,13 +462,13 @@ def test_building_a_catalog_loads_no_implementation():
     """Construction imports the host modules only: Numba is imported when its implementation
     is first selected, and nothing is compiled."""
     code = (
-        "import sys; sys.path.insert(0, {path!r})\n"
+        f"import sys; sys.path.insert(0, {str(PACKAGE_DIR.parent)!r})\n"
         "import cunumpy as xp\n"
         "cat = xp.kernels.KernelCatalog.from_package('kernel_pkg')\n"
         "assert 'numba' not in sys.modules, 'numba imported at construction'\n"
         "assert not any(k.cuda_kernel.is_compiled for k in cat.values() if k.has_cuda)\n"
         "print('ok')\n"
-    ).format(path=str(PACKAGE_DIR.parent))
+    )
     env = {k: v for k, v in os.environ.items() if k != "CUNUMPY_FAKE_CUPY"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

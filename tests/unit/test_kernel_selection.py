@@ -56,9 +56,8 @@ def test_host_setter_getter_and_context_manager():
     with kernels.use_host_kernel_implementation("python"):
         assert kernels.get_host_kernel_implementation() == "python"
     assert kernels.get_host_kernel_implementation() == "numpy"
-    with pytest.raises(RuntimeError):
-        with kernels.use_host_kernel_implementation("numba"):
-            raise RuntimeError("body")
+    with pytest.raises(RuntimeError), kernels.use_host_kernel_implementation("numba"):
+        raise RuntimeError("body")
     assert kernels.get_host_kernel_implementation() == "numpy"
     for bad in ("NumPy", "cuda", "", 3):
         with pytest.raises(ValueError, match="host kernel implementation"):
@@ -75,9 +74,8 @@ def test_device_setter_is_strict():
     assert kernels.get_device_kernel_implementation() == "cuda"
     kernels.set_device_kernel_implementation(None)
     ran = []
-    with pytest.raises(ValueError):
-        with kernels.use_device_kernel_implementation("cupy"):
-            ran.append(1)
+    with pytest.raises(ValueError), kernels.use_device_kernel_implementation("cupy"):
+        ran.append(1)
     assert not ran and kernels.get_device_kernel_implementation() is None
     with kernels.use_device_kernel_implementation("cuda"):
         assert kernels.get_device_kernel_implementation() == "cuda"
@@ -314,7 +312,7 @@ def test_selection_changes_while_threads_call():
         try:
             while not stop.is_set():
                 k(out)
-        except Exception as exc:  # pragma: no cover - reported below
+        except Exception as exc:  # noqa: BLE001  # pragma: no cover - reported below
             errors.append(exc)
 
     with xp.use_backend("numpy"):

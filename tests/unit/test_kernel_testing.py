@@ -175,9 +175,8 @@ def test_subprocess_helper_runs_on_rank_zero_only(monkeypatch):
 def test_fake_cupy_session():
     previous = xp.get_backend()
     if not kt.fake_cupy_active():
-        with pytest.raises(RuntimeError, match="CUNUMPY_FAKE_CUPY"):
-            with kt.fake_cupy_session():
-                pass
+        with pytest.raises(RuntimeError, match="CUNUMPY_FAKE_CUPY"), kt.fake_cupy_session():
+            pass
         assert xp.get_backend() == previous
         return
     with xp.use_backend("numpy"):
@@ -217,7 +216,7 @@ def test_lazy_pytest_objects():
     assert kt.BACKENDS is backends
     assert "backend" in dir(kt)
     with pytest.raises(AttributeError):
-        kt.no_such_helper
+        kt.no_such_helper  # noqa: B018 - the attribute read must raise
 
 
 def test_requires_cupy_reason():
@@ -281,9 +280,9 @@ def test_markers_and_fixture_in_pytest(tmp_path, fake, required):
         assert "SKIPPED" not in out
     else:
         assert "ERROR" not in out and "SKIPPED" in out
-    line = [l for l in out.splitlines() if "test_device_only" in l]
+    line = [text for text in out.splitlines() if "test_device_only" in text]
     if fake == "1":
-        assert any(l.startswith("PASSED") for l in line), out
+        assert any(text.startswith("PASSED") for text in line), out
         assert "fake CuPy is active" in out
     else:
-        assert not any(l.startswith("PASSED") for l in line), out
+        assert not any(text.startswith("PASSED") for text in line), out

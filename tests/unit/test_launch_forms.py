@@ -12,14 +12,12 @@ import types
 
 import numpy as np
 import pytest
-
 from _fake_support import run_device_tests_under_standin
 
 from cunumpy import _reference
 from cunumpy.arguments import CudaStruct
 from cunumpy.kernel_testing import fake_cupy_active
-from cunumpy.kernels import CudaKernel
-from cunumpy.kernels import _cuda_kernel as ck
+from cunumpy.kernels import CudaKernel, _cuda_kernel as ck
 
 SRC = (
     'extern "C" __global__ void k(const double* x, double* y, int n, Array2D<float> v, '
@@ -179,7 +177,7 @@ def test_device_errors_are_those_of_the_general_path(dev, monkeypatch, case, n):
     elif what == ("too few",):
         args = args[:-1]
     elif what == ("too many",):
-        args = args + [1]
+        args = [*args, 1]
     elif what == ("host array",):
         args[0] = np.zeros(n)
     elif what == ("overflow",):

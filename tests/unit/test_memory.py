@@ -186,7 +186,7 @@ def test_to_host_async_of_a_small_device_array(device_only):
 
 def test_to_host_async_rejects_foreign_device_objects():
     class Foreign:
-        __cuda_array_interface__ = {"shape": (1,), "typestr": "<f8", "data": (0, False), "version": 3}
+        __cuda_array_interface__ = {"shape": (1,), "typestr": "<f8", "data": (0, False), "version": 3}  # noqa: RUF012 - read only
 
     with pytest.raises(TypeError, match="'a'"):
         xp.to_host_async(Foreign())
@@ -318,7 +318,7 @@ def test_mirror_to_host_after_a_producer(device_only):
 def test_mirror_requires_its_device_to_be_current(device_only, monkeypatch):
     cupy = sys.modules["cupy"]
     mirror = DeviceMirror(np.zeros(2))
-    mirror.device
+    mirror.device  # noqa: B018 - the property read is what is tested
     monkeypatch.setattr(cupy.cuda.runtime, "getDevice", lambda: 1)
     with pytest.raises(ValueError, match="current"):
         mirror.to_host()

@@ -9,12 +9,11 @@ import time
 
 import numpy as np
 import pytest
+from _events import Events
 
 import cunumpy as xp
 from cunumpy import mpi
 from cunumpy.kernel_testing import fake_cupy_active
-
-from _events import Events
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +49,7 @@ class RecordingComm:
                 raise RuntimeError(f"injected failure in {name}")
             if name == "Isend" and self.corrupt:
                 buffer = args[0]
-                bad = buffer.copy() if isinstance(buffer, np.ndarray) else buffer.copy()
+                bad = buffer.copy()
                 bad[...] = 0
                 return target(bad, *args[1:], **kwargs)
             return target(*args, **kwargs)
@@ -322,9 +321,8 @@ def test_mpi_buffer_staged_send_copies_to_host_once(device_only):
 
 def test_mpi_buffer_staged_receive_copies_back_once(device_only):
     a = xp.zeros(4)
-    with Events() as events:
-        with mpi.mpi_buffer(a, send=False, recv=True, cuda_aware=False) as buf:
-            buf[:] = [1, 2, 3, 4]
+    with Events() as events, mpi.mpi_buffer(a, send=False, recv=True, cuda_aware=False) as buf:
+        buf[:] = [1, 2, 3, 4]
     assert events.kinds("to_host") == []
     assert len(events.kinds("to_device")) == 1
     assert len(events.kinds("sync")) == 1  # the producer is waited for even without a send
@@ -337,14 +335,13 @@ def test_mpi_buffer_packs_non_contiguous_device_arrays(device_only, cuda_aware, 
     base = xp.to_cunumpy(np.arange(24.0).reshape(4, 6))
     view = xp.asfortranarray(base) if layout == "fortran" else base[:, ::2]
     expected = xp.to_numpy(view).copy()
-    with Events() as events:
-        with mpi.mpi_buffer(view, recv=True, cuda_aware=cuda_aware) as buf:
-            assert buf.flags.c_contiguous and tuple(buf.shape) == tuple(view.shape)
-            np.testing.assert_array_equal(xp.to_numpy(buf), expected)
-            if cuda_aware:
-                buf[...] = buf * 2
-            else:
-                buf *= 2
+    with Events() as events, mpi.mpi_buffer(view, recv=True, cuda_aware=cuda_aware) as buf:
+        assert buf.flags.c_contiguous and tuple(buf.shape) == tuple(view.shape)
+        np.testing.assert_array_equal(xp.to_numpy(buf), expected)
+        if cuda_aware:
+            buf[...] = buf * 2
+        else:
+            buf *= 2
     np.testing.assert_array_equal(xp.to_numpy(view), expected * 2)
     if layout == "strided":
         np.testing.assert_array_equal(xp.to_numpy(base)[:, 1::2], np.arange(24.0).reshape(4, 6)[:, 1::2])
@@ -354,10 +351,9 @@ def test_mpi_buffer_packs_non_contiguous_device_arrays(device_only, cuda_aware, 
 def test_mpi_buffer_copies_nothing_back_when_the_block_raises(device_only):
     a = xp.zeros(3)
     staging = mpi.MPIStaging(3, np.float64)
-    with pytest.raises(KeyError):
-        with staging.buffer(a, recv=True, cuda_aware=False) as buf:
-            buf[:] = 7
-            raise KeyError("rank failed")
+    with pytest.raises(KeyError), staging.buffer(a, recv=True, cuda_aware=False) as buf:
+        buf[:] = 7
+        raise KeyError("rank failed")
     np.testing.assert_array_equal(xp.to_numpy(a), np.zeros(3))
     with staging.buffer(a, recv=True, cuda_aware=False) as buf:
         buf[:] = 7
@@ -415,13 +411,14 @@ def test_staging_checks_shape_and_dtype(on_backend):
 def test_staging_refuses_overlapping_use_and_recovers(on_backend):
     staging = mpi.MPIStaging(3, np.float64)
     a, b = xp.zeros(3), xp.ones(3)
-    with staging.buffer(a, cuda_aware=False):
-        with pytest.raises(RuntimeError, match="already in use"):
-            with staging.buffer(b, cuda_aware=False):
-                pass
-    with pytest.raises(ZeroDivisionError):
-        with staging.buffer(a, cuda_aware=False):
-            1 / 0
+    with (
+        staging.buffer(a, cuda_aware=False),
+        pytest.raises(RuntimeError, match="already in use"),
+        staging.buffer(b, cuda_aware=False),
+    ):
+        pass
+    with pytest.raises(ZeroDivisionError), staging.buffer(a, cuda_aware=False):
+        1 / 0  # noqa: B018 - raises inside the block on purpose
     with staging.buffer(b, cuda_aware=False):
         pass
 

@@ -9,7 +9,6 @@ import sys
 import textwrap
 
 import pytest
-
 from _emulation_support import requires_compiler
 
 pytestmark = [pytest.mark.nosan, requires_compiler]  # child interpreters; the emulation compiles

@@ -11,12 +11,12 @@ import warnings
 
 import numpy as np
 import pytest
-
-import cunumpy as xp
 from _fake_support import rerun_under_fake_cupy
 
-scipy = pytest.importorskip("scipy")
-import scipy.optimize  # noqa: E402
+import cunumpy as xp
+
+pytest.importorskip("scipy")
+import scipy.optimize
 
 
 def test_optimize_suite_in_fake_cupy_subprocess():

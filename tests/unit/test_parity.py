@@ -369,7 +369,7 @@ def test_device_function_kernel_errors():
 def test_hip_gap_markers():
     assert kt.warp_shuffle_available() is not xp.cuda.is_hip()
     assert kt.high_dim_cuda_views_available() == kt.bounds_check_views_available() == kt.warp_shuffle_available()
-    launches = kt.fake_cupy_active() and kt.emulation_compiler() is not None or (
+    launches = (kt.fake_cupy_active() and kt.emulation_compiler() is not None) or (
         xp.cupy_available() and not kt.fake_cupy_active())
     for name in ("requires_warp_shuffle", "requires_high_dim_cuda_views", "requires_bounds_check_views"):
         mark = getattr(kt, name)

@@ -68,7 +68,7 @@ def test_read_only_is_a_value_error():
 
 @needs_petsc4py
 def test_wrong_dtype_is_a_type_error():
-    other = np.float32 if SCALAR != np.float32 else np.float64
+    other = np.float32 if np.float32 != SCALAR else np.float64
     with pytest.raises(TypeError, match="scalar type"):
         xp.petsc.petsc_vec(np.zeros(3, dtype=other))
     with pytest.raises(TypeError, match="scalar type"):

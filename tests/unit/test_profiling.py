@@ -1,5 +1,6 @@
 """Timing, NVTX ranges, transfer counters and budgets (API.md §7)."""
 
+import dataclasses
 import sys
 
 import numpy as np
@@ -61,19 +62,17 @@ def test_module_exports_exactly_the_documented_names():
 
 
 def test_timed_region_on_numpy_is_a_plain_timer():
-    with xp.use_backend("numpy"):
-        with timed_region("setup") as t:
-            assert isinstance(t, Timing) and t.elapsed is None
-            sum(range(1000))
+    with xp.use_backend("numpy"), timed_region("setup") as t:
+        assert isinstance(t, Timing) and t.elapsed is None
+        sum(range(1000))
     assert t.name == "setup"
     assert isinstance(t.elapsed, float) and t.elapsed >= 0.0
     assert t.synced is False
 
 
 def test_timed_region_sets_elapsed_when_the_block_raises():
-    with pytest.raises(KeyError):
-        with timed_region("fails") as t:
-            raise KeyError("x")
+    with pytest.raises(KeyError), timed_region("fails") as t:
+        raise KeyError("x")
     assert t.elapsed is not None and t.elapsed >= 0.0
 
 
@@ -89,9 +88,8 @@ def test_timed_region_synchronises_on_the_device_backend(device_only):
 
 
 def test_timed_region_syncs_are_not_reported_as_transfers(on_backend):
-    with assert_no_transfers(syncs=True):
-        with timed_region("quiet"):
-            pass
+    with assert_no_transfers(syncs=True), timed_region("quiet"):
+        pass
 
 
 def test_timed_region_rejects_bad_arguments():
@@ -138,10 +136,8 @@ class NvtxRecorder:
 def test_nvtx_range_pushes_and_pops_on_the_device_backend(device_only, monkeypatch):
     recorder = NvtxRecorder()
     monkeypatch.setattr(sys.modules["cupy"].cuda, "nvtx", recorder, raising=False)
-    with nvtx_range("outer"):
-        with pytest.raises(ValueError):
-            with nvtx_range("inner", color=3):
-                raise ValueError
+    with nvtx_range("outer"), pytest.raises(ValueError), nvtx_range("inner", color=3):
+        raise ValueError
     assert recorder.calls == [("push", "outer", -1), ("push", "inner", 3), ("pop",), ("pop",)]
     recorder.calls.clear()
     with timed_region("timed"):
@@ -154,9 +150,8 @@ def test_nvtx_range_does_nothing_on_numpy(monkeypatch):
     recorder = NvtxRecorder()
     if cupy is not None:
         monkeypatch.setattr(cupy.cuda, "nvtx", recorder, raising=False)
-    with xp.use_backend("numpy"):
-        with nvtx_range("host"):
-            pass
+    with xp.use_backend("numpy"), nvtx_range("host"):
+        pass
     assert recorder.calls == []
 
 
@@ -210,7 +205,7 @@ def test_event_fields_and_str():
     assert (first.kind, first.nbytes, first.blocking, first.implicit) == ("to_host", 8, False, False)
     assert second.implicit is True and second.blocking is True and second.nbytes is None
     assert str(first) == f"{where}: to_host: to_host_async (1,) float64"
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         first.kind = "to_device"  # frozen
 
 
@@ -222,9 +217,8 @@ def test_nested_counters_each_see_every_event_and_a_counter_twice_counts_once():
         with count_transfers(outer) as same:
             assert same is outer
             emit("to_device", nbytes=4)
-        with count_transfers(into=outer):
-            with count_transfers(into=outer):
-                emit("to_host", nbytes=2)
+        with count_transfers(into=outer), count_transfers(into=outer):
+            emit("to_host", nbytes=2)
     assert (outer.to_host, outer.to_device) == (2, 2)
     assert (inner.to_host, inner.to_device) == (0, 1)
 
@@ -266,10 +260,9 @@ def test_count_transfers_as_a_decorator():
 
 
 def test_counter_is_removed_when_the_block_raises():
-    with pytest.raises(RuntimeError):
-        with count_transfers() as c:
-            emit("to_host")
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), count_transfers() as c:
+        emit("to_host")
+        raise RuntimeError("boom")
     emit("to_host")
     assert c.to_host == 1
 
@@ -326,9 +319,8 @@ def test_counters_see_real_device_copies_with_byte_sizes(on_backend):
 
 
 def test_assert_no_transfers_fails_with_the_report():
-    with pytest.raises(AssertionError) as info:
-        with assert_no_transfers():
-            record("to_host", "to_numpy (3,) float64", 24)  # MARK-forbidden
+    with pytest.raises(AssertionError) as info, assert_no_transfers():
+        record("to_host", "to_numpy (3,) float64", 24)  # MARK-forbidden
     message = str(info.value)
     assert "to_host" in message
     assert f"{HERE}:{line_of('MARK-forbidden')}: to_numpy (3,) float64" in message
@@ -336,9 +328,8 @@ def test_assert_no_transfers_fails_with_the_report():
 
 @pytest.mark.parametrize("kind", ["to_host", "to_device", "kernel_conversion", "fallback"])
 def test_assert_no_transfers_rejects_each_forbidden_kind(kind):
-    with pytest.raises(AssertionError, match=kind):
-        with assert_no_transfers():
-            emit(kind)
+    with pytest.raises(AssertionError, match=kind), assert_no_transfers():
+        emit(kind)
 
 
 def test_assert_no_transfers_allows_device_copies_and_syncs_unless_asked():
@@ -346,16 +337,14 @@ def test_assert_no_transfers_allows_device_copies_and_syncs_unless_asked():
         emit("device_copy", nbytes=8)
         emit("sync", "synchronize()")
     assert c.device_copies == 1 and c.syncs == 1
-    with pytest.raises(AssertionError, match="sync"):
-        with assert_no_transfers(syncs=True):
-            emit("sync", "synchronize()")
+    with pytest.raises(AssertionError, match="sync"), assert_no_transfers(syncs=True):
+        emit("sync", "synchronize()")
 
 
 def test_assert_no_transfers_lets_exceptions_through_unchanged():
-    with pytest.raises(ZeroDivisionError):
-        with assert_no_transfers():
-            emit("to_host")
-            1 / 0
+    with pytest.raises(ZeroDivisionError), assert_no_transfers():
+        emit("to_host")
+        1 / 0  # noqa: B018 - raises inside the block on purpose
 
 
 def test_assert_no_transfers_as_a_decorator():
@@ -385,9 +374,8 @@ def test_assert_no_transfers_on_a_device_loop(on_backend):
     with assert_no_transfers():
         for _ in range(3):
             a = a + 1
-    with pytest.raises(AssertionError) if on_backend == "cupy" else _nothing():
-        with assert_no_transfers():
-            xp.to_numpy(a)
+    with pytest.raises(AssertionError) if on_backend == "cupy" else _nothing(), assert_no_transfers():
+        xp.to_numpy(a)
 
 
 class _nothing:
@@ -533,15 +521,13 @@ def test_budget_rejects_bad_arguments():
 
 def test_budget_and_counter_both_see_events():
     budget = TransferBudget()
-    with count_transfers() as c:
-        with budget.phase("p"):
-            emit("to_host")
+    with count_transfers() as c, budget.phase("p"):
+        emit("to_host")
     assert c.to_host == 1 and budget["p"].to_host == 1
 
 
 def test_a_phase_counter_also_active_directly_counts_each_event_once():
     budget = TransferBudget()
-    with budget.phase("p") as phase_counter:
-        with count_transfers(phase_counter):
-            emit("to_host")
+    with budget.phase("p") as phase_counter, count_transfers(phase_counter):
+        emit("to_host")
     assert budget["p"].to_host == 1

@@ -1,5 +1,6 @@
 """PyccelKernel (API.md section 2.1) and outputs_from_annotations (section 2.2)."""
 
+import contextlib
 import gc
 import importlib.util
 import os
@@ -11,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-import cunumpy as xp
 from _events import Events
 from _unsigned import Unsigned
+
+import cunumpy as xp
 
 PyccelKernel = xp.kernels.PyccelKernel
 outputs_from_annotations = xp.kernels.outputs_from_annotations
@@ -150,9 +151,8 @@ def test_no_conversion_exceptions_are_unchanged_and_earlier_writes_stay():
         x[0] = 5
         raise error
 
-    with xp.use_backend("numpy"):
-        with pytest.raises(ValueError) as info:
-            PyccelKernel(kernel)(a)
+    with xp.use_backend("numpy"), pytest.raises(ValueError) as info:
+        PyccelKernel(kernel)(a)
     assert info.value is error and a[0] == 5
 
 
@@ -225,7 +225,7 @@ def test_parameters_make_names_and_indices_interchangeable(device_only):
     fn = Unsigned(add_into)
     for outputs in (("out",), (2,), (-1,)):
         k = PyccelKernel(fn, outputs=outputs, parameters=["x", "y", "out"])
-        for call in (lambda o: k(device([1.0]), device([2.0]), o), lambda o: k(device([1.0]), device([2.0]), out=o)):
+        for call in (lambda o: k(device([1.0]), device([2.0]), o), lambda o: k(device([1.0]), device([2.0]), out=o)):  # noqa: B023 - called within the same iteration
             o = device([0.0])
             call(o)
             np.testing.assert_array_equal(host(o), [3.0])
@@ -369,7 +369,7 @@ def test_returned_host_arrays_become_device_arrays(device_only):
 
     with Events() as ev:
         r = PyccelKernel(kernel, outputs=())(a)
-    t, lst, dct, s = r
+    t, lst, dct, _s = r
     assert is_device(t) and lst[0] is t and lst[1] == 3
     assert isinstance(dct["k"], np.ndarray)  # dicts in results are not converted
     np.testing.assert_array_equal(host(t), [2.0, 4.0])
@@ -442,10 +442,8 @@ def test_conversion_path_does_not_leak(device_only):
     def run(n):
         for _ in range(n):
             k(p, [a, {"b": b}], out=b)
-            try:
+            with contextlib.suppress(KeyError):
                 bad(p, [a], b)
-            except KeyError:
-                pass
         gc.collect()
 
     assert_memory_flat(run, a, b, p, k)
@@ -455,7 +453,7 @@ def test_conversion_path_does_not_leak(device_only):
 
 
 def test_outputs_from_annotations_spec_example():
-    def kernel(markers: "float[:, :]", weights: "Final[float[:]]", dt: "float", n: int, args: "MarkerArgs",
+    def kernel(markers: "float[:, :]", weights: "Final[float[:]]", dt: "float", n: int, args: "MarkerArgs",  # noqa: F821 - a pyccel type annotation, not a Python name
                scratch: typing.Final[np.ndarray]):  # fmt: skip
         pass
 
@@ -463,8 +461,8 @@ def test_outputs_from_annotations_spec_example():
 
 
 def test_outputs_from_annotations_pyccel_strings_and_typing():
-    def kernel(a: "const float[:,:]", b: "float[:](order=F)", c: "complex", d: "typing.Final[int[:]]",
-               e: np.ndarray, f: float, g: np.float64, h: "int64", i: typing.Annotated[np.ndarray, "const"]):  # fmt: skip
+    def kernel(a: "const float[:,:]", b: "float[:](order=F)", c: "complex", d: "typing.Final[int[:]]",  # noqa: F821,F722 - a pyccel type annotation, not a Python expression
+               e: np.ndarray, f: float, g: np.float64, h: "int64", i: typing.Annotated[np.ndarray, "const"]):  # fmt: skip  # noqa: F821 - a pyccel type annotation, not a Python name
         pass
 
     assert outputs_from_annotations(kernel) == ("b", "e")
@@ -584,9 +582,8 @@ def test_non_contiguous_device_outputs_are_written_in_place(device_only):
 def test_the_python_twin_base_decides_like_the_c_base(twin, on_backend):
     """Where the extension is missing (Pyodide) PyccelKernel rests on the twin's HostKernel."""
     from cunumpy import _backend, _reference
-    from cunumpy.kernels import _pyccel_kernel
-
     from cunumpy._native import core
+    from cunumpy.kernels import _pyccel_kernel
 
     base = _reference.HostKernel if twin else core.HostKernel
     calls = []

@@ -145,7 +145,7 @@ def test_the_markers_are_registered(tmp_path):
 def test_without_the_entry_point_the_fixture_is_missing(tmp_path):
     # The control: the same project with plugin autoloading off finds no `backend`.
     # (-o addopts= drops --strict-markers, which would stop the run at the unknown markers.)
-    code, outcomes, output = _pytest(_project(tmp_path), "-o", "addopts=",
+    code, _outcomes, output = _pytest(_project(tmp_path), "-o", "addopts=",
                                      env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
     assert code != 0
     assert "fixture 'backend' not found" in output

@@ -10,10 +10,9 @@ Inputs are large enough for the paths that release the GIL (and for the sort's h
 from __future__ import annotations
 
 import pytest
+from test_c_robustness import run_isolated
 
 from cunumpy._native import HAVE_C_CORE
-
-from test_c_robustness import run_isolated
 
 pytestmark = pytest.mark.skipif(not HAVE_C_CORE, reason="needs the C core")
 

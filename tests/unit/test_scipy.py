@@ -10,15 +10,15 @@ import sys
 
 import numpy as np
 import pytest
+from _fake_support import rerun_under_fake_cupy
 
 import cunumpy as xp
 import cunumpy.scipy as xscipy
 from cunumpy.kernel_testing import run_in_fake_cupy_subprocess
-from _fake_support import rerun_under_fake_cupy
 
-scipy = pytest.importorskip("scipy")
-import scipy.interpolate  # noqa: E402
-import scipy.linalg  # noqa: E402
+pytest.importorskip("scipy")
+import scipy.interpolate
+import scipy.linalg
 
 SUBPACKAGES = ["fft", "fftpack", "interpolate", "linalg", "ndimage", "signal", "sparse",
                "sparse.csgraph", "sparse.linalg", "spatial", "special", "stats"]
@@ -116,7 +116,7 @@ def test_optimize_and_integrate_are_not_forwarded(on_backend):
 
 def test_missing_name_names_the_backend(on_backend):
     with pytest.raises(AttributeError) as info:
-        xp.scipy.special.no_such_function
+        xp.scipy.special.no_such_function  # noqa: B018 - the attribute read must raise
     message = str(info.value)
     assert "no_such_function" in message
     assert ("NumPy" if on_backend == "numpy" else "CuPy") in message
@@ -187,7 +187,7 @@ def test_without_scipy_names_raise_import_error(on_backend, without_scipy):
     with pytest.raises(ImportError, match=rf"special.*{backend} backend"):
         xp.scipy.special.resolve()
     with pytest.raises(ImportError, match=rf"{backend} backend"):
-        xp.scipy.special.erf
+        xp.scipy.special.erf  # noqa: B018 - the attribute read must raise
     assert xp.scipy.special.available("erf") is False
     assert xp.scipy.sparse.linalg.available("cg") is False
     assert {"available", "resolve"} <= set(dir(xp.scipy.special))
@@ -204,7 +204,7 @@ def test_scipy_made_unimportable_after_use_is_not_served_from_the_cache(on_backe
         patch.setitem(sys.modules, root, None)
         with pytest.raises(ImportError, match=rf"xp.scipy.special needs .* on the {backend} backend.*"
                                               rf"import of {root} halted"):
-            xp.scipy.special.erf
+            xp.scipy.special.erf  # noqa: B018 - the attribute read must raise
         with pytest.raises(ImportError, match=rf"{backend} backend"):
             xp.scipy.sparse.linalg.resolve()
         with pytest.raises(ImportError):

@@ -12,15 +12,10 @@ is checked against its twin and on crafted strides.
 
 from __future__ import annotations
 
-import types
-
 import numpy as np
 import pytest
 
-import cunumpy as xp
-from cunumpy import _reference
-from cunumpy import algorithms as al
-from cunumpy import rng as xrng
+from cunumpy import _reference, algorithms as al, rng as xrng
 from cunumpy._native import HAVE_C_CORE, core
 
 pytestmark = pytest.mark.skipif(not HAVE_C_CORE, reason="the C core is not built")
@@ -487,9 +482,9 @@ def test_morton_box_memo_follows_the_bounds(general):
         if step == 3:
             lower[1] = -0.0
         for fn, args in ((al.morton_keys, [POS3, lower, upper, 21]), (al.morton_scales, [lower, upper, 21])):
-            check_both_ways(general, fn, lambda: ([a.copy() if isinstance(a, np.ndarray) else a for a in args], {}),
+            check_both_ways(general, fn, lambda: ([a.copy() if isinstance(a, np.ndarray) else a for a in args], {}),  # noqa: B023 - called within the same iteration
                             "ok")
-            check_both_ways(general, fn, lambda: (list(args), {}), "ok")  # the same arrays: memo hits
+            check_both_ways(general, fn, lambda: (list(args), {}), "ok")  # the same arrays: memo hits  # noqa: B023 - called within the same iteration
     assert 0 < len(al._BOXES) <= al._BOXES_KEPT
 
 
@@ -677,8 +672,8 @@ def test_memos_shared_by_threads(general):
     failures = []
 
     def worker(offset):
-        for rep in range(3):
-            for i, s in enumerate(seeds):
+        for _rep in range(3):
+            for s in seeds:
                 if not np.array_equal(xrng.philox_uniform(s, s * 7, COUNTER), expected_u[s]):
                     failures.append(("philox", s))
             for i in range(offset, offset + len(boxes)):

@@ -9,16 +9,13 @@ import subprocess
 import sys
 import textwrap
 import threading
-import warnings
 
 import numpy as np
 import pytest
 
 import cunumpy as xp
+from cunumpy import algorithms as A, rng as R, threads as T
 from cunumpy._native import core as _core
-from cunumpy import algorithms as A
-from cunumpy import rng as R
-from cunumpy import threads as T
 
 COUNTS = (1, 2, 3, 8)
 # Past one chunk of the element-wise loops (16384) and of compaction blocks (32768), uneven.
@@ -67,9 +64,8 @@ def test_set_get_and_context_manager():
         assert T.get_num_threads() == 2
         assert _core._pool_workers() == 1
     assert T.get_num_threads() == 3
-    with pytest.raises(RuntimeError):
-        with T.num_threads(1):
-            raise RuntimeError("inside")
+    with pytest.raises(RuntimeError), T.num_threads(1):
+        raise RuntimeError("inside")
     assert T.get_num_threads() == 3
     T.set_num_threads(np.int64(2))  # __index__
     assert T.get_num_threads() == 2
@@ -222,7 +218,7 @@ def test_compact_bit_identical_for_every_thread_count(n, density):
     def run():
         arrays = [p.copy() for p in payloads]
         live = A.compact_by_mask(mask, *arrays)
-        return (np.int64(live),) + tuple(a[:live] for a in arrays)
+        return (np.int64(live), *tuple(a[:live] for a in arrays))
 
     first = each_count(run)
     assert first[0] == np.count_nonzero(mask)
@@ -245,7 +241,7 @@ def test_compact_live_prefix_then_sparse_tail():
         live = A.compact_by_mask(mask, x, y, axis=-1)
         return np.int64(live), x[:live], y[:, :live]
 
-    live, got_a, got_b = each_count(run)
+    _live, got_a, got_b = each_count(run)
     np.testing.assert_array_equal(got_a, want_a)
     np.testing.assert_array_equal(got_b, want_b)
 
@@ -263,7 +259,7 @@ def test_compact_strided_mask_and_non_bool_bytes():
             live = A.compact_by_mask(m, x)
             return np.int64(live), x[:live]
 
-        live, got = each_count(run)
+        _live, got = each_count(run)
         np.testing.assert_array_equal(got, a[np.asarray(m).view(np.uint8) != 0])
 
 
@@ -281,7 +277,7 @@ def test_compact_from_many_python_threads_at_once():
                 live = A.compact_by_mask(mask, x)
                 if not np.array_equal(x[:live], want):
                     errors.append("wrong")
-        except Exception as exc:  # pragma: no cover - reported below
+        except Exception as exc:  # noqa: BLE001  # pragma: no cover - reported below
             errors.append(repr(exc))
 
     threads = [threading.Thread(target=work) for _ in range(6)]
@@ -342,9 +338,8 @@ def test_morton_reports_the_first_non_finite_row_for_every_thread_count():
     pos[4 * 16384 + 3, 1] = np.nan
     pos[2 * 16384 + 9, 0] = np.inf
     for count in COUNTS:
-        with T.num_threads(count):
-            with pytest.raises(ValueError, match=f"row {2 * 16384 + 9} "):
-                A.morton_keys(pos, np.zeros(3), np.ones(3), 10)
+        with T.num_threads(count), pytest.raises(ValueError, match=f"row {2 * 16384 + 9} "):
+            A.morton_keys(pos, np.zeros(3), np.ones(3), 10)
 
 
 @pytest.mark.parametrize("n", SIZES)
@@ -400,9 +395,8 @@ def test_segment_sum_reports_the_first_bad_key_for_every_thread_count():
     keys[900_000] = 11
     values = np.ones(n)
     for count in COUNTS:
-        with T.num_threads(count):
-            with pytest.raises(ValueError, match="keys\\[700001\\]"):
-                A.segment_sum(values, keys, 10)
+        with T.num_threads(count), pytest.raises(ValueError, match="keys\\[700001\\]"):
+            A.segment_sum(values, keys, 10)
 
 
 # ---- sort_by_key -------------------------------------------------------------------------------
@@ -576,9 +570,11 @@ def test_segment_boundaries_report_the_first_unsorted_row_for_every_thread_count
     keys[where] = -1
     keys[where + 1000] = -5  # a later bad row must not be the one reported
     for count in COUNTS:
-        with T.num_threads(count):
-            with pytest.raises(ValueError, match=rf"sorted_keys\[{where}\] < sorted_keys\[{where - 1}\]"):
-                A.segment_boundaries(keys)
+        with (
+            T.num_threads(count),
+            pytest.raises(ValueError, match=rf"sorted_keys\[{where}\] < sorted_keys\[{where - 1}\]"),
+        ):
+            A.segment_boundaries(keys)
 
 
 @pytest.mark.parametrize("fn_name", ["core", "twin"])
@@ -661,9 +657,8 @@ def test_cell_offsets_reports_the_first_bad_row_for_every_thread_count(where, ki
         cells[where] = -1
     cells[where + 1000] = n_cells + 5  # a later bad row must not be the one reported
     for count in COUNTS:
-        with T.num_threads(count):
-            with pytest.raises(ValueError, match=rf"sorted_cells\[{where}\]"):
-                A.cell_offsets(cells, n_cells)
+        with T.num_threads(count), pytest.raises(ValueError, match=rf"sorted_cells\[{where}\]"):
+            A.cell_offsets(cells, n_cells)
 
 
 # ---- random_streams draws ---------------------------------------------------------------------
@@ -763,7 +758,7 @@ def test_random_streams_one_generator_from_many_python_threads():
         try:
             for _ in range(per_thread):
                 results.append(R.random_streams.random(n, rng=gen))
-        except Exception as exc:  # pragma: no cover - reported below
+        except Exception as exc:  # noqa: BLE001  # pragma: no cover - reported below
             errors.append(exc)
 
     T.set_num_threads(2)
@@ -781,7 +776,7 @@ def test_random_streams_one_generator_from_many_python_threads():
         assert r.tobytes() == stream[i:i + n].tobytes()
 
 
-@pytest.mark.parametrize("fill", [_core.bitgen_fill, getattr(__import__("cunumpy._reference", fromlist=["x"]), "bitgen_fill")])
+@pytest.mark.parametrize("fill", [_core.bitgen_fill, __import__("cunumpy._reference", fromlist=["x"]).bitgen_fill])
 def test_bitgen_fill_rejects_bad_input(fill):
     bg = np.random.PCG64(1)
     out = np.empty(10)

@@ -11,8 +11,6 @@ import cunumpy
 from cunumpy import _backend
 from cunumpy.xp import array_backend, to_numpy
 
-from conftest import device_backend_available
-
 
 @pytest.fixture
 def listeners():
@@ -114,9 +112,8 @@ def test_raising_listener_on_use_backend_entry_restores_the_previous_backend(dev
             raise RuntimeError("no numpy here")
 
     listeners(refuse_numpy)
-    with pytest.raises(RuntimeError, match="no numpy here"):
-        with cunumpy.use_backend("numpy"):
-            body_ran.append(True)
+    with pytest.raises(RuntimeError, match="no numpy here"), cunumpy.use_backend("numpy"):
+        body_ran.append(True)
     assert not body_ran
     assert cunumpy.get_backend() == "cupy" and type(cunumpy.zeros(2)).__module__ == "cupy"
     assert cunumpy.numpy_backend is False and cunumpy.cupy_backend is True
@@ -130,9 +127,8 @@ def test_raising_listener_on_use_backend_exit_still_restores(device_only, listen
             raise RuntimeError("exit listener failed")
 
     listeners(refuse_after_arming)
-    with pytest.raises(RuntimeError, match="exit listener failed"):
-        with cunumpy.use_backend("numpy"):
-            armed.append(True)
+    with pytest.raises(RuntimeError, match="exit listener failed"), cunumpy.use_backend("numpy"):
+        armed.append(True)
     assert cunumpy.get_backend() == "cupy"
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["install_fake_cupy", "fake_cupy_active", "host_buffer"]
+__all__ = ["fake_cupy_active", "host_buffer", "install_fake_cupy"]
 
 
 def fake_cupy_active() -> bool:

@@ -41,7 +41,7 @@ class ListArgumentError(TypeError, AttributeError):
 class Call:
     """Conversions of one call: remembers the fake arrays it unwrapped."""
 
-    __slots__ = ("where", "host_ok", "inputs")
+    __slots__ = ("host_ok", "inputs", "where")
 
     def __init__(self, where: str, host_ok: bool = False):
         self.where = where

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import time
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -101,7 +102,7 @@ class Device:
     def __init__(self, device=None):
         if isinstance(device, Device):
             device = device.id
-        self.id = 0 if device is None else int(device)
+        self.id: int = 0 if device is None else int(device)
 
     def __repr__(self):
         return f"<CUDA Device {self.id}>"
@@ -170,7 +171,7 @@ class Event:
         self._disable_timing = bool(disable_timing)
         self._interprocess = bool(interprocess)
         self.ptr = next(_event_ptrs)
-        self._time = None
+        self._time: Any = None
 
     def record(self, stream=None):
         self._time = time.perf_counter()
@@ -264,7 +265,7 @@ class _BaseStream:
 class Stream(_BaseStream):
     """``cupy.cuda.Stream``: work on it is finished as soon as it is issued."""
 
-    null: "Stream"
+    null: Stream
 
     def __init__(self, null=False, non_blocking=False, ptds=False, priority=None):
         super().__init__(0 if null else next(_stream_ptrs), 0)
@@ -365,7 +366,7 @@ def _address(mem) -> int:
     if isinstance(mem, int):
         return mem
     if isinstance(mem, ctypes.c_void_p):
-        return int(mem.value)
+        return int(mem.value)  # type: ignore[arg-type]  # None (a null pointer) raises TypeError
     if isinstance(mem, np.ndarray):
         return mem.ctypes.data
     return ctypes.addressof(mem)
@@ -385,7 +386,7 @@ def host_array_at(memptr: MemoryPointer, shape, dtype, strides=None, order="C") 
         strides = _contiguous_strides(shape, np.dtype(dtype).itemsize, order)
 
     class _Interface:
-        __cuda_array_interface__ = {
+        __cuda_array_interface__: ClassVar[dict] = {
             "shape": shape,
             "typestr": np.dtype(dtype).str,
             "data": (memptr.ptr, False),

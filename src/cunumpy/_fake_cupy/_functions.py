@@ -17,7 +17,7 @@ from . import _names
 from ._convert import Call, ListArgumentError, host_data, kind_of, parameter_kinds
 from ._ndarray import ndarray
 
-__all__ = ["strict", "ufunc", "creation_functions", "vectorize", "asnumpy", "get_array_module", "take", "put", "place"]
+__all__ = ["asnumpy", "creation_functions", "get_array_module", "place", "put", "strict", "take", "ufunc", "vectorize"]
 
 
 #: Keywords NumPy functions take that no CuPy 14.2 function accepts.
@@ -172,7 +172,7 @@ class vectorize:
 
     def __call__(self, *args, **kwargs):
         call = Call("cupy.vectorize()")
-        args = [call.array(v, f"#{i}") for i, v in enumerate(args)]
+        args = [call.array(v, f"#{i}") for i, v in enumerate(args)]  # type: ignore[assignment]  # converted
         kwargs = {k: call.array(v, k) for k, v in kwargs.items()}
         return call.wrap(self._vectorized(*args, **kwargs))
 
@@ -285,7 +285,7 @@ def apply_over_axes(func, a, axes):
         axis = int(axis) + a.ndim if int(axis) < 0 else int(axis)
         result = func(value, axis)
         if result.ndim != value.ndim:
-            result = result.reshape(result.shape[:axis] + (1,) + result.shape[axis:])
+            result = result.reshape((*result.shape[:axis], 1, *result.shape[axis:]))
             if result.ndim != value.ndim:
                 raise ValueError("function is not returning an array of the correct shape")
         value = result

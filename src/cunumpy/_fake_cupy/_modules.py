@@ -2,30 +2,16 @@
 
 from __future__ import annotations
 
-import sys
 import types
 
 import numpy as np
 
 from . import _cuda, _functions, _kernels, _names, _random
 from ._functions import strict, ufunc
-from ._ndarray import ndarray
+from ._ndarray import _counterparts, ndarray
 
 #: The fake's names follow CuPy 14.2.0 (see ``_names``); it reports the minimum version.
 VERSION = "14.0.0"
-
-# NumPy module name -> fake module, for ndarray.__array_function__.
-_counterparts: dict[str, types.ModuleType] = {}
-
-
-def numpy_counterpart(func):
-    """The fake-CuPy function standing for the NumPy function ``func``, or None."""
-    module = _counterparts.get(getattr(func, "__module__", None) or "")
-    if module is None:
-        return None
-    target = getattr(module, getattr(func, "__name__", ""), None)
-    return target if callable(target) else None
-
 
 def _module(name: str, doc: str, attributes: dict) -> types.ModuleType:
     module = types.ModuleType(name, doc)

@@ -8,6 +8,8 @@ read is reported as an implicit ``sync`` event, like the device wait it stands f
 from __future__ import annotations
 
 import operator
+import types
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -103,7 +105,7 @@ class _Flags:
         self.f_contiguous = f_contiguous
         self.owndata = owndata
 
-    _KEYS = {"C_CONTIGUOUS": "c_contiguous", "F_CONTIGUOUS": "f_contiguous", "OWNDATA": "owndata"}
+    _KEYS: ClassVar[dict[str, str]] = {"C_CONTIGUOUS": "c_contiguous", "F_CONTIGUOUS": "f_contiguous", "OWNDATA": "owndata"}
 
     def __getitem__(self, key):
         try:
@@ -115,11 +117,25 @@ class _Flags:
         return "\n".join(f"  {k} : {getattr(self, v)}" for k, v in self._KEYS.items())
 
 
+# NumPy module name -> fake module, for ndarray.__array_function__; _modules fills it in when
+# it builds the modules (it sits above this one).
+_counterparts: dict[str, types.ModuleType] = {}
+
+
+def numpy_counterpart(func):
+    """The fake-CuPy function standing for the NumPy function ``func``, or None."""
+    module = _counterparts.get(getattr(func, "__module__", None) or "")
+    if module is None:
+        return None
+    target = getattr(module, getattr(func, "__name__", ""), None)
+    return target if callable(target) else None
+
+
 class ndarray:
     """A device array of the fake CuPy (host memory standing in for device memory)."""
 
     __module__ = "cupy"  # as real CuPy reports it: user code and libraries test it by name
-    __slots__ = ("_a", "_base", "__weakref__")
+    __slots__ = ("__weakref__", "_a", "_base")
     __array_priority__ = 1000.0
 
     # ------------------------------------------------------------------ construction
@@ -193,9 +209,7 @@ class ndarray:
         return NotImplemented
 
     def __array_function__(self, func, types, args, kwargs):
-        from . import _modules
-
-        target = _modules.numpy_counterpart(func)
+        target = numpy_counterpart(func)
         if target is None:
             return NotImplemented
         return target(*args, **kwargs)
@@ -438,7 +452,7 @@ class ndarray:
 
     def astype(self, dtype, order="K", casting=None, subok=None, copy=True):
         dtype = np.dtype(dtype)
-        if not copy and dtype == self.dtype and (order in ("K", "A") or self._a.flags[f"{order}_CONTIGUOUS"]):
+        if not copy and dtype == self.dtype and (order in ("K", "A") or self._a.flags[f"{order}_CONTIGUOUS"]):  # type: ignore[index]
             return self
         kwargs = {} if casting is None else {"casting": casting}
         return ndarray._wrap(self._a.astype(dtype, order=order, copy=True, **kwargs))
@@ -454,8 +468,8 @@ class ndarray:
         return self._view(self._a.reshape(shape, order=order))
 
     def transpose(self, *axes):
-        if len(axes) == 1 and isinstance(axes[0], (tuple, list)) or axes == (None,):
-            axes = axes[0]
+        if (len(axes) == 1 and isinstance(axes[0], (tuple, list))) or axes == (None,):
+            axes = axes[0]  # type: ignore[assignment]  # a tuple, a list or None given as one argument
         return self._view(self._a.transpose(axes) if axes else self._a.transpose())
 
     def ravel(self, order="C"):
@@ -593,13 +607,13 @@ def _rdivmod(self, other):
     return _scalar_result(q), _scalar_result(m)
 
 
-ndarray.__divmod__ = _divmod
+ndarray.__divmod__ = _divmod  # type: ignore[operator]
 ndarray.__module__ = "cupy"  # as type(cupy_array).__module__ on CuPy
 ndarray.__rdivmod__ = _rdivmod
-ndarray.__hash__ = None
+ndarray.__hash__ = None  # type: ignore[assignment]  # unhashable, as NumPy and CuPy arrays are
 
-for _name, _op in {"neg": operator.neg, "pos": operator.pos, "abs": operator.abs,
-                   "invert": operator.invert}.items():
+_unary: dict[str, Any] = {"neg": operator.neg, "pos": operator.pos, "abs": operator.abs, "invert": operator.invert}
+for _name, _op in _unary.items():
     setattr(ndarray, f"__{_name}__", (lambda op: lambda self: _scalar_result(op(self._a)))(_op))
 
 
@@ -609,7 +623,7 @@ def _method(name):
     def method(self, *args, **kwargs):
         call = Call(f"cupy.ndarray.{name}()")
         call.inputs[id(self._a)] = self
-        args = [call.other(v, f"#{i}") for i, v in enumerate(args)]
+        args = [call.other(v, f"#{i}") for i, v in enumerate(args)]  # type: ignore[assignment]  # converted
         kwargs = {k: call.other(v, k) for k, v in kwargs.items()}
         return call.wrap(numpy_method(self._a, *args, **kwargs))
 
@@ -619,11 +633,7 @@ def _method(name):
     return method
 
 
-_FORWARDED_METHODS = (
-    "all any argmax argmin argpartition argsort choose clip compress conj conjugate cumprod "
-    "cumsum diagonal dot flatten max mean min nonzero partition prod repeat round sort "
-    "squeeze std sum swapaxes trace var"
-).split()
+_FORWARDED_METHODS = ["all", "any", "argmax", "argmin", "argpartition", "argsort", "choose", "clip", "compress", "conj", "conjugate", "cumprod", "cumsum", "diagonal", "dot", "flatten", "max", "mean", "min", "nonzero", "partition", "prod", "repeat", "round", "sort", "squeeze", "std", "sum", "swapaxes", "trace", "var"]
 
 #: ufunc methods ``__array_ufunc__`` forwards (CuPy's ufuncs provide these).
 _UFUNC_METHODS = frozenset(("reduce", "accumulate", "reduceat", "outer", "at"))
@@ -631,7 +641,7 @@ _UFUNC_METHODS = frozenset(("reduce", "accumulate", "reduceat", "outer", "at"))
 for _name in _FORWARDED_METHODS:
     setattr(ndarray, _name, _method(_name))
 
-del _name, _op, _iop, _symbol, _fwd, _rev
+del _name, _op, _iop, _symbol, _fwd, _rev, _unary
 
 
 def _register_with_the_packer():

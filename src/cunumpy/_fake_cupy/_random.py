@@ -32,7 +32,7 @@ def _bind(owner, numpy_object, names, module, prefix=""):
 class BitGenerator:
     """Base of the fake bit generators; holds a NumPy bit generator."""
 
-    _numpy_class = np.random.PCG64
+    _numpy_class: type[np.random.BitGenerator] = np.random.PCG64
 
     def __init__(self, seed=None, *, size=-1):
         # size: CuPy's number of cuRAND states (-1: its default); nothing to size here

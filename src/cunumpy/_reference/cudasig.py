@@ -451,7 +451,7 @@ def _parse_param(toks, struct_names, tparams, targs):
             elif (
                 type_toks
                 and t not in _BUILTIN
-                and not (type_toks[-1] == (PUNCT, "::"))
+                and type_toks[-1] != (PUNCT, "::")
                 and (pointer > 0 or _ends_type(type_toks))
             ):
                 name = t
@@ -550,7 +550,7 @@ def cuda_parse_signature(source, name, struct_names=(), template_args=None):
             if pname:
                 tparams[pname] = idx
         full = []
-        for idx, (_, pname, default) in enumerate(tlist):
+        for idx, (_, _pname, default) in enumerate(tlist):
             if idx < len(template_args):
                 full.append(_tokenize(template_args[idx]))
             else:

@@ -2,7 +2,7 @@
 from a shuffle, a ballot or a block barrier count, given what every lane passed. The C
 runtime computes the same from the values its fibers bring to the meeting point."""
 
-__all__ = ["SHFL_IDX", "SHFL_UP", "SHFL_DOWN", "SHFL_XOR", "shfl", "ballot", "syncthreads_count"]
+__all__ = ["SHFL_DOWN", "SHFL_IDX", "SHFL_UP", "SHFL_XOR", "ballot", "shfl", "syncthreads_count"]
 
 SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_XOR = 0, 1, 2, 3
 

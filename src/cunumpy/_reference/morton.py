@@ -7,13 +7,13 @@ also the vectorised baseline of the benchmark.
 import numpy as np
 
 __all__ = [
-    "morton_method",
-    "morton_keys_into",
-    "morton_encode_into",
-    "morton_decode_into",
-    "keys_from_positions",
-    "spread",
     "compact",
+    "keys_from_positions",
+    "morton_decode_into",
+    "morton_encode_into",
+    "morton_keys_into",
+    "morton_method",
+    "spread",
 ]
 
 _SPREAD = {
@@ -37,7 +37,7 @@ def compact(k, ndim, xp=np):
     u64 = xp.uint64
     first, steps = _SPREAD[ndim]
     x = xp.asarray(k, dtype=u64) & u64(steps[-1][1])
-    for (shift, _), (_, mask) in zip(reversed(steps), list(reversed(steps))[1:] + [(0, first)]):
+    for (shift, _), (_, mask) in zip(reversed(steps), [*list(reversed(steps))[1:], (0, first)]):
         x = (x | (x >> u64(shift))) & u64(mask)
     return x
 

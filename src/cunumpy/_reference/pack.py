@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import struct
 import sys
+from typing import Any
 
 _FLT_MAX = 3.4028234663852886e38  # numpy.finfo(numpy.float32).max
 
@@ -56,7 +57,7 @@ def _device_id_of(value) -> int:
     if not isinstance(value, int):
         try:
             value = getattr(value, "id", None)
-        except Exception:
+        except Exception:  # noqa: BLE001 - a user object's property may raise anything: no device, as in pack.c
             return -1
     if not isinstance(value, int) or isinstance(value, bool):
         return -1
@@ -83,12 +84,22 @@ def _duck_shape(obj):
         if shape is not None and not isinstance(shape, tuple):
             shape = tuple(shape)
         return shape
-    except Exception:
+    except Exception:  # noqa: BLE001 - a user object's property may raise anything: no shape, as in pack.c
         return None
 
 
 class _Slot:
-    __slots__ = ("kind", "label", "dtype", "typestr", "itemsize", "ndim", "scalar", "size", "offset", "table")
+    __slots__ = ("dtype", "itemsize", "kind", "label", "ndim", "offset", "scalar", "size", "table", "typestr")
+    dtype: Any
+    itemsize: int
+    kind: int
+    label: str
+    ndim: int
+    offset: int
+    scalar: int
+    size: int
+    table: Any
+    typestr: Any
 
 
 def _kind_name(slot) -> str:
@@ -149,7 +160,7 @@ class LaunchPlan:
             )
         self._prepare = (empty, dtypes)
 
-    _prepare = None
+    _prepare: tuple[Any, tuple] | None = None
 
     def prepare(self, *args, device=None):
         """Twin of the C prepare(): the argument itself, or a value of the configured dtype
@@ -254,7 +265,7 @@ class LaunchPlan:
                         raise
                     try:
                         info = self._interface(obj)
-                    except Exception:
+                    except Exception:  # noqa: BLE001 - the interface is a fallback: its failure leaves the first error to be raised
                         pass
                     else:
                         is_device = duck = False
@@ -271,7 +282,7 @@ class LaunchPlan:
                 raise TypeError(f"arrays with more than {_MAX_NDIM} dimensions are not supported")
             if strides is not None and len(strides) != len(shape):
                 raise TypeError("the array's strides do not match its shape")
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - re-raised as the documented TypeError naming the argument
             raise self._error(TypeError, i, f"cannot read the device array: {exc}") from None
         if cur >= 0 and dev >= 0 and dev != cur:
             raise self._error(
@@ -339,7 +350,7 @@ class LaunchPlan:
         else:
             try:
                 flags = obj.flags
-            except Exception:
+            except Exception:  # noqa: BLE001 - re-raised as the documented TypeError
                 raise TypeError("the array has neither strides nor flags.c_contiguous") from None
             if not bool(flags.c_contiguous):
                 raise TypeError("the array has no strides and is not C-contiguous")
@@ -358,7 +369,7 @@ class LaunchPlan:
             dev = -1
         try:
             itemsize = int(dtype.itemsize)
-        except Exception:
+        except Exception:  # noqa: BLE001 - a user dtype's itemsize may raise anything: 1, as in pack.c
             itemsize = 1
         return dtype, shape, strides, int(ptr), dev, False, itemsize if itemsize > 0 else 1
 

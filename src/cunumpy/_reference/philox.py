@@ -6,7 +6,7 @@ the vectorised baseline of the benchmark.
 
 import numpy as np
 
-__all__ = ["philox4x32_10_into", "philox_fill", "philox_blocks"]
+__all__ = ["philox4x32_10_into", "philox_blocks", "philox_fill"]
 
 M0, M1 = 0xD2511F53, 0xCD9E8D57
 W0, W1 = 0x9E3779B9, 0xBB67AE85

@@ -1,9 +1,16 @@
 """Twin of _core/segment.c: segment sums, cell offsets and run boundaries."""
 
+from typing import Any
+
 import numpy as np
 
-__all__ = ["segment_check_keys", "segment_sum_into", "cell_offsets_into", "segment_runs",
-           "SEGMENT_RUNS_CHUNK"]
+__all__ = [
+    "SEGMENT_RUNS_CHUNK",
+    "cell_offsets_into",
+    "segment_check_keys",
+    "segment_runs",
+    "segment_sum_into",
+]
 
 
 def _key_check(keys, name):
@@ -14,7 +21,7 @@ def _key_check(keys, name):
 
 
 def _first_bad(keys, n):
-    bad = np.flatnonzero(keys >= n) if keys.dtype.kind == "u" else np.flatnonzero(keys >= n)
+    bad = np.flatnonzero(keys >= n)
     return int(bad[0]) if bad.size else -1
 
 
@@ -52,7 +59,7 @@ def cell_offsets_into(sorted_cells, n_cells, out):
         raise ValueError(f"'out' must have {n_cells + 1} elements, got {out.size}")
     k = sorted_cells
     if k.size:
-        if k.dtype.kind == "i" and int(k.min()) < 0 or int(k.max()) >= n_cells:
+        if (k.dtype.kind == "i" and int(k.min()) < 0) or int(k.max()) >= n_cells:
             raise ValueError(f"'sorted_cells' must be in [0, n_cells = {n_cells})")
         if np.any(k[1:] < k[:-1]):
             raise ValueError("'sorted_cells' must be sorted (non-decreasing)")
@@ -75,7 +82,10 @@ def segment_runs(sorted_keys, *outputs):
     """segment_runs(keys), (keys, chunk_runs), (keys, unique, starts, stops[, chunk_runs])."""
     if len(outputs) not in (0, 1, 3, 4):
         raise TypeError(f"segment_runs() takes 1, 2, 4 or 5 arguments ({1 + len(outputs)} given)")
-    unique = starts = stops = chunk_runs = None
+    unique: Any = None
+    starts: Any = None
+    stops: Any = None
+    chunk_runs: Any = None
     if len(outputs) == 1:
         (chunk_runs,) = outputs
     elif outputs:

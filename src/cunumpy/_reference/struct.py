@@ -3,6 +3,8 @@ re-pack check of CudaStructArguments. Same checks, messages and packed bytes."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import pack as _pack
 
 __all__ = [
@@ -42,7 +44,7 @@ def _host_or_self(obj, host, kind):
 class StructValue:
     """Twin of the C base of CudaStructValue: the struct, the packed value, the source values."""
 
-    __slots__ = ("struct", "packed", "_values", "__weakref__")
+    __slots__ = ("__weakref__", "_values", "packed", "struct")
 
     def __init__(self, struct, packed, values):
         if not isinstance(values, tuple):
@@ -78,7 +80,13 @@ class StructCaller:
 
 
 class StructState:
-    __slots__ = ("packer", "values", "shapes", "packed", "host", "always")
+    __slots__ = ("always", "host", "packed", "packer", "shapes", "values")
+    always: Any
+    host: Any
+    packed: Any
+    packer: Any
+    shapes: Any
+    values: Any
 
     @property
     def host_arrays(self):

@@ -8,8 +8,14 @@ from __future__ import annotations
 import os
 import warnings
 
-__all__ = ["get_num_threads", "set_num_threads", "_pool_fail_next_start", "_pool_workers",
-           "_pool_ignore_cutover", "_pool_jobs"]
+__all__ = [
+    "_pool_fail_next_start",
+    "_pool_ignore_cutover",
+    "_pool_jobs",
+    "_pool_workers",
+    "get_num_threads",
+    "set_num_threads",
+]
 
 MAX_THREADS = 1024
 _wanted = 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy as _copy
 import sys
+from typing import Any
 
 __all__ = ["HostKernel", "device_result", "enable_vectorcall", "host_arguments", "reaches_device"]
 
@@ -131,7 +132,7 @@ class _Traversal:
             return found
         self.keep.append(obj)
         if t is list:
-            new = []
+            new: Any = []
             self.memo[id(obj)] = new
             i = 0
             while i < len(obj):
@@ -230,8 +231,14 @@ class HostKernel:
     """Twin of the C base of PyccelKernel: direct call unless conversion is needed."""
 
     __slots__ = (
-        "_hk_kernel", "_hk_use_cupy", "_hk_modules", "_hk_state", "_hk_convert", "_hk_flags",
-        "__weakref__", "__dict__",
+        "__dict__",
+        "__weakref__",
+        "_hk_convert",
+        "_hk_flags",
+        "_hk_kernel",
+        "_hk_modules",
+        "_hk_state",
+        "_hk_use_cupy",
     )  # fmt: skip
 
     def _configure(self, kernel, use_cupy, object_modules, state, convert, flags=0):

@@ -5,9 +5,9 @@ otherwise. Nothing here imports CuPy at import time.
 """
 
 from . import _debug, _devices, _source, _streams
-from ._debug import *  # noqa: F401,F403
-from ._devices import *  # noqa: F401,F403
-from ._source import *  # noqa: F401,F403
-from ._streams import *  # noqa: F401,F403
+from ._debug import *  # noqa: F403
+from ._devices import *  # noqa: F403
+from ._source import *  # noqa: F403
+from ._streams import *  # noqa: F403
 
 __all__ = [*_debug.__all__, *_devices.__all__, *_streams.__all__, *_source.__all__]

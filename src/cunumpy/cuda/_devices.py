@@ -7,8 +7,10 @@ CuPy is looked up only on the CuPy path, never imported when this module is impo
 from __future__ import annotations
 
 import sys
+from typing import Literal
 
 import numpy as np
+from maybempi import local_rank
 
 from .. import _backend
 
@@ -67,7 +69,7 @@ def device_count() -> int:
         return 0
     try:
         return int(cupy.cuda.runtime.getDeviceCount())
-    except Exception:
+    except Exception:  # noqa: BLE001 - any driver failure means no device
         return 0
 
 
@@ -132,7 +134,7 @@ def free_memory() -> None:
     cupy.get_default_pinned_memory_pool().free_all_blocks()
 
 
-def pinned_empty(shape, dtype, order: str = "C") -> tuple[np.ndarray, bool]:
+def pinned_empty(shape, dtype, order: Literal["C", "F"] = "C") -> tuple[np.ndarray, bool]:
     """A new host array in page-locked memory and True, or ordinary memory and False.
 
     Falls back to ordinary memory where pinned allocation is impossible: the fake CuPy
@@ -178,7 +180,7 @@ def pin_memory(host_array) -> np.ndarray:
     if _cupy_if_available() is None:
         raise ImportError(f"pin_memory() needs a functional CuPy: {_backend.cupy_unavailable_reason()}")
     flags = host_array.flags
-    order = "F" if flags.f_contiguous and not flags.c_contiguous else "C"
+    order: Literal["C", "F"] = "F" if flags.f_contiguous and not flags.c_contiguous else "C"
     pinned, _ = pinned_empty(host_array.shape, host_array.dtype, order)
     np.copyto(pinned, host_array)
     return pinned
@@ -202,9 +204,7 @@ def bind_local_device() -> int | None:
     count = device_count()
     if count < 1:
         return None
-    from .. import mpi
-
-    device = mpi.local_rank() % count
+    device = local_rank() % count
     cupy.cuda.Device(device).use()
     cupy.empty((1,), dtype=np.uint8)  # the first allocation creates the context
     return device

@@ -146,7 +146,7 @@ def cuda_kernel_names(source: str) -> list[str]:
 
 def template_arg_text(arg) -> str:
     """C text of one template argument: a C type string, a NumPy dtype, an int or a bool."""
-    if isinstance(arg, bool) or isinstance(arg, np.bool_):
+    if isinstance(arg, (bool, np.bool_)):
         return "true" if arg else "false"
     if isinstance(arg, (int, np.integer)):
         return str(int(arg))

@@ -3,14 +3,14 @@ pairing of the two, kernel folders and catalogs, implementation selection, array
 for ``dispatch="arrays"`` kernels, ``fuse`` and Metal kernels."""
 
 from . import _arrays, _catalog, _cuda_kernel, _host_impl, _kernel, _metal, _pyccel_kernel, _selection
-from ._arrays import *  # noqa: F401,F403
-from ._catalog import *  # noqa: F401,F403
-from ._cuda_kernel import *  # noqa: F401,F403
-from ._host_impl import *  # noqa: F401,F403
-from ._kernel import *  # noqa: F401,F403
-from ._metal import *  # noqa: F401,F403
-from ._pyccel_kernel import *  # noqa: F401,F403
-from ._selection import *  # noqa: F401,F403
+from ._arrays import *  # noqa: F403
+from ._catalog import *  # noqa: F403
+from ._cuda_kernel import *  # noqa: F403
+from ._host_impl import *  # noqa: F403
+from ._kernel import *  # noqa: F403
+from ._metal import *  # noqa: F403
+from ._pyccel_kernel import *  # noqa: F403
+from ._selection import *  # noqa: F403
 
 __all__ = [
     *_pyccel_kernel.__all__,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -226,11 +227,11 @@ def fuse(function=None, *, kernel_name=None):
     if kernel_name is not None and not isinstance(kernel_name, str):
         raise TypeError(f"fuse(): 'kernel_name' must be a str, not {type(kernel_name).__name__}")
     name = kernel_name or getattr(function, "__name__", "fused_kernel")
-    fused = []
+    fused: list = []
 
     @functools.wraps(function)
     def call(*args, **kwargs):
-        cupy = sys.modules.get("cupy")
+        cupy: Any = sys.modules.get("cupy")
         device_type = getattr(cupy, "ndarray", None) if cupy is not None else None
         if device_type is None or not (
             any(isinstance(a, device_type) for a in args) or any(isinstance(v, device_type) for v in kwargs.values())

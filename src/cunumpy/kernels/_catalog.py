@@ -22,6 +22,7 @@ from pathlib import Path
 from . import _cuda_kernel
 from ._cuda_kernel import CudaKernel
 from ._host_impl import CompiledHostKernel, HostImplementations
+from ._kernel import Kernel
 from ._pyccel_kernel import outputs_from_annotations
 
 __all__ = ["KernelCatalog"]
@@ -40,7 +41,7 @@ def _import_package(package: str, what: str):
     if getattr(module, "__path__", None) is None:
         raise ModuleNotFoundError(f"{what}: {package!r} is a module, not a package (a folder with __init__.py)")
     if getattr(module, "__file__", None) is None:
-        folder = list(module.__path__)[0] if list(module.__path__) else package
+        folder = next(iter(module.__path__)) if list(module.__path__) else package
         raise ModuleNotFoundError(f"{what}: {folder} has no __init__.py (kernel folders must be regular packages)")
     return module
 
@@ -110,7 +111,7 @@ def _naming_file(exc: Exception, path: Path) -> Exception:
         return type(exc)(exc.errno, exc.strerror, str(path))
     try:
         renamed = type(exc)(f"{path}: {exc}")
-    except Exception:  # a constructor that wants more than a message
+    except Exception:  # noqa: BLE001 - a constructor that wants more than a message
         return exc
     return renamed if str(renamed) == f"{path}: {exc}" else exc
 
@@ -252,6 +253,10 @@ kernel_from_folder.__name__ = "from_folder"
 kernel_from_folder.__qualname__ = "Kernel.from_folder"
 
 
+# Kernel.from_folder(): attached here, so that the kernel classes need not import the catalog.
+Kernel.from_folder = classmethod(kernel_from_folder)  # type: ignore[attr-defined]
+
+
 def _per_kernel(value, name, what, *, options=False):
     """A setting of ``from_package`` for one kernel: a function of the name, a mapping by
     name, or (``options``) one mapping of PyccelKernel options shared by every kernel."""
@@ -288,8 +293,6 @@ class KernelCatalog(Mapping):
     def register(self, kernel, name=None):
         """Add ``kernel`` under ``name`` (default: its name) and return it; KeyError for a
         name already present."""
-        from ._kernel import Kernel
-
         if not isinstance(kernel, Kernel):
             raise TypeError(f"KernelCatalog.register(): expected a Kernel, not {type(kernel).__name__}")
         key = kernel.name if name is None else name
@@ -321,8 +324,6 @@ class KernelCatalog(Mapping):
         """One ``Kernel.from_folder`` per subfolder (sorted by name) holding
         ``<name><host_suffix>.py``; ``host_options``/``host_fallback`` may be mappings or
         functions of the kernel name."""
-        from ._kernel import Kernel
-
         module = _import_package(package, f"KernelCatalog.from_package({package!r})")
         root = Path(module.__file__).resolve().parent
         kernels = {}

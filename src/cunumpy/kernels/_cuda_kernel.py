@@ -10,6 +10,7 @@ stream), falling back to CuPy's own launch functions where that is not possible.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import contextvars
 import math
 import os
@@ -17,6 +18,7 @@ import re
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -112,23 +114,24 @@ def _make_scalar_table(dtype: np.dtype) -> tuple[int, dict]:
 
 def _spec(index: int, p: CudaParameter):
     label = p.declaration
+    dtype: Any = p.dtype  # None only for void*
     if p.pointer:
-        if p.dtype is None:
+        if dtype is None:
             return (_K_VOID_POINTER, label, None, "", 0, 0, 0, 8, 8, {})
-        return (_K_POINTER, label, p.dtype, p.dtype.str, p.dtype.itemsize, 0, 0, 8, 8, {})
+        return (_K_POINTER, label, dtype, dtype.str, dtype.itemsize, 0, 0, 8, 8, {})
     if p.view_ndim:
         n = p.view_ndim
         if p.contiguous:
-            return (_K_CVIEW, label, p.dtype, p.dtype.str, p.dtype.itemsize, n, 0, 8 * (1 + n), 8, {})
-        return (_K_VIEW, label, p.dtype, p.dtype.str, p.dtype.itemsize, n, 0, 8 * (1 + 2 * n), 8, {})
+            return (_K_CVIEW, label, dtype, dtype.str, dtype.itemsize, n, 0, 8 * (1 + n), 8, {})
+        return (_K_VIEW, label, dtype, dtype.str, dtype.itemsize, n, 0, 8 * (1 + 2 * n), 8, {})
     if p.struct is not None:
-        dt = p.dtype
+        dt = dtype
         # The C alignment (a complex<double> field aligns the struct to 16, NumPy says 8).
         align = getattr(p.struct, "alignment", None) or dt.alignment
         return (_K_STRUCT, label, dt, dt.str, dt.itemsize, 0, 0, dt.itemsize, min(align, 16), {})
-    code, table = _scalar_table(p.dtype)
-    size = p.dtype.itemsize
-    return (_K_SCALAR, label, p.dtype, p.dtype.str, size, 0, code, size, size, table)
+    code, table = _scalar_table(dtype)
+    size = dtype.itemsize
+    return (_K_SCALAR, label, dtype, dtype.str, size, 0, code, size, size, table)
 
 
 def _build_plan(name, signature):
@@ -145,7 +148,7 @@ def _check_dims(value, what, *, positive=False) -> tuple:
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{what} must be {kind}, not {value!r}")
     if isinstance(value, (int, np.integer)):
-        dims = (int(value),)
+        dims: tuple[int, ...] = (int(value),)
     elif isinstance(value, (tuple, list)):
         if not 1 <= len(value) <= 3:
             raise ValueError(f"{what} must have 1 to 3 dimensions, got {len(value)}")
@@ -215,7 +218,7 @@ def _other_device_array(obj) -> bool:
         return False
     try:
         return hasattr(getattr(obj, "data", None), "ptr") or hasattr(obj, "__cuda_array_interface__")
-    except Exception:
+    except Exception:  # noqa: BLE001 - a user object's property may raise anything: not a device array
         return False
 
 
@@ -223,7 +226,7 @@ def _shape_of(obj):
     try:
         shape = obj.shape if hasattr(getattr(obj, "data", None), "ptr") else obj.__cuda_array_interface__["shape"]
         return tuple(shape)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a user object's property may raise anything: no shape
         return ()
 
 
@@ -254,13 +257,13 @@ def _arrays_of(obj, path, dev, depth, host=False):
         for name in fields:
             try:
                 value = getter(name) if getter is not None else getattr(obj, name)
-            except Exception:
+            except Exception:  # noqa: BLE001 - an unreadable field holds no array to check
                 continue
             yield from _arrays_of(value, f"{path}.{name}", dev, depth + 1, host)
         return
     try:
         items = obj.__cuda_args__()
-    except Exception:
+    except Exception:  # noqa: BLE001 - a user's __cuda_args__ that raises holds no array to check (the packer reports it)
         return
     if isinstance(items, tuple):
         for k, value in enumerate(items):
@@ -305,7 +308,14 @@ def _cupy():
 
 
 class _DeviceLimits:
-    __slots__ = ("id", "name", "block", "grid", "threads", "shared", "shared_optin")
+    __slots__ = ("block", "grid", "id", "name", "shared", "shared_optin", "threads")
+    block: tuple[int, int, int]
+    grid: tuple[int, int, int]
+    id: int
+    name: str
+    shared: int
+    shared_optin: int
+    threads: int
 
 
 _limits_cache: dict[int, _DeviceLimits] = {}
@@ -318,17 +328,15 @@ def _device_limits(cupy, dev_id: int) -> _DeviceLimits:
     lim = _DeviceLimits()
     lim.id = dev_id
     attrs = {}
-    try:
+    with contextlib.suppress(Exception):
         attrs = dict(cupy.cuda.Device(dev_id).attributes)
-    except Exception:
-        pass
     name = None
     try:
         props = cupy.cuda.runtime.getDeviceProperties(dev_id)
         name = props.get("name")
         if isinstance(name, bytes):
             name = name.decode(errors="replace")
-    except Exception:
+    except Exception:  # noqa: BLE001 - the name is optional: any driver failure leaves the default
         pass
     lim.name = name or f"device {dev_id}"
     lim.block = (
@@ -351,7 +359,7 @@ def _device_limits(cupy, dev_id: int) -> _DeviceLimits:
         if query is not None:
             shared = int(query(dev_id))
             optin = int(query(dev_id, opt_in=True))
-    except Exception:
+    except Exception:  # noqa: BLE001 - any driver failure leaves the limits unknown
         shared = optin = None
     if shared is None:
         shared = attrs.get("MaxSharedMemoryPerBlock", _DEFAULT_SHARED)
@@ -365,7 +373,7 @@ def _device_limits(cupy, dev_id: int) -> _DeviceLimits:
 def _current_device(cupy) -> int:
     try:
         return int(cupy.cuda.runtime.getDevice())
-    except Exception:
+    except Exception:  # noqa: BLE001 - any driver failure means the default device
         return 0
 
 
@@ -379,10 +387,10 @@ def _compile_each(items, jobs: int) -> dict:
         for key, kernel in items:
             try:
                 kernel.compile()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - each kernel's error is collected and reported per kernel
                 errors[key] = exc
         return errors
-    cupy = sys.modules.get("cupy")
+    cupy: Any = sys.modules.get("cupy")
     dev = _current_device(cupy) if cupy is not None else None
 
     def work(kernel):
@@ -396,9 +404,9 @@ def _compile_each(items, jobs: int) -> dict:
         # (a context variable) applies in the workers too.
         futures = [(key, pool.submit(contextvars.copy_context().run, work, kernel)) for key, kernel in items]
         for key, future in futures:
-            exc = future.exception()
-            if exc is not None:
-                errors[key] = exc
+            error = future.exception()
+            if error is not None:
+                errors[key] = error
     return errors
 
 
@@ -431,7 +439,7 @@ def _current_device_or_none(cupy):
         return None
     try:
         dev = _device_getter(cupy)()
-    except Exception:
+    except Exception:  # noqa: BLE001 - any driver failure means the device is unknown
         return None
     return dev if isinstance(dev, int) and dev >= 0 else None
 
@@ -447,7 +455,7 @@ def _check_stream(name, stream, cur):
 
 
 class _Compiled:
-    __slots__ = ("module", "kernel", "handle", "max_threads", "static_shared", "dynamic_set")
+    __slots__ = ("dynamic_set", "handle", "kernel", "max_threads", "module", "static_shared")
 
     def __init__(self, module, kernel):
         self.module = module
@@ -489,7 +497,7 @@ def _on_hip() -> bool:
 
     try:
         return bool(_cuda.is_hip())
-    except Exception:
+    except Exception:  # noqa: BLE001 - any driver failure means not HIP
         return False
 
 
@@ -726,11 +734,6 @@ class CudaKernel:
             return _NThreadsRule(self, mode)
         return mode
 
-    @property
-    def n_threads_from_setting(self):
-        """The setting as given: ``"auto"``, ``"first_array"``, ``"last_axis"``, a callable or None."""
-        return self._n_threads_from
-
     @n_threads_from.setter
     def n_threads_from(self, value):
         if isinstance(value, _NThreadsRule):
@@ -745,6 +748,11 @@ class CudaKernel:
         if plan is not None:
             # The rules the C path applies itself; a callable or None is Python's.
             plan.configure_launch(self._block, _INFER_CODES.get(value, -1) if isinstance(value, str) else -1)
+
+    @property
+    def n_threads_from_setting(self):
+        """The setting as given: ``"auto"``, ``"first_array"``, ``"last_axis"``, a callable or None."""
+        return self._n_threads_from
 
     @property
     def check_finite(self):
@@ -812,7 +820,7 @@ class CudaKernel:
         """Per parameter, the dtype of the value prepare_args makes from the packed bytes: the
         parameter's own for scalars, a (data, shape, strides) record for views, None where the
         argument itself is the value (pointers and structs)."""
-        out = []
+        out: list = []
         for p in self._signature:
             if p.pointer or p.struct is not None:
                 out.append(None)
@@ -1075,13 +1083,13 @@ class CudaKernel:
         if packed is not None and state.handle:
             stream_ptr = int(getattr(stream, "ptr", 0) or 0)
             if core.driver_available():
-                status = core.launch(state.handle, *grid3, *block3, shared_mem, stream_ptr, packed)
+                status = core.launch(state.handle, *grid3, *block3, shared_mem, stream_ptr, packed)  # type: ignore[call-arg]  # 3 + 3 items
                 if status == _CUDA_ERROR_INVALID_CONTEXT:
                     # A thread that has not touched CUDA yet: make the device's context
                     # current through the runtime, as CuPy would, and try once more.
                     cupy.cuda.runtime.setDevice(dev)
                     cupy.cuda.runtime.free(0)
-                    status = core.launch(state.handle, *grid3, *block3, shared_mem, stream_ptr, packed)
+                    status = core.launch(state.handle, *grid3, *block3, shared_mem, stream_ptr, packed)  # type: ignore[call-arg]  # 3 + 3 items
                 if status != 0:
                     _raise_driver_error(cupy, status, self._name, grid3, block3)
             else:
@@ -1111,10 +1119,8 @@ class CudaKernel:
 
     def _after_launch(self, cupy, stream, args, g, blk):
         capturing = False
-        try:
+        with contextlib.suppress(Exception):
             capturing = bool(stream.is_capturing())
-        except Exception:
-            pass
         if capturing:
             return
         why = "debug mode" if self.debug_active() else "check_finite"
@@ -1136,9 +1142,16 @@ class CudaKernel:
                         f"(dtype {a.dtype}, shape {tuple(a.shape)})"
                     )
 
+    if TYPE_CHECKING:  # both are set below from the C core; _module_share by from_file()
+        _module_share: tuple
 
-CudaKernel.__call__ = core.kernel_call_method(CudaKernel)
-CudaKernel.prepare_args = core.kernel_prepare_method(CudaKernel)
+        def __call__(self, *args: Any, **kwargs: Any) -> None: ...
+
+        def prepare_args(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+CudaKernel.__call__ = core.kernel_call_method(CudaKernel)  # type: ignore[method-assign]  # the C core's fast call
+CudaKernel.prepare_args = core.kernel_prepare_method(CudaKernel)  # type: ignore[method-assign]  # the C core's
 
 
 def _view_record(n: int, contiguous: bool) -> np.dtype:
@@ -1162,7 +1175,7 @@ def _cupy_arg(param: CudaParameter, value):
         return rec[()]
     if param.struct is not None:
         return value
-    return param.dtype.type(value)
+    return param.dtype.type(value)  # type: ignore[union-attr]  # a scalar parameter has a dtype
 
 
 def _raise_driver_error(cupy, status, name, grid, block):
@@ -1171,7 +1184,7 @@ def _raise_driver_error(cupy, status, name, grid, block):
         from cupy_backends.cuda.api.driver import CUDADriverError
 
         err = CUDADriverError(status)
-    except Exception:
+    except Exception:  # noqa: BLE001 - the driver's error class is optional decoration of the message
         err = None
     msg = f"launching kernel '{name}' with grid {grid} and block {block} failed (CUresult {status})"
     if err is not None:
@@ -1210,7 +1223,7 @@ def _file_kwargs(path: Path, kwargs: dict) -> dict:
     if isinstance(dirs, (str, os.PathLike)) or not hasattr(dirs, "__iter__"):
         raise TypeError("CudaKernel: 'include_dirs' must be a sequence of paths")
     dirs = tuple(dirs)
-    kw["include_dirs"] = (directory,) + tuple(d for d in dirs if str(Path(d)) != str(directory))
+    kw["include_dirs"] = (directory, *tuple(d for d in dirs if str(Path(d)) != str(directory)))
     kw["source_dir"] = directory
     return kw
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import threading
 import warnings
+from typing import Any
 
 from . import _selection
 
@@ -106,7 +107,7 @@ class HostImplementations:
                 function = self._loaders[key]()
                 if not callable(function):
                     raise TypeError(f"the loader returned {type(function).__name__}, which is not callable")
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - a loader's error is kept and reported with the others
                 self.errors[key] = exc
                 return None
             self._loaded[key] = function
@@ -212,7 +213,7 @@ class CompiledHostKernel:
         self._done = False
         self._function = None  # the compiled function
         self._error = None
-        self._target = None  # what calls run
+        self._target: Any = None  # what calls run
 
     name = property(lambda self: self._name, doc="The function's name.")
     fallback = property(lambda self: self._fallback, doc='The fallback callable, or None.')
@@ -260,7 +261,7 @@ class CompiledHostKernel:
                 function = result
             self._function = function
             self._target = function
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the compile error is kept, reported, and the fallback runs
             self._error = exc
             target = self._fallback
             what = "its fallback"

@@ -19,12 +19,12 @@ import warnings
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from .. import _backend, _transfers
 from .._backend import _state as _backend_state
 from .._native import core
 from . import _selection
-from ._catalog import kernel_from_folder
 from ._cuda_kernel import CudaKernel
 from ._host_impl import CompiledHostKernel, HostImplementations, _python_function
 from ._pyccel_kernel import PyccelKernel
@@ -56,7 +56,7 @@ def _is_device_argument(value) -> bool:
 
 
 def _any_device_argument(args) -> bool:
-    for value in args:
+    for value in args:  # noqa: SIM110 - a plain loop: any() over a generator costs more per call
         if type(value) not in _host_types and _is_device_argument(value):
             return True
     return False
@@ -218,7 +218,7 @@ class Kernel(core.HostKernel):
                     "Kernel: 'host_options' cannot be combined with a ready PyccelKernel; pass "
                     "the options to the PyccelKernel or pass the plain function"
                 )
-            options = None
+            options: Any = None
             wrapped = host_kernel
         else:
             if not callable(host_kernel):
@@ -438,7 +438,7 @@ class Kernel(core.HostKernel):
 
     def _signature_problems(self) -> list:
         host = self.host_parameters()
-        problems = []
+        problems: list = []
         if host is None:
             return problems
         cuda = self._cuda
@@ -501,10 +501,8 @@ class Kernel(core.HostKernel):
         cuda = "with CUDA" if self._cuda is not None else f"without CUDA (missing_cuda={self._missing_cuda!r})"
         return f"<Kernel {self._name!r} {cuda}, dispatch={self._dispatch!r}>"
 
-    # ------------------------------------------------------------------ folders
-
-    # The folder reader lives in _catalog.py with the other folder helpers.
-    from_folder = classmethod(kernel_from_folder)
+    # from_folder(): the folder reader lives in _catalog.py with the other folder helpers,
+    # which attaches it (the catalog sits above the kernel classes).
 
 
 # CPython < 3.12 does not pass the base's fast call protocol on to Python subclasses.

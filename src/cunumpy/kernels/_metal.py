@@ -33,7 +33,7 @@ def metal_available() -> bool:
         import mlx.core as mx
 
         return bool(mx.metal.is_available())
-    except Exception:
+    except Exception:  # noqa: BLE001 - any MLX failure means Metal is not available
         return False
 
 
@@ -46,7 +46,7 @@ def _mlx():
         ) from exc
     try:
         ok = bool(mx.metal.is_available())
-    except Exception:
+    except Exception:  # noqa: BLE001 - any MLX failure means Metal is not available
         ok = False
     if not ok:
         raise RuntimeError("MetalKernel: MLX is installed but reports no Metal GPU")
@@ -67,7 +67,7 @@ def _dims(value, what, *, allow_zero=False):
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"MetalKernel: {what} must be an int or a tuple of 1 to 3 ints, not {value!r}")
     if isinstance(value, (int, np.integer)):
-        dims = (int(value),)
+        dims: tuple[int, ...] = (int(value),)
     elif isinstance(value, (tuple, list)):
         if not 1 <= len(value) <= 3:
             raise ValueError(f"MetalKernel: {what} must have 1 to 3 dimensions, got {len(value)}")

@@ -35,7 +35,7 @@ _CONST = re.compile(r"\bconst\b")
 class _Parameters:
     """What a kernel's parameter list tells about addressing arguments, computed once."""
 
-    __slots__ = ("positional", "keyword_only", "varargs", "varkw")
+    __slots__ = ("keyword_only", "positional", "varargs", "varkw")
 
     def __init__(self, positional=(), keyword_only=(), varargs=False, varkw=False):
         self.positional = tuple(positional)
@@ -142,7 +142,9 @@ def _overlap_groups(plan):
     """Indices of the copy-back plan grouped by overlapping device memory (sorted sweep);
     entries that share memory with no other come out as groups of one."""
     spans = sorted((*_extent(device), i) for i, (device, _) in enumerate(plan))
-    groups, current, end = [], [], None
+    groups: list = []
+    current: list = []
+    end = None
     for low, high, i in spans:
         if current and low < end:
             current.append(i)
@@ -442,11 +444,7 @@ def _annotation_is_output(annotation) -> bool:
         if any(isinstance(m, str) and _CONST.search(m) for m in annotation.__metadata__):
             return False
         return _annotation_is_output(typing.get_args(annotation)[0])
-    if isinstance(annotation, type) and (
-        annotation in (int, float, bool, complex, str) or issubclass(annotation, np.generic)
-    ):
-        return False
-    return True
+    return not (isinstance(annotation, type) and (annotation in (int, float, bool, complex, str) or issubclass(annotation, np.generic)))
 
 
 def outputs_from_annotations(function):

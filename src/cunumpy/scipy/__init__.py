@@ -12,6 +12,7 @@ CuPy lacks it. ``optimize`` and ``integrate`` are not forwarded: use ``xp.optimi
 import importlib as _importlib
 import sys as _sys
 import types as _types
+from typing import ClassVar as _ClassVar
 
 from .. import _backend
 
@@ -117,7 +118,7 @@ def _scipy_has(path: str, name: str) -> bool:
     real = _real_name("numpy", path)
     try:
         return hasattr(_import(real, _chain(real)), name)
-    except Exception:
+    except Exception:  # noqa: BLE001 - documented never to raise
         return False
 
 
@@ -138,7 +139,7 @@ def _missing(path: str, name: str) -> AttributeError:
 class _Subpackages:
     """Proxies are made once per dotted path and shared: they hold no backend state."""
 
-    proxies: dict = {}
+    proxies: _ClassVar[dict[str, "_ForwardedSubpackage"]] = {}
 
     @classmethod
     def get(cls, path: str) -> "_ForwardedSubpackage":
@@ -185,7 +186,7 @@ def _available(path: str, name) -> bool:
         value = _lookup(path, name, hint=False)
         if isinstance(value, _ForwardedSubpackage):
             value.resolve()
-    except Exception:
+    except Exception:  # noqa: BLE001 - documented never to raise
         return False
     return True
 

@@ -1,6 +1,6 @@
 """Small kernels compiled by Pyccel in the tests (`pyccel --language c`); also plain Python."""
 
-from typing import Final  # noqa: F401 - read by Pyccel from the annotations
+from typing import Final
 
 
 def axpy(alpha: 'float', x: 'Final[float[:]]', y: 'float[:]'):
@@ -9,7 +9,7 @@ def axpy(alpha: 'float', x: 'Final[float[:]]', y: 'float[:]'):
         y[i] = y[i] + alpha * x[i]
 
 
-def column_sums(a: 'Final[float[:,:](order=F)]', out: 'float[:]'):
+def column_sums(a: 'Final[float[:,:](order=F)]', out: 'float[:]'):  # noqa: F821 - a pyccel type annotation, not a Python name
     """out[j] = sum of column j of an F-ordered matrix"""
     for j in range(a.shape[1]):
         s = 0.0

@@ -1,7 +1,7 @@
 """Host kernel of deposit (no CUDA port yet: several particles add to one cell, which a
 CUDA port does with atomics)."""
 
-from typing import Final  # noqa: F401 - read by Pyccel from the annotations
+from typing import Final
 
 
 def deposit(x: 'Final[float[:]]', rho: 'float[:]', dx: 'float', n: 'int'):

@@ -1,6 +1,6 @@
 """Host kernel of push, written for Pyccel: the annotations are Pyccel types."""
 
-from typing import Final  # noqa: F401 - read by Pyccel from the annotations
+from typing import Final
 
 
 def push(x: 'float[:]', v: 'Final[float[:]]', dt: 'float', length: 'float', n: 'int'):

@@ -171,30 +171,14 @@ static int emu_ranges_push(uintptr_t **r, size_t *n, size_t *cap, uintptr_t lo, 
  * are kept modulo 2^32, code addresses as offsets in the kernel library, counters in 16 bits
  * (wrapping can only hide a hazard, never invent one). */
 typedef struct emu_cell {
+    uint32_t stamp;           /* the launch that wrote the cell: others' cells are empty */
     uint32_t writer, reader;  /* 1 + global thread id; 0: none */
     uint32_t write_pc, read_pc;
     uint16_t write_epoch, read_epoch; /* the block's barriers completed at the access */
-    uint16_t write_warp_gen, read_warp_gen;
+    uint8_t write_warp_gen, read_warp_gen;
     uint16_t write_fences; /* the writer block's __threadfence() count at the write */
     uint8_t write_atomic, readers_many;
-    uint32_t unused;
 } emu_cell;
-
-typedef struct emu_span {
-    uintptr_t lo, hi;
-    size_t granule;
-    size_t first, count; /* its regions: regions[first .. first + count) */
-    int output_only;      /* every region of the span is output-only */
-    emu_cell *cells;      /* racecheck, one per granule */
-    size_t n_cells;
-    unsigned char *written; /* initcheck, one per byte, output-only spans */
-} emu_span;
-
-static int emu_region_cmp(const void *a, const void *b)
-{
-    const emu_region *x = a, *y = b;
-    return x->lo < y->lo ? -1 : x->lo > y->lo;
-}
 
 static void *emu_table_alloc(size_t bytes)
 {
@@ -208,6 +192,78 @@ static void emu_table_free(void *p, size_t bytes)
 {
     if (p != NULL)
         munmap(p, bytes == 0 ? 1 : bytes);
+}
+
+/* Racecheck's tables of global memory are kept from launch to launch (a fresh table costs a
+ * page fault per 4 KiB and the kernel's zeroing, more than the checks themselves on an
+ * elementwise kernel); the launch stamp of a cell tells whether it is this launch's. */
+static atomic_uint emu_stamps;
+#define EMU_CELL_POOL 8
+#define EMU_CELL_POOL_BYTES ((size_t)1 << 30)
+static pthread_mutex_t emu_cell_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    void *table;
+    size_t bytes;
+} emu_cell_pool[EMU_CELL_POOL];
+
+static void *emu_cells_take(size_t bytes, size_t *got)
+{
+    pthread_mutex_lock(&emu_cell_pool_lock);
+    int best = -1;
+    for (int i = 0; i < EMU_CELL_POOL; ++i)
+        if (emu_cell_pool[i].table != NULL && emu_cell_pool[i].bytes >= bytes &&
+            (best < 0 || emu_cell_pool[i].bytes < emu_cell_pool[best].bytes))
+            best = i;
+    void *table = NULL;
+    if (best >= 0) {
+        table = emu_cell_pool[best].table;
+        *got = emu_cell_pool[best].bytes;
+        emu_cell_pool[best].table = NULL;
+    }
+    pthread_mutex_unlock(&emu_cell_pool_lock);
+    if (table == NULL) {
+        table = emu_table_alloc(bytes);
+        *got = bytes;
+    }
+    return table;
+}
+
+static void emu_cells_give(void *table, size_t bytes)
+{
+    if (table == NULL)
+        return;
+    pthread_mutex_lock(&emu_cell_pool_lock);
+    size_t total = bytes;
+    int slot = -1;
+    for (int i = 0; i < EMU_CELL_POOL; ++i) {
+        if (emu_cell_pool[i].table == NULL)
+            slot = slot < 0 ? i : slot;
+        else
+            total += emu_cell_pool[i].bytes;
+    }
+    if (slot >= 0 && total <= EMU_CELL_POOL_BYTES) {
+        emu_cell_pool[slot].table = table;
+        emu_cell_pool[slot].bytes = bytes;
+        table = NULL;
+    }
+    pthread_mutex_unlock(&emu_cell_pool_lock);
+    emu_table_free(table, bytes);
+}
+
+typedef struct emu_span {
+    uintptr_t lo, hi;
+    size_t granule;
+    size_t first, count; /* its regions: regions[first .. first + count) */
+    int output_only;      /* every region of the span is output-only */
+    emu_cell *cells;      /* racecheck, one per granule */
+    size_t n_cells, cells_bytes;
+    unsigned char *written; /* initcheck, one per byte, output-only spans */
+} emu_span;
+
+static int emu_region_cmp(const void *a, const void *b)
+{
+    const emu_region *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
 static int emu_build_spans(emu_check *c)
@@ -246,7 +302,7 @@ static int emu_build_spans(emu_check *c)
             s->granule = 1; /* records and odd sizes: byte cells */
         if (c->racecheck) {
             s->n_cells = (s->hi - s->lo + s->granule - 1) / s->granule;
-            s->cells = emu_table_alloc(s->n_cells * sizeof *s->cells);
+            s->cells = emu_cells_take(s->n_cells * sizeof *s->cells, &s->cells_bytes);
             if (s->cells == NULL)
                 return -1;
         }
@@ -259,17 +315,24 @@ static int emu_build_spans(emu_check *c)
     return 0;
 }
 
-/* The span holding [lo, hi), or NULL. */
-static emu_span *emu_span_of(const emu_check *c, uintptr_t lo, uintptr_t hi)
+/* The index of the first span starting after `addr` (the spans are sorted). */
+static size_t emu_span_after(const emu_check *c, uintptr_t addr)
 {
     size_t a = 0, b = c->n_spans;
     while (a < b) {
         const size_t m = (a + b) / 2;
-        if (c->spans[m].lo <= lo)
+        if (c->spans[m].lo <= addr)
             a = m + 1;
         else
             b = m;
     }
+    return a;
+}
+
+/* The span holding [lo, hi), or NULL. */
+static emu_span *emu_span_of(const emu_check *c, uintptr_t lo, uintptr_t hi)
+{
+    const size_t a = emu_span_after(c, lo);
     if (a == 0)
         return NULL;
     emu_span *s = &c->spans[a - 1];
@@ -375,6 +438,7 @@ static size_t emu_page(void) { return (size_t)sysconf(_SC_PAGESIZE); }
 
 int emu_check_arena(emu_check *c, emu_check_worker *cw)
 {
+    cw->span_hint = NULL; /* the spans are the launch's */
     const size_t page = emu_page();
     const size_t need = (EMU_DYNAMIC_SHARED_OFFSET + c->shared_mem + EMU_REDZONE + page - 1) & ~(page - 1);
     if (cw->arena == NULL || cw->arena_size < need) {
@@ -464,6 +528,9 @@ static int emu_poison_push(emu_check *c, uintptr_t lo, uintptr_t hi)
 int emu_check_begin(emu_check *c, char *error, size_t error_size)
 {
     pthread_mutex_init(&c->lock, NULL);
+    c->stamp = atomic_fetch_add(&emu_stamps, 1) + 1;
+    if (c->stamp == 0)
+        c->stamp = atomic_fetch_add(&emu_stamps, 1) + 1; /* 0 marks a fresh table's cells */
     c->threads_per_block = c->block.x * c->block.y * c->block.z;
     if (emu_build_spans(c) != 0) {
         snprintf(error, error_size, "out of memory for the checks' tables");
@@ -548,7 +615,7 @@ void emu_check_end(emu_check *c)
     for (size_t i = 0; i < c->n_poisoned; ++i)
         emu_shadow_clear(c->poisoned[2 * i], c->poisoned[2 * i + 1]);
     for (size_t i = 0; i < c->n_spans; ++i) {
-        emu_table_free(c->spans[i].cells, c->spans[i].n_cells * sizeof(emu_cell));
+        emu_cells_give(c->spans[i].cells, c->spans[i].cells_bytes);
         emu_table_free(c->spans[i].written, c->spans[i].hi - c->spans[i].lo);
     }
     free(c->spans);
@@ -747,14 +814,7 @@ static int emu_own_contains(const emu_check_worker *cw, uintptr_t lo, uintptr_t 
  * a region and not the runtime's own memory. */
 static int emu_near_region(const emu_check *c, uintptr_t lo, uintptr_t hi)
 {
-    size_t a = 0, b = c->n_spans;
-    while (a < b) {
-        const size_t m = (a + b) / 2;
-        if (c->spans[m].lo <= lo)
-            a = m + 1;
-        else
-            b = m;
-    }
+    const size_t a = emu_span_after(c, lo);
     int near = 0;
     if (a > 0 && lo < c->spans[a - 1].hi + emu_redzone_of(c->spans[a - 1].lo, c->spans[a - 1].hi))
         near = 1; /* past the end of (or straddling) the span before */
@@ -798,10 +858,13 @@ static void emu_report(emu_check *c, int kind, const void *pc1, const void *pc2,
 enum { EMU_FINDING_RACE = 1, EMU_FINDING_INIT = 2 };
 
 typedef struct emu_access {
-    uint64_t gid; /* global thread id */
+    uint64_t gid;        /* global thread id */
+    uint64_t block_base; /* global id of the block's thread 0: a thread g is of this block iff
+                          * g - block_base < threads_per_block (no division per access) */
     uint32_t cell_id; /* 1 + gid, modulo 2^32 */
     unsigned int linear;
-    uint16_t epoch, warp_gen;
+    uint16_t epoch;
+    uint8_t warp_gen;
     int atomic, write;
     const void *pc;
 } emu_access;
@@ -852,14 +915,15 @@ static void emu_where_text(const emu_check *c, const emu_where *w, char *variabl
 
 /* Whether an earlier access (thread gid, barrier epoch, warp generation) is ordered before the
  * current one `a`, for two accesses of the same block; other blocks are handled by the caller. */
-static int emu_ordered_in_block(const emu_check *c, uint64_t gid, uint16_t epoch, uint16_t warp_gen,
+static int emu_ordered_in_block(const emu_check *c, uint64_t gid, uint16_t epoch, uint8_t warp_gen,
                                 const emu_access *a)
 {
+    (void)c;
     if (gid == a->gid)
         return 1;
     if (epoch != a->epoch)
         return 1; /* a __syncthreads() between them */
-    const unsigned int other = (unsigned int)(gid % c->threads_per_block);
+    const unsigned int other = (unsigned int)(gid - a->block_base);
     if (other / 32 == a->linear / 32 && warp_gen != a->warp_gen)
         return 1; /* a __syncwarp() between them */
     return 0;
@@ -902,13 +966,18 @@ static void emu_race_cell(emu_check *c, emu_check_worker *cw, emu_cell *cell, co
                           const emu_where *where)
 {
     const uint64_t tpb = c->threads_per_block;
-    const uint64_t my_block = a->gid / tpb;
+    const uint64_t my_block = cw->block_linear;
+    if (cell->stamp != c->stamp) { /* a cell of an earlier launch (or block): empty */
+        memset(cell, 0, sizeof *cell);
+        cell->stamp = c->stamp;
+    }
     /* against the last write. A plain read of a value written atomically is not reported: it
      * is how every atomicCAS loop starts (a GPU's aligned load is a whole value). */
     if (cell->writer != 0 && cell->writer != a->cell_id && !(cell->write_atomic && (a->atomic || !a->write))) {
         const uint64_t w = emu_cell_gid(cell->writer);
-        const int cross = !shared && w / tpb != my_block;
+        const int cross = !shared && w - a->block_base >= tpb;
         int ordered;
+        (void)my_block;
         if (!cross)
             ordered = emu_ordered_in_block(c, w, cell->write_epoch, cell->write_warp_gen, a);
         else
@@ -921,7 +990,7 @@ static void emu_race_cell(emu_check *c, emu_check_worker *cw, emu_cell *cell, co
         /* against the reads since the last write */
         if (cell->reader != 0 && (cell->reader != a->cell_id || cell->readers_many) && !a->atomic) {
             const uint64_t r = emu_cell_gid(cell->reader);
-            const int cross = !shared && r / tpb != my_block;
+            const int cross = !shared && r - a->block_base >= tpb;
             const int ordered = !cross && cell->reader != a->cell_id &&
                                 emu_ordered_in_block(c, r, cell->read_epoch, cell->read_warp_gen, a);
             const int other_ordered = cell->read_epoch != a->epoch; /* the other readers' barrier count */
@@ -937,7 +1006,7 @@ static void emu_race_cell(emu_check *c, emu_check_worker *cw, emu_cell *cell, co
         cell->reader = 0;
         cell->readers_many = 0;
     } else if (!a->atomic) {
-        const int stale = cell->reader != 0 && emu_cell_gid(cell->reader) / tpb == my_block &&
+        const int stale = cell->reader != 0 && emu_cell_gid(cell->reader) - a->block_base < tpb &&
                           cell->read_epoch != a->epoch;
         if (cell->reader == 0 || stale) {
             cell->readers_many = 0;
@@ -1025,7 +1094,8 @@ static void emu_track_global(emu_check *c, emu_check_worker *cw, const emu_acces
         }
     }
     if (s->cells != NULL) {
-        const size_t first = (addr - s->lo) / s->granule, last = (addr + size - 1 - s->lo) / s->granule;
+        const unsigned int shift = (unsigned int)__builtin_ctzll(s->granule); /* a power of two */
+        const size_t first = (addr - s->lo) >> shift, last = (addr + size - 1 - s->lo) >> shift;
         for (size_t i = first; i <= last && i < s->n_cells; ++i)
             emu_race_cell(c, cw, &s->cells[i], a, 0, &where);
     }
@@ -1039,10 +1109,11 @@ int emu_check_access(emu_check *c, emu_check_worker *cw, const cunumpy_emu_threa
     emu_access a;
     if (tracking) {
         a.linear = t ? t->linear : 0;
-        a.gid = cw->block_linear * c->threads_per_block + a.linear;
+        a.block_base = cw->block_linear * c->threads_per_block;
+        a.gid = a.block_base + a.linear;
         a.cell_id = (uint32_t)(a.gid + 1u);
         a.epoch = (uint16_t)cw->block_epoch;
-        a.warp_gen = (uint16_t)cw->warp_gen[(a.linear / 32) & 31];
+        a.warp_gen = (uint8_t)cw->warp_gen[(a.linear / 32) & 31];
         a.atomic = (kind & CUNUMPY_EMU_ACCESS_ATOMIC) != 0;
         a.write = (kind & CUNUMPY_EMU_ACCESS_WRITE) != 0;
         a.pc = pc;
@@ -1074,7 +1145,12 @@ int emu_check_access(emu_check *c, emu_check_worker *cw, const cunumpy_emu_threa
         emu_check_describe(c, cw, addr, size, kind, error, error_size);
         return -1;
     }
-    emu_span *s = emu_span_of(c, addr, end);
+    emu_span *s = cw->span_hint; /* accesses come in runs to one array */
+    if (s == NULL || addr < s->lo || end > s->hi) {
+        s = emu_span_of(c, addr, end);
+        if (s != NULL)
+            cw->span_hint = s;
+    }
     if (s != NULL) {
         if (tracking)
             emu_track_global(c, cw, &a, s, addr, end - addr);

@@ -102,6 +102,7 @@ typedef struct emu_check_worker {
     unsigned char *shared_written; /* initcheck: per arena byte in use */
     size_t shared_cap;             /* bytes covered by the two tables */
     size_t shared_dirty;           /* the tables' entries from 0 to here may be set */
+    struct emu_span *span_hint; /* the span of the worker's last access (this launch's) */
     /* ranges of this worker that the kernel's code touches (its state, stacks, TLS) */
     uintptr_t own[16][2];
     int n_own;
@@ -128,6 +129,7 @@ typedef struct emu_check {
     unsigned int threads_per_block;
     cunumpy_emu_dim3 grid, block;
     uintptr_t pc_base; /* the kernel library's load address: code addresses are kept from here */
+    unsigned int stamp; /* this launch's, in racecheck's cells */
     /* collected race and init reports (the launch fails with them at its end) */
     pthread_mutex_t lock;
     int n_reports;

@@ -240,35 +240,33 @@ void emu_context_forget(emu_context *ctx)
     ctx->tsan_fiber = NULL;
 }
 
-void emu_context_jump_to(emu_context *ctx)
+int emu_context_jump_to(emu_context *ctx)
 {
+    int announced = 0;
 #if EMU_TSAN
     if (ctx->tsan_fiber != NULL && ctx->tsan_fiber != __tsan_get_current_fiber())
         __tsan_switch_to_fiber(ctx->tsan_fiber, 0);
 #endif
 #if EMU_ASAN
-    /* From a fiber's stack (a fault there): ASan must learn the stack the jump lands on, or it
-     * keeps taking the fiber's stack for the thread's (LeakSanitizer's scan of the threads at
-     * exit then read stacks released since). ctx's stack is known once a fiber has started. */
+    /* From a fiber's stack to the worker's: ASan must know, or it goes on taking the fiber's
+     * stack for the thread's (its no-return handling and LeakSanitizer's scan of the thread
+     * then read the wrong range). */
     if (ctx->stack_low != NULL) {
         __sanitizer_start_switch_fiber(NULL, ctx->stack_low, ctx->stack_size);
-        ctx->asan_jumped = 1;
+        announced = 1;
     }
 #endif
-#if !EMU_TSAN && !EMU_ASAN
     (void)ctx;
-#endif
+    return announced;
 }
 
-void emu_context_landed(emu_context *ctx)
+void emu_context_landed(int announced)
 {
 #if EMU_ASAN
-    if (ctx->asan_jumped) {
-        ctx->asan_jumped = 0;
+    if (announced)
         __sanitizer_finish_switch_fiber(NULL, NULL, NULL);
-    }
 #else
-    (void)ctx;
+    (void)announced;
 #endif
 }
 

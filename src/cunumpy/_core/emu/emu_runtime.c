@@ -128,6 +128,7 @@ typedef struct emu_worker {
     volatile int fault_code;
     volatile int fault_write; /* 1 write, 0 read, -1 unknown */
     void *volatile fault_address;
+    volatile int jump_announced; /* the sanitizer was told of the jump's stack switch */
     cunumpy_emu_thread fault_thread; /* the faulting thread, copied before the jump (in loop
                                       * mode its struct lives on the stack the jump leaves) */
     int fault_thread_valid;
@@ -945,7 +946,8 @@ static void emu_leave_kernel(emu_worker *w, int sig, siginfo_t *info, void *cont
     w->fault_thread_valid = w->pub.current != NULL;
     if (w->fault_thread_valid)
         w->fault_thread = *w->pub.current;
-    emu_context_jump_to(&w->main_ctx); /* the jump buffer is that context's */
+    /* the jump buffer is the worker's own context's; in loop mode the jump stays on its stack */
+    w->jump_announced = w->fiber_mode ? emu_context_jump_to(&w->main_ctx) : 0;
     siglongjmp(w->jump, 2);
 }
 
@@ -1300,9 +1302,11 @@ static void emu_worker_run(emu_worker *w, emu_launch *launch)
     emu_worker_allow_own(w, launch);
     emu_tls_worker = w;
     emu_fpstate_save(&w->fpstate);
+    w->jump_announced = 0;
     if (sigsetjmp(w->jump, 1) != 0) {
         /* A trap in loop mode, a fault, or a forced stop. */
-        emu_context_landed(&w->main_ctx);
+        emu_context_landed(w->jump_announced);
+        w->jump_announced = 0;
         w->in_kernel = 0;
         if (w->fault_signal != 0)
             emu_describe_fault(w, launch);
@@ -1541,6 +1545,10 @@ static int emu_watch_launch(emu_launch *launch, double timeout)
     return status;
 }
 
+/* The launch whose shadow is poisoned now (set under the launch lock): a child forked while it
+ * runs inherits the poisoned shadow of a launch that never ends there, and clears it. */
+static emu_check *emu_active_check;
+
 /* After fork the child has none of the pool's threads: forget them (their slots, stacks
  * included, stay valid memory) and start afresh. */
 static void emu_pool_after_fork_child(void)
@@ -1552,6 +1560,11 @@ static void emu_pool_after_fork_child(void)
     for (int i = 0; i < emu_pool.n_slots; ++i)
         if (emu_pool.slots[i] != NULL)
             emu_pool.slots[i]->started = 0;
+    if (emu_active_check != NULL) {
+        for (size_t i = 0; i < emu_active_check->n_poisoned; ++i)
+            emu_shadow_clear(emu_active_check->poisoned[2 * i], emu_active_check->poisoned[2 * i + 1]);
+        emu_active_check = NULL;
+    }
     pthread_mutex_init(&emu_watch.lock, NULL);
     emu_watch_init();
     emu_watch.started = 0;
@@ -1560,6 +1573,7 @@ static void emu_pool_after_fork_child(void)
 
 static pthread_once_t emu_pool_once = PTHREAD_ONCE_INIT;
 static void emu_pool_init(void) { pthread_atfork(NULL, NULL, emu_pool_after_fork_child); }
+
 
 /* Makes slots 0..n-1 exist and pool threads 1..n-1 run; returns how many workers are usable. */
 static int emu_pool_ensure(int n)
@@ -1794,6 +1808,7 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
         snprintf(error, error_size, "emulated kernel '%s': %s", params->kernel_name, check_error);
         return -1;
     }
+    emu_active_check = check;
     emu_install_handlers(params->interruptible);
     if (params->interruptible)
         atomic_store(&emu_interrupt_launch, &launch);
@@ -1856,6 +1871,7 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
         }
     }
     emu_check_end(check);
+    emu_active_check = NULL;
     pthread_mutex_unlock(&emu_pool.launch_lock);
     pthread_mutex_destroy(&launch.error_lock);
     return status;

@@ -70,7 +70,6 @@ typedef struct emu_context {
     size_t stack_size;
     void *asan_fake_stack;
     void *tsan_fiber;       /* for TSan: its fiber (a worker's own stack: learned at the first switch) */
-    int asan_jumped;        /* for ASan: a jump to this context was announced (emu_context_jump_to) */
 } emu_context;
 
 /* Switches from `from` (saving the running state into it) to `to`. `from_done` says the
@@ -93,10 +92,10 @@ EMU_INTERNAL void emu_context_switch(emu_context *from, emu_context *to, int fro
 /* Releases what a context made by emu_context_make holds besides its stack (a TSan fiber). */
 EMU_INTERNAL void emu_context_forget(emu_context *ctx);
 /* Before a siglongjmp out of a fiber to a jump buffer set in `ctx`: tells TSan the code runs
- * on `ctx` again (it looks the buffer up in the running fiber's state). */
-EMU_INTERNAL void emu_context_jump_to(emu_context *ctx);
-/* After that jump, where it landed (ASan: the switch of stacks is complete). */
-EMU_INTERNAL void emu_context_landed(emu_context *ctx);
+ * on `ctx` again (it looks the buffer up in the running fiber's state), and ASan that the
+ * stack changes; returns whether ASan was told, to pass to emu_context_landed after the jump. */
+EMU_INTERNAL int emu_context_jump_to(emu_context *ctx);
+EMU_INTERNAL void emu_context_landed(int announced);
 
 /* The floating-point control state (x86-64: MXCSR and the x87 control word; aarch64: FPCR):
  * rounding mode, flush-to-zero, exception masks. The assembly switch does not save it per

@@ -1,6 +1,6 @@
 """Host kernel of axpy, written for Pyccel (the annotations are Pyccel types)."""
 
-from typing import Final  # noqa: F401 - read by Pyccel from the annotations
+from typing import Final
 
 
 def axpy(alpha: 'float', x: 'Final[float[:]]', y: 'float[:]', n: 'int'):

@@ -1,7 +1,7 @@
 """Host kernel of norm2."""
 
 import math
-from typing import Final  # noqa: F401 - read by Pyccel from the annotations
+from typing import Final
 
 
 def norm2(a: 'Final[float[:,:]]', out: 'float[:]', n_rows: int, n_cols: int):
