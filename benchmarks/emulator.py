@@ -42,6 +42,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import ctypes
+import functools
 import shutil
 import subprocess
 import sys
@@ -361,7 +362,8 @@ def launch_benchmarks() -> list[str]:
                 k = CudaKernel(COLLECTIVES_SOURCE, name, block_size=256)
                 per = {}
                 for reps in (COLLECTIVE_REPS, 4 * COLLECTIVE_REPS):
-                    launch = lambda: kt.emulate_cuda_kernel(k, np.int32(reps), out, n_threads=n, memcheck=memcheck)  # noqa: E731
+                    launch = functools.partial(kt.emulate_cuda_kernel, k, np.int32(reps), out, n_threads=n,
+                                               memcheck=memcheck)
                     launch()
                     per[reps] = _best(launch, rounds=3, clock=time.thread_time) / n
                 each = per[COLLECTIVE_REPS] / COLLECTIVE_REPS * 1e9

@@ -21,7 +21,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import stat
 import subprocess
 import tempfile
