@@ -41,7 +41,7 @@ struct value_chunk {
 
 #define MAX_NDIM 16
 #define MAX_FLATTEN_DEPTH 8
-#define CACHE_BYTES (8 * (1 + 2 * MAX_NDIM))
+#define CACHE_BYTES ((Py_ssize_t)8 * (1 + 2 * MAX_NDIM))
 
 typedef struct {
     int kind;
@@ -838,7 +838,7 @@ static int pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned char *out
             goto done;
         }
         for (int k = 0; k < s->ndim; k++)
-            memcpy(out + 8 + 8 * k, &a.shape_v[k], 8);
+            memcpy(out + 8 + 8 * (size_t)k, &a.shape_v[k], 8);
         if (s->kind == K_VIEW) {
             for (int k = 0; k < s->ndim; k++) {
                 long long st;
@@ -860,7 +860,7 @@ static int pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned char *out
                         }
                     }
                 }
-                memcpy(out + 8 + 8 * s->ndim + 8 * k, &st, 8);
+                memcpy(out + 8 + 8 * (size_t)(s->ndim + k), &st, 8);
             }
         }
     }
@@ -1236,8 +1236,8 @@ static int flatten(PyObject *const *args, Py_ssize_t nargs, flat_t *f, int depth
                 if (r.nd >= 1) {
                     f->first = obj;
                     f->first_nd = r.nd;
-                    for (int k = 0; k < r.nd; k++)
-                        f->first_dims[k] = r.dims[k];
+                    for (int d = 0; d < r.nd; d++)
+                        f->first_dims[d] = r.dims[d];
                     f->first_dims_ok = 1;
                     f->composite_first = f->struct_seen;
                 }
@@ -1989,9 +1989,9 @@ static long long current_device(plan_t *p)
 {
     if (p->fast_getter == NULL)
         return -1; /* disabled meanwhile */
-    PyObject *getter = Py_NewRef(p->fast_getter); /* the call may reconfigure the plan */
-    PyObject *dev = PyObject_CallNoArgs(getter);
-    Py_DECREF(getter);
+    PyObject *get = Py_NewRef(p->fast_getter); /* the call may reconfigure the plan */
+    PyObject *dev = PyObject_CallNoArgs(get);
+    Py_DECREF(get);
     if (dev == NULL)
         return -2;
     long long cur = -1;
@@ -2212,9 +2212,9 @@ static PyObject *kernel_prepare(PyObject *self, PyObject *const *args, Py_ssize_
     /* As _current_device_or_none: a getter that fails or gives no id means "no check". */
     long long cur = -1;
     if (p->prep_getter != Py_None) {
-        PyObject *getter = Py_NewRef(p->prep_getter); /* the call may reconfigure the plan */
-        PyObject *dev = PyObject_CallNoArgs(getter);
-        Py_DECREF(getter);
+        PyObject *get = Py_NewRef(p->prep_getter); /* the call may reconfigure the plan */
+        PyObject *dev = PyObject_CallNoArgs(get);
+        Py_DECREF(get);
         if (dev == NULL)
             PyErr_Clear();
         else {

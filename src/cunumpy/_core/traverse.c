@@ -360,7 +360,7 @@ static PyTypeObject *device_type_now(void)
     static PyObject *absent_in = NULL; /* borrowed: compared by address only */
     static uint64_t absent_tag = 0;
     PyObject *modules = PyImport_GetModuleDict();
-    if (modules == absent_in && ((PyDictObject *)modules)->ma_version_tag == absent_tag)
+    if (modules != NULL && modules == absent_in && ((PyDictObject *)modules)->ma_version_tag == absent_tag)
         return NULL;
     found = cn_device_type();
     if (found == NULL && modules != NULL && PyDict_Check(modules)) {
