@@ -35,6 +35,15 @@ typedef enum {
 /* Set the Python exception for `status` with a printf-style message; returns NULL. */
 CN_INTERNAL PyObject *cn_raise(cn_status status, const char *fmt, ...);
 
+/* Interned strings a file makes at registration: *slot = the interned `text`. */
+typedef struct {
+    PyObject **slot;
+    const char *text;
+} cn_string_t;
+
+/* Intern every string of `names` (n of them): 0, or -1 with an exception. */
+CN_INTERNAL int cn_intern_strings(const cn_string_t *names, size_t n);
+
 /* The device array type (cupy.ndarray, real or fake), looked up through sys.modules and
  * cached; never imports CuPy. Borrowed reference or NULL when CuPy is not imported. */
 CN_INTERNAL PyTypeObject *cn_device_type(void);

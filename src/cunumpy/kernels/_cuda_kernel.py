@@ -37,7 +37,7 @@ from ..cuda._source import (
 __all__ = ["CudaKernel", "CudaKernelVariants"]
 
 _N_THREADS_FROM = ("auto", "first_array", "last_axis")
-_INFER_CODES = {"auto": 0, "first_array": 1, "last_axis": 2}  # the C path's codes (pack.c INFER_*)
+_INFER_CODES = {"auto": 0, "first_array": 1, "last_axis": 2}  # the C path's codes (pack_plan.h INFER_*)
 _CUDA_ERROR_INVALID_CONTEXT = 201
 _DEFAULT_SHARED = 49152
 
