@@ -44,19 +44,6 @@ typedef struct {
 /* Intern every string of `names` (n of them): 0, or -1 with an exception. */
 CN_INTERNAL int cn_intern_strings(const cn_string_t *names, size_t n);
 
-/* The device array type (cupy.ndarray, real or fake), looked up through sys.modules and
- * cached; never imports CuPy. Borrowed reference or NULL when CuPy is not imported. */
-CN_INTERNAL PyTypeObject *cn_device_type(void);
-
-/* 1 if `obj` is a device array, 0 otherwise. Never raises. */
-static inline int cn_is_device(PyObject *obj)
-{
-    PyTypeObject *t = cn_device_type();
-    if (t == NULL)
-        return 0;
-    return Py_IS_TYPE(obj, t) || PyType_IsSubtype(Py_TYPE(obj), t);
-}
-
 /* Registration of each file's functions into the module (module.c calls them in order). */
 CN_INTERNAL int cn_register_scan(PyObject *module);
 CN_INTERNAL int cn_register_traverse(PyObject *module);

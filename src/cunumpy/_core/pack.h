@@ -7,6 +7,7 @@
 #define CUNUMPY__CORE_PACK_H
 
 #include "common.h"
+#include "scan.h"
 
 /* Slot kinds of a plan (the `kind` of a spec); the rows of the checker table. */
 enum { CN_K_POINTER = 0, CN_K_VOID_POINTER = 1, CN_K_VIEW = 2, CN_K_CVIEW = 3, CN_K_SCALAR = 4, CN_K_STRUCT = 5 };
