@@ -21,7 +21,7 @@ from typing import NoReturn
 
 import numpy as np
 
-from .kernels._cuda_kernel import _device_type, _struct_fields
+from .kernels._cuda_launch import _device_type, _struct_fields
 
 # pytest leaves out the frames of a module with this global: a parity failure shows the
 # user's test and the message, not this module's code.

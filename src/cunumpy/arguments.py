@@ -20,6 +20,7 @@ import numpy as np
 
 from ._native import core
 from .cuda._source import CudaParameter, ctype_of
+from .kernels._cuda_parse import _spec
 
 __all__ = [
     "CudaArguments",
@@ -202,8 +203,6 @@ class CudaStruct(core.StructCaller):
             {"names": list(self._names), "formats": formats, "offsets": offsets, "itemsize": itemsize}
         )
         self._has_views = any(p.view_ndim for p in self._fields)
-        from .kernels._cuda_kernel import _spec
-
         specs = []
         for p in self._fields:
             spec = _spec(0, p)

@@ -23,7 +23,7 @@ import cunumpy as xp
 from cunumpy import _reference
 from cunumpy._native import core
 from cunumpy.kernel_testing import fake_cupy_active
-from cunumpy.kernels import CudaKernel, CudaKernelVariants, _cuda_kernel as ck
+from cunumpy.kernels import CudaKernel, CudaKernelVariants, _cuda_kernel as ck, _cuda_launch, _cuda_variants
 
 ALL = (
     'extern "C" __global__ void k(const double* x, double* y, int n, Array2D<float> v, '
@@ -882,7 +882,7 @@ def current_device(monkeypatch):
     cupy = sys.modules["cupy"]
     cell = [0]
     monkeypatch.setattr(cupy.cuda.runtime, "getDevice", lambda: cell[0])
-    monkeypatch.setattr(ck, "_getter_cache", [None, None])
+    monkeypatch.setattr(_cuda_launch, "_getter_cache", [None, None])
     return cell
 
 
@@ -1141,14 +1141,14 @@ def test_parallel_compile_that_cannot_enter_the_device_is_that_kernels_error(mon
 
     stub = types.SimpleNamespace(cuda=types.SimpleNamespace(Device=Device))
     monkeypatch.setitem(sys.modules, "cupy", stub)
-    monkeypatch.setattr(ck, "_current_device", lambda cupy: 1)
+    monkeypatch.setattr(_cuda_launch, "_current_device", lambda cupy: 1)
     src = "template <int N> __global__ void t(int n) {}"
     v = CudaKernelVariants(lambda n: Recording(src, "t", template_args=(n,)))
     with pytest.raises(RuntimeError, match="cannot enter device 1"):
         v.compile_all([1, 2], jobs=2)
     assert compiled == []
     # KernelCatalog.compile_all goes through the same helper.
-    errors = ck._compile_each([("a", Recording(src, "t", template_args=(3,))),
+    errors = _cuda_variants._compile_each([("a", Recording(src, "t", template_args=(3,))),
                                          ("b", Recording(src, "t", template_args=(4,)))], 2)
     assert sorted(errors) == ["a", "b"] and "cannot enter device 1" in str(errors["a"])
     assert compiled == []

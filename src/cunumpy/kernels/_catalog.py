@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Mapping
 from pathlib import Path
 
-from . import _cuda_kernel
+from . import _cuda_kernel, _cuda_variants
 from ._cuda_kernel import CudaKernel
 from ._host_impl import CompiledHostKernel, HostImplementations
 from ._kernel import Kernel
@@ -408,7 +408,7 @@ class KernelCatalog(Mapping):
     def compile_all(self, jobs=1) -> list:
         """Compile every CUDA kernel (``jobs`` threads; None: CPU count); the names compiled.
         RuntimeError without a functional CuPy when there are CUDA kernels."""
-        jobs = _cuda_kernel._compile_jobs(jobs)
+        jobs = _cuda_variants._compile_jobs(jobs)
         names = self.with_cuda
         if not names:
             return []
@@ -420,7 +420,7 @@ class KernelCatalog(Mapping):
                     f"KernelCatalog.compile_all(): compiling {len(names)} CUDA kernel(s) needs a "
                     f"functional CuPy: {cupy_unavailable_reason()}"
                 )
-        errors = _cuda_kernel._compile_each([(n, self._kernels[n]) for n in names], jobs)
+        errors = _cuda_variants._compile_each([(n, self._kernels[n]) for n in names], jobs)
         for n in names:
             if n in errors:
                 raise errors[n]
