@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from . import _backend, threads as _threads
+from ._algorithms._common import _host
 from ._native import core
 from ._reference import philox as _philox_ref
 
@@ -463,8 +464,6 @@ def _philox(kind: int, seed, stream, counter):
             else:
                 arrays.append(_words_in(a, name, "numpy"))
         if fake:
-            from .algorithms import _host
-
             hosts = [_host(a) if _backend.is_cupy_array(a) else a for a in arrays]
             shape, flat = _flatten(hosts)
             outs = [cp.empty(shape, dtype=cp.float64) for _ in range(2 if kind in (_UNIFORM2, _NORMAL2) else 1)]
@@ -648,8 +647,6 @@ def philox4x32_10(counter_words, key0, key1):
         ys = _philox_ref.philox_blocks(c[..., 0], c[..., 1], c[..., 2], c[..., 3], k0, k1, xp=cp)
         return cp.stack([y.astype(cp.uint32) for y in ys], axis=-1)
     if side == "fake":
-        from .algorithms import _host
-
         hosts = [_host(a) if _backend.is_cupy_array(a) else a for a in inputs]
     else:
         hosts = list(inputs)
