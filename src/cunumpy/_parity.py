@@ -2,7 +2,7 @@
 (API.md sections 13.2 to 13.4).
 
 Without a GPU the CUDA side runs on the fake CuPy through the CPU emulation
-(``cunumpy.kernel_testing.emulated_launches``); when that cannot run, the check skips with
+(``cunumpy.kernel_testing.emulated_launches``, read here as ``emulated_launches``); when that cannot run, the check skips with
 the reason (or fails under ``CUNUMPY_REQUIRE_CUDA``).
 
 A mismatch is one ``AssertionError`` listing every array that differs, by parameter name
@@ -17,10 +17,12 @@ import contextlib
 import os
 import re
 import types
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import numpy as np
 
+from ._emulation import emulated_launches as _emulated_launches
+from ._test_requirements import _REQUIRE_VARIABLE, _kernel_launch_missing_reason, _pytest, cuda_required
 from .kernels._cuda_launch import _device_type, _struct_fields
 
 # pytest leaves out the frames of a module with this global: a parity failure shows the
@@ -48,21 +50,18 @@ TEST_ARGS_SETTINGS = {
     "SEED": "seed",
 }
 
+#: The CPU emulation's launches, through which the CUDA side runs on the fake CuPy (None: not
+#: available, the check then skips).
+emulated_launches: Any = _emulated_launches
+
 #: Indices listed per differing array in a parity failure.
 _FIRST_INDICES = 3
 
 
-def _kernel_testing():
-    from . import kernel_testing
-
-    return kernel_testing
-
-
 def _skip_or_fail(reason: str) -> NoReturn:  # type: ignore[misc]  # pytest.skip and pytest.fail raise
-    kt = _kernel_testing()
-    pytest = kt._pytest()
-    if kt.cuda_required():
-        pytest.fail(f"{kt._REQUIRE_VARIABLE} is set, but {reason}", pytrace=False)
+    pytest = _pytest()
+    if cuda_required():
+        pytest.fail(f"{_REQUIRE_VARIABLE} is set, but {reason}", pytrace=False)
     pytest.skip(reason)
 
 
@@ -72,12 +71,11 @@ def _device_context(sanitize=None):
     from ._backend import cupy_available
     from ._fake_cupy import fake_cupy_active
 
-    kt = _kernel_testing()
     if fake_cupy_active():
-        emulated = getattr(kt, "emulated_launches", None)
+        emulated = emulated_launches
         if emulated is None:
             _skip_or_fail("the fake CuPy is active and the CPU emulation is not available: CUDA kernels cannot launch")
-        reason = kt._kernel_launch_missing_reason()
+        reason = _kernel_launch_missing_reason()
         if reason is not None:
             _skip_or_fail(reason)
         # Explicitly, so that the check emulates also under CUNUMPY_EMULATION=0.
@@ -466,7 +464,7 @@ def parity_cases(catalog) -> list:
         One ``pytest.param(kernel, id=name)`` per kernel with CUDA; kernels without a
         ``<name>_test_args.py`` module are marked skip with a reason naming the missing file.
     """
-    pytest = _kernel_testing()._pytest()
+    pytest = _pytest()
     cases = []
     for name, kernel in catalog.parity_cases():
         marks = ()
