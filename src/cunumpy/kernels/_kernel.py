@@ -9,12 +9,10 @@ the plan stale (it is resolved again on the next call).
 
 from __future__ import annotations
 
-import ast
 import importlib
 import inspect
 import sys
 import threading
-import types
 import warnings
 import weakref
 from collections.abc import Mapping
@@ -27,7 +25,7 @@ from .._native import core
 from . import _selection
 from ._cuda_kernel import CudaKernel
 from ._host_impl import CompiledHostKernel, HostImplementations, _python_function
-from ._pyccel_kernel import PyccelKernel
+from ._pyccel_kernel import PyccelKernel, _pyccel_stub_names
 
 __all__ = ["Kernel"]
 
@@ -75,38 +73,6 @@ def _positional_names(function):
         elif p.kind is p.VAR_POSITIONAL:
             return None  # *args: the names are unknown
     return tuple(names)
-
-
-def _pyccel_stub_names(function):
-    """Parameter names of a Pyccel-compiled function from the ``.pyi`` stub Pyccel writes
-    (``__pyccel__/<module>.pyi`` beside the extension, or ``<module>.pyi``); None if absent."""
-    module_name = getattr(function, "__module__", None)
-    name = getattr(function, "__name__", None)
-    # A function of an extension module carries the module itself: more reliable than a
-    # sys.modules lookup by name, which another module of the same name may have replaced.
-    module = getattr(function, "__self__", None)
-    if not isinstance(module, types.ModuleType):
-        module = sys.modules.get(module_name) if isinstance(module_name, str) else None
-    filename = getattr(module, "__file__", None) if module is not None else None
-    if not isinstance(filename, str) or not isinstance(name, str):
-        return None
-    folder = Path(filename).parent
-    stem = Path(filename).name.split(".")[0]
-    short = module_name.rpartition(".")[2] if isinstance(module_name, str) else stem
-    candidates = []
-    for base in (stem, short):
-        # Pyccel names its folder __pyccel__<worker> under pytest-xdist (PYTEST_XDIST_WORKER).
-        candidates += [folder / "__pyccel__" / f"{base}.pyi", folder / f"{base}.pyi"]
-        candidates += sorted(folder.glob(f"__pyccel__?*/{base}.pyi"))
-    for path in candidates:
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except (OSError, SyntaxError, ValueError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef) and node.name == name:
-                return tuple(a.arg for a in (*node.args.posonlyargs, *node.args.args))
-    return None
 
 
 def _function_parameters(function):

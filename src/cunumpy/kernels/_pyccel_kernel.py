@@ -9,10 +9,13 @@ is counted.
 
 from __future__ import annotations
 
+import ast
 import inspect
 import re
 import sys
+import types
 import typing
+from pathlib import Path
 
 import numpy as np
 
@@ -30,6 +33,38 @@ _SCALAR_NAMES = frozenset(
 )  # fmt: skip
 _FINAL = re.compile(r"^(?:[A-Za-z_][\w]*\.)*Final\b")
 _CONST = re.compile(r"\bconst\b")
+
+
+def _pyccel_stub_names(function):
+    """Parameter names of a Pyccel-compiled function from the ``.pyi`` stub Pyccel writes
+    (``__pyccel__/<module>.pyi`` beside the extension, or ``<module>.pyi``); None if absent."""
+    module_name = getattr(function, "__module__", None)
+    name = getattr(function, "__name__", None)
+    # A function of an extension module carries the module itself: more reliable than a
+    # sys.modules lookup by name, which another module of the same name may have replaced.
+    module = getattr(function, "__self__", None)
+    if not isinstance(module, types.ModuleType):
+        module = sys.modules.get(module_name) if isinstance(module_name, str) else None
+    filename = getattr(module, "__file__", None) if module is not None else None
+    if not isinstance(filename, str) or not isinstance(name, str):
+        return None
+    folder = Path(filename).parent
+    stem = Path(filename).name.split(".")[0]
+    short = module_name.rpartition(".")[2] if isinstance(module_name, str) else stem
+    candidates = []
+    for base in (stem, short):
+        # Pyccel names its folder __pyccel__<worker> under pytest-xdist (PYTEST_XDIST_WORKER).
+        candidates += [folder / "__pyccel__" / f"{base}.pyi", folder / f"{base}.pyi"]
+        candidates += sorted(folder.glob(f"__pyccel__?*/{base}.pyi"))
+    for path in candidates:
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                return tuple(a.arg for a in (*node.args.posonlyargs, *node.args.args))
+    return None
 
 
 class _Parameters:
@@ -63,8 +98,6 @@ class _Parameters:
             # A Pyccel-compiled function has no Python signature, but Pyccel writes its
             # parameter names to a .pyi stub: with them, names in ``outputs`` resolve on the
             # device path as they do for the Python function.
-            from ._kernel import _pyccel_stub_names
-
             names = _pyccel_stub_names(kernel)
             return None if names is None else cls(names)
         positional, keyword_only, varargs, varkw = [], [], False, False
