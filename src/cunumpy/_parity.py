@@ -17,13 +17,18 @@ import contextlib
 import os
 import re
 import types
-from typing import Any, NoReturn
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
 from ._emulation import emulated_launches as _emulated_launches
 from ._test_requirements import _REQUIRE_VARIABLE, _kernel_launch_missing_reason, _pytest, cuda_required
 from .kernels._cuda_launch import _device_type, _struct_fields
+
+if TYPE_CHECKING:
+    from .arguments import CudaStruct
+    from .kernels import CudaKernel, Kernel, KernelCatalog
 
 # pytest leaves out the frames of a module with this global: a parity failure shows the
 # user's test and the message, not this module's code.
@@ -322,19 +327,19 @@ def _returned_arrays(value) -> dict:
 
 
 def assert_kernels_agree(
-    kernel,
-    make_args,
+    kernel: Kernel,
+    make_args: Callable[[str, int], Iterable[Any]],
     *,
-    n_threads=None,
-    grid=None,
-    block=None,
-    rtol=1e-12,
-    atol=0.0,
-    n_calls=1,
-    outputs=None,
-    seed=0,
-    sanitize=None,
-):
+    n_threads: int | tuple[int, ...] | Callable[[tuple], int | tuple[int, ...]] | None = None,
+    grid: int | tuple[int, ...] | None = None,
+    block: int | tuple[int, ...] | None = None,
+    rtol: float = 1e-12,
+    atol: float = 0.0,
+    n_calls: int = 1,
+    outputs: Iterable[int | str] | None = None,
+    seed: int = 0,
+    sanitize: str | Iterable[str] | None = None,
+) -> dict[str, np.ndarray]:
     """Check that a kernel's CUDA port computes what its host kernel computes.
 
     For each backend (``"numpy"``, then ``"cupy"``): activate it, build
@@ -396,7 +401,8 @@ def assert_kernels_agree(
 
     if not isinstance(kernel, Kernel):
         raise TypeError(f"assert_kernels_agree(): expected a Kernel, not {type(kernel).__name__}")
-    if not kernel.has_cuda:
+    cuda = kernel.cuda_kernel
+    if cuda is None:
         raise ValueError(f"assert_kernels_agree(): kernel {kernel.name!r} has no CUDA version to compare")
     if isinstance(n_calls, bool) or not isinstance(n_calls, (int, np.integer)):
         raise TypeError(f"assert_kernels_agree(): 'n_calls' must be an int, not {n_calls!r}")
@@ -408,7 +414,6 @@ def assert_kernels_agree(
         for entry in outputs:
             if isinstance(entry, bool) or not isinstance(entry, (int, np.integer, str)):
                 raise TypeError(f"assert_kernels_agree(): 'outputs' entries must be int or str, not {entry!r}")
-    cuda = kernel.cuda_kernel
     if n_threads is None and grid is None and cuda.n_threads_from is None:
         raise TypeError(
             f"assert_kernels_agree(): kernel {kernel.name!r} cannot infer its launch size "
@@ -447,7 +452,7 @@ def assert_kernels_agree(
 # --------------------------------------------------------------------------- test-argument modules
 
 
-def parity_cases(catalog) -> list:
+def parity_cases(catalog: KernelCatalog) -> list:
     """List the kernels of a catalog that have a CUDA port, as pytest parameters.
 
     Use it as ``@pytest.mark.parametrize("kernel", parity_cases(catalog))`` with
@@ -477,7 +482,7 @@ def parity_cases(catalog) -> list:
     return cases
 
 
-def check_parity(kernel, **overrides):
+def check_parity(kernel: Kernel, **overrides: Any) -> dict[str, np.ndarray]:
     """Run :func:`assert_kernels_agree` with the settings of the kernel's test-arguments module.
 
     The module is ``<name>/<name>_test_args.py`` of the kernel's folder. It defines
@@ -514,7 +519,7 @@ def check_parity(kernel, **overrides):
     module = kernel.test_args
     make_args = getattr(module, "make_args", None)
     if not callable(make_args):
-        raise TypeError(f"check_parity(): {module.__name__} defines no callable make_args(backend, seed)")
+        raise TypeError(f"check_parity(): {kernel.test_args_module} defines no callable make_args(backend, seed)")
     settings = {}
     for constant, keyword in TEST_ARGS_SETTINGS.items():
         if hasattr(module, constant):
@@ -545,16 +550,16 @@ def _scalar_type_ok(ctype: str) -> bool:
 
 
 def device_function_kernel(
-    header_source,
-    signature,
+    header_source: str,
+    signature: str,
     *,
-    name=None,
-    includes=(),
-    n_threads_param="n",
-    out_param="out",
-    structs=(),
-    **cuda_kernel_options,
-):
+    name: str | None = None,
+    includes: Iterable[str] = (),
+    n_threads_param: str = "n",
+    out_param: str = "out",
+    structs: Iterable[CudaStruct] = (),
+    **cuda_kernel_options: Any,
+) -> CudaKernel:
     """Wrap a ``__device__`` function in a kernel that calls it once per thread, for testing it.
 
     The generated ``extern "C" __global__ void <fn>_kernel(...)`` passes pointer and struct

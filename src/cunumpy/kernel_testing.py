@@ -26,6 +26,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterable, Iterator, Mapping
 
 # --- CPU emulation (API.md section 15) --------------------------------------------------
 from ._emulation import (
@@ -342,7 +343,7 @@ def __dir__():
 
 
 @contextlib.contextmanager
-def fake_cupy_session(*, compiler=None, options=()):
+def fake_cupy_session(*, compiler: str | None = None, options: Iterable[str] = ()) -> Iterator[None]:
     """Run a block on the fake CuPy with every CUDA launch emulated on the CPU.
 
     Activates the CuPy backend strictly and enters :func:`emulated_launches` for the block;
@@ -404,7 +405,9 @@ def _exit_description(returncode: int) -> str:
     return f"exited with code {returncode}"
 
 
-def run_in_fake_cupy_subprocess(code: str, *, env=None, timeout=None) -> subprocess.CompletedProcess:
+def run_in_fake_cupy_subprocess(
+    code: str, *, env: Mapping[str, str] | None = None, timeout: float | None = None
+) -> subprocess.CompletedProcess:
     """Run Python code in a fresh serial interpreter on the fake CuPy, for a test.
 
     The child runs ``python -X faulthandler -c code`` with ``CUNUMPY_FAKE_CUPY=1``,

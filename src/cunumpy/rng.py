@@ -41,7 +41,7 @@ BIT_GENERATORS = ("MT19937", "PCG64", "PCG64DXSM", "Philox", "SFC64")
 _CHILD_NUMPY, _CHILD_CUPY, _CHILD_NUMPY_GLOBAL, _CHILD_CUPY_GLOBAL = 0, 1, 2, 3
 
 
-def get_rng(seed=None):
+def get_rng(seed: Any = None) -> Any:
     """Return a fresh generator of the active backend.
 
     The same seed gives different sequences on the two backends: for data that must agree,
@@ -93,7 +93,7 @@ class RandomStreams:
 
     # ------------------------------------------------------------------ seeding
 
-    def seed(self, value=None, rank=0, bit_generator=None):
+    def seed(self, value: int | None = None, rank: int = 0, bit_generator: str | None = None) -> RandomStreams:
         """Start the stream ``SeedSequence(entropy=value, spawn_key=(rank,))``.
 
         Drops cached generators and seeds NumPy's global ``np.random`` state (and CuPy's on the
@@ -146,7 +146,7 @@ class RandomStreams:
 
     # ------------------------------------------------------------------ generators
 
-    def generator(self, backend=None):
+    def generator(self, backend: str | None = None) -> Any:
         """The process generator of ``backend`` (default: the active one), made on first use."""
         backend = _check_backend(backend)
         gen = self._generators.get(backend)
@@ -161,7 +161,7 @@ class RandomStreams:
             self._generators[backend] = gen
         return gen
 
-    def make_generator(self, seed=None, backend=None):
+    def make_generator(self, seed: Any = None, backend: str | None = None) -> Any:
         """A component's own generator when ``seed`` is given, else the process generator."""
         backend = _check_backend(backend)
         if seed is None:
@@ -183,7 +183,7 @@ class RandomStreams:
     def _gen(self, rng):
         return self.generator() if rng is None else rng
 
-    def normal(self, loc=0.0, scale=1.0, size=None, rng=None):
+    def normal(self, loc: Any = 0.0, scale: Any = 1.0, size: int | tuple[int, ...] | None = None, rng: Any = None) -> Any:
         """Draw normal numbers from the process generator (or ``rng``).
 
         Parameters
@@ -205,7 +205,7 @@ class RandomStreams:
             return gen.normal(loc, scale, size)
         return loc + scale * gen.standard_normal(size)
 
-    def standard_normal(self, size=None, rng=None):
+    def standard_normal(self, size: int | tuple[int, ...] | None = None, rng: Any = None) -> Any:
         """Draw standard normal numbers from the process generator (or ``rng``).
 
         Parameters
@@ -222,7 +222,7 @@ class RandomStreams:
         """
         return self._gen(rng).standard_normal(size)
 
-    def random(self, size=None, rng=None):
+    def random(self, size: int | tuple[int, ...] | None = None, rng: Any = None) -> Any:
         """Draw uniform numbers in [0, 1) from the process generator (or ``rng``).
 
         Large draws from PCG64 and PCG64DXSM generators on the host run on the thread pool, with
@@ -244,7 +244,7 @@ class RandomStreams:
         out = _parallel_uniform(gen, size, 0.0, 1.0, plain=True)
         return gen.random(size) if out is None else out
 
-    def uniform(self, low=0.0, high=1.0, size=None, rng=None):
+    def uniform(self, low: Any = 0.0, high: Any = 1.0, size: int | tuple[int, ...] | None = None, rng: Any = None) -> Any:
         """Draw uniform numbers in [low, high) from the process generator (or ``rng``).
 
         Large host draws run on the thread pool, as for :meth:`random`.
@@ -516,7 +516,7 @@ def _philox_cupy(kind, cp, arrays):
     return r * cp.cos(angle), r * cp.sin(angle)
 
 
-def philox_uniform(seed, stream, counter):
+def philox_uniform(seed: Any, stream: Any, counter: Any) -> Any:
     """Draw stateless uniform numbers in [0, 1) from Philox4x32-10 of (seed, stream, counter).
 
     The same arguments give the same number on every backend, thread count and rank, and in
@@ -543,7 +543,7 @@ def philox_uniform(seed, stream, counter):
     return _philox(_UNIFORM, seed, stream, counter)
 
 
-def philox_uniform2(seed, stream, counter):
+def philox_uniform2(seed: Any, stream: Any, counter: Any) -> tuple[Any, Any]:
     """Draw two independent stateless uniforms ``(u0, u1)`` from one Philox block.
 
     ``u0`` equals :func:`philox_uniform`; ``u1`` comes from words 2 and 3.
@@ -565,7 +565,7 @@ def philox_uniform2(seed, stream, counter):
     return _philox(_UNIFORM2, seed, stream, counter)
 
 
-def philox_normal(seed, stream, counter):
+def philox_normal(seed: Any, stream: Any, counter: Any) -> Any:
     """Draw a stateless standard normal by Box-Muller: ``sqrt(-2 log(1 - u0)) * cos(2 pi u1)``.
 
     Parameters
@@ -585,7 +585,7 @@ def philox_normal(seed, stream, counter):
     return _philox(_NORMAL, seed, stream, counter)
 
 
-def philox_normal2(seed, stream, counter):
+def philox_normal2(seed: Any, stream: Any, counter: Any) -> tuple[Any, Any]:
     """Draw two independent stateless standard normals ``(z0, z1)`` (cos and sin of one Box-Muller pair).
 
     Parameters
@@ -605,7 +605,7 @@ def philox_normal2(seed, stream, counter):
     return _philox(_NORMAL2, seed, stream, counter)
 
 
-def philox4x32_10(counter_words, key0, key1):
+def philox4x32_10(counter_words: Any, key0: Any, key1: Any) -> Any:
     """Apply the Philox4x32-10 block function.
 
     Parameters

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, SupportsIndex
+
 import numpy as np
 
 from .._native import core
@@ -20,7 +22,7 @@ from ._common import (
 __all__ = ["compact_by_mask"]
 
 
-def compact_by_mask(mask, *arrays, axis=0) -> int:
+def compact_by_mask(mask: Any, *arrays: Any, axis: SupportsIndex = 0) -> int:
     """Move the entries where ``mask`` is true to the front of every array, in place.
 
     The kept entries keep their order; what follows them is unspecified. Typical use: drop

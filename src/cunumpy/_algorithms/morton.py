@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import operator
 import threading
+from typing import Any, SupportsIndex
 
 import numpy as np
 
@@ -99,7 +100,7 @@ def _compute_box(lo, up, levels):
     return tuple(lo), tuple(scale)
 
 
-def morton_scales(lower, upper, levels) -> np.ndarray:
+def morton_scales(lower: Any, upper: Any, levels: SupportsIndex) -> np.ndarray:
     """Return the scales that map the box [lower, upper] onto ``2**levels`` cells per axis.
 
     Pass them to the device header's ``cunumpy_morton_key2``/``cunumpy_morton_key3``
@@ -162,7 +163,7 @@ def morton_scales(lower, upper, levels) -> np.ndarray:
     return scale
 
 
-def morton_keys(positions, lower, upper, levels):
+def morton_keys(positions: Any, lower: Any, upper: Any, levels: SupportsIndex) -> Any:
     """Compute uint64 Morton (Z-order) keys of points in the box [lower, upper].
 
     Per axis the cell is ``floor((x - lower) * scale)`` clipped to ``[0, 2**levels - 1]``
@@ -242,7 +243,7 @@ def _morton_keys_cupy(positions, lower, scale, levels, ndim):
     return _morton_ref.keys_from_positions(pos, cp.asarray(lower), cp.asarray(scale), levels, xp=cp)
 
 
-def morton_encode(*cells):
+def morton_encode(*cells: Any) -> Any:
     """Interleave 2 or 3 integer cell arrays into uint64 Morton keys (axis 0 in the lowest bit).
 
     Parameters
@@ -315,7 +316,7 @@ def _check_cells(c, axis, bits, to_bool):
         raise ValueError(f"cell array {axis} has cells >= 2**{bits}")
 
 
-def morton_decode(keys, ndim):
+def morton_decode(keys: Any, ndim: SupportsIndex) -> tuple[Any, ...]:
     """Split Morton keys into their cells: the inverse of :func:`morton_encode`.
 
     Parameters

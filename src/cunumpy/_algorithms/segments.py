@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, SupportsIndex
+
 import numpy as np
 
 from .. import _backend
@@ -147,7 +149,7 @@ class SegmentPlan:
 
     __slots__ = ("_device", "_keys", "_n_segments", "_scatter", "_side")
 
-    def __init__(self, keys, n_segments):
+    def __init__(self, keys: Any, n_segments: SupportsIndex) -> None:
         n_segments = _check_n_segments(n_segments)
         side = "numpy" if type(keys) is _ndarray else _side(keys)
         self._side = side
@@ -187,7 +189,7 @@ class SegmentPlan:
         return self._n_segments
 
     @property
-    def keys(self):
+    def keys(self) -> Any:
         """The plan's own copy of the keys: read-only on the host, since :meth:`sum` trusts
         them (on a GPU the plan sums with its own scatter index, never with this array)."""
         return self._keys
@@ -195,7 +197,7 @@ class SegmentPlan:
     def __repr__(self) -> str:
         return f"SegmentPlan(n_keys={self._keys.shape[0]}, n_segments={self._n_segments}, backend={'cupy' if self._side != 'numpy' else 'numpy'})"
 
-    def sum(self, values, *, out=None):
+    def sum(self, values: Any, *, out: Any = None) -> Any:
         """``out[k] = sum(values[keys == k])`` over the first axis; ``out`` is overwritten."""
         return _segment_sum(values, self._keys, self._n_segments, out, plan=self)
 
@@ -329,7 +331,7 @@ def _segment_sum_cupy(values, keys, n_segments, out, plan):
     return out
 
 
-def segment_sum(values, keys, n_segments, *, out=None):
+def segment_sum(values: Any, keys: Any, n_segments: SupportsIndex, *, out: Any = None) -> Any:
     """Sum values per segment: ``out[k] = sum(values[keys == k])`` over the first axis.
 
     Negative keys are dropped. For repeated sums with the same keys, use
@@ -373,7 +375,7 @@ def segment_sum(values, keys, n_segments, *, out=None):
 # --------------------------------------------------------------------------- offsets and runs
 
 
-def cell_offsets(sorted_cells, n_cells):
+def cell_offsets(sorted_cells: Any, n_cells: SupportsIndex) -> Any:
     """Return where each cell's run starts in sorted cell ids (CSR-style offsets).
 
     Cell ``k`` holds the entries ``[off[k], off[k + 1])`` of ``sorted_cells``.
@@ -433,7 +435,7 @@ def _cell_offsets_cupy(k, n_cells):
     return cp.searchsorted(k, cp.arange(n_cells + 1, dtype=k.dtype), side="left").astype(cp.int64)
 
 
-def segment_boundaries(sorted_keys):
+def segment_boundaries(sorted_keys: Any) -> tuple[Any, Any, Any]:
     """Find the runs of equal keys in sorted integer keys.
 
     Sparse, negative and uint64 keys are accepted.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, SupportsIndex
+
 import numpy as np
 
 from .._native import core
@@ -21,7 +23,7 @@ from ._common import (
 __all__ = ["sort_by_key"]
 
 
-def sort_by_key(keys, *arrays, axis=0):
+def sort_by_key(keys: Any, *arrays: Any, axis: SupportsIndex = 0) -> tuple[Any, ...]:
     """Sort arrays by 1-D integer keys, stably.
 
     Parameters

@@ -19,6 +19,7 @@ import math
 import os
 import sys
 import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ from .. import _transfers
 from .._native import core
 from ..cuda import _debug
 from ..cuda._source import (
+    CudaParameter,
     cuda_include_dir,
     include_hash,
     parse_signature_full,
@@ -68,6 +70,9 @@ from ._cuda_parse import (
     _spec as _spec,
     _view_record,
 )
+
+if TYPE_CHECKING:
+    from ..arguments import CudaStruct
 
 __all__ = ["CudaKernel"]
 
@@ -196,20 +201,20 @@ class CudaKernel:
 
     def __init__(
         self,
-        source,
-        name,
+        source: str,
+        name: str,
         *,
-        block_size=128,
-        options=(),
-        include_dirs=(),
-        source_dir=None,
-        structs=(),
-        template_args=None,
-        check_signature=True,
-        debug=None,
-        n_threads_from="auto",
-        check_finite=False,
-    ):
+        block_size: int | tuple[int, ...] = 128,
+        options: Iterable[str] = (),
+        include_dirs: Iterable[str | os.PathLike[str]] = (),
+        source_dir: str | os.PathLike[str] | None = None,
+        structs: Iterable[CudaStruct] = (),
+        template_args: Any = None,
+        check_signature: bool = True,
+        debug: bool | None = None,
+        n_threads_from: str | Callable[[tuple], int | tuple[int, ...]] | None = "auto",
+        check_finite: bool = False,
+    ) -> None:
         if not isinstance(source, str):
             raise TypeError(f"CudaKernel: 'source' must be a str, not {type(source).__name__}")
         if not isinstance(name, str) or not name:
@@ -269,7 +274,9 @@ class CudaKernel:
     # -------------------------------------------------------------- constructors
 
     @classmethod
-    def from_file(cls, path, name=None, *, suffix="_cuda.cu", **kwargs):
+    def from_file(
+        cls, path: str | os.PathLike[str], name: str | None = None, *, suffix: str = "_cuda.cu", **kwargs: Any
+    ) -> CudaKernel:
         """Kernel ``name`` (default: the file name minus ``suffix``) of a ``.cu`` file."""
         path = Path(path)
         if name is None:
@@ -283,7 +290,7 @@ class CudaKernel:
         return cls(source, name, **_file_kwargs(path, kwargs))
 
     @classmethod
-    def all_from_file(cls, path, **kwargs):
+    def all_from_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> dict[str, CudaKernel]:
         """One kernel per ``__global__`` function of the file, in order of first appearance."""
         from ..cuda._source import cuda_kernel_names
 
@@ -309,24 +316,63 @@ class CudaKernel:
 
     # -------------------------------------------------------------- properties
 
-    name = property(lambda self: self._name, doc="The kernel's name in the source.")
-    expression = property(lambda self: self._expression, doc='The name expression compiled (``name<args>`` for a template).')
-    source = property(lambda self: self._source, doc='The CUDA source text.')
-    options = property(lambda self: self._options, doc='The NVRTC options, including ``-I`` for each include folder.')
-    include_dirs = property(lambda self: self._include_dirs, doc='The include folders given at construction.')
-    source_dir = property(lambda self: self._source_dir, doc='The folder of the source file (a pathlib.Path), or None.')
-    structs = property(lambda self: self._structs, doc='The CudaStruct types of struct parameters.')
-    template_args = property(lambda self: self._template_args, doc='The template arguments, or None.')
-    signature = property(lambda self: self._signature, doc='The parsed parameters (a tuple of cunumpy.cuda.CudaParameter), or None without signature checking.')
-    debug = property(lambda self: self._debug, doc="The kernel's own debug setting: True, False or None (follow the global debug mode).")
+    @property
+    def name(self) -> str:
+        """The kernel's name in the source."""
+        return self._name
 
     @property
-    def block_size(self):
+    def expression(self) -> str:
+        """The name expression compiled (``name<args>`` for a template)."""
+        return self._expression
+
+    @property
+    def source(self) -> str:
+        """The CUDA source text."""
+        return self._source
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The NVRTC options, including ``-I`` for each include folder."""
+        return self._options
+
+    @property
+    def include_dirs(self) -> tuple[Path, ...]:
+        """The include folders given at construction."""
+        return self._include_dirs
+
+    @property
+    def source_dir(self) -> Path | None:
+        """The folder of the source file (a pathlib.Path), or None."""
+        return self._source_dir
+
+    @property
+    def structs(self) -> tuple[CudaStruct, ...]:
+        """The CudaStruct types of struct parameters."""
+        return self._structs
+
+    @property
+    def template_args(self) -> tuple | None:
+        """The template arguments, or None."""
+        return self._template_args
+
+    @property
+    def signature(self) -> tuple[CudaParameter, ...] | None:
+        """The parsed parameters (a tuple of cunumpy.cuda.CudaParameter), or None without signature checking."""
+        return self._signature
+
+    @property
+    def debug(self) -> bool | None:
+        """The kernel's own debug setting: True, False or None (follow the global debug mode)."""
+        return self._debug
+
+    @property
+    def block_size(self) -> int | tuple[int, ...]:
         """The block size of launches sized by ``n_threads`` or inference (an int, or a tuple for 2-D and 3-D blocks)."""
         return self._block[0] if len(self._block) == 1 else self._block
 
     @property
-    def n_threads_from(self):
+    def n_threads_from(self) -> Callable[[tuple], int | tuple[int, ...]] | None:
         """The launch-size inference as a callable ``f(args) -> int | tuple`` (as earlier releases
         had it), or None. For a string setting, a callable implementing that rule for this kernel
         whose ``name`` is the string (it also compares equal to it)."""
@@ -351,12 +397,12 @@ class CudaKernel:
             plan.configure_launch(self._block, _INFER_CODES.get(value, -1) if isinstance(value, str) else -1)
 
     @property
-    def n_threads_from_setting(self):
+    def n_threads_from_setting(self) -> str | Callable[[tuple], int | tuple[int, ...]] | None:
         """The setting as given: ``"auto"``, ``"first_array"``, ``"last_axis"``, a callable or None."""
         return self._n_threads_from
 
     @property
-    def check_finite(self):
+    def check_finite(self) -> bool:
         """Whether floating outputs are checked for NaN and infinity after each launch; settable."""
         return self._check_finite
 
@@ -433,7 +479,10 @@ class CudaKernel:
 
     # -------------------------------------------------------------- launch shape
 
-    def launch_shape(self, n_threads=None, *, grid=None, block=None, args=None):
+    def launch_shape(
+        self, n_threads: int | tuple[int, ...] | None = None, *, grid: int | tuple[int, ...] | None = None,
+        block: int | tuple[int, ...] | None = None, args: tuple | None = None,
+    ) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(grid, block) of a launch; infers the size from ``args`` if given. Never compiles."""
         first = _first_shape(args) if args is not None else None
         return self._shape(n_threads, grid, block, args, first)
@@ -515,7 +564,7 @@ class CudaKernel:
                 "(this CuPy is a ROCm build); nothing was compiled"
             )
 
-    def compile(self, *, log_stream=None):
+    def compile(self, *, log_stream: Any = None) -> Any:
         """Compile for the current device (cached per device) and return CuPy's raw kernel."""
         hook = _emulation_hook()
         if hook is not None:
@@ -526,7 +575,7 @@ class CudaKernel:
             raise RuntimeError(f"CudaKernel.compile() of '{self._name}' needs a functional CuPy: {reason}")
         return self._compile(cupy, _current_device(cupy), log_stream).kernel
 
-    def recompile(self, *, log_stream=None):
+    def recompile(self, *, log_stream: Any = None) -> Any:
         """Discard the current device's compiled state and compile again (headers, debug options)."""
         hook = _emulation_hook()
         if hook is not None:

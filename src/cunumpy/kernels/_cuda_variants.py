@@ -7,6 +7,7 @@ import concurrent.futures
 import contextvars
 import os
 import sys
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from . import _cuda_launch
@@ -75,13 +76,13 @@ class CudaKernelVariants:
         ``factory`` is not callable.
     """
 
-    def __init__(self, factory):
+    def __init__(self, factory: Callable[..., CudaKernel]) -> None:
         if not callable(factory):
             raise TypeError("CudaKernelVariants: 'factory' must be callable")
         self._factory = factory
         self._kernels: dict = {}
 
-    def get(self, *key):
+    def get(self, *key: Hashable) -> CudaKernel:
         """Return the kernel for ``key``, creating it with the factory on first use.
 
         Parameters
@@ -112,7 +113,7 @@ class CudaKernelVariants:
         self._kernels[key] = kernel
         return kernel
 
-    def keys(self):
+    def keys(self) -> list[tuple]:
         """Return the keys of the kernels created so far, in creation order.
 
         Returns
@@ -128,7 +129,7 @@ class CudaKernelVariants:
     def __len__(self):
         return len(self._kernels)
 
-    def compile_all(self, keys=(), *, jobs=1):
+    def compile_all(self, keys: Iterable[Any] = (), *, jobs: int | None = 1) -> None:
         """Create the listed variants, then compile every existing one (``jobs`` threads)."""
         jobs = _compile_jobs(jobs)
         for key in keys:

@@ -15,7 +15,9 @@ import re
 import sys
 import types
 import typing
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -315,7 +317,11 @@ class PyccelKernel(core.HostKernel):
     keyword is an :class:`IndexError` without them.
     """
 
-    def __init__(self, kernel, use_cupy=None, object_modules=(), is_array=None, outputs=None, parameters=None):
+    def __init__(
+        self, kernel: Callable[..., Any], use_cupy: bool | None = None, object_modules: str | Iterable[str] = (),
+        is_array: Callable[[Any], bool] | None = None, outputs: Iterable[int | str] | None = None,
+        parameters: Iterable[str] | None = None,
+    ) -> None:
         if not callable(kernel):
             raise TypeError(f"PyccelKernel: 'kernel' must be callable, not {type(kernel).__name__}")
         if use_cupy is not None and not isinstance(use_cupy, (bool, np.bool_)):
@@ -417,7 +423,7 @@ class PyccelKernel(core.HostKernel):
         return self._name
 
     @property
-    def kernel(self):
+    def kernel(self) -> Callable[..., Any]:
         """The wrapped function."""
         return self._kernel
 
@@ -434,17 +440,17 @@ class PyccelKernel(core.HostKernel):
         return self._object_modules
 
     @property
-    def is_array(self):
+    def is_array(self) -> Callable[[Any], bool]:
         """What counts as a host array in the return value (the given callable, or None for the default)."""
         return self._user_is_array if self._user_is_array is not None else _default_is_array
 
     @property
-    def outputs(self):
+    def outputs(self) -> tuple[int | str, ...] | None:
         """The declared outputs (None: all; ``()``: none)."""
         return self._outputs
 
     @property
-    def parameters(self):
+    def parameters(self) -> tuple[str, ...] | None:
         """The parameter names known for resolving ``outputs`` (None when unknown)."""
         p = self._parameters
         return None if p is None else p.positional + p.keyword_only
@@ -480,7 +486,7 @@ def _annotation_is_output(annotation) -> bool:
     return not (isinstance(annotation, type) and (annotation in (int, float, bool, complex, str) or issubclass(annotation, np.generic)))
 
 
-def outputs_from_annotations(function):
+def outputs_from_annotations(function: Callable[..., Any]) -> tuple[str, ...] | None:
     """Derive a kernel's outputs from its annotations.
 
     Every parameter whose annotation is not ``Final[...]``, contains no ``const`` and is
