@@ -512,6 +512,40 @@ def test_launch_plan_bad_specs():
         core.launch(1)
 
 
+def _spec_outcome(impl, spec):
+    try:
+        plan = impl.launch_plan("k", (spec,), np.void, np.generic)
+    except (TypeError, ValueError) as exc:
+        return type(exc).__name__, str(exc)
+    return plan.layout
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    kind=st.integers(min_value=-1, max_value=6),
+    label=st.sampled_from(["double* x", 3]),
+    dtype=st.sampled_from([np.dtype("f8"), None]),
+    typestr=st.sampled_from(["<f8", None]),
+    itemsize=st.sampled_from([-1, 0, 1, 2, 3, 4, 8, 16, 32]),
+    ndim=st.sampled_from([-1, 0, 1, 2, 16, 17]),
+    scalar=st.integers(min_value=-1, max_value=5),
+    size=st.sampled_from([None, 0, 1, 4, 8, 16, 24, 40, 1 << 21]),
+    align=st.sampled_from([0, 1, 2, 3, 4, 8, 16, 32]),
+    table=st.sampled_from([{}, None]),
+)
+def test_spec_checks_of_the_checker_table_match_the_twin(kind, label, dtype, typestr, itemsize, ndim, scalar, size,
+                                                          align, table):
+    """Each row of the checker table (pack_kinds.c, _reference.pack._KINDS) accepts the same
+    specs and names the same first invalid field; an accepted spec gets the same layout.
+    Without a given size, the row's own value size (8 bytes of address or the item, then 8
+    per dimension of shape and strides) is used, so that valid specs of every kind occur."""
+    if size is None:
+        row = _reference.pack._KINDS.get(kind)
+        size = row.value_size(itemsize, ndim) if row is not None else 8
+    spec = (kind, label, dtype, typestr, itemsize, ndim, scalar, size, align, table)
+    assert _spec_outcome(core, spec) == _spec_outcome(_reference, spec)
+
+
 # ------------------------------------------------------------------ device-side checks
 
 
