@@ -723,3 +723,34 @@ def test_parity_checks_take_sanitize(fake_cupy):
     kt.assert_kernels_agree(kernel, make_args, grid=2, block=4, atol=1e9)  # no race report without it
     with pytest.raises(kt.RacecheckError, match="write-after-write hazard on 'y' element 0"):
         kt.assert_kernels_agree(kernel, make_args, grid=2, block=4, atol=1e9, sanitize=("racecheck",))
+
+
+def test_a_child_forked_during_a_launch_starts_with_a_clean_shadow():
+    # Another thread forks while a launch has poisoned the redzones of its arrays: the child,
+    # where that launch never ends, must not report accesses next to those arrays' memory.
+    code = textwrap.dedent(f"""
+        import os, threading, time
+        import numpy as np
+        import cunumpy.kernel_testing as kt
+        from cunumpy.kernels import CudaKernel
+        spin = CudaKernel({SPIN!r}, "spin")
+        raw = np.zeros(1024, np.uint8)
+        flag = raw[:4].view(np.int32)
+        neighbour = raw[512:].view(np.float64)  # 508 bytes past flag: inside its redzone
+        kt.compile_for_emulation(spin)
+        t = threading.Thread(target=lambda: kt.emulate_cuda_kernel(spin, flag, 0, grid=1, block=1, timeout=20))
+        t.start()
+        time.sleep(0.5)                     # the launch runs, its redzones poisoned
+        pid = os.fork()
+        if pid == 0:
+            add = CudaKernel('extern "C" __global__ void add(double* x) {{ x[threadIdx.x] += 1; }}', "add")
+            kt.emulate_cuda_kernel(add, neighbour, n_threads=64, block=64)
+            os._exit(0 if (neighbour == 1).all() else 3)
+        _, status = os.waitpid(pid, 0)
+        flag[0] = 1
+        t.join()
+        print("CHILD", os.waitstatus_to_exitcode(status))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "CHILD 0" in done.stdout

@@ -315,17 +315,24 @@ static int emu_build_spans(emu_check *c)
     return 0;
 }
 
-/* The span holding [lo, hi), or NULL. */
-static emu_span *emu_span_of(const emu_check *c, uintptr_t lo, uintptr_t hi)
+/* The index of the first span starting after `addr` (the spans are sorted). */
+static size_t emu_span_after(const emu_check *c, uintptr_t addr)
 {
     size_t a = 0, b = c->n_spans;
     while (a < b) {
         const size_t m = (a + b) / 2;
-        if (c->spans[m].lo <= lo)
+        if (c->spans[m].lo <= addr)
             a = m + 1;
         else
             b = m;
     }
+    return a;
+}
+
+/* The span holding [lo, hi), or NULL. */
+static emu_span *emu_span_of(const emu_check *c, uintptr_t lo, uintptr_t hi)
+{
+    const size_t a = emu_span_after(c, lo);
     if (a == 0)
         return NULL;
     emu_span *s = &c->spans[a - 1];
@@ -807,14 +814,7 @@ static int emu_own_contains(const emu_check_worker *cw, uintptr_t lo, uintptr_t 
  * a region and not the runtime's own memory. */
 static int emu_near_region(const emu_check *c, uintptr_t lo, uintptr_t hi)
 {
-    size_t a = 0, b = c->n_spans;
-    while (a < b) {
-        const size_t m = (a + b) / 2;
-        if (c->spans[m].lo <= lo)
-            a = m + 1;
-        else
-            b = m;
-    }
+    const size_t a = emu_span_after(c, lo);
     int near = 0;
     if (a > 0 && lo < c->spans[a - 1].hi + emu_redzone_of(c->spans[a - 1].lo, c->spans[a - 1].hi))
         near = 1; /* past the end of (or straddling) the span before */

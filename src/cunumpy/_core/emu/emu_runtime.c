@@ -1344,6 +1344,10 @@ static int emu_watch_launch(emu_launch *launch, double timeout)
     return status;
 }
 
+/* The launch whose shadow is poisoned now (set under the launch lock): a child forked while it
+ * runs inherits the poisoned shadow of a launch that never ends there, and clears it. */
+static emu_check *emu_active_check;
+
 /* After fork the child has none of the pool's threads: forget them (their slots, stacks
  * included, stay valid memory) and start afresh. */
 static void emu_pool_after_fork_child(void)
@@ -1355,6 +1359,11 @@ static void emu_pool_after_fork_child(void)
     for (int i = 0; i < emu_pool.n_slots; ++i)
         if (emu_pool.slots[i] != NULL)
             emu_pool.slots[i]->started = 0;
+    if (emu_active_check != NULL) {
+        for (size_t i = 0; i < emu_active_check->n_poisoned; ++i)
+            emu_shadow_clear(emu_active_check->poisoned[2 * i], emu_active_check->poisoned[2 * i + 1]);
+        emu_active_check = NULL;
+    }
     pthread_mutex_init(&emu_watch.lock, NULL);
     emu_watch_init();
     emu_watch.started = 0;
@@ -1363,6 +1372,7 @@ static void emu_pool_after_fork_child(void)
 
 static pthread_once_t emu_pool_once = PTHREAD_ONCE_INIT;
 static void emu_pool_init(void) { pthread_atfork(NULL, NULL, emu_pool_after_fork_child); }
+
 
 /* Makes slots 0..n-1 exist and pool threads 1..n-1 run; returns how many workers are usable. */
 static int emu_pool_ensure(int n)
@@ -1597,6 +1607,7 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
         snprintf(error, error_size, "emulated kernel '%s': %s", params->kernel_name, check_error);
         return -1;
     }
+    emu_active_check = check;
     emu_install_handlers(params->interruptible);
     if (params->interruptible)
         atomic_store(&emu_interrupt_launch, &launch);
@@ -1656,6 +1667,7 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
         }
     }
     emu_check_end(check);
+    emu_active_check = NULL;
     pthread_mutex_unlock(&emu_pool.launch_lock);
     pthread_mutex_destroy(&launch.error_lock);
     return status;
