@@ -2,7 +2,7 @@
 (API.md sections 13.2 to 13.4).
 
 Without a GPU the CUDA side runs on the fake CuPy through the CPU emulation
-(``cunumpy.kernel_testing.emulated_launches``); when that cannot run, the check skips with
+(``cunumpy.kernel_testing.emulated_launches``, read here as ``emulated_launches``); when that cannot run, the check skips with
 the reason (or fails under ``CUNUMPY_REQUIRE_CUDA``).
 
 A mismatch is one ``AssertionError`` listing every array that differs, by parameter name
@@ -17,11 +17,18 @@ import contextlib
 import os
 import re
 import types
-from typing import NoReturn
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
-from .kernels._cuda_kernel import _device_type, _struct_fields
+from ._emulation import emulated_launches as _emulated_launches
+from ._test_requirements import _REQUIRE_VARIABLE, _kernel_launch_missing_reason, _pytest, cuda_required
+from .kernels._cuda_launch import _device_type, _struct_fields
+
+if TYPE_CHECKING:
+    from .arguments import CudaStruct
+    from .kernels import CudaKernel, Kernel, KernelCatalog
 
 # pytest leaves out the frames of a module with this global: a parity failure shows the
 # user's test and the message, not this module's code.
@@ -48,21 +55,18 @@ TEST_ARGS_SETTINGS = {
     "SEED": "seed",
 }
 
+#: The CPU emulation's launches, through which the CUDA side runs on the fake CuPy (None: not
+#: available, the check then skips).
+emulated_launches: Any = _emulated_launches
+
 #: Indices listed per differing array in a parity failure.
 _FIRST_INDICES = 3
 
 
-def _kernel_testing():
-    from . import kernel_testing
-
-    return kernel_testing
-
-
 def _skip_or_fail(reason: str) -> NoReturn:  # type: ignore[misc]  # pytest.skip and pytest.fail raise
-    kt = _kernel_testing()
-    pytest = kt._pytest()
-    if kt.cuda_required():
-        pytest.fail(f"{kt._REQUIRE_VARIABLE} is set, but {reason}", pytrace=False)
+    pytest = _pytest()
+    if cuda_required():
+        pytest.fail(f"{_REQUIRE_VARIABLE} is set, but {reason}", pytrace=False)
     pytest.skip(reason)
 
 
@@ -72,12 +76,11 @@ def _device_context(sanitize=None):
     from ._backend import cupy_available
     from ._fake_cupy import fake_cupy_active
 
-    kt = _kernel_testing()
     if fake_cupy_active():
-        emulated = getattr(kt, "emulated_launches", None)
+        emulated = emulated_launches
         if emulated is None:
             _skip_or_fail("the fake CuPy is active and the CPU emulation is not available: CUDA kernels cannot launch")
-        reason = kt._kernel_launch_missing_reason()
+        reason = _kernel_launch_missing_reason()
         if reason is not None:
             _skip_or_fail(reason)
         # Explicitly, so that the check emulates also under CUNUMPY_EMULATION=0.
@@ -324,19 +327,19 @@ def _returned_arrays(value) -> dict:
 
 
 def assert_kernels_agree(
-    kernel,
-    make_args,
+    kernel: Kernel,
+    make_args: Callable[[str, int], Iterable[Any]],
     *,
-    n_threads=None,
-    grid=None,
-    block=None,
-    rtol=1e-12,
-    atol=0.0,
-    n_calls=1,
-    outputs=None,
-    seed=0,
-    sanitize=None,
-):
+    n_threads: int | tuple[int, ...] | Callable[[tuple], int | tuple[int, ...]] | None = None,
+    grid: int | tuple[int, ...] | None = None,
+    block: int | tuple[int, ...] | None = None,
+    rtol: float = 1e-12,
+    atol: float = 0.0,
+    n_calls: int = 1,
+    outputs: Iterable[int | str] | None = None,
+    seed: int = 0,
+    sanitize: str | Iterable[str] | None = None,
+) -> dict[str, np.ndarray]:
     """Check that a kernel's CUDA port computes what its host kernel computes.
 
     For each backend (``"numpy"``, then ``"cupy"``): activate it, build
@@ -398,7 +401,8 @@ def assert_kernels_agree(
 
     if not isinstance(kernel, Kernel):
         raise TypeError(f"assert_kernels_agree(): expected a Kernel, not {type(kernel).__name__}")
-    if not kernel.has_cuda:
+    cuda = kernel.cuda_kernel
+    if cuda is None:
         raise ValueError(f"assert_kernels_agree(): kernel {kernel.name!r} has no CUDA version to compare")
     if isinstance(n_calls, bool) or not isinstance(n_calls, (int, np.integer)):
         raise TypeError(f"assert_kernels_agree(): 'n_calls' must be an int, not {n_calls!r}")
@@ -410,7 +414,6 @@ def assert_kernels_agree(
         for entry in outputs:
             if isinstance(entry, bool) or not isinstance(entry, (int, np.integer, str)):
                 raise TypeError(f"assert_kernels_agree(): 'outputs' entries must be int or str, not {entry!r}")
-    cuda = kernel.cuda_kernel
     if n_threads is None and grid is None and cuda.n_threads_from is None:
         raise TypeError(
             f"assert_kernels_agree(): kernel {kernel.name!r} cannot infer its launch size "
@@ -449,7 +452,7 @@ def assert_kernels_agree(
 # --------------------------------------------------------------------------- test-argument modules
 
 
-def parity_cases(catalog) -> list:
+def parity_cases(catalog: KernelCatalog) -> list:
     """List the kernels of a catalog that have a CUDA port, as pytest parameters.
 
     Use it as ``@pytest.mark.parametrize("kernel", parity_cases(catalog))`` with
@@ -466,7 +469,7 @@ def parity_cases(catalog) -> list:
         One ``pytest.param(kernel, id=name)`` per kernel with CUDA; kernels without a
         ``<name>_test_args.py`` module are marked skip with a reason naming the missing file.
     """
-    pytest = _kernel_testing()._pytest()
+    pytest = _pytest()
     cases = []
     for name, kernel in catalog.parity_cases():
         marks = ()
@@ -479,7 +482,7 @@ def parity_cases(catalog) -> list:
     return cases
 
 
-def check_parity(kernel, **overrides):
+def check_parity(kernel: Kernel, **overrides: Any) -> dict[str, np.ndarray]:
     """Run :func:`assert_kernels_agree` with the settings of the kernel's test-arguments module.
 
     The module is ``<name>/<name>_test_args.py`` of the kernel's folder. It defines
@@ -516,7 +519,7 @@ def check_parity(kernel, **overrides):
     module = kernel.test_args
     make_args = getattr(module, "make_args", None)
     if not callable(make_args):
-        raise TypeError(f"check_parity(): {module.__name__} defines no callable make_args(backend, seed)")
+        raise TypeError(f"check_parity(): {kernel.test_args_module} defines no callable make_args(backend, seed)")
     settings = {}
     for constant, keyword in TEST_ARGS_SETTINGS.items():
         if hasattr(module, constant):
@@ -547,16 +550,16 @@ def _scalar_type_ok(ctype: str) -> bool:
 
 
 def device_function_kernel(
-    header_source,
-    signature,
+    header_source: str,
+    signature: str,
     *,
-    name=None,
-    includes=(),
-    n_threads_param="n",
-    out_param="out",
-    structs=(),
-    **cuda_kernel_options,
-):
+    name: str | None = None,
+    includes: Iterable[str] = (),
+    n_threads_param: str = "n",
+    out_param: str = "out",
+    structs: Iterable[CudaStruct] = (),
+    **cuda_kernel_options: Any,
+) -> CudaKernel:
     """Wrap a ``__device__`` function in a kernel that calls it once per thread, for testing it.
 
     The generated ``extern "C" __global__ void <fn>_kernel(...)`` passes pointer and struct

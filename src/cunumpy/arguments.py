@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import ast
 import inspect
+import os
 import re
 import typing
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ import numpy as np
 
 from ._native import core
 from .cuda._source import CudaParameter, ctype_of
+from .kernels._cuda_parse import _spec
 
 __all__ = [
     "CudaArguments",
@@ -62,7 +65,7 @@ class CudaArguments:
 
     __slots__ = ("_values",)
 
-    def __init__(self, *values):
+    def __init__(self, *values: Any) -> None:
         self._values = values
 
     def __cuda_args__(self) -> tuple:
@@ -179,7 +182,7 @@ class CudaStruct(core.StructCaller):
     ``S.declaration + source`` needs that include first.
     """
 
-    def __init__(self, name, fields):
+    def __init__(self, name: str, fields: Iterable[tuple[str, str]]) -> None:
         _check_identifier(name, "CudaStruct: struct name")
         self._name = name
         self._fields, self._types = _parse_fields(name, fields)
@@ -202,8 +205,6 @@ class CudaStruct(core.StructCaller):
             {"names": list(self._names), "formats": formats, "offsets": offsets, "itemsize": itemsize}
         )
         self._has_views = any(p.view_ndim for p in self._fields)
-        from .kernels._cuda_kernel import _spec
-
         specs = []
         for p in self._fields:
             spec = _spec(0, p)
@@ -215,14 +216,46 @@ class CudaStruct(core.StructCaller):
 
     # -------------------------------------------------------------- properties
 
-    name = property(lambda self: self._name, doc="The struct's C name.")
-    dtype = property(lambda self: self._dtype, doc="NumPy structured dtype with the C layout")
-    fields = property(lambda self: self._fields, doc="the parsed CudaParameter of each field")
-    field_names = property(lambda self: self._names, doc='The field names in order.')
-    offsets = property(lambda self: self._offsets, doc="byte offset of each field")
-    alignment = property(lambda self: self._alignment, doc="alignof the C struct")
-    itemsize = property(lambda self: self._dtype.itemsize, doc="sizeof the C struct")
-    has_views = property(lambda self: self._has_views, doc="needs cunumpy/array_view.cuh")
+    @property
+    def name(self) -> str:
+        """The struct's C name."""
+        return self._name
+
+    @property
+    def dtype(self) -> np.dtype:
+        """NumPy structured dtype with the C layout."""
+        return self._dtype
+
+    @property
+    def fields(self) -> tuple[CudaParameter, ...]:
+        """The parsed CudaParameter of each field."""
+        return self._fields
+
+    @property
+    def field_names(self) -> tuple[str, ...]:
+        """The field names in order."""
+        return self._names
+
+    @property
+    def offsets(self) -> tuple[int, ...]:
+        """The byte offset of each field."""
+        return self._offsets
+
+    @property
+    def alignment(self) -> int:
+        """The C struct's alignof."""
+        return self._alignment
+
+    @property
+    def itemsize(self) -> int:
+        """The C struct's sizeof."""
+        return self._dtype.itemsize
+
+    @property
+    def has_views(self) -> bool:
+        """Whether the struct has view fields (its header needs cunumpy/array_view.cuh)."""
+        return self._has_views
+
 
     def _type_text(self, p: CudaParameter) -> str:
         return self._type_of[p.name]
@@ -262,7 +295,7 @@ class CudaStruct(core.StructCaller):
 
     # ``S(**values)`` is StructCaller's tp_call: the keyword dict goes to the C packer as it is.
 
-    def pack(self, values, *, host_arrays=False) -> CudaStructValue:
+    def pack(self, values: Mapping[str, Any], *, host_arrays: bool = False) -> CudaStructValue:
         """Pack a mapping of field values. ``host_arrays=True`` also accepts NumPy host arrays for
         pointer and view fields (their host addresses are stored): for the CPU emulation only."""
         if not hasattr(values, "keys"):
@@ -273,7 +306,10 @@ class CudaStruct(core.StructCaller):
 
     # -------------------------------------------------------------- headers and sources
 
-    def to_header(self, path=None, *, guard=None, includes=()) -> str:
+    def to_header(
+        self, path: str | os.PathLike[str] | None = None, *, guard: str | None = None,
+        includes: Iterable[str | os.PathLike[str]] = (),
+    ) -> str:
         """Header text (generated-file comment, include guard, includes, definition); written to ``path``."""
         if guard is None:
             guard = f"{self._name.upper()}_CUH"
@@ -282,7 +318,7 @@ class CudaStruct(core.StructCaller):
             Path(path).write_text(text, encoding="utf-8")
         return text
 
-    def check_source(self, source) -> None:
+    def check_source(self, source: str) -> None:
         """ValueError if ``source`` defines this struct differently; nothing if it does not define it."""
         if not isinstance(source, str):
             raise TypeError(f"CudaStruct.check_source(): 'source' must be a str, not {type(source).__name__}")
@@ -297,13 +333,16 @@ class CudaStruct(core.StructCaller):
                 f"the source defines struct {self._name} differently from the CudaStruct: {problem}"
             )
 
-    def layout_source(self, include=None) -> str:
+    def layout_source(self, include: str | os.PathLike[str] | None = None) -> str:
         """The probe kernel ``cunumpy_layout_<Name>(unsigned long long* out)``: sizeof, alignof, offsets."""
         from ._struct_layout import probe_source
 
         return probe_source(self, include)
 
-    def verify_layout(self, include=None, *, include_dirs=(), options=()) -> dict:
+    def verify_layout(
+        self, include: str | os.PathLike[str] | None = None, *,
+        include_dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = (), options: Iterable[str] = (),
+    ) -> dict[str, int]:
         """Compare the compiler's layout with ``dtype``: a one-thread probe on the GPU, or without a usable
         GPU a compile-time check with nvcc (sm_90). ValueError listing every difference. Returns one
         flat dict: ``{"sizeof": 16, "alignof": 8, "data": 0, "n": 8}`` (each field's offset)."""
@@ -314,7 +353,10 @@ class CudaStruct(core.StructCaller):
     # -------------------------------------------------------------- constructors
 
     @classmethod
-    def from_signature(cls, func, name, *, int_type="long long", scalar_names=None, contiguous=False):
+    def from_signature(
+        cls, func: Callable[..., Any], name: str, *, int_type: str = "long long",
+        scalar_names: Mapping[str, str] | None = None, contiguous: bool | str | Iterable[str] = False,
+    ) -> CudaStruct:
         """One field per parameter of ``func`` from Pyccel-style annotations (strings or types)."""
         try:
             sig = inspect.signature(func)
@@ -335,9 +377,10 @@ class CudaStruct(core.StructCaller):
 
     @classmethod
     def from_pyccel_class(
-        cls, source, class_name, name=None, *, int_type="long long", scalar_names=None, exclude=(),
-        attribute_names=True, contiguous=False,
-    ):
+        cls, source: str | Path, class_name: str, name: str | None = None, *, int_type: str = "long long",
+        scalar_names: Mapping[str, str] | None = None, exclude: str | Iterable[str] = (), attribute_names: bool = True,
+        contiguous: bool | str | Iterable[str] = False,
+    ) -> CudaStruct:
         """Fields from the ``__init__`` of a Pyccel class, parsed statically (the file is never imported)."""
         text, where = _read_python_source(source)
         try:
@@ -646,7 +689,10 @@ def _guard_from_path(path) -> str:
     return guard
 
 
-def write_cuda_header(path, structs, guard=None, *, includes=()) -> str:
+def write_cuda_header(
+    path: str | os.PathLike[str], structs: CudaStruct | Iterable[CudaStruct], guard: str | None = None, *,
+    includes: Iterable[str | os.PathLike[str]] = (),
+) -> str:
     """Write several structs, in order, to one header and return its text.
 
     Commit the header and keep a test that regenerates it and compares the text.
@@ -749,7 +795,7 @@ class CudaStructValue(core.StructValue):
     def __iter__(self):
         return iter(self.struct.field_names)
 
-    def keys(self):
+    def keys(self) -> tuple[str, ...]:
         """Return the field names.
 
         Returns
@@ -829,7 +875,7 @@ class CudaStructArguments:
 
     _cunumpy_packer = None
 
-    def pack(self, *, host_arrays=False):
+    def pack(self, *, host_arrays: bool = False) -> np.void:
         """Pack now and return the packed value.
 
         Call it at the end of ``__init__`` so that errors show up there, not at the first launch.

@@ -7,13 +7,16 @@ device ``y0`` hands ``func``/``Dfun`` the state on the device and returns the so
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from . import _backend
 from ._device_callbacks import DeviceCallbacks, check_args, import_scipy
 
 __all__ = ["odeint", "quad"]
 
 
-def quad(func, a, b, args=(), **kw):
+def quad(func: Callable[..., Any], a: float, b: float, args: tuple = (), **kw: Any) -> tuple[Any, ...]:
     """Integrate ``func`` from ``a`` to ``b`` with ``scipy.integrate.quad``.
 
     ``func(x, *args)`` gets a Python float and may return a 0-d device array: it is copied to
@@ -55,7 +58,9 @@ def quad(func, a, b, args=(), **kw):
     return integrate.quad(integrand, a, b, args=args, **kw)
 
 
-def odeint(func, y0, t, args=(), Dfun=None, **kw):
+def odeint(
+    func: Callable[..., Any], y0: Any, t: Any, args: tuple = (), Dfun: Callable[..., Any] | None = None, **kw: Any
+) -> Any:
     """Integrate an ODE system with ``scipy.integrate.odeint``, the state on ``y0``'s backend.
 
     With ``y0`` on the device, ``func(y, t, *args)`` and ``Dfun`` (``func(t, y, ...)`` with

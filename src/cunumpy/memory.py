@@ -13,9 +13,11 @@ background copies are ``to_host`` events with ``blocking=False``.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, SupportsIndex
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _backend, _transfers
 from ._staging import _check_host_dependency, _OnDevice, _producer_dependency, _shape_tuple, _staging_device
@@ -57,7 +59,9 @@ class StagedCopy:
         The device the copy runs on.
     """
 
-    def __init__(self, staging: HostStaging, sequence: int, buffer: np.ndarray, done_event, device_id):
+    def __init__(
+        self, staging: HostStaging, sequence: int, buffer: np.ndarray, done_event: Any, device_id: Any
+    ) -> None:
         self._staging = staging
         self._sequence = sequence
         self._buffer = buffer
@@ -141,7 +145,7 @@ class HostStaging:
         ``shape`` has a negative extent, or ``buffers`` is below 1.
     """
 
-    def __init__(self, shape, dtype, buffers: int = 2):
+    def __init__(self, shape: SupportsIndex | Iterable[SupportsIndex], dtype: npt.DTypeLike, buffers: int = 2) -> None:
         shape = _shape_tuple("HostStaging()", shape)
         if any(n < 0 for n in shape):
             raise ValueError(f"HostStaging(): 'shape' must not have negative extents, got {shape}")
@@ -161,9 +165,20 @@ class HostStaging:
         self._stream: Any = None
         self._sequence = 0  # number of copies started so far
 
-    shape = property(lambda self: self._shape, doc="Shape of every staged array.")
-    dtype = property(lambda self: self._dtype, doc="Dtype of every staged array.")
-    buffers = property(lambda self: self._buffers, doc="Number of host buffers (copies in flight).")
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of every staged array."""
+        return self._shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        """Dtype of every staged array."""
+        return self._dtype
+
+    @property
+    def buffers(self) -> int:
+        """Number of host buffers (copies in flight)."""
+        return self._buffers
 
     def __repr__(self) -> str:
         return f"HostStaging(shape={self._shape}, dtype={self._dtype}, buffers={self._buffers})"
@@ -188,7 +203,7 @@ class HostStaging:
         if self._stream is None:
             self._stream = _cupy().cuda.Stream(non_blocking=True)
 
-    def copy(self, array, *, stream=None, event=None) -> StagedCopy:
+    def copy(self, array: Any, *, stream: Any = None, event: Any = None) -> StagedCopy:
         """Start copying ``array`` (exactly the staging's shape and dtype) to the next slot.
 
         A device array is snapshotted after its producer (``stream``, or the current stream
@@ -282,14 +297,16 @@ class HostCopy:
         The device data, kept alive until the copy finished.
     """
 
-    def __init__(self, buffer: np.ndarray, done_event=None, device_id: int | None = None, source=None):
+    def __init__(
+        self, buffer: np.ndarray, done_event: Any = None, device_id: int | None = None, source: Any = None
+    ) -> None:
         self._buffer = buffer
         self._done_event = done_event
         self._device_id: Any = device_id
         self._source = source  # keeps the device data alive until the copy finished
 
     @classmethod
-    def start(cls, a) -> HostCopy:
+    def start(cls, a: Any) -> HostCopy:
         """Start a non-blocking copy of ``a`` (a device scalar or small array) to the host.
 
         The copy runs on a separate stream after the work already queued on the current
@@ -327,7 +344,7 @@ class HostCopy:
                 return True
         return False
 
-    def result(self):
+    def result(self) -> Any:
         """Wait for the copy and return the value (NumPy scalar for 0-d data, else an array)."""
         if self._done_event is not None:
             with _OnDevice(self._device_id):
@@ -422,7 +439,7 @@ class DeviceMirror:
             record("to_device", f"DeviceMirror.to_device {describe(host)}", int(host.nbytes))
 
     @property
-    def device(self):
+    def device(self) -> Any:
         """The device buffer (allocated as a copy of the host on first access); the host on NumPy."""
         self._check_host("device")
         if not self._on_device():
@@ -439,7 +456,7 @@ class DeviceMirror:
             self._upload()
         return self
 
-    def to_host(self, stream=None, event=None) -> DeviceMirror:
+    def to_host(self, stream: Any = None, event: Any = None) -> DeviceMirror:
         """Copy the device buffer into the host array in place and wait until it is done.
 
         Pass the producer ``stream`` or ``event`` (at most one) when the data was written on

@@ -23,7 +23,8 @@ import stat
 import sys
 import threading
 import time
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, SupportsIndex
 
 try:  # the pipe check before an abort; absent on Windows, where nothing is waited for
     import fcntl
@@ -34,6 +35,7 @@ except ImportError:  # pragma: no cover - Windows
 import contextlib
 
 import numpy as np
+import numpy.typing as npt
 from maybempi import (
     OVERRIDE_VARIABLE,
     SerialComm,
@@ -427,7 +429,7 @@ def _probe_ring(comm) -> bool:
     return bool(np.array_equal(received.get(), expected))
 
 
-def mpi_is_cuda_aware(comm=None, *, method: str = "probe") -> bool:
+def mpi_is_cuda_aware(comm: Any = None, *, method: str = "probe") -> bool:
     """Find out whether the MPI behind ``comm`` reads and writes device buffers (collective).
 
     Call once at start-up on every rank. Each rank sends a small device buffer to the next
@@ -488,7 +490,7 @@ _BUILD_HINTS = (
 )
 
 
-def require_cuda_aware_mpi(comm=None) -> None:
+def require_cuda_aware_mpi(comm: Any = None) -> None:
     """Refuse to go on with an MPI that cannot read device memory.
 
     On the CuPy backend (with a functional CuPy) it runs the probe of
@@ -553,7 +555,7 @@ def _wait_for_producer(function: str, device_arrays, stream, event) -> None:
         record("sync", f"{function} waits for the {what} of {len(device_arrays)} device buffer(s)")
 
 
-def synchronize_for_mpi(*arrays, stream=None, event=None) -> None:
+def synchronize_for_mpi(*arrays: Any, stream: Any = None, event: Any = None) -> None:
     """Wait until the device work producing ``arrays`` is done, so that MPI sees the final data.
 
     Call it right before every raw MPI call that touches device buffers (not needed after
@@ -613,7 +615,7 @@ class MPIStaging:
         ``shape`` has a negative extent.
     """
 
-    def __init__(self, shape, dtype):
+    def __init__(self, shape: SupportsIndex | Iterable[SupportsIndex], dtype: npt.DTypeLike) -> None:
         shape = _shape_tuple("MPIStaging()", shape)
         if any(n < 0 for n in shape):
             raise ValueError(f"MPIStaging(): 'shape' must not have negative extents, got {shape}")
@@ -631,8 +633,15 @@ class MPIStaging:
         self._device_id: int | None = None
         self._in_use = threading.Lock()
 
-    shape = property(lambda self: self._shape, doc="Shape of every staged array.")
-    dtype = property(lambda self: self._dtype, doc="Dtype of every staged array.")
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of every staged array."""
+        return self._shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        """Dtype of every staged array."""
+        return self._dtype
 
     def __repr__(self) -> str:
         if self._host is None:
@@ -641,7 +650,7 @@ class MPIStaging:
             where = f"{'pinned' if self._pinned else 'pageable'} host buffer, device {self._device_id}"
         return f"MPIStaging(shape={self._shape}, dtype={self._dtype}, {where})"
 
-    def buffer(self, array, **kwargs):
+    def buffer(self, array: Any, **kwargs: Any) -> contextlib.AbstractContextManager[Any]:
         """``mpi_buffer(array, staging=self, **kwargs)``."""
         return mpi_buffer(array, staging=self, **kwargs)
 
@@ -741,7 +750,10 @@ def _copy_to_device(function: str, host, target, stream) -> None:
         record("to_device", f"{function} unstages {describe(target)}", int(host.nbytes))
 
 
-def mpi_buffer(array, *, send=True, recv=False, cuda_aware=None, staging=None, stream=None, event=None):
+def mpi_buffer(
+    array: Any, *, send: bool = True, recv: bool = False, cuda_aware: bool | None = None,
+    staging: MPIStaging | None = None, stream: Any = None, event: Any = None,
+) -> contextlib.AbstractContextManager[Any]:
     """Give the buffer to hand to a raw MPI call for ``array``, on every MPI and backend.
 
     A context manager: ``with mpi_buffer(a) as buf: comm.Send(buf, ...)``.
@@ -1058,7 +1070,10 @@ def _abort(comm, error: BaseException) -> None:
         comm.Abort(1)
 
 
-def exchange(comm, sends=(), receives=(), cuda_aware=None) -> None:
+def exchange(
+    comm: Any, sends: Iterable[tuple[Any, int, int]] = (), receives: Iterable[tuple[Any, int, int]] = (),
+    cuda_aware: bool | None = None,
+) -> None:
     """Post many point-to-point messages together and wait for all of them.
 
     The first choice for halo faces and particle buffers. Device, host, contiguous or strided

@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 import sys
 import warnings
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -86,7 +87,10 @@ def _host_flags(*flags) -> list[bool]:
     return sys.modules["cupy"].stack(flags).tolist()
 
 
-def newton(func, x0, fprime=None, args=(), tol=1.48e-8, maxiter=50, rtol=0.0, full_output=False):
+def newton(
+    func: Callable[..., Any], x0: Any, fprime: Callable[..., Any] | None = None, args: tuple = (), tol: float = 1.48e-8,
+    maxiter: int = 50, rtol: float = 0.0, full_output: bool = False,
+) -> Any:
     """Find roots of many independent scalar equations ``func(x) = 0`` at once.
 
     Newton's method with ``fprime``, the secant method without, taking the same steps as
@@ -281,7 +285,9 @@ def _device_x0(x0) -> bool:
     return _backend.is_cupy_array(x0)
 
 
-def fsolve(func, x0, args=(), fprime=None, **kw):
+def fsolve(
+    func: Callable[..., Any], x0: Any, args: tuple = (), fprime: Callable[..., Any] | None = None, **kw: Any
+) -> Any:
     """Solve ``func(x) = 0`` with ``scipy.optimize.fsolve``, with device callbacks and results.
 
     SciPy runs on the host; with ``x0`` on the device every callback receives device arrays
@@ -321,7 +327,10 @@ def fsolve(func, x0, args=(), fprime=None, **kw):
     return bridge.to_device(result)
 
 
-def root(fun, x0, args=(), jac=None, callback=None, **kw):
+def root(
+    fun: Callable[..., Any], x0: Any, args: tuple = (), jac: Any = None, callback: Callable[..., Any] | None = None,
+    **kw: Any,
+) -> Any:
     """Solve ``fun(x) = 0`` with ``scipy.optimize.root``, with device callbacks and results.
 
     SciPy runs on the host; with ``x0`` on the device every callback receives device arrays
@@ -363,7 +372,10 @@ def root(fun, x0, args=(), jac=None, callback=None, **kw):
     return bridge.to_device(result)
 
 
-def minimize(fun, x0, args=(), jac=None, hess=None, hessp=None, bounds=None, constraints=(), callback=None, **kw):
+def minimize(
+    fun: Callable[..., Any], x0: Any, args: tuple = (), jac: Any = None, hess: Any = None, hessp: Any = None,
+    bounds: Any = None, constraints: Any = (), callback: Callable[..., Any] | None = None, **kw: Any,
+) -> Any:
     """Minimise ``fun`` with ``scipy.optimize.minimize``, with device callbacks and results.
 
     SciPy runs on the host; with ``x0`` on the device every callback receives device arrays

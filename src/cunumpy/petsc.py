@@ -9,6 +9,8 @@ work on it. petsc4py is imported on the first call.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from . import _backend
@@ -40,7 +42,7 @@ def _has_gpu_support(PETSc) -> tuple[bool, str]:
     return False, ""
 
 
-def petsc_vec(array, comm=None):
+def petsc_vec(array: Any, comm: Any = None) -> Any:
     """Return a ``PETSc.Vec`` sharing an array's memory (zero copy; DLPack for CuPy arrays).
 
     Writes through the vector show in the array and back. NumPy arrays give a host (seq/mpi)

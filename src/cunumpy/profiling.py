@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -512,7 +512,7 @@ class TransferBudget:
         self._phase(name)
         return _PhaseContext(self, name)
 
-    def count(self, name: str):
+    def count(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator: every call of the function is one entry of phase ``name``."""
         context = self.phase(name)
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from . import _backend, threads as _threads
+from ._algorithms._common import _host
 from ._native import core
 from ._reference import philox as _philox_ref
 
@@ -40,7 +41,7 @@ BIT_GENERATORS = ("MT19937", "PCG64", "PCG64DXSM", "Philox", "SFC64")
 _CHILD_NUMPY, _CHILD_CUPY, _CHILD_NUMPY_GLOBAL, _CHILD_CUPY_GLOBAL = 0, 1, 2, 3
 
 
-def get_rng(seed=None):
+def get_rng(seed: Any = None) -> Any:
     """Return a fresh generator of the active backend.
 
     The same seed gives different sequences on the two backends: for data that must agree,
@@ -92,7 +93,7 @@ class RandomStreams:
 
     # ------------------------------------------------------------------ seeding
 
-    def seed(self, value=None, rank=0, bit_generator=None):
+    def seed(self, value: int | None = None, rank: int = 0, bit_generator: str | None = None) -> RandomStreams:
         """Start the stream ``SeedSequence(entropy=value, spawn_key=(rank,))``.
 
         Drops cached generators and seeds NumPy's global ``np.random`` state (and CuPy's on the
@@ -145,7 +146,7 @@ class RandomStreams:
 
     # ------------------------------------------------------------------ generators
 
-    def generator(self, backend=None):
+    def generator(self, backend: str | None = None) -> Any:
         """The process generator of ``backend`` (default: the active one), made on first use."""
         backend = _check_backend(backend)
         gen = self._generators.get(backend)
@@ -160,7 +161,7 @@ class RandomStreams:
             self._generators[backend] = gen
         return gen
 
-    def make_generator(self, seed=None, backend=None):
+    def make_generator(self, seed: Any = None, backend: str | None = None) -> Any:
         """A component's own generator when ``seed`` is given, else the process generator."""
         backend = _check_backend(backend)
         if seed is None:
@@ -182,7 +183,7 @@ class RandomStreams:
     def _gen(self, rng):
         return self.generator() if rng is None else rng
 
-    def normal(self, loc=0.0, scale=1.0, size=None, rng=None):
+    def normal(self, loc: Any = 0.0, scale: Any = 1.0, size: int | tuple[int, ...] | None = None, rng: Any = None) -> Any:
         """Draw normal numbers from the process generator (or ``rng``).
 
         Parameters
@@ -204,7 +205,7 @@ class RandomStreams:
             return gen.normal(loc, scale, size)
         return loc + scale * gen.standard_normal(size)
 
-    def standard_normal(self, size=None, rng=None):
+    def standard_normal(self, size: int | tuple[int, ...] | None = None, rng: Any = None) -> Any:
         """Draw standard normal numbers from the process generator (or ``rng``).
 
         Parameters
@@ -221,7 +222,7 @@ class RandomStreams:
         """
         return self._gen(rng).standard_normal(size)
 
-    def random(self, size=None, rng=None):
+    def random(self, size: int | tuple[int, ...] | None = None, rng: Any = None) -> Any:
         """Draw uniform numbers in [0, 1) from the process generator (or ``rng``).
 
         Large draws from PCG64 and PCG64DXSM generators on the host run on the thread pool, with
@@ -243,7 +244,7 @@ class RandomStreams:
         out = _parallel_uniform(gen, size, 0.0, 1.0, plain=True)
         return gen.random(size) if out is None else out
 
-    def uniform(self, low=0.0, high=1.0, size=None, rng=None):
+    def uniform(self, low: Any = 0.0, high: Any = 1.0, size: int | tuple[int, ...] | None = None, rng: Any = None) -> Any:
         """Draw uniform numbers in [low, high) from the process generator (or ``rng``).
 
         Large host draws run on the thread pool, as for :meth:`random`.
@@ -463,8 +464,6 @@ def _philox(kind: int, seed, stream, counter):
             else:
                 arrays.append(_words_in(a, name, "numpy"))
         if fake:
-            from .algorithms import _host
-
             hosts = [_host(a) if _backend.is_cupy_array(a) else a for a in arrays]
             shape, flat = _flatten(hosts)
             outs = [cp.empty(shape, dtype=cp.float64) for _ in range(2 if kind in (_UNIFORM2, _NORMAL2) else 1)]
@@ -517,7 +516,7 @@ def _philox_cupy(kind, cp, arrays):
     return r * cp.cos(angle), r * cp.sin(angle)
 
 
-def philox_uniform(seed, stream, counter):
+def philox_uniform(seed: Any, stream: Any, counter: Any) -> Any:
     """Draw stateless uniform numbers in [0, 1) from Philox4x32-10 of (seed, stream, counter).
 
     The same arguments give the same number on every backend, thread count and rank, and in
@@ -544,7 +543,7 @@ def philox_uniform(seed, stream, counter):
     return _philox(_UNIFORM, seed, stream, counter)
 
 
-def philox_uniform2(seed, stream, counter):
+def philox_uniform2(seed: Any, stream: Any, counter: Any) -> tuple[Any, Any]:
     """Draw two independent stateless uniforms ``(u0, u1)`` from one Philox block.
 
     ``u0`` equals :func:`philox_uniform`; ``u1`` comes from words 2 and 3.
@@ -566,7 +565,7 @@ def philox_uniform2(seed, stream, counter):
     return _philox(_UNIFORM2, seed, stream, counter)
 
 
-def philox_normal(seed, stream, counter):
+def philox_normal(seed: Any, stream: Any, counter: Any) -> Any:
     """Draw a stateless standard normal by Box-Muller: ``sqrt(-2 log(1 - u0)) * cos(2 pi u1)``.
 
     Parameters
@@ -586,7 +585,7 @@ def philox_normal(seed, stream, counter):
     return _philox(_NORMAL, seed, stream, counter)
 
 
-def philox_normal2(seed, stream, counter):
+def philox_normal2(seed: Any, stream: Any, counter: Any) -> tuple[Any, Any]:
     """Draw two independent stateless standard normals ``(z0, z1)`` (cos and sin of one Box-Muller pair).
 
     Parameters
@@ -606,7 +605,7 @@ def philox_normal2(seed, stream, counter):
     return _philox(_NORMAL2, seed, stream, counter)
 
 
-def philox4x32_10(counter_words, key0, key1):
+def philox4x32_10(counter_words: Any, key0: Any, key1: Any) -> Any:
     """Apply the Philox4x32-10 block function.
 
     Parameters
@@ -648,8 +647,6 @@ def philox4x32_10(counter_words, key0, key1):
         ys = _philox_ref.philox_blocks(c[..., 0], c[..., 1], c[..., 2], c[..., 3], k0, k1, xp=cp)
         return cp.stack([y.astype(cp.uint32) for y in ys], axis=-1)
     if side == "fake":
-        from .algorithms import _host
-
         hosts = [_host(a) if _backend.is_cupy_array(a) else a for a in inputs]
     else:
         hosts = list(inputs)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
+from collections.abc import Iterator
 
 from . import _backend
 from ._native import core as _core
@@ -79,7 +80,7 @@ def set_num_threads(n: int) -> None:
 
 
 @contextlib.contextmanager
-def num_threads(n: int):
+def num_threads(n: int) -> Iterator[None]:
     """Use ``n`` threads inside a ``with`` block, the previous number after it.
 
     The setting is process-wide (there is one pool for the process), not per thread.

@@ -12,6 +12,10 @@ cunumpy itself.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
 from . import _backend
 from ._backend import (
     MIN_CUPY_VERSION,
@@ -34,6 +38,9 @@ from ._backend import (
     to_numpy,
     use_backend,
 )
+
+if TYPE_CHECKING:
+    from .memory import HostCopy
 
 __all__ = [
     "MIN_CUPY_VERSION",
@@ -63,7 +70,7 @@ __all__ = [
 ]
 
 
-def to_host_async(a):
+def to_host_async(a: Any) -> HostCopy:
     """Start a non-blocking copy to the host, as ``cunumpy.to_host_async``.
 
     Parameters
@@ -105,7 +112,7 @@ class ArrayBackend:
         return _backend.get_backend()
 
     @property
-    def xp(self):
+    def xp(self) -> ModuleType:
         """The namespace module names are forwarded from (``array_api_compat.numpy``/``.cupy``)."""
         return _backend._state.namespace
 
@@ -113,11 +120,11 @@ class ArrayBackend:
         """``cunumpy.set_backend(name, strict=strict)``."""
         set_backend(name, strict=strict)
 
-    def use_backend(self, name: str, *, strict: bool = False):
+    def use_backend(self, name: str, *, strict: bool = False) -> _backend.use_backend:
         """``cunumpy.use_backend(name, strict=strict)``: a context manager."""
         return use_backend(name, strict=strict)
 
-    def add_listener(self, callback):
+    def add_listener(self, callback: Callable[[ModuleType], object]) -> Callable[[ModuleType], object]:
         """Call ``callback(namespace)`` after every backend switch; returns ``callback``.
 
         Listeners run after each ``set_backend``/``set`` and on entry to and exit from each
@@ -129,7 +136,7 @@ class ArrayBackend:
         _backend.add_backend_listener(callback)
         return callback
 
-    def remove_listener(self, callback) -> None:
+    def remove_listener(self, callback: Callable[[ModuleType], object]) -> None:
         """Stop calling ``callback``; ValueError if it was never added."""
         _backend.remove_backend_listener(callback)
 

@@ -23,7 +23,7 @@ import cunumpy as xp
 from cunumpy import _reference
 from cunumpy._native import core
 from cunumpy.kernel_testing import fake_cupy_active
-from cunumpy.kernels import CudaKernel, CudaKernelVariants, _cuda_kernel as ck
+from cunumpy.kernels import CudaKernel, CudaKernelVariants, _cuda_kernel as ck, _cuda_launch, _cuda_variants
 
 ALL = (
     'extern "C" __global__ void k(const double* x, double* y, int n, Array2D<float> v, '
@@ -512,6 +512,40 @@ def test_launch_plan_bad_specs():
         core.launch(1)
 
 
+def _spec_outcome(impl, spec):
+    try:
+        plan = impl.launch_plan("k", (spec,), np.void, np.generic)
+    except (TypeError, ValueError) as exc:
+        return type(exc).__name__, str(exc)
+    return plan.layout
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    kind=st.integers(min_value=-1, max_value=6),
+    label=st.sampled_from(["double* x", 3]),
+    dtype=st.sampled_from([np.dtype("f8"), None]),
+    typestr=st.sampled_from(["<f8", None]),
+    itemsize=st.sampled_from([-1, 0, 1, 2, 3, 4, 8, 16, 32]),
+    ndim=st.sampled_from([-1, 0, 1, 2, 16, 17]),
+    scalar=st.integers(min_value=-1, max_value=5),
+    size=st.sampled_from([None, 0, 1, 4, 8, 16, 24, 40, 1 << 21]),
+    align=st.sampled_from([0, 1, 2, 3, 4, 8, 16, 32]),
+    table=st.sampled_from([{}, None]),
+)
+def test_spec_checks_of_the_checker_table_match_the_twin(kind, label, dtype, typestr, itemsize, ndim, scalar, size,
+                                                          align, table):
+    """Each row of the checker table (pack_kinds.c, _reference.pack._KINDS) accepts the same
+    specs and names the same first invalid field; an accepted spec gets the same layout.
+    Without a given size, the row's own value size (8 bytes of address or the item, then 8
+    per dimension of shape and strides) is used, so that valid specs of every kind occur."""
+    if size is None:
+        row = _reference.pack._KINDS.get(kind)
+        size = row.value_size(itemsize, ndim) if row is not None else 8
+    spec = (kind, label, dtype, typestr, itemsize, ndim, scalar, size, align, table)
+    assert _spec_outcome(core, spec) == _spec_outcome(_reference, spec)
+
+
 # ------------------------------------------------------------------ device-side checks
 
 
@@ -882,7 +916,7 @@ def current_device(monkeypatch):
     cupy = sys.modules["cupy"]
     cell = [0]
     monkeypatch.setattr(cupy.cuda.runtime, "getDevice", lambda: cell[0])
-    monkeypatch.setattr(ck, "_getter_cache", [None, None])
+    monkeypatch.setattr(_cuda_launch, "_getter_cache", [None, None])
     return cell
 
 
@@ -1141,14 +1175,14 @@ def test_parallel_compile_that_cannot_enter_the_device_is_that_kernels_error(mon
 
     stub = types.SimpleNamespace(cuda=types.SimpleNamespace(Device=Device))
     monkeypatch.setitem(sys.modules, "cupy", stub)
-    monkeypatch.setattr(ck, "_current_device", lambda cupy: 1)
+    monkeypatch.setattr(_cuda_launch, "_current_device", lambda cupy: 1)
     src = "template <int N> __global__ void t(int n) {}"
     v = CudaKernelVariants(lambda n: Recording(src, "t", template_args=(n,)))
     with pytest.raises(RuntimeError, match="cannot enter device 1"):
         v.compile_all([1, 2], jobs=2)
     assert compiled == []
     # KernelCatalog.compile_all goes through the same helper.
-    errors = ck._compile_each([("a", Recording(src, "t", template_args=(3,))),
+    errors = _cuda_variants._compile_each([("a", Recording(src, "t", template_args=(3,))),
                                          ("b", Recording(src, "t", template_args=(4,)))], 2)
     assert sorted(errors) == ["a", "b"] and "cannot enter device 1" in str(errors["a"])
     assert compiled == []

@@ -17,7 +17,7 @@ from _fake_support import run_device_tests_under_standin
 from cunumpy import _reference
 from cunumpy.arguments import CudaStruct
 from cunumpy.kernel_testing import fake_cupy_active
-from cunumpy.kernels import CudaKernel, _cuda_kernel as ck
+from cunumpy.kernels import CudaKernel, _cuda_kernel as ck, _cuda_launch
 
 SRC = (
     'extern "C" __global__ void k(const double* x, double* y, int n, Array2D<float> v, '
@@ -344,7 +344,7 @@ def test_prepare_args_follows_the_cupy_module_it_saw(monkeypatch):
     fake = types.ModuleType("cupy")
     fake.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: calls.append(1) or 0))
     monkeypatch.setitem(sys.modules, "cupy", fake)
-    monkeypatch.setattr(ck, "_getter_cache", [None, None])
+    monkeypatch.setattr(_cuda_launch, "_getter_cache", [None, None])
     before = len(calls)
     assert k.prepare_args(3, 4.0) == (3, 4.0)
     assert k.prepare_args(3, 4.0) == (3, 4.0)

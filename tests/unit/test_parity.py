@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import cunumpy as xp
-from cunumpy import kernel_testing as kt
+from cunumpy import _parity, kernel_testing as kt
 from cunumpy.kernels import _cuda_kernel
 
 Kernel = xp.kernels.Kernel
@@ -67,7 +67,7 @@ def emulation(monkeypatch):
         finally:
             _cuda_kernel.emulation_hook = previous
 
-    monkeypatch.setattr(kt, "emulated_launches", emulated_launches, raising=False)
+    monkeypatch.setattr(_parity, "emulated_launches", emulated_launches)
     ports["launches"] = launches
     return ports
 
@@ -100,7 +100,7 @@ def test_argument_errors():
 def test_skips_without_a_way_to_launch(monkeypatch):
     if xp.cupy_available() and not kt.fake_cupy_active():
         pytest.skip("a GPU is present")
-    monkeypatch.delattr(kt, "emulated_launches", raising=False)
+    monkeypatch.setattr(_parity, "emulated_launches", None)
     monkeypatch.delenv("CUNUMPY_REQUIRE_CUDA", raising=False)
     k = Kernel(axpy, CudaKernel(AXPY_SRC, "axpy"))
     with pytest.raises(pytest.skip.Exception, match="CuPy|emulation"):
@@ -449,7 +449,7 @@ def test_returned_arrays_are_compared_as_return(emulation, monkeypatch):
         finally:
             _cuda_kernel.emulation_hook = previous
 
-    monkeypatch.setattr(kt, "emulated_launches", emulated_launches)
+    monkeypatch.setattr(_parity, "emulated_launches", emulated_launches)
     k = Kernel(host, CudaKernel(AXPY_SRC, "axpy"), host_options={"outputs": ("y",)})
     with pytest.raises(AssertionError, match=r"\n  return: 16 of 16 differ") as info:
         kt.assert_kernels_agree(k, make_axpy_args)
@@ -460,13 +460,13 @@ def test_sanitize_goes_to_the_emulation_of_the_cuda_side(emulation, monkeypatch)
     needs_fake()
     emulation["axpy"] = axpy
     seen = []
-    stand_in = kt.emulated_launches
+    stand_in = _parity.emulated_launches
 
     def emulated_launches(**options):
         seen.append(options)
         return stand_in()
 
-    monkeypatch.setattr(kt, "emulated_launches", emulated_launches)
+    monkeypatch.setattr(_parity, "emulated_launches", emulated_launches)
     k = Kernel(axpy, CudaKernel(AXPY_SRC, "axpy"))
     kt.assert_kernels_agree(k, make_axpy_args, sanitize=("racecheck",))
     kt.assert_kernels_agree(k, make_axpy_args)
@@ -477,7 +477,7 @@ OFF_BY_ONE = '''
 import numpy as np
 
 import cunumpy as xp
-from cunumpy import kernel_testing as kt
+from cunumpy import _parity, kernel_testing as kt
 
 SOURCE = r"""
 extern "C" __global__ void diffuse(const double* u, double* out, long long n) {

@@ -73,7 +73,7 @@ static PyObject *bitgen_fill(PyObject *self, PyObject *const *args, Py_ssize_t n
         return NULL;
     if (k < 1 || chunk < 1)
         return cn_raise(CN_ERR_VALUE, "need at least one bit generator and a positive 'chunk'");
-    cn_numpy_bitgen **gens = PyMem_Calloc((size_t)k, sizeof *gens);
+    cn_numpy_bitgen **gens = PyMem_Calloc((size_t)k, sizeof *gens); /* NOLINT(bugprone-sizeof-expression): an array of pointers */
     if (gens == NULL)
         return PyErr_NoMemory();
     PyObject *result = NULL;

@@ -35,18 +35,14 @@ typedef enum {
 /* Set the Python exception for `status` with a printf-style message; returns NULL. */
 CN_INTERNAL PyObject *cn_raise(cn_status status, const char *fmt, ...);
 
-/* The device array type (cupy.ndarray, real or fake), looked up through sys.modules and
- * cached; never imports CuPy. Borrowed reference or NULL when CuPy is not imported. */
-CN_INTERNAL PyTypeObject *cn_device_type(void);
+/* Interned strings a file makes at registration: *slot = the interned `text`. */
+typedef struct {
+    PyObject **slot;
+    const char *text;
+} cn_string_t;
 
-/* 1 if `obj` is a device array, 0 otherwise. Never raises. */
-static inline int cn_is_device(PyObject *obj)
-{
-    PyTypeObject *t = cn_device_type();
-    if (t == NULL)
-        return 0;
-    return Py_IS_TYPE(obj, t) || PyType_IsSubtype(Py_TYPE(obj), t);
-}
+/* Intern every string of `names` (n of them): 0, or -1 with an exception. */
+CN_INTERNAL int cn_intern_strings(const cn_string_t *names, size_t n);
 
 /* Registration of each file's functions into the module (module.c calls them in order). */
 CN_INTERNAL int cn_register_scan(PyObject *module);

@@ -84,6 +84,8 @@ static void cn_compact_scan_block(void *ctx, size_t b)
 /* Contiguous 4 and 8-byte lanes with AVX-512: a masked load reads only the live elements of
  * a group, vpcompress packs them, a masked store writes exactly their count (every write
  * stays in [dst, dst + count)). */
+/* NOLINTBEGIN(bugprone-macro-parentheses): the macro's parameters are types, attributes
+ * and name suffixes, which cannot be parenthesised. */
 #define CN_DEFINE_COMPACT_AVX512(NAME, T, GROUP, MASK_T, LOAD, COMPRESS, STORE)                    \
     __attribute__((target("avx512f"))) static size_t NAME(char *base, const uint64_t *bits,       \
                                                           size_t start, size_t end, size_t dst)   \
@@ -109,6 +111,7 @@ static void cn_compact_scan_block(void *ctx, size_t b)
         }                                                                                          \
         return dst;                                                                                \
     }
+/* NOLINTEND(bugprone-macro-parentheses) */
 CN_DEFINE_COMPACT_AVX512(cn_compact_run8_avx512, int64_t, 8, __mmask8, _mm512_maskz_loadu_epi64,
                          _mm512_maskz_compress_epi64, _mm512_mask_storeu_epi64)
 CN_DEFINE_COMPACT_AVX512(cn_compact_run4_avx512, int32_t, 16, __mmask16, _mm512_maskz_loadu_epi32,

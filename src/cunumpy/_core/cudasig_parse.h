@@ -148,12 +148,10 @@ static int tokenize(const char *s, size_t n, toks_t *out)
         }
         else {
             kind = TK_PUNCT;
-            if (c == ':' && i + 1 < n && s[i + 1] == ':')
-                j = i + 2;
+            if ((c == ':' || c == '&') && i + 1 < n && s[i + 1] == (char)c)
+                j = i + 2; /* :: and && */
             else if (c == '.' && i + 2 < n && s[i + 1] == '.' && s[i + 2] == '.')
                 j = i + 3;
-            else if (c == '&' && i + 1 < n && s[i + 1] == '&')
-                j = i + 2;
         }
         if (toks_push(out, kind, s + i, j - i) < 0)
             return -1;
@@ -576,7 +574,7 @@ static int classify(const tok_t *t, size_t n, const toks_t *structs, kind_t *k, 
         if (is_view) {
             if (ndim < 1 || ndim > MAX_VIEW_NDIM) {
                 char m[96];
-                snprintf(m, sizeof(m), "array views have 1 to %d dimensions, not %ld", MAX_VIEW_NDIM, ndim);
+                (void)snprintf(m, sizeof(m), "array views have 1 to %d dimensions, not %ld", MAX_VIEW_NDIM, ndim);
                 sb_puts(err, m);
                 return CS_ERR_VALUE;
             }
@@ -605,7 +603,7 @@ static int classify(const tok_t *t, size_t n, const toks_t *structs, kind_t *k, 
                 sb_puts(err, "'");
                 return CS_ERR_VALUE;
             }
-            snprintf(k->ctype, CTYPE_CAP, "%s%ldD<%s>", contiguous ? "CArray" : "Array", ndim, sc.ctype);
+            (void)snprintf(k->ctype, CTYPE_CAP, "%s%ldD<%s>", contiguous ? "CArray" : "Array", ndim, sc.ctype);
             k->dtype = sc.dtype;
             k->view_ndim = (int)ndim;
             k->contiguous = contiguous;
@@ -617,7 +615,7 @@ static int classify(const tok_t *t, size_t n, const toks_t *structs, kind_t *k, 
     if (r < 0)
         return CS_ERR_NOMEM;
     if (r == 1) {
-        snprintf(k->ctype, CTYPE_CAP, "%s", sc.ctype);
+        (void)snprintf(k->ctype, CTYPE_CAP, "%s", sc.ctype); /* a known short name: never truncated */
         k->dtype = sc.dtype;
         return 0;
     }

@@ -35,6 +35,16 @@ CN_INTERNAL PyObject *cn_raise(cn_status status, const char *fmt, ...)
     return NULL;
 }
 
+CN_INTERNAL int cn_intern_strings(const cn_string_t *names, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        *names[k].slot = PyUnicode_InternFromString(names[k].text);
+        if (*names[k].slot == NULL)
+            return -1;
+    }
+    return 0;
+}
+
 static int cn_exec(PyObject *module)
 {
     typedef int (*register_fn)(PyObject *);

@@ -2,6 +2,8 @@
  * a fast one (checked once at run time), magic-bit spreading otherwise. */
 #include "common.h"
 
+#include <assert.h>
+
 #include "buffer_args.h"
 #include "morton_kernels.h"
 #include "cutovers.h"
@@ -50,6 +52,7 @@ static void morton_encode_chunk(void *ctx, size_t chunk)
     size_t a = chunk * CN_ELEMENT_CHUNK;
     size_t len = j->n - a < CN_ELEMENT_CHUNK ? j->n - a : CN_ELEMENT_CHUNK;
     const uint64_t *cells[3];
+    assert(j->ndim == 2 || j->ndim == 3); /* checked by the caller */
     for (int d = 0; d < j->ndim; d++)
         cells[d] = j->cells[d] + a * j->step[d];
 #if CN_HAVE_PDEP_BUILD
@@ -73,6 +76,7 @@ static void morton_decode_chunk(void *ctx, size_t chunk)
     size_t a = chunk * CN_ELEMENT_CHUNK;
     size_t len = j->n - a < CN_ELEMENT_CHUNK ? j->n - a : CN_ELEMENT_CHUNK;
     uint64_t *out[3];
+    assert(j->ndim == 2 || j->ndim == 3); /* checked by the caller */
     for (int d = 0; d < j->ndim; d++)
         out[d] = j->out[d] + a;
 #if CN_HAVE_PDEP_BUILD

@@ -3,6 +3,7 @@
 #ifndef CUNUMPY__CORE_PHILOX_KERNELS_H
 #define CUNUMPY__CORE_PHILOX_KERNELS_H
 
+#include <assert.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -71,7 +72,7 @@ CN_AVX2 static inline void cn_philox4_avx2(__m256i c[4], __m256i k0, __m256i k1)
 {
     const __m256i m0 = _mm256_set1_epi64x(CN_PHILOX_M0), m1 = _mm256_set1_epi64x(CN_PHILOX_M1);
     const __m256i w0 = _mm256_set1_epi64x(CN_PHILOX_W0), w1 = _mm256_set1_epi64x(CN_PHILOX_W1);
-    const __m256i low = _mm256_set1_epi64x(0xffffffffll);
+    const __m256i low = _mm256_set1_epi64x(0xffffffffLL);
     __m256i c0 = c[0], c1 = c[1], c2 = c[2], c3 = c[3];
     for (int r = 0; r < 10; r++) {
         __m256i p0 = _mm256_mul_epu32(c0, m0);
@@ -93,12 +94,12 @@ CN_AVX2 static inline void cn_philox4_avx2(__m256i c[4], __m256i k0, __m256i k1)
  * below 2**52 that convert exactly through the 2**52 exponent trick. */
 CN_AVX2 static inline __m256d cn_u53_avx2(__m256i lo, __m256i hi)
 {
-    const __m256i magic = _mm256_set1_epi64x(0x4330000000000000ll);
+    const __m256i magic = _mm256_set1_epi64x(0x4330000000000000LL);
     const __m256d two52 = _mm256_set1_pd(4503599627370496.0);
     __m256i w_hi = _mm256_srli_epi64(hi, 11);                     /* top 21 bits */
     __m256i w_lo = _mm256_or_si256(_mm256_srli_epi64(lo, 11),     /* low 32 bits */
                                    _mm256_and_si256(_mm256_slli_epi64(hi, 21),
-                                                    _mm256_set1_epi64x(0xffe00000ll)));
+                                                    _mm256_set1_epi64x(0xffe00000LL)));
     __m256d d_hi = _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(w_hi, magic)), two52);
     __m256d d_lo = _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(w_lo, magic)), two52);
     __m256d x = _mm256_add_pd(_mm256_mul_pd(d_hi, _mm256_set1_pd(4294967296.0)), d_lo);
@@ -116,7 +117,7 @@ CN_AVX2 static size_t cn_philox_uniform_avx2(int two, size_t n, const uint64_t *
                                              size_t stream_step, const uint64_t *counter,
                                              size_t counter_step, double *out0, double *out1)
 {
-    const __m256i low = _mm256_set1_epi64x(0xffffffffll);
+    const __m256i low = _mm256_set1_epi64x(0xffffffffLL);
     size_t i = 0;
     for (; i + 4 <= n; i += 4) {
         __m256i s = cn_load4(seed, i, seed_step), st = cn_load4(stream, i, stream_step);
@@ -146,6 +147,8 @@ static void cn_philox_fill(int kind, size_t n, const uint64_t *seed, size_t seed
                            const uint64_t *stream, size_t stream_step, const uint64_t *counter,
                            size_t counter_step, double *out0, double *out1)
 {
+    /* The two-output kinds always come with their second output. */
+    assert(out1 != NULL || kind == CN_RNG_UNIFORM || kind == CN_RNG_NORMAL);
     size_t done = 0;
 #if CN_HAVE_AVX2_BUILD
     /* Pool threads may get here at once: an atomic flag, decided by whoever is first. */

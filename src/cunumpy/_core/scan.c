@@ -1,5 +1,5 @@
 /* Device-array detection: the device array type, cached, found through sys.modules. */
-#include "common.h"
+#include "scan.h"
 
 static PyObject *cached_type = NULL; /* strong reference to cupy.ndarray once seen */
 static PyObject *cupy_name = NULL;   /* interned "cupy" */

@@ -203,7 +203,7 @@ static PyObject *segment_sum_into(PyObject *self, PyObject *const *args, Py_ssiz
         PyErr_SetString(PyExc_TypeError, "'values' must be float32 or float64 here");
         goto fail;
     }
-    if (((uintptr_t)v.buf % v.itemsize) != 0 || v.strides[0] % v.itemsize != 0 ||
+    if (((uintptr_t)v.buf % (size_t)v.itemsize) != 0 || v.strides[0] % v.itemsize != 0 ||
         v.strides[1] % v.itemsize != 0) {
         PyErr_SetString(PyExc_ValueError, "'values' must be aligned");
         goto fail;

@@ -66,9 +66,11 @@ static inline int64_t cn_seg_clamp_u64(uint64_t u)
     ({                                                                                             \
         KT kr_;                                                                                    \
         memcpy(&kr_, keys + (ptrdiff_t)(i) * ks, sizeof kr_);                                      \
-        KSUF == CN_KEY_U64 ? cn_seg_clamp_u64((uint64_t)kr_) : (int64_t)kr_;                       \
+        (KSUF) == CN_KEY_U64 ? cn_seg_clamp_u64((uint64_t)kr_) : (int64_t)kr_;                     \
     })
 
+/* NOLINTBEGIN(bugprone-macro-parentheses): the macro's parameters are types, attributes
+ * and name suffixes, which cannot be parenthesised. */
 #define CN_DEFINE_SEGMENT_SUM(NAME, T, KT, KSUF)                                                   \
     static int NAME##_runs_likely(const char *keys, ptrdiff_t ks, size_t n)                        \
     {                                                                                              \
@@ -154,6 +156,7 @@ static inline int64_t cn_seg_clamp_u64(uint64_t u)
         default: return NAME##_m(keys, ks, n, vals, vs0, vs1, m, out, n_segments, runs);           \
         }                                                                                          \
     }
+/* NOLINTEND(bugprone-macro-parentheses) */
 
 CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_i32, double, int32_t, CN_KEY_I32)
 CN_DEFINE_SEGMENT_SUM(cn_segment_sum_d_i64, double, int64_t, CN_KEY_I64)
@@ -249,6 +252,8 @@ static ptrdiff_t cn_cell_offsets(cn_key_type t, const char *keys, ptrdiff_t ks, 
         r++;                                                                                       \
     } while (0)
 
+/* NOLINTBEGIN(bugprone-macro-parentheses): the macro's parameters are types, attributes
+ * and name suffixes, which cannot be parenthesised. */
 #define CN_DEFINE_RUNS(SUF, T, UT, ATTR, MASKFN)                                                   \
     /* Exact scalar count of rows [a, b) (a > 0 or a == 1 past row 0), or -(1 + first bad row). */ \
     ATTR static inline __attribute__((always_inline)) ptrdiff_t cn_runs_exact_##SUF(               \
@@ -279,11 +284,11 @@ static ptrdiff_t cn_cell_offsets(cn_key_type t, const char *keys, ptrdiff_t ks, 
                 T v, p;                                                                            \
                 memcpy(&p, blk + (ptrdiff_t)j * ks, sizeof p);                                     \
                 memcpy(&v, blk + (ptrdiff_t)(j + 1) * ks, sizeof v);                               \
-                changes += v != p;                                                                 \
+                changes = (UT)(changes + (v != p));                                                \
                 down |= v < p;                                                                     \
             }                                                                                      \
             runs += changes;                                                                       \
-            unsorted |= down;                                                                      \
+            unsorted |= (unsigned)down; /* 0 or 1 */                                               \
         }                                                                                          \
         for (; i < b; i++) {                                                                       \
             T v = CN_RUNS_LD(T, i), p = CN_RUNS_LD(T, i - 1);                                      \
@@ -360,6 +365,7 @@ static ptrdiff_t cn_cell_offsets(cn_key_type t, const char *keys, ptrdiff_t ks, 
                                            stops, base, capacity);                                 \
         return cn_runs_fill_body_##SUF(keys, ks, n, a, b, unique, starts, stops, base, capacity);  \
     }
+/* NOLINTEND(bugprone-macro-parentheses) */
 
 /* The fill's block mask: bit j set when row i + j starts a run (blk points at row i - 1, and
  * rows i - 1 .. i + CN_RUNS_BLOCK - 1 are readable); returns nonzero when the block is not

@@ -1,5 +1,5 @@
 /* The thread pool of the C core (see thread_pool.h); pure C, its Python side is threads.c. */
-#define _POSIX_C_SOURCE 200809L
+#define _POSIX_C_SOURCE 200809L /* NOLINT(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp): the POSIX feature-test macro */
 
 #include <errno.h>
 #include <pthread.h>

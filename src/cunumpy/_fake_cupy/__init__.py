@@ -11,6 +11,11 @@ Only this file is imported by ``import cunumpy``; the rest loads on installation
 from __future__ import annotations
 
 import sys
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["fake_cupy_active", "host_buffer", "install_fake_cupy"]
 
@@ -27,7 +32,7 @@ def fake_cupy_active() -> bool:
     return cupy is not None and getattr(cupy, "__cunumpy_fake__", False) is True
 
 
-def install_fake_cupy():
+def install_fake_cupy() -> ModuleType:
     """Install the fake ``cupy`` module and return it (idempotent).
 
     Call it before any backend use; ``CUNUMPY_FAKE_CUPY=1`` does it at import.
@@ -66,7 +71,7 @@ def install_fake_cupy():
     return modules["cupy"]
 
 
-def host_buffer(a):
+def host_buffer(a: Any) -> np.ndarray:
     """Return the NumPy array behind a fake CuPy array (not a copy: writes change the device array).
 
     Parameters

@@ -8,34 +8,11 @@ view of one of them becomes a fake view with that array as its base.
 
 from __future__ import annotations
 
-import ctypes
-
 import numpy as np
 
 from . import _names
-
-_SCALARS = (bool, int, float, complex, np.generic)
-
-
-def _host_array_error(where: str, value) -> TypeError:
-    return TypeError(
-        f"{where} got a host numpy.ndarray (shape {value.shape}, {value.dtype}); CuPy functions "
-        "take device arrays: copy it explicitly with cupy.asarray() or xp.to_cupy()"
-    )
-
-
-def _list_error(where: str, value) -> TypeError:
-    kind = type(value).__name__
-    return TypeError(
-        f"{where} got a Python {kind}; CuPy does not accept {kind}s here: "
-        "make a device array first with cupy.asarray()"
-    )
-
-
-class ListArgumentError(TypeError, AttributeError):
-    """A list where a CuPy function calls a method of its argument: CuPy raises
-    AttributeError (``'list' object has no attribute ...``), the fake's usual refusal is
-    TypeError; this is both, so either ``except`` clause matches."""
+from ._errors import _host_array_error, _list_error
+from ._ndarray import host_data, ndarray
 
 
 class Call:
@@ -54,8 +31,6 @@ class Call:
 
     def array(self, value, name):
         """One array argument: fake → host buffer; host arrays and lists refused."""
-        from ._ndarray import ndarray
-
         if type(value) is ndarray:
             return self._fake(value)
         if isinstance(value, np.ndarray):
@@ -70,8 +45,6 @@ class Call:
 
     def host_or_device(self, value, name):
         """A parameter CuPy converts with ``cupy.asarray``: device arrays and host data."""
-        from ._ndarray import ndarray
-
         if type(value) is ndarray:
             return self._fake(value)
         return host_data(value)
@@ -85,8 +58,6 @@ class Call:
 
     def array_or_sequence(self, value, name):
         """An array, or a sequence holding device arrays (``diags([d], [0])``, grids …)."""
-        from ._ndarray import ndarray
-
         if isinstance(value, (list, tuple)) and any(
             type(v) is ndarray or (isinstance(v, (list, tuple)) and any(type(w) is ndarray for w in v))
             for v in value
@@ -96,8 +67,6 @@ class Call:
 
     def other(self, value, name):
         """Any other argument: fake arrays inside containers are unwrapped."""
-        from ._ndarray import ndarray
-
         if type(value) is ndarray:
             return self._fake(value)
         if isinstance(value, np.ndarray):
@@ -113,8 +82,6 @@ class Call:
 
     def wrap(self, result):
         """Fake arrays for every NumPy array or scalar in ``result``."""
-        from ._ndarray import ndarray
-
         if isinstance(result, np.ndarray):
             same = self.inputs.get(id(result))
             if same is not None and same._a is result:
@@ -128,58 +95,6 @@ class Call:
         if isinstance(result, list):
             return [self.wrap(r) for r in result]
         return result
-
-
-def host_data(value):
-    """Host data for creation functions: fake arrays unwrapped, also inside lists."""
-    from ._ndarray import ndarray
-
-    if type(value) is ndarray:
-        return value._a
-    if isinstance(value, np.ndarray):
-        return value
-    if isinstance(value, (list, tuple)):
-        if any(isinstance(v, (list, tuple, ndarray)) for v in value):
-            return [host_data(v) for v in value]
-        return value
-    if hasattr(value, "__cuda_array_interface__") and not isinstance(value, _SCALARS):
-        return host_view_of_interface(value)
-    return value
-
-
-def host_view_of_interface(obj) -> np.ndarray:
-    """A NumPy view of memory described by ``__cuda_array_interface__``.
-
-    Under the fake CuPy every device pointer is a host address, so the memory can be
-    read in place; the view keeps ``obj`` alive.
-    """
-    interface = obj.__cuda_array_interface__
-    shape = tuple(int(n) for n in interface["shape"])
-    dtype = np.dtype(interface["typestr"])
-    ptr = int(interface["data"][0])
-    strides = interface.get("strides")
-    count = int(np.prod(shape)) if shape else 1
-    if count == 0 or ptr == 0:
-        return np.empty(shape, dtype=dtype)
-    strides = tuple(int(s) for s in (strides or _c_strides(shape, dtype.itemsize)))
-    extent = sum((n - 1) * abs(s) for n, s in zip(shape, strides)) + dtype.itemsize
-    low = ptr + sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
-    raw = (ctypes.c_char * extent).from_address(low)
-    raw._owner = obj  # the view keeps the exporting object alive
-    flat = np.frombuffer(raw, dtype=np.uint8)
-    view = np.ndarray(shape, dtype, buffer=flat, offset=ptr - low, strides=strides)
-    if interface["data"][1]:
-        view.flags.writeable = False
-    return view
-
-
-def _c_strides(shape, itemsize):
-    strides = []
-    step = itemsize
-    for n in reversed(shape):
-        strides.append(step)
-        step *= max(n, 1)
-    return tuple(reversed(strides))
 
 
 def parameter_kinds(func):

@@ -372,6 +372,40 @@ def _address(mem) -> int:
     return ctypes.addressof(mem)
 
 
+def host_view_of_interface(obj) -> np.ndarray:
+    """A NumPy view of memory described by ``__cuda_array_interface__``.
+
+    Under the fake CuPy every device pointer is a host address, so the memory can be
+    read in place; the view keeps ``obj`` alive.
+    """
+    interface = obj.__cuda_array_interface__
+    shape = tuple(int(n) for n in interface["shape"])
+    dtype = np.dtype(interface["typestr"])
+    ptr = int(interface["data"][0])
+    strides = interface.get("strides")
+    count = int(np.prod(shape)) if shape else 1
+    if count == 0 or ptr == 0:
+        return np.empty(shape, dtype=dtype)
+    strides = tuple(int(s) for s in (strides or _c_strides(shape, dtype.itemsize)))
+    extent = sum((n - 1) * abs(s) for n, s in zip(shape, strides)) + dtype.itemsize
+    low = ptr + sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
+    raw = (ctypes.c_char * extent).from_address(low)
+    raw._owner = obj  # the view keeps the exporting object alive
+    flat = np.frombuffer(raw, dtype=np.uint8)
+    view = np.ndarray(shape, dtype, buffer=flat, offset=ptr - low, strides=strides)
+    if interface["data"][1]:
+        view.flags.writeable = False
+    return view
+
+def _c_strides(shape, itemsize):
+    strides = []
+    step = itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
 def alloc(size) -> MemoryPointer:
     """A fresh "device" allocation of ``size`` bytes."""
     return MemoryPointer(Memory(np.empty(int(size), dtype=np.uint8)), 0)
@@ -379,8 +413,6 @@ def alloc(size) -> MemoryPointer:
 
 def host_array_at(memptr: MemoryPointer, shape, dtype, strides=None, order="C") -> np.ndarray:
     """A host array over the memory behind ``memptr`` (shares it)."""
-    from ._convert import host_view_of_interface
-
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     if strides is None:
         strides = _contiguous_strides(shape, np.dtype(dtype).itemsize, order)

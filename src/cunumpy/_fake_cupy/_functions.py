@@ -14,8 +14,9 @@ import inspect
 import numpy as np
 
 from . import _names
-from ._convert import Call, ListArgumentError, host_data, kind_of, parameter_kinds
-from ._ndarray import ndarray
+from ._convert import Call, kind_of, parameter_kinds
+from ._errors import ListArgumentError
+from ._ndarray import _index, host_data, ndarray
 
 __all__ = ["asnumpy", "creation_functions", "get_array_module", "place", "put", "strict", "take", "ufunc", "vectorize"]
 
@@ -153,8 +154,6 @@ class ufunc:
 
     def at(self, a, indices, b=None):
         """``ufunc.at``: the indices follow indexing rules (lists and host index arrays are copied)."""
-        from ._ndarray import _index
-
         call = Call(f"{self._module}.{self.__name__}.at()")
         host_a = call.array(a, "a")
         host_b = () if b is None else (call.array(b, "b"),)
@@ -373,3 +372,28 @@ def creation_functions() -> dict:
         if name not in made and hasattr(np, name):
             made[name] = strict(getattr(np, name), name, host_ok=True)
     return made
+
+
+# ------------------------------------------------------------------ ndarray methods
+
+def _method(name):
+    numpy_method = getattr(np.ndarray, name)
+
+    def method(self, *args, **kwargs):
+        call = Call(f"cupy.ndarray.{name}()")
+        call.inputs[id(self._a)] = self
+        args = [call.other(v, f"#{i}") for i, v in enumerate(args)]  # type: ignore[assignment]  # converted
+        kwargs = {k: call.other(v, k) for k, v in kwargs.items()}
+        return call.wrap(numpy_method(self._a, *args, **kwargs))
+
+    method.__name__ = name
+    method.__qualname__ = f"ndarray.{name}"
+    method.__doc__ = f"NumPy's ``ndarray.{name}`` on the host buffer, with CuPy's argument rules."
+    return method
+
+
+_FORWARDED_METHODS = ["all", "any", "argmax", "argmin", "argpartition", "argsort", "choose", "clip", "compress", "conj", "conjugate", "cumprod", "cumsum", "diagonal", "dot", "flatten", "max", "mean", "min", "nonzero", "partition", "prod", "repeat", "round", "sort", "squeeze", "std", "sum", "swapaxes", "trace", "var"]
+
+for _method_name in _FORWARDED_METHODS:
+    setattr(ndarray, _method_name, _method(_method_name))
+del _method_name

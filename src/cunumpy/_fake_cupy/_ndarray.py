@@ -14,11 +14,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .. import _transfers
-from ._convert import Call, _host_array_error, _list_error
+from ._cuda import Device, MemoryPointer, host_array_at, host_view_of_interface
+from ._errors import _host_array_error, _list_error
 
 __all__ = ["ndarray", "record_implicit_copy", "record_implicit_sync"]
 
 _UNSUPPORTED_KINDS = "OSUVMm"
+_SCALARS = (bool, int, float, complex, np.generic)
 
 
 def record_implicit_sync(what: str, a) -> None:
@@ -150,8 +152,6 @@ class ndarray:
             self._a = host
             self._base = None
             return
-        from ._cuda import host_array_at
-
         self._a = host_array_at(memptr, shape, dtype, strides, order)
         self._base = None
 
@@ -285,14 +285,10 @@ class ndarray:
 
     @property
     def device(self):
-        from ._cuda import Device
-
         return Device(0)
 
     @property
     def data(self):
-        from ._cuda import MemoryPointer
-
         return MemoryPointer._for_array(self)
 
     @property
@@ -512,10 +508,23 @@ def _is_advanced(key) -> bool:
     return isinstance(key, (bool, np.bool_))
 
 
+def host_data(value):
+    """Host data for creation functions: fake arrays unwrapped, also inside lists."""
+    if type(value) is ndarray:
+        return value._a
+    if isinstance(value, np.ndarray):
+        return value
+    if isinstance(value, (list, tuple)):
+        if any(isinstance(v, (list, tuple, ndarray)) for v in value):
+            return [host_data(v) for v in value]
+        return value
+    if hasattr(value, "__cuda_array_interface__") and not isinstance(value, _SCALARS):
+        return host_view_of_interface(value)
+    return value
+
+
 def _advanced_value(value, dtype):
     """Values of an advanced-index assignment: device arrays, scalars, or host data."""
-    from ._convert import host_data
-
     if type(value) is ndarray:
         return value._a
     if isinstance(value, (bool, int, float, complex, np.generic)):
@@ -525,8 +534,6 @@ def _advanced_value(value, dtype):
 
 def _host_indices(indices):
     """Index arrays for ``take``/``put``: CuPy copies lists and host arrays to the device."""
-    from ._convert import host_data
-
     if type(indices) is ndarray:
         return indices._a
     if isinstance(indices, (int, np.integer)):
@@ -617,29 +624,8 @@ for _name, _op in _unary.items():
     setattr(ndarray, f"__{_name}__", (lambda op: lambda self: _scalar_result(op(self._a)))(_op))
 
 
-def _method(name):
-    numpy_method = getattr(np.ndarray, name)
-
-    def method(self, *args, **kwargs):
-        call = Call(f"cupy.ndarray.{name}()")
-        call.inputs[id(self._a)] = self
-        args = [call.other(v, f"#{i}") for i, v in enumerate(args)]  # type: ignore[assignment]  # converted
-        kwargs = {k: call.other(v, k) for k, v in kwargs.items()}
-        return call.wrap(numpy_method(self._a, *args, **kwargs))
-
-    method.__name__ = name
-    method.__qualname__ = f"ndarray.{name}"
-    method.__doc__ = f"NumPy's ``ndarray.{name}`` on the host buffer, with CuPy's argument rules."
-    return method
-
-
-_FORWARDED_METHODS = ["all", "any", "argmax", "argmin", "argpartition", "argsort", "choose", "clip", "compress", "conj", "conjugate", "cumprod", "cumsum", "diagonal", "dot", "flatten", "max", "mean", "min", "nonzero", "partition", "prod", "repeat", "round", "sort", "squeeze", "std", "sum", "swapaxes", "trace", "var"]
-
 #: ufunc methods ``__array_ufunc__`` forwards (CuPy's ufuncs provide these).
 _UFUNC_METHODS = frozenset(("reduce", "accumulate", "reduceat", "outer", "at"))
-
-for _name in _FORWARDED_METHODS:
-    setattr(ndarray, _name, _method(_name))
 
 del _name, _op, _iop, _symbol, _fwd, _rev, _unary
 

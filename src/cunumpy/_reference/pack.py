@@ -1,4 +1,5 @@
-"""Twin of _core/pack.c: the per-kernel argument plan, checker and packer.
+"""Twin of the launch packer of the C core (_core/pack_*.c): the per-kernel argument plan,
+its checker table and the packer.
 
 Same checks, messages of the same kinds and the same packed bytes (the pointer table holds
 the addresses of the values in the C version and zeros here). Without a CUDA driver there is
@@ -10,7 +11,7 @@ from __future__ import annotations
 import math
 import struct
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 _FLT_MAX = 3.4028234663852886e38  # numpy.finfo(numpy.float32).max
 
@@ -30,6 +31,37 @@ K_POINTER, K_VOID_POINTER, K_VIEW, K_CVIEW, K_SCALAR, K_STRUCT = range(6)
 S_BOOL, S_INT, S_UINT, S_FLOAT, S_COMPLEX = range(5)
 A_INDEX, A_TRUTH, A_FLOAT, A_COMPLEX = range(4)
 _MAX_NDIM = 16
+
+
+class _Kind(NamedTuple):
+    """A row of the checker table (pack_kinds.c's cn_kinds): what a slot of the kind takes."""
+
+    array: bool  # a device array: its address is packed (8 bytes)
+    typed: bool  # the spec gives a dtype, and an array's must be it
+    contiguous: bool  # the array must be C-contiguous
+    shape: bool  # a view: the shape follows the address (8 bytes per dimension)
+    strides: bool  # ... then the strides in elements (8 bytes per dimension)
+    pack: str  # the LaunchPlan method that checks and packs an argument
+    scalar_sizes: dict[int, tuple[int, ...]] | None = None  # scalars: item sizes per S_* code
+    max_size: int = 0  # largest value in bytes (0: no limit beyond the kind's)
+
+    def value_size(self, itemsize: int, ndim: int) -> int:
+        """Bytes of a value: an address or the item, then the shape and strides of a view."""
+        return (8 if self.array else itemsize) + 8 * ndim * (self.shape + self.strides)
+
+
+_KINDS = {
+    K_POINTER: _Kind(array=True, typed=True, contiguous=True, shape=False, strides=False, pack="_array"),
+    K_VOID_POINTER: _Kind(array=True, typed=False, contiguous=True, shape=False, strides=False, pack="_array"),
+    K_VIEW: _Kind(array=True, typed=True, contiguous=False, shape=True, strides=True, pack="_array"),
+    K_CVIEW: _Kind(array=True, typed=True, contiguous=True, shape=True, strides=False, pack="_array"),
+    K_SCALAR: _Kind(
+        array=False, typed=True, contiguous=False, shape=False, strides=False, pack="_scalar",
+        scalar_sizes={S_BOOL: (1,), S_INT: (1, 2, 4, 8), S_UINT: (1, 2, 4, 8), S_FLOAT: (4, 8), S_COMPLEX: (8, 16)},
+    ),
+    K_STRUCT: _Kind(array=False, typed=True, contiguous=False, shape=False, strides=False, pack="_struct",
+                    max_size=1 << 20),
+}
 _MAX_FLATTEN_DEPTH = 8
 _INT_FORMATS = {1: "b", 2: "h", 4: "i", 8: "q"}
 _UINT_FORMATS = {1: "B", 2: "H", 4: "I", 8: "Q"}
@@ -47,7 +79,7 @@ def _is_device(obj) -> bool:
 
 
 def _has_data_ptr(obj) -> bool:
-    """CuPy's attribute protocol: an object with ``data.ptr`` (as pack.c's has_data_ptr)."""
+    """CuPy's attribute protocol: an object with ``data.ptr`` (as pack_arrays.c's cn_has_data_ptr)."""
     data = getattr(obj, "data", None)
     return data is not None and hasattr(data, "ptr")
 
@@ -57,7 +89,7 @@ def _device_id_of(value) -> int:
     if not isinstance(value, int):
         try:
             value = getattr(value, "id", None)
-        except Exception:  # noqa: BLE001 - a user object's property may raise anything: no device, as in pack.c
+        except Exception:  # noqa: BLE001 - a user object's property may raise anything: no device, as in pack_arrays.c
             return -1
     if not isinstance(value, int) or isinstance(value, bool):
         return -1
@@ -74,7 +106,7 @@ def _maybe_duck(obj, generic_type) -> bool:
 
 
 def _duck_shape(obj):
-    """The shape of a device array that is not CuPy's (as pack.c's duck_shape), or None."""
+    """The shape of a device array that is not CuPy's (as pack_plan.c's duck_shape), or None."""
     try:
         if _has_data_ptr(obj):
             shape = obj.shape
@@ -84,7 +116,7 @@ def _duck_shape(obj):
         if shape is not None and not isinstance(shape, tuple):
             shape = tuple(shape)
         return shape
-    except Exception:  # noqa: BLE001 - a user object's property may raise anything: no shape, as in pack.c
+    except Exception:  # noqa: BLE001 - a user object's property may raise anything: no shape, as in pack_plan.c
         return None
 
 
@@ -230,13 +262,7 @@ class LaunchPlan:
             )
         buf = bytearray(self._total)
         for i, (slot, obj) in enumerate(zip(self._slots, flat)):
-            if slot.kind == K_SCALAR:
-                value = self._scalar(i, obj)
-            elif slot.kind == K_STRUCT:
-                value = self._struct(i, obj)
-            else:
-                value = self._array(i, obj, cur)
-            buf[slot.offset:slot.offset + slot.size] = value
+            buf[slot.offset:slot.offset + slot.size] = getattr(self, _KINDS[slot.kind].pack)(i, obj, cur)
         first = state["first"]
         flag = state["composite"] if first is not None else state["struct_seen"]
         return bytes(buf), (state["shape"] if first is not None else None), flag
@@ -245,6 +271,7 @@ class LaunchPlan:
 
     def _array(self, i, obj, cur=-1):
         slot = self._slots[i]
+        kind = _KINDS[slot.kind]
         is_device = _is_device(obj)
         duck = not is_device and _has_data_ptr(obj)
         if not is_device and not duck and not hasattr(obj, "__cuda_array_interface__"):
@@ -260,7 +287,7 @@ class LaunchPlan:
                 try:
                     info = self._attributes(obj)
                 except Exception:
-                    # Unreadable attributes: a complete interface still serves (as in pack.c).
+                    # Unreadable attributes: a complete interface still serves (as in pack_arrays.c).
                     if not duck or not hasattr(obj, "__cuda_array_interface__"):
                         raise
                     try:
@@ -290,7 +317,7 @@ class LaunchPlan:
                 f"the array is on device {dev} but the launch runs on the current device {cur}; make device "
                 f"{dev} current (with cupy.cuda.Device({dev}):) or pass arrays of device {cur}",
             )
-        if slot.kind != K_VOID_POINTER:
+        if kind.typed:
             ok = (dtype == slot.dtype) if is_device else (dtype == slot.typestr)
             if not ok:
                 raise self._error(
@@ -302,21 +329,21 @@ class LaunchPlan:
                 "the array is read-only (__cuda_array_interface__ data[1] is True) and CudaKernel cannot tell "
                 "whether the kernel writes it; pass a writable array",
             )
-        itemsize = slot.itemsize if slot.kind != K_VOID_POINTER else itemsize_of_array
-        if slot.kind in (K_POINTER, K_VOID_POINTER, K_CVIEW) and not _c_contiguous(shape, strides, itemsize):
+        itemsize = slot.itemsize if kind.typed else itemsize_of_array
+        if kind.contiguous and not _c_contiguous(shape, strides, itemsize):
             raise self._error(
                 TypeError, i,
                 "the array is not C-contiguous (e.g. a[:, 0:3]); pass xp.ascontiguousarray(a) or declare "
                 "the parameter as an ArrayND<T> view",
             )
         out = struct.pack("<Q", ptr)
-        if slot.kind in (K_VIEW, K_CVIEW):
+        if kind.shape:
             if len(shape) != slot.ndim:
                 raise self._error(
                     TypeError, i, f"expected a {slot.ndim}-dimensional array, got {len(shape)} dimensions"
                 )
             out += struct.pack(f"<{slot.ndim}q", *shape)
-            if slot.kind == K_VIEW:
+            if kind.strides:
                 elem = []
                 for k in range(slot.ndim):
                     if strides is not None:
@@ -339,7 +366,7 @@ class LaunchPlan:
 
     @staticmethod
     def _attributes(obj):
-        """CuPy's attribute protocol (as pack.c's array_info with attrs)."""
+        """CuPy's attribute protocol (as pack_arrays.c's array_info with attrs)."""
         dtype = obj.dtype
         shape = _ints(obj.shape, "shape")
         st = getattr(obj, "strides", None)
@@ -369,13 +396,13 @@ class LaunchPlan:
             dev = -1
         try:
             itemsize = int(dtype.itemsize)
-        except Exception:  # noqa: BLE001 - a user dtype's itemsize may raise anything: 1, as in pack.c
+        except Exception:  # noqa: BLE001 - a user dtype's itemsize may raise anything: 1, as in pack_arrays.c
             itemsize = 1
         return dtype, shape, strides, int(ptr), dev, False, itemsize if itemsize > 0 else 1
 
     @staticmethod
     def _interface(obj):
-        """__cuda_array_interface__ (as pack.c's array_info without attrs)."""
+        """__cuda_array_interface__ (as pack_arrays.c's array_info without attrs)."""
         cai = obj.__cuda_array_interface__
         if not isinstance(cai, dict):
             raise TypeError("__cuda_array_interface__ is not a dict")
@@ -435,7 +462,7 @@ class LaunchPlan:
         return struct.pack("<ff" if slot.itemsize == 8 else "<dd", c.real, c.imag)
 
     def _single_range(self, i, obj, x):
-        """As pack.c: a finite value past the largest float32 is an OverflowError, not inf."""
+        """As pack_scalars.c: a finite value past the largest float32 is an OverflowError, not inf."""
         if math.isfinite(x) and abs(x) > _FLT_MAX:
             slot = self._slots[i]
             what = repr(obj) if type(obj) in (float, complex) else "the value"
@@ -464,7 +491,7 @@ class LaunchPlan:
             return self._float(slot, float(obj), i, obj)
         return self._complex(slot, complex(obj), i, obj)
 
-    def _scalar(self, i, obj):
+    def _scalar(self, i, obj, cur=-1):
         slot = self._slots[i]
         t = type(obj)
         if t is bool:
@@ -501,7 +528,7 @@ class LaunchPlan:
             TypeError, i, f"expected {_kind_name(slot)} scalar, got {t.__module__}.{t.__qualname__}"
         )
 
-    def _struct(self, i, obj):
+    def _struct(self, i, obj, cur=-1):
         slot = self._slots[i]
         if type(obj) is not self._void_type:
             raise self._error(
@@ -538,6 +565,32 @@ def _c_contiguous(shape, strides, itemsize) -> bool:
     return True
 
 
+def _spec_error(kind, label, dtype, typestr, table, itemsize, ndim, scalar, size, align):
+    """The first invalid field of a spec, in the order pack_kinds.c's cn_spec_error checks them."""
+    row = _KINDS.get(kind)
+    if row is None:
+        return "kind"
+    if not isinstance(label, str):
+        return "label"
+    if row.typed and (dtype is None or not isinstance(typestr, str)):
+        return "dtype"
+    if not isinstance(table, dict):
+        return "table"
+    if row.shape and not 1 <= ndim <= _MAX_NDIM:
+        return "ndim"
+    if row.scalar_sizes is not None and scalar not in row.scalar_sizes:
+        return "scalar"
+    if row.typed and itemsize <= 0:
+        return "itemsize"
+    if not 1 <= align <= 16 or align & (align - 1):
+        return "align"
+    if row.scalar_sizes is not None and itemsize not in row.scalar_sizes[scalar]:
+        return "itemsize"
+    if size != row.value_size(itemsize, ndim) or (row.max_size and not 0 < size <= row.max_size):
+        return "size"
+    return None
+
+
 def launch_plan(name, specs, void_type, generic_type):
     """Build the argument plan of kernel ``name`` (same spec format as the C function)."""
     if not isinstance(name, str):
@@ -556,39 +609,7 @@ def launch_plan(name, specs, void_type, generic_type):
         for v in (kind, itemsize, ndim, scalar, size, align):
             if not isinstance(v, int):
                 raise TypeError(f"launch_plan(): spec {i} holds a non-integer field")
-        bad = None
-        if not K_POINTER <= kind <= K_STRUCT:
-            bad = "kind"
-        elif not isinstance(label, str):
-            bad = "label"
-        elif kind != K_VOID_POINTER and (dtype is None or not isinstance(typestr, str)):
-            bad = "dtype"
-        elif not isinstance(table, dict):
-            bad = "table"
-        elif kind in (K_VIEW, K_CVIEW) and not 1 <= ndim <= _MAX_NDIM:
-            bad = "ndim"
-        elif kind == K_SCALAR and not S_BOOL <= scalar <= S_COMPLEX:
-            bad = "scalar"
-        elif kind != K_VOID_POINTER and itemsize <= 0:
-            bad = "itemsize"
-        elif not 1 <= align <= 16 or align & (align - 1):
-            bad = "align"
-        elif kind == K_SCALAR and not (
-            (scalar == S_BOOL and itemsize == 1)
-            or (scalar in (S_INT, S_UINT) and itemsize in (1, 2, 4, 8))
-            or (scalar == S_FLOAT and itemsize in (4, 8))
-            or (scalar == S_COMPLEX and itemsize in (8, 16))
-        ):
-            bad = "itemsize"
-        if bad is None:
-            need = (
-                8 if kind in (K_POINTER, K_VOID_POINTER)
-                else 8 * (1 + 2 * ndim) if kind == K_VIEW
-                else 8 * (1 + ndim) if kind == K_CVIEW
-                else itemsize
-            )
-            if size != need or (kind == K_STRUCT and not 0 < size <= 1 << 20):
-                bad = "size"
+        bad = _spec_error(kind, label, dtype, typestr, table, itemsize, ndim, scalar, size, align)
         if bad is not None:
             raise ValueError(f"launch_plan(): invalid {bad} in spec {i}")
         slot = _Slot()

@@ -1,5 +1,6 @@
-"""Twin of _core/struct.c: struct packing through a plan laid out as the struct, and the
-re-pack check of CudaStructArguments. Same checks, messages and packed bytes."""
+"""Twin of _core/struct_pack.c and struct_state.c: struct packing through a plan laid out as
+the struct (its fields go through the launch packer's checker table), and the re-pack check of
+CudaStructArguments. Same checks, messages and packed bytes."""
 
 from __future__ import annotations
 
@@ -16,9 +17,6 @@ __all__ = [
     "struct_packer",
 ]
 
-_ARRAY_KINDS = (_pack.K_POINTER, _pack.K_VOID_POINTER, _pack.K_VIEW, _pack.K_CVIEW)
-
-
 class _StructPlan(_pack.LaunchPlan):
     def _error(self, exc, i, detail):
         return exc(f"struct '{self._name}': {self._slots[i].label}: {detail}")
@@ -34,7 +32,7 @@ class _HostArrayView:
 
 
 def _host_or_self(obj, host, kind):
-    if not host or kind not in _ARRAY_KINDS or _pack._is_device(obj):
+    if not host or not _pack._KINDS[kind].array or _pack._is_device(obj):
         return obj
     if hasattr(obj, "__cuda_array_interface__") or not hasattr(obj, "__array_interface__"):
         return obj
@@ -108,13 +106,7 @@ class StructPacker:
         buf = bytearray(self._itemsize)
         for i, (slot, obj) in enumerate(zip(self.plan._slots, values)):
             obj = _host_or_self(obj, host, slot.kind)
-            if slot.kind == _pack.K_SCALAR:
-                value = self.plan._scalar(i, obj)
-            elif slot.kind == _pack.K_STRUCT:
-                value = self.plan._struct(i, obj)
-            else:
-                value = self.plan._array(i, obj)
-            buf[slot.offset:slot.offset + slot.size] = value
+            buf[slot.offset:slot.offset + slot.size] = getattr(self.plan, _pack._KINDS[slot.kind].pack)(i, obj)
         arr = self._empty(64, self._dtype)[:1]
         memoryview(arr).cast("B")[:] = buf
         return arr[0]
@@ -154,12 +146,12 @@ class StructPacker:
             ) from None
 
     def _shape_key(self, i, v):
-        kind = self.plan._slots[i].kind
-        if kind not in _ARRAY_KINDS:
+        kind = _pack._KINDS[self.plan._slots[i].kind]
+        if not kind.array:
             return None, False
         if not _pack._is_device(v):
             return None, True
-        if kind not in (_pack.K_VIEW, _pack.K_CVIEW):
+        if not kind.shape:
             return None, False
         return v.shape, False
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 
 __all__ = ["DEBUG_OPTIONS", "cuda_debug", "get_cuda_debug", "set_cuda_debug"]
 
@@ -50,7 +51,7 @@ def get_cuda_debug() -> bool:
 
 
 @contextlib.contextmanager
-def cuda_debug(enabled: bool = True):
+def cuda_debug(enabled: bool = True) -> Iterator[None]:
     """Turn debug mode on (or off) for a ``with`` block; the previous setting comes back on exit.
 
     Parameters

@@ -152,7 +152,7 @@ def pinned_empty(shape, dtype, order: Literal["C", "F"] = "C") -> tuple[np.ndarr
     return np.ndarray(shape, dtype, buffer=memory, order=order), True
 
 
-def pin_memory(host_array) -> np.ndarray:
+def pin_memory(host_array: np.ndarray) -> np.ndarray:
     """Return a page-locked copy of a host array, for fast asynchronous copies.
 
     Where pinned memory cannot be allocated (the fake CuPy) the copy lives in ordinary host

@@ -10,10 +10,12 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from .._native import core
 
@@ -81,7 +83,7 @@ def cuda_include_dir() -> str:
     return str(_INCLUDE_DIR)
 
 
-def ctype_of(dtype) -> str:
+def ctype_of(dtype: npt.DTypeLike) -> str:
     """Return the C type name of a NumPy dtype (``float64`` -> ``"double"``), as CUDA parameters use it.
 
     Parameters
@@ -215,7 +217,9 @@ def parse_signature_full(source, name, *, structs=(), template_args=None):
     return tuple(params), is_template, extern_c
 
 
-def parse_cuda_signature(source: str, name: str, *, structs=(), template_args=None) -> tuple:
+def parse_cuda_signature(
+    source: str, name: str, *, structs: Iterable[Any] = (), template_args: Any = None
+) -> tuple[CudaParameter, ...]:
     """Parse and check the parameters of one ``__global__`` function.
 
     Parameters
@@ -291,7 +295,10 @@ def _as_dirs(dirs, what):
         raise TypeError(f"resolve_includes(): '{what}' must be a sequence of paths") from None
 
 
-def resolve_includes(source: str, include_dirs=(), *, base_dir=None, angle_dirs=()) -> list[Path]:
+def resolve_includes(
+    source: str, include_dirs: Iterable[str | os.PathLike[str]] = (), *, base_dir: str | os.PathLike[str] | None = None,
+    angle_dirs: Iterable[str | os.PathLike[str]] = (),
+) -> list[Path]:
     """List the headers a source includes, recursively, depth first, each once.
 
     Quoted includes are searched in the including file's folder (``base_dir`` for the source
@@ -353,7 +360,7 @@ def resolve_includes(source: str, include_dirs=(), *, base_dir=None, angle_dirs=
     return found
 
 
-def include_hash(paths) -> str:
+def include_hash(paths: Iterable[str | os.PathLike[str]]) -> str:
     """Hash the contents of header files, for compile cache keys.
 
     Parameters

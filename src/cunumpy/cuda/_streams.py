@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Iterator
+from typing import Any
 
 from .. import _backend
 
@@ -34,7 +36,7 @@ class HostEvent:
         """Always True: work on the host is finished when it returns."""
         return True
 
-    def record(self, stream=None) -> None:
+    def record(self, stream: HostStream | None = None) -> None:
         """Record on a :class:`HostStream` (or None); a CUDA stream is a TypeError."""
         if stream is not None and not isinstance(stream, HostStream):
             raise TypeError(
@@ -132,7 +134,7 @@ def _on_cupy():
 
 
 @contextlib.contextmanager
-def stream(existing=None):
+def stream(existing: Any = None) -> Iterator[Any]:
     """Make a stream current for a ``with`` block and yield it.
 
     Parameters
@@ -165,7 +167,7 @@ def stream(existing=None):
         yield existing
 
 
-def create_stream(*, non_blocking: bool = True):
+def create_stream(*, non_blocking: bool = True) -> Any:
     """Create a stream on the current device, or a :class:`HostStream` on NumPy.
 
     A CUDA stream belongs to the device current at creation; make that device current
@@ -194,7 +196,7 @@ def create_stream(*, non_blocking: bool = True):
     return cupy.cuda.Stream(non_blocking=non_blocking)
 
 
-def create_event(*, timing: bool = False):
+def create_event(*, timing: bool = False) -> Any:
     """Create an event: a CuPy event on the CuPy backend, else an always-complete :class:`HostEvent`.
 
     Parameters
@@ -238,7 +240,7 @@ def _check_stream(function: str, stream_) -> None:
         )
 
 
-def record_event(event=None, *, stream=None):
+def record_event(event: Any = None, *, stream: Any = None) -> Any:
     """Record an event on a stream and return it.
 
     Re-recording moves the completion point, so every consumer must have enqueued its wait
@@ -281,7 +283,7 @@ def record_event(event=None, *, stream=None):
     return event
 
 
-def wait_event(event, *, stream=None) -> None:
+def wait_event(event: Any, *, stream: Any = None) -> None:
     """Make future work on a stream wait for an event; the CPU does not block.
 
     A HostEvent is always complete: waiting for it without a stream or on a HostStream does

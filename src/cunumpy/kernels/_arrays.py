@@ -6,9 +6,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from .. import _transfers
 from .._backend import device_to_host, host_to_device, is_cupy_array
@@ -72,7 +74,7 @@ def _check_like(like, where):
         raise TypeError(f"{where}: 'like' must be a NumPy or CuPy array, not {type(like).__name__}")
 
 
-def as_kernel_array(value, like, dtype=None, *, strided=False):
+def as_kernel_array(value: Any, like: Any, dtype: npt.DTypeLike | None = None, *, strided: bool = False) -> Any:
     """Bring an argument of a ``dispatch="arrays"`` kernel to the side of the main array.
 
     Parameters
@@ -117,7 +119,7 @@ def _write_back(out, buffer, where):
 
 
 @contextlib.contextmanager
-def kernel_output(out, like, dtype=None, *, strided=False):
+def kernel_output(out: Any, like: Any, dtype: npt.DTypeLike | None = None, *, strided: bool = False) -> Iterator[Any]:
     """Give a kernel an output buffer that fits it, written back into ``out`` after the block.
 
     Parameters
@@ -153,7 +155,7 @@ def kernel_output(out, like, dtype=None, *, strided=False):
 
 
 @contextlib.contextmanager
-def kernel_outputs(*outputs, like, dtype=None, strided=False):
+def kernel_outputs(*outputs: Any, like: Any, dtype: npt.DTypeLike | None = None, strided: bool = False) -> Iterator[tuple]:
     """Give a kernel several output buffers, as :func:`kernel_output` does for one.
 
     Parameters
@@ -196,7 +198,7 @@ def _promote_scalars(args, kwargs):
     return tuple(cast(a) for a in args), {k: cast(v) for k, v in kwargs.items()}
 
 
-def fuse(function=None, *, kernel_name=None):
+def fuse(function: Callable[..., Any] | None = None, *, kernel_name: str | None = None) -> Callable[..., Any]:
     """Fuse a chain of elementwise operations into one GPU kernel where the arguments allow it.
 
     Calls with a CuPy array argument go through ``cupy.fuse`` (created on first use, traced

@@ -16,10 +16,11 @@ import os
 import stat
 import sys
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
-from . import _cuda_kernel
+from . import _cuda_kernel, _cuda_variants
 from ._cuda_kernel import CudaKernel
 from ._host_impl import CompiledHostKernel, HostImplementations
 from ._kernel import Kernel
@@ -139,23 +140,23 @@ def _resolve_outputs(outputs, function, where):
 
 
 def kernel_from_folder(
-    cls,
-    package,
+    cls: type[Kernel],
+    package: str,
     *,
-    host_suffix="_kernels",
-    cuda_suffix="_cuda.cu",
-    test_args_suffix="_test_args",
-    check_name_length=True,
-    missing_cuda="raise",
-    host_options=None,
-    include_dirs=None,
-    dispatch="backend",
-    compile_host=None,
-    extra_implementations=None,
-    outputs=None,
-    host_fallback=None,
-    **cuda_options,
-):
+    host_suffix: str = "_kernels",
+    cuda_suffix: str = "_cuda.cu",
+    test_args_suffix: str = "_test_args",
+    check_name_length: bool = True,
+    missing_cuda: str = "raise",
+    host_options: Any = None,
+    include_dirs: Any = None,
+    dispatch: str = "backend",
+    compile_host: Any = None,
+    extra_implementations: Mapping[str, Any] | None = None,
+    outputs: Any = None,
+    host_fallback: Callable[..., Any] | None = None,
+    **cuda_options: Any,
+) -> Kernel:
     """The kernel of the kernel folder ``package`` (a dotted package name, usually
     ``__name__`` in its ``__init__.py``): ``<name><host_suffix>.py`` gives the "pyccel"
     (compiled by ``compile_host(module)`` on first use) and "python" implementations,
@@ -283,14 +284,14 @@ class KernelCatalog(Mapping):
         Kernels to register, under their mapping keys or their own names.
     """
 
-    def __init__(self, kernels=None):
+    def __init__(self, kernels: Mapping[str, Kernel] | Iterable[Kernel] | None = None) -> None:
         self._kernels: dict = {}
         if kernels is not None:
             items = kernels.items() if isinstance(kernels, Mapping) else ((None, k) for k in kernels)
             for key, kernel in items:
                 self.register(kernel, key)
 
-    def register(self, kernel, name=None):
+    def register(self, kernel: Kernel, name: str | None = None) -> Kernel:
         """Add ``kernel`` under ``name`` (default: its name) and return it; KeyError for a
         name already present."""
         if not isinstance(kernel, Kernel):
@@ -306,21 +307,21 @@ class KernelCatalog(Mapping):
     @classmethod
     def from_package(
         cls,
-        package,
+        package: str,
         *,
-        host_suffix="_kernels",
-        cuda_suffix="_cuda.cu",
-        test_args_suffix="_test_args",
-        check_name_length=True,
-        missing_cuda="raise",
-        host_options=None,
-        include_dirs=None,
-        dispatch="backend",
-        compile_host=None,
-        host_fallback=None,
-        outputs=None,
-        **cuda_options,
-    ):
+        host_suffix: str = "_kernels",
+        cuda_suffix: str = "_cuda.cu",
+        test_args_suffix: str = "_test_args",
+        check_name_length: bool = True,
+        missing_cuda: str = "raise",
+        host_options: Any = None,
+        include_dirs: Any = None,
+        dispatch: str = "backend",
+        compile_host: Any = None,
+        host_fallback: Any = None,
+        outputs: Any = None,
+        **cuda_options: Any,
+    ) -> KernelCatalog:
         """One ``Kernel.from_folder`` per subfolder (sorted by name) holding
         ``<name><host_suffix>.py``; ``host_options``/``host_fallback`` may be mappings or
         functions of the kernel name."""
@@ -376,7 +377,7 @@ class KernelCatalog(Mapping):
         """The names of the kernels without a CUDA port yet."""
         return [n for n, k in self._kernels.items() if not k.has_cuda]
 
-    def summary(self, max_missing=10) -> str:
+    def summary(self, max_missing: int = 10) -> str:
         """``"3/5 kernels have CUDA (missing: a, b)"``."""
         if isinstance(max_missing, bool) or not isinstance(max_missing, int) or max_missing < 0:
             raise ValueError(f"summary(): 'max_missing' must be an int >= 0, not {max_missing!r}")
@@ -405,10 +406,10 @@ class KernelCatalog(Mapping):
         if problems:
             raise ValueError(f"{len(problems)} kernel signature mismatch(es):\n  " + "\n  ".join(problems))
 
-    def compile_all(self, jobs=1) -> list:
+    def compile_all(self, jobs: int | None = 1) -> list:
         """Compile every CUDA kernel (``jobs`` threads; None: CPU count); the names compiled.
         RuntimeError without a functional CuPy when there are CUDA kernels."""
-        jobs = _cuda_kernel._compile_jobs(jobs)
+        jobs = _cuda_variants._compile_jobs(jobs)
         names = self.with_cuda
         if not names:
             return []
@@ -420,7 +421,7 @@ class KernelCatalog(Mapping):
                     f"KernelCatalog.compile_all(): compiling {len(names)} CUDA kernel(s) needs a "
                     f"functional CuPy: {cupy_unavailable_reason()}"
                 )
-        errors = _cuda_kernel._compile_each([(n, self._kernels[n]) for n in names], jobs)
+        errors = _cuda_variants._compile_each([(n, self._kernels[n]) for n in names], jobs)
         for n in names:
             if n in errors:
                 raise errors[n]

@@ -1,22 +1,25 @@
-"""CudaKernel and CudaKernelVariants (API.md sections 2.3 and 2.4).
+"""CudaKernel (API.md section 2.3).
 
 A CudaKernel is parsed once at construction (never importing CuPy): the signature becomes a
 ``LaunchPlan`` of the C core that checks and packs the arguments of every call. Compilation
 goes through NVRTC (``cupy.RawModule``) on the first launch or on ``compile()``; launches hand
 the packed buffer to the CUDA driver (``cuLaunchKernel`` with the kernel handle and the
 stream), falling back to CuPy's own launch functions where that is not possible.
+
+The class and the hooks of the CPU emulation live here; the parsing side (plan specs, source
+text) is ``_cuda_parse``, the launch side (sizes, devices, arrays in arguments) ``_cuda_launch``
+and CudaKernelVariants ``_cuda_variants``. Their names that other modules and tests use are
+importable from here as before.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
-import contextvars
 import math
 import os
-import re
 import sys
 import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,13 +36,49 @@ from ..cuda._source import (
     resolve_includes,
     template_arg_text,
 )
+from ._cuda_launch import (
+    _CUDA_ERROR_INVALID_CONTEXT,
+    _check_block,
+    _check_dims,
+    _check_stream,
+    _Compiled,
+    _cupy,
+    _cupy_arg,
+    _current_device,
+    _current_device_or_none,
+    _device_getter,
+    _device_limits,
+    _device_type as _device_type,
+    _first_shape,
+    _flatten_unchecked,
+    _grid_for,
+    _limits_cache,
+    _on_hip,
+    _raise_driver_error,
+    _struct_fields as _struct_fields,
+    iter_arrays,
+)
+from ._cuda_parse import (
+    _COMMENTS,
+    _HIGH_VIEWS,
+    _bounds_check_in,
+    _build_plan,
+    _cxx_linkage,
+    _file_kwargs,
+    _is_template,
+    _read_text,
+    _spec as _spec,
+    _view_record,
+)
 
-__all__ = ["CudaKernel", "CudaKernelVariants"]
+if TYPE_CHECKING:
+    from ..arguments import CudaStruct
+
+__all__ = ["CudaKernel"]
+
 
 _N_THREADS_FROM = ("auto", "first_array", "last_axis")
-_INFER_CODES = {"auto": 0, "first_array": 1, "last_axis": 2}  # the C path's codes (pack.c INFER_*)
-_CUDA_ERROR_INVALID_CONTEXT = 201
-_DEFAULT_SHARED = 49152
+_INFER_CODES = {"auto": 0, "first_array": 1, "last_axis": 2}  # the C path's codes (pack_plan.h INFER_*)
 
 #: A hook that takes over every launch and compilation when set (tests set one):
 #: ``hook.launch(kernel, args, grid, block, shared_mem)`` and ``hook.compile(kernel)``.
@@ -66,439 +105,6 @@ def _emulation_hook():
     """The hook that takes over launches and compilation here and now, or None."""
     hook = emulation_hook
     return context_hook() if hook is None else hook
-
-# ------------------------------------------------------------------ plan specs
-
-_K_POINTER, _K_VOID_POINTER, _K_VIEW, _K_CVIEW, _K_SCALAR, _K_STRUCT = range(6)
-_S_BOOL, _S_INT, _S_UINT, _S_FLOAT, _S_COMPLEX = range(5)
-_A_INDEX, _A_TRUTH, _A_FLOAT, _A_COMPLEX = range(4)
-
-_NUMPY_SCALARS = tuple(
-    np.dtype(c).type
-    for c in ("?", "b", "B", "h", "H", "i", "I", "l", "L", "q", "Q", "e", "f", "d", "g", "F", "D", "G")
-)
-
-
-_SCALAR_TABLES: dict = {}
-
-
-def _scalar_table(dtype: np.dtype) -> tuple[int, dict]:
-    """(scalar code, {NumPy scalar type: action}) for a scalar parameter of ``dtype``; one
-    table per dtype, shared (the plans only read it)."""
-    found = _SCALAR_TABLES.get(dtype)
-    if found is None:
-        found = _SCALAR_TABLES[dtype] = _make_scalar_table(dtype)
-    return found
-
-
-def _make_scalar_table(dtype: np.dtype) -> tuple[int, dict]:
-    kind = dtype.kind
-    code = {"b": _S_BOOL, "i": _S_INT, "u": _S_UINT, "f": _S_FLOAT, "c": _S_COMPLEX}[kind]
-    table: dict = {}
-    for t in dict.fromkeys(_NUMPY_SCALARS):
-        src = np.dtype(t)
-        if code in (_S_INT, _S_UINT):
-            if src.kind in "iu":
-                table[t] = _A_INDEX  # NumPy integers are checked by value
-            elif src.kind == "b":
-                table[t] = _A_TRUTH
-        elif np.can_cast(src, dtype, "safe"):
-            if src.kind == "b":
-                table[t] = _A_TRUTH
-            elif src.kind in "iuf":
-                table[t] = _A_FLOAT
-            elif src.kind == "c":
-                table[t] = _A_COMPLEX
-    return code, table
-
-
-def _spec(index: int, p: CudaParameter):
-    label = p.declaration
-    dtype: Any = p.dtype  # None only for void*
-    if p.pointer:
-        if dtype is None:
-            return (_K_VOID_POINTER, label, None, "", 0, 0, 0, 8, 8, {})
-        return (_K_POINTER, label, dtype, dtype.str, dtype.itemsize, 0, 0, 8, 8, {})
-    if p.view_ndim:
-        n = p.view_ndim
-        if p.contiguous:
-            return (_K_CVIEW, label, dtype, dtype.str, dtype.itemsize, n, 0, 8 * (1 + n), 8, {})
-        return (_K_VIEW, label, dtype, dtype.str, dtype.itemsize, n, 0, 8 * (1 + 2 * n), 8, {})
-    if p.struct is not None:
-        dt = dtype
-        # The C alignment (a complex<double> field aligns the struct to 16, NumPy says 8).
-        align = getattr(p.struct, "alignment", None) or dt.alignment
-        return (_K_STRUCT, label, dt, dt.str, dt.itemsize, 0, 0, dt.itemsize, min(align, 16), {})
-    code, table = _scalar_table(dtype)
-    size = dtype.itemsize
-    return (_K_SCALAR, label, dtype, dtype.str, size, 0, code, size, size, table)
-
-
-def _build_plan(name, signature):
-    specs = tuple(_spec(i, p) for i, p in enumerate(signature))
-    return core.launch_plan(name, specs, np.void, np.generic)
-
-
-# ------------------------------------------------------------------ shapes
-
-
-def _check_dims(value, what, *, positive=False) -> tuple:
-    """1 to 3 ints as a tuple; ``positive`` for block shapes, else non-negative (sizes)."""
-    kind = "a positive int or a tuple of 1 to 3 positive ints" if positive else "an int or a tuple of 1 to 3 ints"
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{what} must be {kind}, not {value!r}")
-    if isinstance(value, (int, np.integer)):
-        dims: tuple[int, ...] = (int(value),)
-    elif isinstance(value, (tuple, list)):
-        if not 1 <= len(value) <= 3:
-            raise ValueError(f"{what} must have 1 to 3 dimensions, got {len(value)}")
-        if not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in value):
-            raise TypeError(f"{what} entries must be ints, got {value!r}")
-        dims = tuple(int(v) for v in value)
-    else:
-        raise TypeError(f"{what} must be {kind}, not {value!r}")
-    if positive and any(v <= 0 for v in dims):
-        raise ValueError(f"{what} entries must be positive, got {dims}")
-    if any(v < 0 for v in dims):
-        raise ValueError(f"{what} must not be negative, got {dims}")
-    return dims
-
-
-def _check_block(block, what="block_size") -> tuple:
-    dims = _check_dims(block, what, positive=True)
-    if math.prod(dims) > 1024:
-        raise ValueError(f"{what} {dims} has {math.prod(dims)} threads; at most 1024 per block")
-    return dims
-
-
-def _grid_for(n: tuple, block: tuple) -> tuple[tuple, tuple]:
-    if len(block) == 1 and len(n) > 1:
-        block = block + (1,) * (len(n) - 1)
-    elif len(block) != len(n):
-        raise ValueError(
-            f"the block {block} has {len(block)} dimensions but n_threads {n} has {len(n)}; "
-            "pass a matching block= or n_threads="
-        )
-    return tuple(-(-a // b) for a, b in zip(n, block)), block
-
-
-# ------------------------------------------------------------------ arrays inside arguments
-
-
-def _device_type():
-    cupy = sys.modules.get("cupy")
-    return getattr(cupy, "ndarray", None) if cupy is not None else None
-
-
-def _struct_fields(struct):
-    names = []
-    for f in getattr(struct, "fields", ()) or ():
-        name = getattr(f, "name", None)
-        if name is None and isinstance(f, tuple) and f:
-            name = f[0]
-        if isinstance(name, str):
-            names.append(name)
-    return names
-
-
-def iter_arrays(args, prefix=""):
-    """(path, device array) for every device array in the arguments, in argument/field order:
-    plain arguments, items of ``__cuda_args__`` objects, fields of struct values and of
-    CudaStructArguments objects. Paths look like ``0`` or ``0.markers``."""
-    dev = _device_type()
-    for i, obj in enumerate(args):
-        path = f"{prefix}{i}"
-        yield from _arrays_of(obj, path, dev, 0)
-
-
-def _other_device_array(obj) -> bool:
-    """A device array that is not CuPy's: CuPy's attribute protocol (``data.ptr``) or a
-    ``__cuda_array_interface__`` (as the packer reads them)."""
-    if isinstance(obj, (int, float, complex, str, np.generic)) or obj is None:
-        return False
-    try:
-        return hasattr(getattr(obj, "data", None), "ptr") or hasattr(obj, "__cuda_array_interface__")
-    except Exception:  # noqa: BLE001 - a user object's property may raise anything: not a device array
-        return False
-
-
-def _shape_of(obj):
-    try:
-        shape = obj.shape if hasattr(getattr(obj, "data", None), "ptr") else obj.__cuda_array_interface__["shape"]
-        return tuple(shape)
-    except Exception:  # noqa: BLE001 - a user object's property may raise anything: no shape
-        return ()
-
-
-class _Shaped:
-    """An array's shape for the inference (test doubles and interface-only arrays)."""
-
-    __slots__ = ("shape",)
-
-    def __init__(self, shape):
-        self.shape = shape
-
-
-def _arrays_of(obj, path, dev, depth, host=False):
-    if depth > 8:
-        return
-    if (dev is not None and isinstance(obj, dev)) or (host and isinstance(obj, np.ndarray)):
-        yield path, obj
-        return
-    if host and not hasattr(type(obj), "__cuda_args__") and _other_device_array(obj):
-        yield path, _Shaped(_shape_of(obj))
-        return
-    if not hasattr(type(obj), "__cuda_args__"):
-        return
-    struct = getattr(obj, "struct", None)
-    fields = _struct_fields(struct) if struct is not None else []
-    if fields:
-        getter = obj.__getitem__ if hasattr(type(obj), "__getitem__") and not hasattr(type(obj), "pack") else None
-        for name in fields:
-            try:
-                value = getter(name) if getter is not None else getattr(obj, name)
-            except Exception:  # noqa: BLE001 - an unreadable field holds no array to check
-                continue
-            yield from _arrays_of(value, f"{path}.{name}", dev, depth + 1, host)
-        return
-    try:
-        items = obj.__cuda_args__()
-    except Exception:  # noqa: BLE001 - a user's __cuda_args__ that raises holds no array to check (the packer reports it)
-        return
-    if isinstance(items, tuple):
-        for k, value in enumerate(items):
-            yield from _arrays_of(value, f"{path}.{k}", dev, depth + 1, host)
-
-
-def _first_shape(args):
-    """Shape of the first array (device or NumPy: the CPU emulation passes NumPy arrays) with
-    at least one dimension, searching argument objects."""
-    dev = _device_type()
-    for i, obj in enumerate(args):
-        for _, a in _arrays_of(obj, f"{i}", dev, 0, host=True):
-            shape = a.shape
-            if len(shape) >= 1:
-                return shape
-    return None
-
-
-def _flatten_unchecked(args):
-    out = []
-    for obj in args:
-        if hasattr(type(obj), "__cuda_args__") and not isinstance(obj, (int, float, complex)):
-            r = obj.__cuda_args__()
-            if not isinstance(r, tuple):
-                raise TypeError(f"{type(obj).__name__}.__cuda_args__() must return a tuple")
-            out.extend(_flatten_unchecked(r))
-        else:
-            out.append(obj)
-    return out
-
-
-# ------------------------------------------------------------------ CuPy access
-
-
-def _cupy():
-    """The imported CuPy module, importing it only when cunumpy considers it usable."""
-    from .._backend import cupy_available, cupy_unavailable_reason
-
-    if not cupy_available():
-        return None, cupy_unavailable_reason()
-    return sys.modules["cupy"], None
-
-
-class _DeviceLimits:
-    __slots__ = ("block", "grid", "id", "name", "shared", "shared_optin", "threads")
-    block: tuple[int, int, int]
-    grid: tuple[int, int, int]
-    id: int
-    name: str
-    shared: int
-    shared_optin: int
-    threads: int
-
-
-_limits_cache: dict[int, _DeviceLimits] = {}
-
-
-def _device_limits(cupy, dev_id: int) -> _DeviceLimits:
-    lim = _limits_cache.get(dev_id)
-    if lim is not None:
-        return lim
-    lim = _DeviceLimits()
-    lim.id = dev_id
-    attrs = {}
-    with contextlib.suppress(Exception):
-        attrs = dict(cupy.cuda.Device(dev_id).attributes)
-    name = None
-    try:
-        props = cupy.cuda.runtime.getDeviceProperties(dev_id)
-        name = props.get("name")
-        if isinstance(name, bytes):
-            name = name.decode(errors="replace")
-    except Exception:  # noqa: BLE001 - the name is optional: any driver failure leaves the default
-        pass
-    lim.name = name or f"device {dev_id}"
-    lim.block = (
-        attrs.get("MaxBlockDimX", 1024),
-        attrs.get("MaxBlockDimY", 1024),
-        attrs.get("MaxBlockDimZ", 64),
-    )
-    lim.grid = (
-        attrs.get("MaxGridDimX", 2**31 - 1),
-        attrs.get("MaxGridDimY", 65535),
-        attrs.get("MaxGridDimZ", 65535),
-    )
-    lim.threads = attrs.get("MaxThreadsPerBlock", 1024)
-    shared = optin = None
-    try:
-        # cunumpy.cuda's own query where it exists (it knows HIP and the properties API).
-        from .. import cuda as _cuda
-
-        query = getattr(_cuda, "max_shared_memory_per_block", None)
-        if query is not None:
-            shared = int(query(dev_id))
-            optin = int(query(dev_id, opt_in=True))
-    except Exception:  # noqa: BLE001 - any driver failure leaves the limits unknown
-        shared = optin = None
-    if shared is None:
-        shared = attrs.get("MaxSharedMemoryPerBlock", _DEFAULT_SHARED)
-        optin = attrs.get("MaxSharedMemoryPerBlockOptin", 0)
-    lim.shared = shared
-    lim.shared_optin = max(shared, optin or 0)
-    _limits_cache[dev_id] = lim
-    return lim
-
-
-def _current_device(cupy) -> int:
-    try:
-        return int(cupy.cuda.runtime.getDevice())
-    except Exception:  # noqa: BLE001 - any driver failure means the default device
-        return 0
-
-
-def _compile_each(items, jobs: int) -> dict:
-    """Compile every kernel of ``items`` ((key, kernel) pairs) on ``jobs`` threads, on the
-    caller's device; returns {key: exception} of the ones that failed. A device that cannot
-    be entered in a worker thread is that kernel's error: never a silent compile on device 0,
-    where worker threads start."""
-    errors: dict = {}
-    if jobs == 1 or len(items) <= 1:
-        for key, kernel in items:
-            try:
-                kernel.compile()
-            except Exception as exc:  # noqa: BLE001 - each kernel's error is collected and reported per kernel
-                errors[key] = exc
-        return errors
-    cupy: Any = sys.modules.get("cupy")
-    dev = _current_device(cupy) if cupy is not None else None
-
-    def work(kernel):
-        if dev is None:
-            return kernel.compile()
-        with cupy.cuda.Device(dev):
-            return kernel.compile()
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        # Each compile runs in a copy of the caller's context: an emulated_launches() block
-        # (a context variable) applies in the workers too.
-        futures = [(key, pool.submit(contextvars.copy_context().run, work, kernel)) for key, kernel in items]
-        for key, future in futures:
-            error = future.exception()
-            if error is not None:
-                errors[key] = error
-    return errors
-
-
-def _compile_jobs(jobs) -> int:
-    """The thread count of a compile_all(jobs=...): an int >= 1, None for the CPU count."""
-    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int)):
-        raise TypeError(f"compile_all(): 'jobs' must be an int or None, not {jobs!r}")
-    if jobs is None:
-        jobs = os.cpu_count() or 1
-    if jobs < 1:
-        raise ValueError(f"compile_all(): 'jobs' must be >= 1, got {jobs}")
-    return jobs
-
-
-_getter_cache: list = [None, None]  # [cupy module, its device getter]
-
-
-def _device_getter(cupy):
-    """``cupy.cuda.runtime.getDevice`` looked up once per CuPy module."""
-    if _getter_cache[0] is not cupy:
-        getter = getattr(getattr(getattr(cupy, "cuda", None), "runtime", None), "getDevice", None)
-        _getter_cache[1] = getter if callable(getter) else (lambda: 0)
-        _getter_cache[0] = cupy
-    return _getter_cache[1]
-
-
-def _current_device_or_none(cupy):
-    """The current device id (cheap: ``runtime.getDevice``), or None without a usable CuPy."""
-    if cupy is None:
-        return None
-    try:
-        dev = _device_getter(cupy)()
-    except Exception:  # noqa: BLE001 - any driver failure means the device is unknown
-        return None
-    return dev if isinstance(dev, int) and dev >= 0 else None
-
-
-def _check_stream(name, stream, cur):
-    """An explicit stream must belong to the current device (same message as the C fast path)."""
-    dev = getattr(stream, "device_id", None)
-    if isinstance(dev, int) and dev >= 0 and dev != cur:
-        raise ValueError(
-            f"kernel '{name}': the stream is on device {dev} but the launch runs on the current device "
-            f"{cur}; pass a stream of device {cur} or make device {dev} current"
-        )
-
-
-class _Compiled:
-    __slots__ = ("dynamic_set", "handle", "kernel", "max_threads", "module", "static_shared")
-
-    def __init__(self, module, kernel):
-        self.module = module
-        self.kernel = kernel
-        fn = getattr(kernel, "kernel", None)
-        self.handle = getattr(fn, "ptr", None) if fn is not None else None
-        self.max_threads = getattr(kernel, "max_threads_per_block", None)
-        self.static_shared = getattr(kernel, "shared_size_bytes", 0) or 0
-        self.dynamic_set = 0
-
-
-# ------------------------------------------------------------------ HIP/ROCm
-
-
-_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-# Array5D<T> ... Array16D<T>, CArray5D<T> ..., ArrayView<T, 5> ... (and the contiguous variant)
-_HIGH_VIEWS = re.compile(
-    r"\bC?Array([5-9]|1[0-6])D\b|\bC?ArrayView\s*<[^<>;]*,\s*([5-9]|1[0-6])\s*>"
-)
-_BOUNDS_OPTION = re.compile(r"^(?:-D|--define-macro=?|-define-macro=?)\s*CUNUMPY_BOUNDS_CHECK(?:=.*)?$")
-_BOUNDS_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+CUNUMPY_BOUNDS_CHECK\b", re.M)
-
-
-def _bounds_check_in(options, source) -> bool:
-    """CUNUMPY_BOUNDS_CHECK is defined by the compile options (``-D...``, also split in two
-    tokens) or by the source itself."""
-    opts = list(options)
-    for k, o in enumerate(opts):
-        if _BOUNDS_OPTION.match(o):
-            return True
-        if o in ("-D", "--define-macro", "-define-macro") and k + 1 < len(opts):
-            if re.match(r"^CUNUMPY_BOUNDS_CHECK(?:=.*)?$", opts[k + 1]):
-                return True
-    return bool(_BOUNDS_DEFINE.search(_COMMENTS.sub(" ", source)))
-
-
-def _on_hip() -> bool:
-    from .. import cuda as _cuda  # lazily: cunumpy.cuda may import this module
-
-    try:
-        return bool(_cuda.is_hip())
-    except Exception:  # noqa: BLE001 - any driver failure means not HIP
-        return False
 
 
 # ------------------------------------------------------------------ CudaKernel
@@ -595,20 +201,20 @@ class CudaKernel:
 
     def __init__(
         self,
-        source,
-        name,
+        source: str,
+        name: str,
         *,
-        block_size=128,
-        options=(),
-        include_dirs=(),
-        source_dir=None,
-        structs=(),
-        template_args=None,
-        check_signature=True,
-        debug=None,
-        n_threads_from="auto",
-        check_finite=False,
-    ):
+        block_size: int | tuple[int, ...] = 128,
+        options: Iterable[str] = (),
+        include_dirs: Iterable[str | os.PathLike[str]] = (),
+        source_dir: str | os.PathLike[str] | None = None,
+        structs: Iterable[CudaStruct] = (),
+        template_args: Any = None,
+        check_signature: bool = True,
+        debug: bool | None = None,
+        n_threads_from: str | Callable[[tuple], int | tuple[int, ...]] | None = "auto",
+        check_finite: bool = False,
+    ) -> None:
         if not isinstance(source, str):
             raise TypeError(f"CudaKernel: 'source' must be a str, not {type(source).__name__}")
         if not isinstance(name, str) or not name:
@@ -668,7 +274,9 @@ class CudaKernel:
     # -------------------------------------------------------------- constructors
 
     @classmethod
-    def from_file(cls, path, name=None, *, suffix="_cuda.cu", **kwargs):
+    def from_file(
+        cls, path: str | os.PathLike[str], name: str | None = None, *, suffix: str = "_cuda.cu", **kwargs: Any
+    ) -> CudaKernel:
         """Kernel ``name`` (default: the file name minus ``suffix``) of a ``.cu`` file."""
         path = Path(path)
         if name is None:
@@ -682,7 +290,7 @@ class CudaKernel:
         return cls(source, name, **_file_kwargs(path, kwargs))
 
     @classmethod
-    def all_from_file(cls, path, **kwargs):
+    def all_from_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> dict[str, CudaKernel]:
         """One kernel per ``__global__`` function of the file, in order of first appearance."""
         from ..cuda._source import cuda_kernel_names
 
@@ -708,24 +316,63 @@ class CudaKernel:
 
     # -------------------------------------------------------------- properties
 
-    name = property(lambda self: self._name, doc="The kernel's name in the source.")
-    expression = property(lambda self: self._expression, doc='The name expression compiled (``name<args>`` for a template).')
-    source = property(lambda self: self._source, doc='The CUDA source text.')
-    options = property(lambda self: self._options, doc='The NVRTC options, including ``-I`` for each include folder.')
-    include_dirs = property(lambda self: self._include_dirs, doc='The include folders given at construction.')
-    source_dir = property(lambda self: self._source_dir, doc='The folder of the source file (a pathlib.Path), or None.')
-    structs = property(lambda self: self._structs, doc='The CudaStruct types of struct parameters.')
-    template_args = property(lambda self: self._template_args, doc='The template arguments, or None.')
-    signature = property(lambda self: self._signature, doc='The parsed parameters (a tuple of cunumpy.cuda.CudaParameter), or None without signature checking.')
-    debug = property(lambda self: self._debug, doc="The kernel's own debug setting: True, False or None (follow the global debug mode).")
+    @property
+    def name(self) -> str:
+        """The kernel's name in the source."""
+        return self._name
 
     @property
-    def block_size(self):
+    def expression(self) -> str:
+        """The name expression compiled (``name<args>`` for a template)."""
+        return self._expression
+
+    @property
+    def source(self) -> str:
+        """The CUDA source text."""
+        return self._source
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The NVRTC options, including ``-I`` for each include folder."""
+        return self._options
+
+    @property
+    def include_dirs(self) -> tuple[Path, ...]:
+        """The include folders given at construction."""
+        return self._include_dirs
+
+    @property
+    def source_dir(self) -> Path | None:
+        """The folder of the source file (a pathlib.Path), or None."""
+        return self._source_dir
+
+    @property
+    def structs(self) -> tuple[CudaStruct, ...]:
+        """The CudaStruct types of struct parameters."""
+        return self._structs
+
+    @property
+    def template_args(self) -> tuple | None:
+        """The template arguments, or None."""
+        return self._template_args
+
+    @property
+    def signature(self) -> tuple[CudaParameter, ...] | None:
+        """The parsed parameters (a tuple of cunumpy.cuda.CudaParameter), or None without signature checking."""
+        return self._signature
+
+    @property
+    def debug(self) -> bool | None:
+        """The kernel's own debug setting: True, False or None (follow the global debug mode)."""
+        return self._debug
+
+    @property
+    def block_size(self) -> int | tuple[int, ...]:
         """The block size of launches sized by ``n_threads`` or inference (an int, or a tuple for 2-D and 3-D blocks)."""
         return self._block[0] if len(self._block) == 1 else self._block
 
     @property
-    def n_threads_from(self):
+    def n_threads_from(self) -> Callable[[tuple], int | tuple[int, ...]] | None:
         """The launch-size inference as a callable ``f(args) -> int | tuple`` (as earlier releases
         had it), or None. For a string setting, a callable implementing that rule for this kernel
         whose ``name`` is the string (it also compares equal to it)."""
@@ -750,12 +397,12 @@ class CudaKernel:
             plan.configure_launch(self._block, _INFER_CODES.get(value, -1) if isinstance(value, str) else -1)
 
     @property
-    def n_threads_from_setting(self):
+    def n_threads_from_setting(self) -> str | Callable[[tuple], int | tuple[int, ...]] | None:
         """The setting as given: ``"auto"``, ``"first_array"``, ``"last_axis"``, a callable or None."""
         return self._n_threads_from
 
     @property
-    def check_finite(self):
+    def check_finite(self) -> bool:
         """Whether floating outputs are checked for NaN and infinity after each launch; settable."""
         return self._check_finite
 
@@ -832,7 +479,10 @@ class CudaKernel:
 
     # -------------------------------------------------------------- launch shape
 
-    def launch_shape(self, n_threads=None, *, grid=None, block=None, args=None):
+    def launch_shape(
+        self, n_threads: int | tuple[int, ...] | None = None, *, grid: int | tuple[int, ...] | None = None,
+        block: int | tuple[int, ...] | None = None, args: tuple | None = None,
+    ) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(grid, block) of a launch; infers the size from ``args`` if given. Never compiles."""
         first = _first_shape(args) if args is not None else None
         return self._shape(n_threads, grid, block, args, first)
@@ -914,7 +564,7 @@ class CudaKernel:
                 "(this CuPy is a ROCm build); nothing was compiled"
             )
 
-    def compile(self, *, log_stream=None):
+    def compile(self, *, log_stream: Any = None) -> Any:
         """Compile for the current device (cached per device) and return CuPy's raw kernel."""
         hook = _emulation_hook()
         if hook is not None:
@@ -925,7 +575,7 @@ class CudaKernel:
             raise RuntimeError(f"CudaKernel.compile() of '{self._name}' needs a functional CuPy: {reason}")
         return self._compile(cupy, _current_device(cupy), log_stream).kernel
 
-    def recompile(self, *, log_stream=None):
+    def recompile(self, *, log_stream: Any = None) -> Any:
         """Discard the current device's compiled state and compile again (headers, debug options)."""
         hook = _emulation_hook()
         if hook is not None:
@@ -1152,162 +802,3 @@ class CudaKernel:
 
 CudaKernel.__call__ = core.kernel_call_method(CudaKernel)  # type: ignore[method-assign]  # the C core's fast call
 CudaKernel.prepare_args = core.kernel_prepare_method(CudaKernel)  # type: ignore[method-assign]  # the C core's
-
-
-def _view_record(n: int, contiguous: bool) -> np.dtype:
-    """The packed form of an ArrayND<T> (data, shape, strides in elements) or CArrayND<T> view."""
-    fields = [("data", "<u8"), ("shape", "<i8", (n,))]
-    if not contiguous:
-        fields.append(("strides", "<i8", (n,)))
-    return np.dtype(fields)
-
-
-def _cupy_arg(param: CudaParameter, value):
-    """The value as CuPy's own launch takes it (fallback path only)."""
-    if param.pointer:
-        return value
-    if param.view_ndim:
-        rec = np.zeros((), dtype=_view_record(param.view_ndim, param.contiguous))
-        rec["data"] = value.data.ptr
-        rec["shape"] = value.shape
-        if not param.contiguous:
-            rec["strides"] = [s // value.itemsize for s in value.strides]
-        return rec[()]
-    if param.struct is not None:
-        return value
-    return param.dtype.type(value)  # type: ignore[union-attr]  # a scalar parameter has a dtype
-
-
-def _raise_driver_error(cupy, status, name, grid, block):
-    err = None
-    try:
-        from cupy_backends.cuda.api.driver import CUDADriverError
-
-        err = CUDADriverError(status)
-    except Exception:  # noqa: BLE001 - the driver's error class is optional decoration of the message
-        err = None
-    msg = f"launching kernel '{name}' with grid {grid} and block {block} failed (CUresult {status})"
-    if err is not None:
-        raise RuntimeError(f"{msg}: {err}") from err
-    raise RuntimeError(msg)
-
-
-def _read_text(path) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
-def _cxx_linkage(source: str, name: str) -> bool:
-    """A plain (not extern "C") __global__ function, when the source can be parsed at all."""
-    try:
-        _, is_template, extern_c = core.cuda_parse_signature(source, name, (), None)
-    except ValueError:
-        return False
-    return not is_template and not extern_c
-
-
-def _is_template(source: str, name: str) -> bool:
-    try:
-        core.cuda_parse_signature(source, name, (), None)
-    except ValueError as exc:
-        return "is a template" in str(exc)
-    return False
-
-
-def _file_kwargs(path: Path, kwargs: dict) -> dict:
-    kw = dict(kwargs)
-    directory = path.resolve().parent
-    dirs = kw.pop("include_dirs", ())
-    if isinstance(dirs, (str, os.PathLike)) or not hasattr(dirs, "__iter__"):
-        raise TypeError("CudaKernel: 'include_dirs' must be a sequence of paths")
-    dirs = tuple(dirs)
-    kw["include_dirs"] = (directory, *tuple(d for d in dirs if str(Path(d)) != str(directory)))
-    kw["source_dir"] = directory
-    return kw
-
-
-# ------------------------------------------------------------------ variants
-
-
-class CudaKernelVariants:
-    """Kernels created on demand by ``factory(*key)`` and cached per key.
-
-    For kernels specialised per dtype, dimension or option: ``variants.get(np.float32, 3)``
-    creates the kernel once.
-
-    Parameters
-    ----------
-    factory : callable
-        ``factory(*key)`` returns a :class:`CudaKernel`.
-
-    Raises
-    ------
-    TypeError
-        ``factory`` is not callable.
-    """
-
-    def __init__(self, factory):
-        if not callable(factory):
-            raise TypeError("CudaKernelVariants: 'factory' must be callable")
-        self._factory = factory
-        self._kernels: dict = {}
-
-    def get(self, *key):
-        """Return the kernel for ``key``, creating it with the factory on first use.
-
-        Parameters
-        ----------
-        *key : object
-            The key, hashable.
-
-        Returns
-        -------
-        CudaKernel
-            The cached kernel.
-
-        Raises
-        ------
-        TypeError
-            The factory did not return a CudaKernel.
-        """
-        try:
-            return self._kernels[key]
-        except KeyError:
-            pass
-        kernel = self._factory(*key)
-        if not isinstance(kernel, CudaKernel):
-            raise TypeError(
-                f"CudaKernelVariants: the factory returned {type(kernel).__name__} for key {key}, "
-                "not a CudaKernel"
-            )
-        self._kernels[key] = kernel
-        return kernel
-
-    def keys(self):
-        """Return the keys of the kernels created so far, in creation order.
-
-        Returns
-        -------
-        list of tuple
-            The keys.
-        """
-        return list(self._kernels)
-
-    def __iter__(self):
-        return iter(list(self._kernels))
-
-    def __len__(self):
-        return len(self._kernels)
-
-    def compile_all(self, keys=(), *, jobs=1):
-        """Create the listed variants, then compile every existing one (``jobs`` threads)."""
-        jobs = _compile_jobs(jobs)
-        for key in keys:
-            self.get(*(key if isinstance(key, tuple) else (key,)))
-        items = list(self._kernels.items())
-        errors = _compile_each(items, jobs)
-        for key, _ in items:
-            if key in errors:
-                raise errors[key]

@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 import threading
 import warnings
+from collections.abc import Callable, Mapping
+from types import ModuleType
 from typing import Any
 
 from . import _selection
@@ -57,7 +59,7 @@ class HostImplementations:
         An implementation name is unknown, or there is no ``"python"`` entry.
     """
 
-    def __init__(self, name, loaders):
+    def __init__(self, name: str, loaders: Mapping[str, Callable[[], Callable[..., Any] | None]]) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError(f"HostImplementations: 'name' must be a non-empty str, not {name!r}")
         try:
@@ -84,7 +86,10 @@ class HostImplementations:
         self._lock = threading.RLock()
         self._warned_python = False
 
-    name = property(lambda self: self._name, doc="The kernel's name.")
+    @property
+    def name(self) -> str:
+        """The kernel's name."""
+        return self._name
 
     @property
     def names(self) -> tuple:
@@ -113,11 +118,11 @@ class HostImplementations:
             self._loaded[key] = function
             return function
 
-    def available(self, name) -> bool:
+    def available(self, name: str) -> bool:
         """Load ``name`` now; False when it is absent or its loader failed."""
         return name in self._loaders and self._load(name) is not None
 
-    def get(self, name):
+    def get(self, name: str) -> Callable[..., Any]:
         """The implementation ``name``; LookupError (load error chained) if absent or failing."""
         if name not in self._loaders:
             raise LookupError(
@@ -133,7 +138,7 @@ class HostImplementations:
         return function
 
     @property
-    def python(self):
+    def python(self) -> Callable[..., Any]:
         """The uncompiled Python function."""
         return self.get("python")
 
@@ -156,7 +161,7 @@ class HostImplementations:
             )
         return "python"
 
-    def build(self):
+    def build(self) -> Callable[..., Any]:
         """Load the implementation the current selection picks, now; returns it."""
         return self.get(self.selected())
 
@@ -193,7 +198,10 @@ class CompiledHostKernel:
         ``module`` is neither a module nor a str.
     """
 
-    def __init__(self, module, name, compiler, fallback=None):
+    def __init__(
+        self, module: ModuleType | str, name: str, compiler: Callable[[ModuleType], ModuleType],
+        fallback: Callable[..., Any] | None = None,
+    ) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError(f"CompiledHostKernel: 'name' must be a non-empty str, not {name!r}")
         if not callable(compiler):
@@ -211,28 +219,36 @@ class CompiledHostKernel:
         self._fallback = fallback
         self._lock = threading.Lock()
         self._done = False
-        self._function = None  # the compiled function
-        self._error = None
+        self._function: Any = None  # the compiled function
+        self._error: BaseException | None = None
         self._target: Any = None  # what calls run
 
-    name = property(lambda self: self._name, doc="The function's name.")
-    fallback = property(lambda self: self._fallback, doc='The fallback callable, or None.')
+    @property
+    def name(self) -> str:
+        """The function's name."""
+        return self._name
+
+    @property
+    def fallback(self) -> Callable[..., Any] | None:
+        """The fallback callable, or None."""
+        return self._fallback
+
     __name__ = property(lambda self: self._name)
 
     @property
-    def module(self):
+    def module(self) -> ModuleType:
         """The Python module (imported on first access when given by name)."""
         if isinstance(self._module, str):
             self._module = importlib.import_module(self._module)
         return self._module
 
     @property
-    def python(self):
+    def python(self) -> Callable[..., Any]:
         """The uncompiled Python function."""
         return getattr(self.module, self._name)
 
     @property
-    def error(self):
+    def error(self) -> BaseException | None:
         """The exception the compiler raised, or None."""
         return self._error
 
@@ -241,7 +257,7 @@ class CompiledHostKernel:
         """Whether compilation succeeded (compiles now if it has not been tried)."""
         return self.build() is not None
 
-    def build(self):
+    def build(self) -> Callable[..., Any] | None:
         """Compile now if not yet tried; the compiled function, or None after a failure."""
         if not self._done:
             with self._lock:

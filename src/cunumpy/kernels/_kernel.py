@@ -9,16 +9,16 @@ the plan stale (it is resolved again on the next call).
 
 from __future__ import annotations
 
-import ast
 import importlib
 import inspect
+import os
 import sys
 import threading
-import types
 import warnings
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from .. import _backend, _transfers
@@ -27,7 +27,7 @@ from .._native import core
 from . import _selection
 from ._cuda_kernel import CudaKernel
 from ._host_impl import CompiledHostKernel, HostImplementations, _python_function
-from ._pyccel_kernel import PyccelKernel
+from ._pyccel_kernel import PyccelKernel, _pyccel_stub_names
 
 __all__ = ["Kernel"]
 
@@ -75,38 +75,6 @@ def _positional_names(function):
         elif p.kind is p.VAR_POSITIONAL:
             return None  # *args: the names are unknown
     return tuple(names)
-
-
-def _pyccel_stub_names(function):
-    """Parameter names of a Pyccel-compiled function from the ``.pyi`` stub Pyccel writes
-    (``__pyccel__/<module>.pyi`` beside the extension, or ``<module>.pyi``); None if absent."""
-    module_name = getattr(function, "__module__", None)
-    name = getattr(function, "__name__", None)
-    # A function of an extension module carries the module itself: more reliable than a
-    # sys.modules lookup by name, which another module of the same name may have replaced.
-    module = getattr(function, "__self__", None)
-    if not isinstance(module, types.ModuleType):
-        module = sys.modules.get(module_name) if isinstance(module_name, str) else None
-    filename = getattr(module, "__file__", None) if module is not None else None
-    if not isinstance(filename, str) or not isinstance(name, str):
-        return None
-    folder = Path(filename).parent
-    stem = Path(filename).name.split(".")[0]
-    short = module_name.rpartition(".")[2] if isinstance(module_name, str) else stem
-    candidates = []
-    for base in (stem, short):
-        # Pyccel names its folder __pyccel__<worker> under pytest-xdist (PYTEST_XDIST_WORKER).
-        candidates += [folder / "__pyccel__" / f"{base}.pyi", folder / f"{base}.pyi"]
-        candidates += sorted(folder.glob(f"__pyccel__?*/{base}.pyi"))
-    for path in candidates:
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except (OSError, SyntaxError, ValueError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef) and node.name == name:
-                return tuple(a.arg for a in (*node.args.posonlyargs, *node.args.args))
-    return None
 
 
 def _function_parameters(function):
@@ -192,16 +160,16 @@ class Kernel(core.HostKernel):
 
     def __init__(
         self,
-        host_kernel,
-        cuda_kernel=None,
+        host_kernel: Callable[..., Any],
+        cuda_kernel: CudaKernel | None = None,
         *,
-        name=None,
-        missing_cuda="raise",
-        cuda_path=None,
-        host_options=None,
-        dispatch="backend",
-        test_args=None,
-    ):
+        name: str | None = None,
+        missing_cuda: str = "raise",
+        cuda_path: str | os.PathLike[str] | None = None,
+        host_options: Mapping[str, Any] | None = None,
+        dispatch: str = "backend",
+        test_args: str | None = None,
+    ) -> None:
         if missing_cuda not in _MISSING_CUDA:
             raise ValueError(f"Kernel: 'missing_cuda' must be 'raise' or 'fallback', not {missing_cuda!r}")
         if dispatch not in _DISPATCH:
@@ -212,6 +180,7 @@ class Kernel(core.HostKernel):
             raise TypeError(f"Kernel: 'name' must be a non-empty str or None, not {name!r}")
         if test_args is not None and not isinstance(test_args, str):
             raise TypeError(f"Kernel: 'test_args' must be a dotted module name or None, not {type(test_args).__name__}")
+        wrapped: PyccelKernel | None
         if isinstance(host_kernel, PyccelKernel):
             if host_options is not None:
                 raise ValueError(
@@ -225,7 +194,7 @@ class Kernel(core.HostKernel):
                 raise TypeError(f"Kernel: 'host_kernel' must be callable, not {type(host_kernel).__name__}")
             options = _check_options(host_options, "Kernel")
             wrapped = None
-        function = host_kernel.kernel if wrapped is not None else host_kernel
+        function = wrapped.kernel if wrapped is not None else host_kernel
         self._implementation_set = function if isinstance(function, HostImplementations) else None
         self._host_function = function
         if name is None:
@@ -242,7 +211,7 @@ class Kernel(core.HostKernel):
         self._dispatch = dispatch
         self._arrays = dispatch == "arrays"
         self._test_args_module = test_args
-        self._test_args = None
+        self._test_args: ModuleType | None = None
         self._warned_fallback = False
         self._lock = threading.RLock()
         params = self.host_parameters()
@@ -252,7 +221,7 @@ class Kernel(core.HostKernel):
             wrapped = PyccelKernel(function, **options)
         self._host_kernel = wrapped
         # Options reused for the PyccelKernel of each selected implementation.
-        self._wrap_options = {
+        self._wrap_options: dict[str, Any] = {
             "use_cupy": wrapped._use_cupy,
             "object_modules": wrapped.object_modules,
             "is_array": wrapped._user_is_array,
@@ -261,7 +230,7 @@ class Kernel(core.HostKernel):
         }
         self._wrapped_by_function: dict = {}
         # The host plan: the function and PyccelKernel of the selection of epoch _plan_epoch.
-        self._plan_epoch = None
+        self._plan_epoch: int | None = None
         self._plan_function = function
         self._plan_wrapped = wrapped
         if self._implementation_set is not None:
@@ -374,7 +343,7 @@ class Kernel(core.HostKernel):
             )
         return cuda(*args, n_threads=n_threads, grid=grid, block=block, shared_mem=shared_mem, stream=stream)
 
-    def get_kernel(self):
+    def get_kernel(self) -> Callable[..., Any]:
         """The callable a call makes now on the active backend (raises like a call would)."""
         if _backend_state.backend == "cupy":
             if self._cuda is not None:
@@ -392,7 +361,7 @@ class Kernel(core.HostKernel):
 
     # ------------------------------------------------------------------ signatures
 
-    def host_parameters(self):
+    def host_parameters(self) -> tuple[str, ...] | None:
         """Host positional parameter names (the uncompiled Python function's, or a Pyccel
         stub's); None when unknown."""
         if self._implementation_set is not None:
@@ -465,7 +434,7 @@ class Kernel(core.HostKernel):
         host = self._implementation_set.names if self._implementation_set is not None else ("host",)
         return host + (("cuda",) if self._cuda is not None else ())
 
-    def selected(self, device=False) -> str:
+    def selected(self, device: bool = False) -> str:
         """The implementation a host call (or, with ``device=True``, a device call) uses now."""
         if not device:
             impls = self._implementation_set
@@ -479,17 +448,48 @@ class Kernel(core.HostKernel):
         self._missing()
         return "host"
 
-    name = property(lambda self: self._name, doc="The kernel's name.")
-    host_kernel = property(lambda self: self._host_kernel, doc='The host side: a PyccelKernel around the host function.')
-    cuda_kernel = property(lambda self: self._cuda, doc='The CUDA port, or None.')
-    has_cuda = property(lambda self: self._cuda is not None, doc='Whether a CUDA port exists.')
-    missing_cuda = property(lambda self: self._missing_cuda, doc='The policy without a CUDA port: ``"raise"`` or ``"fallback"``.')
-    cuda_path = property(lambda self: self._cuda_path, doc='The ``.cu`` path a port is expected at, or None.')
-    dispatch = property(lambda self: self._dispatch, doc='``"backend"`` or ``"arrays"``.')
-    test_args_module = property(lambda self: self._test_args_module, doc="The dotted name of the kernel's test-arguments module, or None.")
+    @property
+    def name(self) -> str:
+        """The kernel's name."""
+        return self._name
 
     @property
-    def test_args(self):
+    def host_kernel(self) -> PyccelKernel:
+        """The host side: a PyccelKernel around the host function."""
+        return self._host_kernel
+
+    @property
+    def cuda_kernel(self) -> CudaKernel | None:
+        """The CUDA port, or None."""
+        return self._cuda
+
+    @property
+    def has_cuda(self) -> bool:
+        """Whether a CUDA port exists."""
+        return self._cuda is not None
+
+    @property
+    def missing_cuda(self) -> str:
+        """The policy without a CUDA port: ``"raise"`` or ``"fallback"``."""
+        return self._missing_cuda
+
+    @property
+    def cuda_path(self) -> Path | None:
+        """The ``.cu`` path a port is expected at, or None."""
+        return self._cuda_path
+
+    @property
+    def dispatch(self) -> str:
+        """``"backend"`` or ``"arrays"``."""
+        return self._dispatch
+
+    @property
+    def test_args_module(self) -> str | None:
+        """The dotted name of the kernel's test-arguments module, or None."""
+        return self._test_args_module
+
+    @property
+    def test_args(self) -> ModuleType | None:
         """The test-argument module (imported on first access), or None."""
         if self._test_args_module is None:
             return None

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -120,17 +121,17 @@ class MetalKernel:
 
     def __init__(
         self,
-        source,
-        inputs,
-        outputs,
+        source: str,
+        inputs: Iterable[str],
+        outputs: Iterable[str],
         *,
-        name="cunumpy_kernel",
-        header="",
-        threadgroup=256,
-        float64="error",
-        atomic_outputs=False,
-        init_value=None,
-    ):
+        name: str = "cunumpy_kernel",
+        header: str = "",
+        threadgroup: int | tuple[int, ...] = 256,
+        float64: str = "error",
+        atomic_outputs: bool = False,
+        init_value: float | None = None,
+    ) -> None:
         if not isinstance(source, str):
             raise TypeError(f"MetalKernel: 'source' must be a str, not {type(source).__name__}")
         if not isinstance(header, str):
@@ -158,17 +159,52 @@ class MetalKernel:
         self._float64 = float64
         self._atomic = bool(atomic_outputs)
         self._init_value = init_value
-        self._compiled = None
+        self._compiled: Any = None
 
-    name = property(lambda self: self._name, doc="The kernel's name.")
-    source = property(lambda self: self._source, doc='The Metal body.')
-    header = property(lambda self: self._header, doc='The header code.')
-    inputs = property(lambda self: self._inputs, doc='The input parameter names.')
-    outputs = property(lambda self: self._outputs, doc='The output parameter names.')
-    threadgroup = property(lambda self: self._threadgroup, doc='The threadgroup size.')
-    float64 = property(lambda self: self._float64, doc='``"error"`` or ``"cast"``.')
-    atomic_outputs = property(lambda self: self._atomic, doc='Whether the outputs are atomic.')
-    init_value = property(lambda self: self._init_value, doc='The fill value of the outputs, or None.')
+    @property
+    def name(self) -> str:
+        """The kernel's name."""
+        return self._name
+
+    @property
+    def source(self) -> str:
+        """The Metal body."""
+        return self._source
+
+    @property
+    def header(self) -> str:
+        """The header code."""
+        return self._header
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The input parameter names."""
+        return self._inputs
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """The output parameter names."""
+        return self._outputs
+
+    @property
+    def threadgroup(self) -> tuple[int, ...]:
+        """The threadgroup size."""
+        return self._threadgroup
+
+    @property
+    def float64(self) -> str:
+        """``"error"`` or ``"cast"``."""
+        return self._float64
+
+    @property
+    def atomic_outputs(self) -> bool:
+        """Whether the outputs are atomic."""
+        return self._atomic
+
+    @property
+    def init_value(self) -> float | None:
+        """The fill value of the outputs, or None."""
+        return self._init_value
 
     def __repr__(self):
         return f"<MetalKernel {self._name!r} inputs={list(self._inputs)} outputs={list(self._outputs)}>"

@@ -9,10 +9,15 @@ is counted.
 
 from __future__ import annotations
 
+import ast
 import inspect
 import re
 import sys
+import types
 import typing
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -30,6 +35,38 @@ _SCALAR_NAMES = frozenset(
 )  # fmt: skip
 _FINAL = re.compile(r"^(?:[A-Za-z_][\w]*\.)*Final\b")
 _CONST = re.compile(r"\bconst\b")
+
+
+def _pyccel_stub_names(function):
+    """Parameter names of a Pyccel-compiled function from the ``.pyi`` stub Pyccel writes
+    (``__pyccel__/<module>.pyi`` beside the extension, or ``<module>.pyi``); None if absent."""
+    module_name = getattr(function, "__module__", None)
+    name = getattr(function, "__name__", None)
+    # A function of an extension module carries the module itself: more reliable than a
+    # sys.modules lookup by name, which another module of the same name may have replaced.
+    module = getattr(function, "__self__", None)
+    if not isinstance(module, types.ModuleType):
+        module = sys.modules.get(module_name) if isinstance(module_name, str) else None
+    filename = getattr(module, "__file__", None) if module is not None else None
+    if not isinstance(filename, str) or not isinstance(name, str):
+        return None
+    folder = Path(filename).parent
+    stem = Path(filename).name.split(".")[0]
+    short = module_name.rpartition(".")[2] if isinstance(module_name, str) else stem
+    candidates = []
+    for base in (stem, short):
+        # Pyccel names its folder __pyccel__<worker> under pytest-xdist (PYTEST_XDIST_WORKER).
+        candidates += [folder / "__pyccel__" / f"{base}.pyi", folder / f"{base}.pyi"]
+        candidates += sorted(folder.glob(f"__pyccel__?*/{base}.pyi"))
+    for path in candidates:
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                return tuple(a.arg for a in (*node.args.posonlyargs, *node.args.args))
+    return None
 
 
 class _Parameters:
@@ -63,8 +100,6 @@ class _Parameters:
             # A Pyccel-compiled function has no Python signature, but Pyccel writes its
             # parameter names to a .pyi stub: with them, names in ``outputs`` resolve on the
             # device path as they do for the Python function.
-            from ._kernel import _pyccel_stub_names
-
             names = _pyccel_stub_names(kernel)
             return None if names is None else cls(names)
         positional, keyword_only, varargs, varkw = [], [], False, False
@@ -282,7 +317,11 @@ class PyccelKernel(core.HostKernel):
     keyword is an :class:`IndexError` without them.
     """
 
-    def __init__(self, kernel, use_cupy=None, object_modules=(), is_array=None, outputs=None, parameters=None):
+    def __init__(
+        self, kernel: Callable[..., Any], use_cupy: bool | None = None, object_modules: str | Iterable[str] = (),
+        is_array: Callable[[Any], bool] | None = None, outputs: Iterable[int | str] | None = None,
+        parameters: Iterable[str] | None = None,
+    ) -> None:
         if not callable(kernel):
             raise TypeError(f"PyccelKernel: 'kernel' must be callable, not {type(kernel).__name__}")
         if use_cupy is not None and not isinstance(use_cupy, (bool, np.bool_)):
@@ -384,7 +423,7 @@ class PyccelKernel(core.HostKernel):
         return self._name
 
     @property
-    def kernel(self):
+    def kernel(self) -> Callable[..., Any]:
         """The wrapped function."""
         return self._kernel
 
@@ -401,17 +440,17 @@ class PyccelKernel(core.HostKernel):
         return self._object_modules
 
     @property
-    def is_array(self):
+    def is_array(self) -> Callable[[Any], bool]:
         """What counts as a host array in the return value (the given callable, or None for the default)."""
         return self._user_is_array if self._user_is_array is not None else _default_is_array
 
     @property
-    def outputs(self):
+    def outputs(self) -> tuple[int | str, ...] | None:
         """The declared outputs (None: all; ``()``: none)."""
         return self._outputs
 
     @property
-    def parameters(self):
+    def parameters(self) -> tuple[str, ...] | None:
         """The parameter names known for resolving ``outputs`` (None when unknown)."""
         p = self._parameters
         return None if p is None else p.positional + p.keyword_only
@@ -447,7 +486,7 @@ def _annotation_is_output(annotation) -> bool:
     return not (isinstance(annotation, type) and (annotation in (int, float, bool, complex, str) or issubclass(annotation, np.generic)))
 
 
-def outputs_from_annotations(function):
+def outputs_from_annotations(function: Callable[..., Any]) -> tuple[str, ...] | None:
     """Derive a kernel's outputs from its annotations.
 
     Every parameter whose annotation is not ``Final[...]``, contains no ``const`` and is

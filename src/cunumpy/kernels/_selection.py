@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 
 __all__ = [
     "DEVICE_IMPLEMENTATIONS",
@@ -69,7 +70,7 @@ def _check_device(name, where: str) -> str | None:
     return name
 
 
-def set_host_kernel_implementation(name) -> None:
+def set_host_kernel_implementation(name: str | None) -> None:
     """Choose the host implementation that kernels with several use.
 
     Applies to :class:`HostImplementations` (kernel folders with ``_numba``, ``_numpy``
@@ -104,7 +105,7 @@ def get_host_kernel_implementation() -> str | None:
 
 
 @contextlib.contextmanager
-def use_host_kernel_implementation(name):
+def use_host_kernel_implementation(name: str | None) -> Iterator[str | None]:
     """Choose the host implementation for a ``with`` block; the previous one comes back on exit.
 
     Parameters
@@ -133,7 +134,7 @@ def use_host_kernel_implementation(name):
         _host_changed()
 
 
-def set_device_kernel_implementation(name) -> None:
+def set_device_kernel_implementation(name: str | None) -> None:
     """Require CUDA for the device path of every kernel, or restore each kernel's policy.
 
     ``CUNUMPY_DEVICE_KERNEL_IMPLEMENTATION=cuda`` sets it at import.
@@ -164,7 +165,7 @@ def get_device_kernel_implementation() -> str | None:
 
 
 @contextlib.contextmanager
-def use_device_kernel_implementation(name):
+def use_device_kernel_implementation(name: str | None) -> Iterator[str | None]:
     """Choose the device implementation for a ``with`` block; the previous one comes back on exit.
 
     Parameters

@@ -242,7 +242,7 @@ def __dir__():
     return _names("")
 
 
-def available(name) -> bool:
+def available(name: str) -> bool:
     """Tell whether ``xp.scipy.<name>`` exists on the active backend; never raises.
 
     Parameters
