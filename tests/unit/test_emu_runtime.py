@@ -65,7 +65,7 @@ def launch(lib, kernel, grid, block, args=None, **kw):
 
 
 def test_abi_and_switch_figures(lib):
-    assert lib.cunumpy_emu_abi_version() == _core.EMU_ABI_VERSION == 2
+    assert lib.cunumpy_emu_abi_version() == _core.EMU_ABI_VERSION == 3
     assert _core.EMU_CONTEXT_SWITCH in ("x86-64 assembly", "aarch64 assembly", "ucontext")
     fiber_ns, uc_ns = _core.emu_switch_benchmark(20000)
     assert fiber_ns > 0.0 and uc_ns >= 0.0

@@ -332,3 +332,120 @@ def test_headers_named_by_a_macro_rebuild_when_they_change(tmp_path, monkeypatch
     _build._memory.clear()
     assert run() == 3.0 and _build.build_count() == before + 2  # the disk entry was stale
     assert len(list((tmp_path / "cache").glob("*.so"))) == 1  # replaced builds are removed
+
+
+# ------------------------------------------------------------------ files known by their stat
+
+
+def _forget_records():
+    """What a new process knows of the cache's files: nothing in memory."""
+    _build._memory.clear()
+    _build._digests_memo.clear()
+    _build._prelude_memo.clear()
+    _build._identities.clear()
+    for records in (_build._digest_records, _build._compiler_records):
+        records.loaded_from = None
+        records.records = {}
+
+
+def test_files_changed_just_before_they_are_read_are_read_again(tmp_path, monkeypatch):
+    """Timestamps are coarse: a file read less than _SETTLE_NS after it changed could change
+    again with the same stat, so its digest is not recorded."""
+    import hashlib
+    import json
+
+    monkeypatch.setenv("CUNUMPY_EMULATION_CACHE", str(tmp_path))
+    _forget_records()
+    header = tmp_path / "fresh.cuh"
+    header.write_text("#define VALUE 1\n")
+    want = hashlib.sha256(b"#define VALUE 1\n").hexdigest()
+    assert _build._digest(header) == want
+    records = tmp_path / _build._DIGESTS_FILE
+    assert not records.exists() or str(header) not in json.loads(records.read_text())
+    monkeypatch.setattr(_build, "_SETTLE_NS", 0)  # settled at once
+    assert _build._digest(header) == want
+    _build._digest_records.flush()  # as a build does
+    stat, digest = json.loads(records.read_text())[str(header)]
+    assert digest == want and stat[2] == header.stat().st_size
+    _forget_records()
+    assert _build._digest(tmp_path / "missing.cuh") is None
+
+
+@pytest.mark.nosan  # two g++ runs; the cache logic is Python
+@requires_compiler
+def test_a_header_rewritten_in_place_with_its_size_and_time_still_rebuilds(tmp_path, monkeypatch):
+    """A process finding its kernel on disk knows the headers by their stat (read from the
+    cache's file-digests.records), not by reading them: the stat holds the change time, which
+    a program cannot set back, so writing a header in place and restoring its size and
+    modification time still rebuilds."""
+    import json
+    import time
+
+    monkeypatch.setenv("CUNUMPY_EMULATION_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(_build, "_SETTLE_NS", 20_000_000)  # records trusted after 20 ms instead of 2 s
+    _forget_records()
+    header = tmp_path / "value.cuh"
+    header.write_text("#define VALUE 1\n")
+    before = header.stat()
+    time.sleep(0.1)
+    src = '#include "value.cuh"\nextern "C" __global__ void inplace(double* x) { x[0] = VALUE; }'
+
+    def run():
+        out = np.zeros(1)
+        kt.emulate_cuda_kernel(CudaKernel(src, "inplace", include_dirs=[tmp_path]), out, grid=(1,), block=(1,))
+        return out[0]
+
+    assert run() == 1.0
+    records = json.loads((tmp_path / "cache" / _build._DIGESTS_FILE).read_text())
+    assert str(header) in records  # known by its stat from now on
+    _forget_records()
+    built = _build.build_count()
+    assert run() == 1.0 and _build.build_count() == built  # found on disk
+    time.sleep(0.1)
+    header.write_text("#define VALUE 2\n")
+    os.utime(header, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = header.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    _forget_records()
+    assert run() == 2.0 and _build.build_count() == built + 1
+
+
+@pytest.mark.nosan  # three g++ runs; the cache logic is Python
+@requires_compiler
+def test_a_changed_compiler_rebuilds(tmp_path, monkeypatch):
+    """The compiler is named once by running it, then known by the stat of the files it runs
+    (compilers.records): a compiler replaced in place, even with the same size and modification
+    time, is run again and the kernel rebuilt."""
+    import json
+    import time
+
+    monkeypatch.setenv("CUNUMPY_EMULATION_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(_build, "_SETTLE_NS", 20_000_000)
+    monkeypatch.delenv("CXX", raising=False)
+    real = kt.emulation_compiler()
+    _forget_records()
+    wrapper = tmp_path / "cxx"
+    wrapper.write_text(f'#!/bin/sh\nexec {real} -DSCALE=2 "$@"\n')
+    wrapper.chmod(0o755)
+    before = wrapper.stat()
+    time.sleep(0.1)
+    monkeypatch.setenv("CXX", str(wrapper))
+    src = 'extern "C" __global__ void scaled(double* x) { x[0] = SCALE; }'
+
+    def run():
+        out = np.zeros(1)
+        kt.emulate_cuda_kernel(CudaKernel(src, "scaled"), out, grid=(1,), block=(1,))
+        return out[0]
+
+    assert run() == 2.0
+    compilers = json.loads((tmp_path / "cache" / _build._COMPILERS_FILE).read_text())
+    assert any(str(wrapper) in json.loads(key) for key in compilers)
+    _forget_records()
+    built = _build.build_count()
+    assert run() == 2.0 and _build.build_count() == built  # the same compiler: found on disk
+    time.sleep(0.1)
+    wrapper.write_text(f'#!/bin/sh\nexec {real} -DSCALE=3 "$@"\n')
+    os.utime(wrapper, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert wrapper.stat().st_size == before.st_size and wrapper.stat().st_mtime_ns == before.st_mtime_ns
+    _forget_records()
+    assert run() == 3.0 and _build.build_count() == built + 1

@@ -400,7 +400,35 @@ def marshal_arguments(kernel, args, outputs=()) -> MarshalledArguments:
 
 
 _consts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_GLOBAL_NAME = r"\b__global__\b[^;{{}}]*?\b{name}\s*(?:<[^;{{}}()]*>\s*)?\("
+_GLOBAL = re.compile(r"\b__global__\b[^;{}]*")
+_CONST = re.compile(r"\bconst\b")
+_TEMPLATE_CONST = re.compile(r"<\s*const\b")
+
+
+def _global_parameters_at(source: str, name: str) -> int:
+    """Index of the ``(`` opening the parameters of the __global__ function ``name`` (its first
+    declaration), or -1. Without a pattern made for the name: compiling one cost more than the
+    rest of a new process's first launch."""
+    for m in _GLOBAL.finditer(source):
+        head = m.group(0)
+        at = 0
+        while True:
+            at = head.find(name, at)
+            if at < 0:
+                break
+            end = at + len(name)
+            before_ok = at == 0 or not (head[at - 1].isalnum() or head[at - 1] == "_")
+            rest = head[end:].lstrip()
+            if before_ok and (not rest[:1] or not (rest[0].isalnum() or rest[0] == "_")):
+                if rest.startswith("<"):
+                    close = rest.find(">")
+                    inner = rest[1:close] if close > 0 else "("
+                    if close > 0 and not any(c in inner for c in ";{}()"):
+                        rest = rest[close + 1 :].lstrip()
+                if rest.startswith("("):
+                    return m.start() + len(head) - len(rest)
+            at = end
+    return -1
 
 
 def _const_parameters(kernel) -> tuple:
@@ -413,16 +441,16 @@ def _const_parameters(kernel) -> tuple:
     n = len(kernel.signature)
     result = [False] * n
     name = kernel.name.split("<", 1)[0]
-    m = re.search(_GLOBAL_NAME.format(name=re.escape(name)), kernel.source)
-    if m is not None:
-        end = _matching_bracket(kernel.source, m.end() - 1)
-        params = _split_declarators(kernel.source[m.end() : end]) if end > 0 else []
+    opening = _global_parameters_at(kernel.source, name)
+    if opening >= 0:
+        end = _matching_bracket(kernel.source, opening)
+        params = _split_declarators(kernel.source[opening + 1 : end]) if end > 0 else []
         if len(params) == n:
             for i, text in enumerate(params):
                 if "*" in text:
-                    result[i] = re.search(r"\bconst\b", text[: text.rindex("*")]) is not None
+                    result[i] = _CONST.search(text[: text.rindex("*")]) is not None
                 else:
-                    result[i] = re.search(r"<\s*const\b", text) is not None
+                    result[i] = _TEMPLATE_CONST.search(text) is not None
     _consts[kernel] = found = tuple(result)
     return found
 

@@ -217,11 +217,13 @@ def library_for(kernel: CudaKernel, compiler, options: tuple, *, fresh: bool = F
     flags = []
     if kernel.source_dir is not None:
         flags += ["-iquote", str(kernel.source_dir)]
-    flags += host_compiler_flags(kernel.compile_options())
+    compile_options = kernel.compile_options()
+    options_headers = kernel.included_headers
+    flags += host_compiler_flags(compile_options)
     flags += list(options)
     entries = entry_points(kernel.source, kernel.expression)
     unit = translation_unit(kernel.source, entries, entries[0])
-    headers = _headers_of(kernel)
+    headers = _headers_of(kernel, options_headers)
     try:
         lib = build_library(unit, name=kernel.name, entries=entries, compiler=resolved, flags=tuple(flags), headers=headers,
                             checks=checks)
@@ -256,12 +258,13 @@ def _complex_hint(kernel, headers) -> str:
     return ""
 
 
-def _headers_of(kernel) -> tuple:
-    """The headers whose contents key the build: the kernel's tracked headers and also those
-    it includes with angle brackets from its own include dirs (``#include <mine.cuh>``)."""
+def _headers_of(kernel, tracked=None) -> tuple:
+    """The headers whose contents key the build: the kernel's tracked headers (``tracked``, if
+    already known) and also those it includes with angle brackets from its own include dirs
+    (``#include <mine.cuh>``)."""
     from ..cuda._source import cuda_include_dir, resolve_includes
 
-    tracked = list(kernel.included_headers)
+    tracked = list(kernel.included_headers if tracked is None else tracked)
     if kernel.include_dirs:
         for path in resolve_includes(
             kernel.source, kernel.include_dirs, base_dir=kernel.source_dir,

@@ -479,3 +479,332 @@ def translation_unit(source: str, entries, file_name: str) -> str:
         + "\n".join(stubs)
         + "\n"
     )
+
+
+# ------------------------------------------------------------------ copies of entry kernels
+#
+# In loop mode the runtime calls a block function that runs every thread of a block as a loop
+# with the kernel inlined. If the kernel read threadIdx & co. through the library's
+# thread-local worker, each CUDA thread would pay a thread-local lookup (a call of
+# __tls_get_addr in a dlopen'ed library) and the loads behind it, which the compiler can
+# neither hoist nor see through, so the loop could never run at memory speed. So beside the
+# definition of each exported kernel the rewrite adds a copy of it that takes the built-ins as
+# its first parameter and declares them as locals of the names the prelude's threadIdx, ...
+# macros expand to; those locals hide the file-scope functions of the same names (which read
+# the worker) in the copy's body, so the built-ins become values the compiler sees: the thread
+# index is the loop variable. Both entry stubs call the copy (so the kernel's static locals
+# exist once). The copy keeps the kernel's body verbatim under line markers naming the user's
+# lines, so diagnostics, memcheck reports and debuggers point at the kernel.
+#
+# No copy is made (the stubs call the kernel, which reads the worker) when the body has a lambda
+# that does not capture by default or a class of its own, and uses a built-in: a lambda or a
+# member function cannot name the enclosing function's locals.
+
+COPY_PREFIX = "cunumpy_emu_loop_"
+_SHADOWED = ("cunumpy_emu_threadIdx", "cunumpy_emu_blockIdx", "cunumpy_emu_blockDim", "cunumpy_emu_gridDim")
+_SHADOWED_USE = re.compile(r"\b(?:" + "|".join(_SHADOWED) + r")\b")
+_COPY_LOCALS = (
+    "[[maybe_unused]] const ::cunumpy_emu::builtin_value "
+    + ", ".join(f"{name}{{cunumpy_emu_b_.{field}}}" for name, field in zip(
+        _SHADOWED, ("thread_idx", "block_idx", "block_dim", "grid_dim")))
+    + ";"
+)
+_STUB_CALL = re.compile(r"\bcunumpy_emu::run_(thread|block)<&")
+_MARKER_LINE = re.compile(r'^#\s*(\d+)\s+("(?:[^"\\]|\\.)*")[ \t\d]*$', re.M)
+_QUALIFIED_BEFORE = re.compile(r"(?:::|\.|->|~|\boperator)\s*$")
+_LOCAL_CLASS = re.compile(r"\b(?:struct|class|union)\b(?!\s+cunumpy_emu_shared_\d+\s*\{)[^;{}()=]*\{")
+_FUNCTION_NAME = re.compile(r"\b(?:__func__|__FUNCTION__)\b")
+_CHAR_PREFIX = re.compile(r"(?:^|[^\w])(?:u8|[LuU])$")
+
+
+def _literal_end(text: str, i: int) -> int:
+    """``text[i]`` starts a string or character literal (or is a digit separator): the index
+    just past it."""
+    c = text[i]
+    if c == "'":
+        before = text[max(0, i - 3):i]
+        if before and (before[-1].isalnum() or before[-1] == "_") and not _CHAR_PREFIX.search(before):
+            return i + 1  # a digit separator (1'000), not a character literal
+    elif i > 0 and text[i - 1] == "R":
+        m = re.compile(r'"([^(\s]{0,16})\(').match(text, i)
+        if m:
+            end = text.find(")" + m.group(1) + '"', m.end())
+            return len(text) if end < 0 else end + len(m.group(1)) + 2
+    j = i + 1
+    n = len(text)
+    while j < n and text[j] != c and text[j] != "\n":
+        j += 2 if text[j] == "\\" else 1
+    return min(j + 1, n)
+
+
+_BRACES_AND_LITERALS = re.compile(r"[{}()\[\]\"']")
+
+
+def _closing(text: str, open_pos: int) -> int:
+    """Index of the bracket closing ``text[open_pos]``, passing over literals; -1 if none."""
+    opening = text[open_pos]
+    closing = {"{": "}", "(": ")", "[": "]"}[opening]
+    depth = 0
+    i = open_pos
+    while True:
+        m = _BRACES_AND_LITERALS.search(text, i)
+        if m is None:
+            return -1
+        c = m.group(0)
+        i = m.start()
+        if c in "\"'":
+            i = _literal_end(text, i)
+            continue
+        if c == opening:
+            depth += 1
+        elif c == closing:
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+
+
+def _template_header(head: str) -> str | None:
+    """The ``template <...>`` that starts a declaration's ``head`` ("" when none); None when it
+    cannot be read."""
+    text = "\n".join(line for line in head.splitlines() if not line.lstrip().startswith("#")).strip()
+    if not text.startswith("template"):
+        return ""
+    start = text.find("<")
+    if start < 0 or text[len("template"):start].strip():
+        return None
+    depth, parens = 0, 0
+    for i in range(start, len(text)):
+        c = text[i]
+        if c in "([{":
+            parens += 1
+        elif c in ")]}":
+            parens -= 1
+        elif parens == 0 and c == "<":
+            depth += 1
+        elif parens == 0 and c == ">":
+            depth -= 1
+            if depth == 0:
+                return " ".join(text[: i + 1].split())
+    return None
+
+
+def _lambda_needs_capture(body: str) -> bool:
+    """Whether ``body`` has a lambda whose captures do not start with a default one (``[&]``,
+    ``[=]``, ``[&, x]``): such a lambda could not use the copy's built-in locals. A ``[`` after
+    a name, ``)`` or ``]`` is a subscript; any other (attributes, structured bindings) counts."""
+    i = 0
+    while True:
+        m = _BRACES_AND_LITERALS.search(body, i)
+        if m is None:
+            return False
+        i = m.start()
+        c = m.group(0)
+        if c in "\"'":
+            i = _literal_end(body, i)
+            continue
+        if c == "[":
+            before = body[max(0, i - 64) : i].rstrip()
+            subscript = bool(before) and (before[-1].isalnum() or before[-1] in "_)]")
+            if subscript and re.search(r"\breturn$", before):
+                subscript = False
+            if not subscript:
+                end = _closing(body, i)
+                if end < 0:
+                    return True
+                first = body[i + 1 : end].split(",")[0].strip()
+                if first not in ("&", "="):
+                    return True
+        i += 1
+
+
+class _Markers:
+    """Line numbers of positions in a preprocessed text (from its line markers)."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.marks = [(m.end(), int(m.group(1)), m.group(2)) for m in _MARKER_LINE.finditer(text)]
+        self.starts = [end for end, _, _ in self.marks]
+
+    def at(self, pos: int) -> tuple[int, str] | None:
+        """(line, quoted file name) of ``pos``; None before the first marker."""
+        import bisect
+
+        k = bisect.bisect_right(self.starts, pos) - 1
+        if k < 0:
+            return None
+        end, line, name = self.marks[k]
+        if pos <= end:
+            return None  # on the marker line itself
+        return line + self.text.count("\n", end + 1, pos), name
+
+
+def _stub_expressions(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, expression) of every ``run_thread<&EXPR>`` / ``run_block<&EXPR>`` of the
+    stubs (the text after their line marker), ``start:end`` spanning ``EXPR``."""
+    stubs_at = text.rfind(f'"{STUBS_FILE}"')
+    if stubs_at < 0:
+        return []
+    found = []
+    for m in _STUB_CALL.finditer(text, stubs_at):
+        depth, parens = 1, 0
+        i = m.end()
+        while i < len(text) and depth > 0:
+            c = text[i]
+            if c in "([":
+                parens += 1
+            elif c in ")]":
+                parens -= 1
+            elif parens == 0 and c == "<":
+                depth += 1
+            elif parens == 0 and c == ">":
+                depth -= 1
+            i += 1
+        if depth == 0:
+            found.append((m.end(), i - 1, text[m.end() : i - 1]))
+    return found
+
+
+def _base_name(expression: str) -> tuple[str, int, int] | None:
+    """The kernel's own name in a name expression (``ns::k<float, 2>`` -> ``k``) and its span."""
+    cut = expression.find("<")
+    head = expression if cut < 0 else expression[:cut]
+    m = re.search(rf"({_IDENT})\s*$", head)
+    if m is None:
+        return None
+    return m.group(1), m.start(1), m.end(1)
+
+
+def _entry_copy(text: str, markers: _Markers, name_at: int, name: str):
+    """The copy of the kernel whose definition names it at ``name_at``: (the positions of the
+    body's braces, the text to insert after the closing one); None when this is not the
+    definition of a __global__ function, False when it is one that cannot be copied."""
+    if _QUALIFIED_BEFORE.search(text, max(0, name_at - 16), name_at):
+        return None
+    paren = text.find("(", name_at + len(name))
+    close_paren = _closing(text, paren) if paren >= 0 else -1
+    if close_paren < 0:
+        return None
+    # between the parameters and the body: attributes, noexcept, throw(), a trailing return type
+    i = close_paren + 1
+    while True:
+        m = _BRACES_AND_LITERALS.search(text, i)
+        if m is None:
+            return None
+        between = text[i : m.start()]
+        if ";" in between or "=" in between.replace("->", "").replace(">=", ""):
+            return None
+        if m.group(0) == "{":
+            open_brace = m.start()
+            break
+        if m.group(0) == "(":
+            i = _closing(text, m.start())
+            if i < 0:
+                return None
+            i += 1
+            continue
+        return None
+    close_brace = _closing(text, open_brace)
+    if close_brace < 0:
+        return None
+    boundary = max(text.rfind(";", 0, name_at), text.rfind("{", 0, name_at), text.rfind("}", 0, name_at))
+    head = text[boundary + 1 : name_at]
+    if 'visibility("hidden")' not in head:  # the prelude's __global__
+        return None
+    template = _template_header(head)
+    params = text[paren + 1 : close_paren]
+    if template is None or "\n#" in params or "\n#" in text[close_paren:open_brace]:
+        return False
+    opened, closed = markers.at(open_brace), markers.at(close_brace)
+    if opened is None or closed is None or opened[1] != closed[1] or markers.at(name_at) is None:
+        return False
+    body = text[open_brace + 1 : close_brace + 1]
+    uses_builtins = _SHADOWED_USE.search(body) is not None
+    if uses_builtins and (_LOCAL_CLASS.search(body) or _lambda_needs_capture(body)):
+        return False
+    spans = _code_mask(body)
+    for m in reversed(list(_FUNCTION_NAME.finditer(body))):
+        if not _inside(spans, m.start()):
+            body = body[: m.start()] + f'"{name}"' + body[m.end() :]
+    params = " ".join(params.split())
+    if params in ("", "void"):
+        params = "::cunumpy_emu::builtins cunumpy_emu_b_"
+    else:
+        params = "::cunumpy_emu::builtins cunumpy_emu_b_, " + params
+    copy = (
+        f"\n# {opened[0]} {opened[1]}\n"
+        f'extern "C++" {{ {template} static __inline__ __attribute__((always_inline)) void '
+        f"{COPY_PREFIX}{name}({params}) {{ {_COPY_LOCALS}{body} }}"
+        f"\n# {closed[0]} {closed[1]}\n"
+    )
+    return open_brace, close_brace, copy
+
+
+def add_entry_copies(text: str, clean_dirs=(), clean_files=()) -> str:
+    """The preprocessed, rewritten translation unit ``text`` with a copy of each exported kernel
+    defined in the user's files beside its definition, and the stubs calling the copies (see
+    the comment above)."""
+    stubs = _stub_expressions(text)
+    names = {}
+    for _, _, expression in stubs:
+        base = _base_name(expression)
+        if base is not None:
+            names[base[0]] = None
+    if not names:
+        return text
+    owned = _user_file_rule(clean_dirs, clean_files)
+    pattern = re.compile(r"\b(" + "|".join(re.escape(n) for n in names) + r")\s*\(")
+    markers = _Markers(text)
+    inserts: list[tuple[int, int, str, str]] = []
+    failed: set = set()
+    copied: set = set()
+    braces_of: dict[str, list] = {}
+    bounds = [(m.start(), m.end(), _marker_file(m.group(1)), m.group(2)) for m in _LINE_MARKER.finditer(text)]
+    stubs_at = text.rfind(f'"{STUBS_FILE}"')
+    for k, (_, end, file_name, flags) in enumerate(bounds):
+        if not owned(file_name, flags):
+            continue
+        start = end
+        stop = bounds[k + 1][0] if k + 1 < len(bounds) else len(text)
+        if stubs_at >= 0 and start >= stubs_at:
+            break
+        piece = text[start:stop]
+        stack = braces_of.get(file_name, [])
+        if "{" not in piece and "}" not in piece:
+            continue
+        events = None
+        for m in pattern.finditer(piece):
+            if events is None:
+                events = _brace_events(piece, _code_mask(piece))
+            if FUNCTION in _braces_after(stack, events, m.start()):
+                continue  # a call inside a function
+            name = m.group(1)
+            made = _entry_copy(text, markers, start + m.start(), name)
+            if made is False:
+                failed.add(name)  # a kernel's definition without a copy: its stubs stay
+            if not made:
+                continue
+            inserts.append((made[0], made[1], made[2], name))
+            copied.add(name)
+        braces_of[file_name] = _braces_after(stack, events if events is not None
+                                             else _brace_events(piece, _code_mask(piece)))
+    usable = copied - failed
+    if not usable:
+        return text
+    # the stubs, from the end so that positions stay valid
+    for start, end, expression in reversed(stubs):
+        base = _base_name(expression)
+        if base is None or base[0] not in usable:
+            continue
+        copy_expression = expression[: base[1]] + COPY_PREFIX + base[0] + expression[base[2] :]
+        call_start = text.rfind("run_", 0, start)
+        kind = text[call_start + 4 : start - 2]  # "thread" or "block"
+        text = text[:call_start] + f"run_{kind}_copy<&{expression}, &{copy_expression}>" + text[end + 1 :]
+    # The copies, and the kernels' own bodies emptied (lines kept): only the copies run, so
+    # the body is compiled once and its diagnostics are not repeated.
+    for open_brace, close_brace, copy, name in sorted(inserts, reverse=True):
+        if name not in usable:
+            continue
+        emptied = "{" + "\n" * text.count("\n", open_brace, close_brace) + "}"
+        text = text[:open_brace] + emptied + copy + text[close_brace + 1 :]
+    return text

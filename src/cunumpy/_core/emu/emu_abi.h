@@ -17,9 +17,11 @@
  *   void cunumpy_emu_bind(cunumpy_emu_worker *w);       (prelude) stores w in the library's
  *        thread_local pointer; the runtime calls it on every worker thread before that
  *        thread runs blocks of a launch.
- *   void cunumpy_emu_thread_<k>(void *const *args);    runs ONE CUDA thread, the worker's
- *        `current` one (fiber mode). args[i] points at the value of parameter i (CUDA's
- *        kernelParams convention).
+ *   void cunumpy_emu_thread_<k>(void *const *args);    runs the CUDA thread of its fiber, the
+ *        worker's `current` one (fiber mode), in every block of the launch: at the end of
+ *        each it calls collective(CUNUMPY_EMU_OP_EXIT), which resumes it for the next block,
+ *        so it never returns (a thread function that returns is finished by the runtime).
+ *        args[i] points at the value of parameter i (CUDA's kernelParams convention).
  *   void cunumpy_emu_block_<k>(cunumpy_emu_worker *w, void *const *args);  runs every thread
  *        of w's current block as a plain loop, x fastest (loop mode: no barrier, no warp
  *        operation). The prelude's CUNUMPY_EMU_EXPORT_KERNEL(k, kernel) defines both.
@@ -50,7 +52,7 @@
 extern "C" {
 #endif
 
-#define CUNUMPY_EMU_ABI_VERSION 2
+#define CUNUMPY_EMU_ABI_VERSION 3
 
 /* CUDA's warp size; warps are formed from the linear thread index (x fastest). */
 #define CUNUMPY_EMU_WARP_SIZE 32
@@ -70,6 +72,7 @@ typedef struct cunumpy_emu_dim3 {
 typedef struct cunumpy_emu_thread {
     cunumpy_emu_dim3 thread_idx;
     unsigned int linear; /* thread_idx.x + block_dim.x * (thread_idx.y + block_dim.y * thread_idx.z) */
+    uint64_t result;     /* what the last collective call of the thread returns (see collective) */
     /* runtime-private fields may follow; kernel code reads only the ones above */
 } cunumpy_emu_thread;
 
@@ -87,6 +90,23 @@ typedef struct cunumpy_emu_worker {
     char *static_shared;         /* base of the block's __shared__ variables (offsets from shared_register) */
     /* runtime-private fields follow; the prelude reads only the ones above */
 } cunumpy_emu_worker;
+
+/* Operations of cunumpy_emu_api.collective: the shuffle kinds above, then these. */
+#define CUNUMPY_EMU_OP_SYNCWARP 4
+#define CUNUMPY_EMU_OP_BALLOT 5
+#define CUNUMPY_EMU_OP_BARRIER 6 /* value: the predicate (__syncthreads_count and friends) */
+#define CUNUMPY_EMU_OP_EXIT 7    /* the thread returned: it waits for the next block */
+/* Added to an operation by a library that switches fibers itself (see collective). */
+#define CUNUMPY_EMU_OP_SWITCH 0x100
+
+/* What collective returns: when save_sp is not NULL, the calling fiber must store its stack
+ * pointer in *save_sp and continue on load_sp, in the frame layout of the runtime's switch
+ * (emu_fiber.c: the callee-saved registers r15, r14, r13, r12, rbx, rbp from low to high
+ * addresses, then the address to resume at), by `pop`s and an indirect jump. */
+typedef struct cunumpy_emu_wait {
+    void **save_sp;
+    void *load_sp;
+} cunumpy_emu_wait;
 
 /* Access kinds for cunumpy_emu_api.access and bad_access (bits). */
 #define CUNUMPY_EMU_ACCESS_WRITE 1
@@ -139,6 +159,17 @@ typedef struct cunumpy_emu_api {
     /* __threadfence() under checks mode 3 (racecheck orders a block's writes before its later
      * atomics). */
     void (*fence)(cunumpy_emu_worker *w);
+    /* Every collective of the ABI in one call (op: CUNUMPY_EMU_SHFL_*, CUNUMPY_EMU_OP_*; mask,
+     * value, arg, width as for shfl; the predicate of a barrier or a ballot in value). Its
+     * result is in the calling thread's `result` once the call is over: after the switch when
+     * the return value asks for one (only with CUNUMPY_EMU_OP_SWITCH in op; without it the
+     * runtime switches, and the call returns when the thread may go on). A library that
+     * switches itself resumes the next fiber by an indirect jump, predicted per call site,
+     * instead of a return through the runtime, which the processor's return-address
+     * prediction gets wrong whenever the fiber resumed waits at another call site: at the
+     * start and the end of every block and wherever a kernel's collectives differ. */
+    cunumpy_emu_wait (*collective)(cunumpy_emu_worker *w, int op, unsigned int mask, uint64_t value, int arg,
+                                   int width);
 } cunumpy_emu_api;
 
 typedef int (*cunumpy_emu_abi_version_fn)(void);

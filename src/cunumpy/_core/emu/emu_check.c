@@ -1166,10 +1166,10 @@ int emu_check_access(emu_check *c, emu_check_worker *cw, const cunumpy_emu_threa
 
 int emu_check_block_start(emu_check *c, emu_check_worker *cw)
 {
+    if (c->mode != 3 || !(c->racecheck || c->initcheck))
+        return 0; /* the orderings below are read by racecheck alone */
     cw->block_epoch = 0;
     memset(cw->warp_gen, 0, sizeof cw->warp_gen);
-    if (c->mode != 3 || !(c->racecheck || c->initcheck))
-        return 0;
     if (cw->atomic_cap < c->threads_per_block) {
         free(cw->atomic_done);
         cw->atomic_done = calloc(c->threads_per_block, 1);

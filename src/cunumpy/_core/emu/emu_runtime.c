@@ -1,15 +1,20 @@
 /* The CPU emulator's launch machinery: the worker pool, the per-block fiber scheduler, the
  * collective operations of the ABI, traps, and checked execution (faults become errors).
  *
- * A launch hands blocks out through an atomic counter to the workers (the calling thread
- * is worker 0, pool threads the others). A worker runs one block at a time: in loop mode it
- * calls the kernel library's block function once; in fiber mode it runs one fiber per CUDA
- * thread on pooled stacks, all on its own OS thread, switching only when a fiber waits in a
+ * A launch hands blocks out through an atomic counter to the workers, in chunks of
+ * consecutive blocks (emu_take_blocks; the calling thread is worker 0, pool threads the
+ * others). A worker runs one block at a time: in loop mode it calls the kernel library's
+ * block function once; in fiber mode it runs one fiber per CUDA thread on pooled stacks, all on its own OS thread, switching only when a fiber waits in a
  * collective or finishes. A fiber that waits hands control straight to the next ready fiber;
  * the worker's own context regains control only when no fiber of the block is ready, and
- * then the block is finished, failed, or stuck (an error naming what waits on what).
+ * then the block is finished, failed, or stuck (an error naming what waits on what). Every
+ * collective of a kernel library comes through one entry (emu_api_collective), which records
+ * why the fiber waits and picks the next one; the library then switches itself (see the note
+ * at the switch in emu_fiber.c). A fiber runs its thread in every block of the launch and
+ * waits at its end for the next block. Whoever makes a waiting fiber ready writes its result
+ * and state.
  *
- * Errors: the first failing block stops the hand-out (other workers finish the blocks they
+ * Errors: the first failing block stops the hand-out (other workers finish the chunks they
  * hold and take no more). Blocks are handed out in increasing order and every block handed
  * out runs to its end, so the error reported, the one of the lowest failing block index, is
  * the same whatever the timing. */
@@ -34,7 +39,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -42,6 +50,10 @@
 #define EMU_MESSAGE 1024
 #define EMU_MAX_FIBER_STACKS 16384u
 #define EMU_ALTSTACK_BYTES (64u * 1024u)
+#define EMU_MAX_CHUNK 64u /* blocks handed out at once, at most */
+#ifndef EMU_PREFETCH_LINES
+#define EMU_PREFETCH_LINES 3
+#endif
 
 enum { EMU_RUN = 0, EMU_BARRIER, EMU_WARP, EMU_ACTIVEMASK, EMU_DONE };
 
@@ -60,7 +72,6 @@ typedef struct __attribute__((aligned(64))) emu_fiber {
     unsigned int mask;
     emu_context ctx;
     struct emu_worker *worker;
-    uint64_t result;   /* __activemask's */
     const void *site;  /* __activemask call site */
 } emu_fiber;
 
@@ -69,13 +80,12 @@ typedef struct emu_group { /* lanes of one warp meeting in one warp operation */
     int op;
 } emu_group;
 
-/* A warp's lanes' operands and results live here, not in the fibers: the lane completing an
- * operation reads 32 operands and writes 32 results from a few cache lines. A lane's slots
- * belong to the one operation it waits in (a lane waits in one at a time, and a group
- * writes results only for the lanes it names), so they are read back after the wake-up. */
+/* A warp's lanes' operands live here, not in the fibers: the lane completing an operation
+ * reads 32 operands from a few cache lines (it writes the results into the lanes' thread
+ * records, whose cache line their switch reads anyway). A lane's slots belong to the one
+ * operation it waits in (a lane waits in one at a time). */
 typedef struct __attribute__((aligned(64))) emu_warp {
     uint64_t value[CUNUMPY_EMU_WARP_SIZE];  /* shuffle operand, or ballot predicate (0/1) */
-    uint64_t result[CUNUMPY_EMU_WARP_SIZE];
     int arg[CUNUMPY_EMU_WARP_SIZE];
     unsigned char width[CUNUMPY_EMU_WARP_SIZE];
     unsigned int present; /* lanes that exist in this block */
@@ -98,11 +108,11 @@ typedef struct emu_worker {
     emu_fiber *fibers;
     size_t fibers_cap;
     emu_warp *warps;
-    unsigned int *ready;      /* ring of fiber indices, ready_mask + 1 (a power of two) slots */
-    unsigned int *identity;   /* 0, 1, ..., n-1: the ready ring after a barrier */
+    struct emu_fiber **ready;    /* ring of the ready fibers, ready_mask + 1 (a power of two) slots */
+    struct emu_fiber **identity; /* fibers 0, 1, ..., n-1: the ready ring after a barrier */
     unsigned int n_threads, ready_head, ready_count, ready_mask, barrier_waiting, done_count;
     unsigned int fibers_parked; /* fibers made in this launch and waiting for the next block */
-    int barrier_sum, barrier_result;
+    int barrier_sum;
     size_t stacks_trim; /* the pool holds more stacks than the process may keep: shrink it */
     void *altstack;
     emu_check_worker cw; /* the __shared__ arena and the checks' per-block state */
@@ -122,6 +132,7 @@ typedef struct emu_worker {
     cunumpy_emu_thread fault_thread; /* the faulting thread, copied before the jump (in loop
                                       * mode its struct lives on the stack the jump leaves) */
     int fault_thread_valid;
+    uint64_t chunk_done; /* blocks of the current chunk finished (added to the launch's count) */
     /* pool thread */
     pthread_t thread;
     int started;
@@ -187,37 +198,79 @@ static void emu_thread_coords(const emu_worker *w, unsigned int linear, char *ou
 
 static inline void emu_ready_push(emu_worker *w, unsigned int i)
 {
-    w->ready[(w->ready_head + w->ready_count) & w->ready_mask] = i;
+    w->ready[(w->ready_head + w->ready_count) & w->ready_mask] = &w->fibers[i];
     w->ready_count++;
 }
 
-static inline unsigned int emu_ready_pop(emu_worker *w)
+static inline emu_fiber *emu_ready_pop(emu_worker *w)
 {
-    const unsigned int i = w->ready[w->ready_head];
+    emu_fiber *f = w->ready[w->ready_head];
     w->ready_head = (w->ready_head + 1u) & w->ready_mask;
     w->ready_count--;
-    return i;
+    return f;
 }
 
 /* Leaves the running fiber (which has recorded why it waits, or finished): straight into
  * the next ready fiber, or back to the worker. Returns when this fiber is resumed. */
-static EMU_ONE_COPY void emu_fiber_leave(emu_worker *w, emu_fiber *self)
+/* The context to run when the running fiber waits or finishes: the next ready fiber (which
+ * becomes the worker's current thread), or the worker's own. */
+static inline emu_context *emu_pick_next(emu_worker *w)
 {
     emu_context *to = &w->main_ctx;
     const unsigned int count = w->ready_count;
     if (__builtin_expect(count > 0 && !w->failed, 1)) {
-        const unsigned int head = w->ready_head;
-        emu_fiber *next = &w->fibers[w->ready[head]];
-        w->ready_head = (head + 1u) & w->ready_mask;
+        const unsigned int head = w->ready_head, mask = w->ready_mask;
+        emu_fiber *const *ring = w->ready;
+        emu_fiber *next = ring[head];
+        w->ready_head = (head + 1u) & mask;
         w->ready_count = count - 1u;
         w->pub.current = &next->pub;
         to = &next->ctx;
+        /* The fibers' stacks do not all fit in the first-level cache (a block's stacks are
+         * resumed round robin): fetch the frames the fiber after the next one will pop, and
+         * the record of the one after that, while these two switches run. */
+        if (count > 2) {
+            const char *sp = (const char *)ring[(head + 1u) & mask]->ctx.sp;
+            for (int line = 0; line < EMU_PREFETCH_LINES; ++line)
+                __builtin_prefetch(sp + 64 * line);
+            __builtin_prefetch(ring[(head + 2u) & mask]);
+        }
     }
+    return to;
+}
+
+static EMU_ONE_COPY void emu_fiber_leave(emu_worker *w, emu_fiber *self)
+{
+    emu_context *to = emu_pick_next(w);
     emu_context_switch(&self->ctx, to, 0); /* the fiber is resumed later: ASan keeps its fake stack */
     /* Not a tail call: the switch must return here, to the one call site every waiting fiber
      * shares, not straight into the different collectives that called this. */
     __asm__ volatile("" ::: "memory");
 }
+
+/* Whether a kernel library may switch fibers itself (CUNUMPY_EMU_OP_SWITCH): with the assembly
+ * switch of x86-64, whose frame layout the library's switch follows, and without the
+ * sanitizers, which must be told of every switch. */
+#if EMU_ASM_SWITCH && defined(__x86_64__) && !EMU_ASAN && !EMU_TSAN
+#define EMU_LIBRARY_SWITCH 1
+#else
+#define EMU_LIBRARY_SWITCH 0
+#endif
+
+/* The running fiber `self` waits (its state and whatever resumes it are recorded): either the
+ * library switches (it asked to and may), or the switch happens here and this returns when
+ * the fiber is resumed. Whoever makes a waiting fiber ready again sets its state and result. */
+static inline cunumpy_emu_wait emu_wait(emu_worker *w, emu_fiber *self, int library_switch)
+{
+    if (EMU_LIBRARY_SWITCH && library_switch) {
+        emu_context *to = emu_pick_next(w);
+        return (cunumpy_emu_wait){&self->ctx.sp, to->sp};
+    }
+    emu_fiber_leave(w, self);
+    return (cunumpy_emu_wait){NULL, NULL};
+}
+
+static const cunumpy_emu_wait emu_go_on = {NULL, NULL};
 
 /* Fails the launch from inside a fiber or a loop-mode thread: never returns. */
 static void emu_abort_thread(emu_worker *w) __attribute__((noreturn));
@@ -257,8 +310,8 @@ static void emu_require_fibers(emu_worker *w, const char *what)
     }
 }
 
-/* The thread of `self` returned: checks what waits on it, then leaves until the next block. */
-static void emu_fiber_finish(emu_worker *w, emu_fiber *self)
+/* The thread of `self` returned: checks what waits on it, then waits for the next block. */
+static cunumpy_emu_wait emu_thread_exit(emu_worker *w, emu_fiber *self, int library_switch)
 {
     self->state = EMU_DONE;
     w->done_count++;
@@ -284,7 +337,7 @@ static void emu_fiber_finish(emu_worker *w, emu_fiber *self)
         emu_context_switch(&self->ctx, &w->main_ctx, 1);
         abort(); /* the fibers of a failed block are never resumed */
     }
-    emu_fiber_leave(w, self);
+    return emu_wait(w, self, library_switch);
 }
 
 /* A fiber runs its CUDA thread of one block after another: when the thread returns it waits
@@ -297,8 +350,10 @@ static void emu_fiber_entry(void *arg)
     emu_fiber *self = (emu_fiber *)arg;
     emu_worker *w = self->worker;
     for (;;) {
+        /* The prelude's thread functions never return (they wait in CUNUMPY_EMU_OP_EXIT at
+         * the end of each block); one that does is finished here. */
         w->launch->params->thread_fn(w->launch->args);
-        emu_fiber_finish(w, self);
+        (void)emu_thread_exit(w, self, 0);
     }
 }
 
@@ -321,7 +376,7 @@ static int emu_release_activemask(emu_worker *w)
             }
             for (unsigned int m = group; m != 0u; m &= m - 1u) {
                 const unsigned int i = wi * CUNUMPY_EMU_WARP_SIZE + (unsigned int)__builtin_ctz(m);
-                w->fibers[i].result = group;
+                w->fibers[i].pub.result = group;
                 w->fibers[i].state = EMU_RUN;
                 emu_ready_push(w, i);
             }
@@ -395,7 +450,7 @@ static int emu_prepare_fibers(emu_worker *w, unsigned int n)
         memset(w->fibers, 0, n * sizeof *w->fibers);
         memset(w->warps, 0, n_warps * sizeof *w->warps);
         for (unsigned int i = 0; i < n; ++i)
-            w->identity[i] = i;
+            w->identity[i] = &w->fibers[i];
         w->fibers_cap = n;
         w->ready_mask = ring - 1;
     }
@@ -452,7 +507,7 @@ static int emu_run_block_fibers(emu_worker *w)
     w->done_count = 0;
     for (;;) {
         if (w->ready_count > 0) {
-            emu_fiber *next = &w->fibers[emu_ready_pop(w)];
+            emu_fiber *next = emu_ready_pop(w);
             w->pub.current = &next->pub;
             emu_context_switch(&w->main_ctx, &next->ctx, 0);
         }
@@ -471,19 +526,29 @@ static int emu_run_block_fibers(emu_worker *w)
 
 /* ---- collectives (the ABI's api table) --------------------------------------------------- */
 
-static int emu_api_syncthreads_count(cunumpy_emu_worker *pub, int predicate)
+/* A barrier that cannot be passed: loop mode, a stopped launch, threads gone. */
+static void emu_barrier_refused(emu_worker *w) __attribute__((noinline, cold));
+static void emu_barrier_refused(emu_worker *w)
 {
-    emu_worker *w = emu_worker_of(pub);
     emu_require_fibers(w, "__syncthreads()");
     emu_check_cancel(w);
+    emu_set_error(w, 1,
+                  "barrier divergence: __syncthreads() reached after %u thread(s) of the block exited "
+                  "without reaching it",
+                  w->done_count);
+    emu_abort_thread(w);
+}
+
+static inline __attribute__((always_inline)) cunumpy_emu_wait emu_barrier(cunumpy_emu_worker *pub, int predicate,
+                                                                           int library_switch)
+{
+    emu_worker *w = emu_worker_of(pub);
+    /* one test for the three cases that fail (done_count is 0 in loop mode) */
+    if (__builtin_expect(!w->fiber_mode | (w->done_count != 0) |
+                             (atomic_load_explicit(&w->launch->cancel, memory_order_relaxed) != 0),
+                         0))
+        emu_barrier_refused(w);
     emu_fiber *self = (emu_fiber *)pub->current;
-    if (__builtin_expect(w->done_count > 0, 0)) {
-        emu_set_error(w, 1,
-                      "barrier divergence: __syncthreads() reached after %u thread(s) of the block exited "
-                      "without reaching it",
-                      w->done_count);
-        emu_abort_thread(w);
-    }
     w->barrier_sum += predicate != 0;
     if (++w->barrier_waiting == w->n_threads) {
         /* Every thread of the block waits here, so none is ready and none waits elsewhere:
@@ -491,20 +556,31 @@ static int emu_api_syncthreads_count(cunumpy_emu_worker *pub, int predicate)
         const int sum = w->barrier_sum;
         const unsigned int n = w->n_threads, me = self->pub.linear;
         w->cw.block_epoch++; /* racecheck: accesses before and after are ordered */
-        w->barrier_result = sum;
         w->barrier_waiting = 0;
         w->barrier_sum = 0;
+        emu_fiber *const fibers = w->fibers;
+        for (unsigned int i = 0; i < n; ++i) {
+            fibers[i].state = EMU_RUN;
+            fibers[i].pub.result = (uint64_t)sum;
+        }
         memcpy(w->ready, w->identity, (n - 1) * sizeof *w->ready);
         if (me != n - 1)
-            w->ready[me] = n - 1;
+            w->ready[me] = w->identity[n - 1];
         w->ready_head = 0;
         w->ready_count = n - 1;
-        return sum;
+        return emu_go_on;
     }
     self->state = EMU_BARRIER;
-    emu_fiber_leave(w, self);
-    self->state = EMU_RUN;
-    return w->barrier_result; /* the next barrier cannot complete before this thread reaches it */
+    return emu_wait(w, self, library_switch);
+}
+
+static cunumpy_emu_wait emu_api_collective(cunumpy_emu_worker *pub, int op, unsigned int mask, uint64_t value,
+                                           int arg, int width);
+
+static int emu_api_syncthreads_count(cunumpy_emu_worker *pub, int predicate)
+{
+    (void)emu_api_collective(pub, CUNUMPY_EMU_OP_BARRIER, 0, predicate != 0, 0, 0);
+    return (int)pub->current->result;
 }
 
 static void emu_api_syncthreads(cunumpy_emu_worker *pub) { (void)emu_api_syncthreads_count(pub, 0); }
@@ -521,10 +597,12 @@ static void emu_api_syncthreads(cunumpy_emu_worker *pub) { (void)emu_api_syncthr
         unsigned int src;                                                                                              \
         int valid;                                                                                                     \
         SOURCE_AND_VALID;                                                                                              \
-        warp->result[lane] = valid && (mask >> src & 1u) ? warp->value[src] : warp->value[lane];                       \
+        out[lane].pub.result = valid && (mask >> src & 1u) ? warp->value[src] : warp->value[lane];                   \
+        out[lane].state = EMU_RUN;                                                                                     \
     }
 
-static void emu_shuffle_results(emu_warp *warp, int op, unsigned int mask)
+/* ... written into the lanes' thread records (`out`: the warp's fibers), which are released. */
+static void emu_shuffle_results(emu_warp *warp, int op, unsigned int mask, emu_fiber *out)
 {
     switch (op) {
     case EMU_OP_SHFL_IDX:
@@ -570,11 +648,15 @@ static void emu_warp_op_invalid(emu_worker *w, int op, unsigned int mask, int wi
     emu_abort_thread(w);
 }
 
-static uint64_t emu_warp_op(cunumpy_emu_worker *pub, int op, unsigned int mask, uint64_t value, int arg, int width)
+static inline __attribute__((always_inline)) cunumpy_emu_wait emu_warp_op(cunumpy_emu_worker *pub, int op,
+                                                                           unsigned int mask, uint64_t value,
+                                                                           int arg, int width, int library_switch)
 {
     emu_worker *w = emu_worker_of(pub);
-    emu_require_fibers(w, emu_op_names[op]);
-    emu_check_cancel(w);
+    if (__builtin_expect(!w->fiber_mode | (atomic_load_explicit(&w->launch->cancel, memory_order_relaxed) != 0), 0)) {
+        emu_require_fibers(w, emu_op_names[op]);
+        emu_check_cancel(w);
+    }
     emu_fiber *self = (emu_fiber *)pub->current;
     const unsigned int lane = self->pub.linear % CUNUMPY_EMU_WARP_SIZE;
     const unsigned int warp_index = self->pub.linear / CUNUMPY_EMU_WARP_SIZE;
@@ -589,12 +671,14 @@ static uint64_t emu_warp_op(cunumpy_emu_worker *pub, int op, unsigned int mask, 
     warp->arg[lane] = arg;
     warp->width[lane] = (unsigned char)width;
     if (mask == bit) { /* alone: nothing to wait for */
-        if (op == EMU_OP_BALLOT)
-            return value ? bit : 0u;
-        if (op == EMU_OP_SYNCWARP)
-            return 0;
-        emu_shuffle_results(warp, op, mask);
-        return warp->result[lane];
+        if (op == EMU_OP_BALLOT) {
+            self->pub.result = value ? bit : 0u;
+        } else if (op == EMU_OP_SYNCWARP) {
+            self->pub.result = 0;
+        } else {
+            emu_shuffle_results(warp, op, mask, self - lane);
+        }
+        return emu_go_on;
     }
     /* Join the lanes already waiting in the same operation with the same mask. A lane named
      * by another group may first take part in this one (CUDA allows it: a sparse shuffle
@@ -619,29 +703,33 @@ static uint64_t emu_warp_op(cunumpy_emu_worker *pub, int op, unsigned int mask, 
         self->op = op;
         self->mask = mask;
         self->state = EMU_WARP;
-        emu_fiber_leave(w, self);
-        self->state = EMU_RUN;
-        return warp->result[lane];
+        return emu_wait(w, self, library_switch);
     }
     /* Everyone is here: this lane computes every lane's result, then releases the others. */
-    if (op == EMU_OP_BALLOT) {
+    emu_fiber *const base = self - lane;
+    if (op == EMU_OP_BALLOT || op == EMU_OP_SYNCWARP) {
         unsigned int votes = 0;
+        if (op == EMU_OP_BALLOT) {
+            for (unsigned int m = mask; m != 0u; m &= m - 1u) {
+                const unsigned int l = (unsigned int)__builtin_ctz(m);
+                votes |= (unsigned int)warp->value[l] << l;
+            }
+        } else {
+            w->cw.warp_gen[warp_index & 31u]++; /* racecheck: the lanes' accesses are ordered */
+        }
         for (unsigned int m = mask; m != 0u; m &= m - 1u) {
             const unsigned int l = (unsigned int)__builtin_ctz(m);
-            votes |= (unsigned int)warp->value[l] << l;
+            base[l].pub.result = votes;
+            base[l].state = EMU_RUN;
         }
-        for (unsigned int m = mask; m != 0u; m &= m - 1u)
-            warp->result[__builtin_ctz(m)] = votes;
-    } else if (op != EMU_OP_SYNCWARP) {
-        emu_shuffle_results(warp, op, mask);
     } else {
-        w->cw.warp_gen[warp_index & 31u]++; /* racecheck: the lanes' accesses are ordered */
+        emu_shuffle_results(warp, op, mask, base);
     }
     /* The others go to the front of the ready ring, in lane order: the warp's next operation
      * then runs while its 32 fibers' stacks are still in the cache, instead of after every
      * other warp's. */
-    const unsigned int base = warp_index * CUNUMPY_EMU_WARP_SIZE, ring_mask = w->ready_mask;
-    unsigned int *const ring = w->ready;
+    const unsigned int ring_mask = w->ready_mask;
+    emu_fiber **const ring = w->ready;
     unsigned int head = w->ready_head;
     const unsigned int others = mask & ~bit;
     for (unsigned int m = others; m != 0u; m &= m - 1u)
@@ -649,16 +737,16 @@ static uint64_t emu_warp_op(cunumpy_emu_worker *pub, int op, unsigned int mask, 
     w->ready_head = head;
     w->ready_count += (unsigned int)__builtin_popcount(others);
     for (unsigned int m = others; m != 0u; m &= m - 1u) {
-        ring[head] = base + (unsigned int)__builtin_ctz(m);
+        ring[head] = base + __builtin_ctz(m);
         head = (head + 1u) & ring_mask;
     }
     *group = warp->groups[--warp->n_groups];
-    return warp->result[lane];
+    return emu_go_on;
 }
 
 static void emu_api_syncwarp(cunumpy_emu_worker *pub, unsigned int mask)
 {
-    (void)emu_warp_op(pub, EMU_OP_SYNCWARP, mask, 0, 0, 32);
+    (void)emu_api_collective(pub, EMU_OP_SYNCWARP, mask, 0, 0, 32);
 }
 
 static uint64_t emu_api_shfl(cunumpy_emu_worker *pub, int kind, unsigned int mask, uint64_t value, int arg, int width)
@@ -668,12 +756,32 @@ static uint64_t emu_api_shfl(cunumpy_emu_worker *pub, int kind, unsigned int mas
         emu_set_error(w, 1, "unknown shuffle kind %d", kind);
         emu_abort_thread(w);
     }
-    return emu_warp_op(pub, kind, mask, value, arg, width);
+    (void)emu_api_collective(pub, kind, mask, value, arg, width);
+    return pub->current->result;
 }
 
 static unsigned int emu_api_ballot(cunumpy_emu_worker *pub, unsigned int mask, int predicate)
 {
-    return (unsigned int)emu_warp_op(pub, EMU_OP_BALLOT, mask, predicate != 0, 0, 32);
+    (void)emu_api_collective(pub, EMU_OP_BALLOT, mask, predicate != 0, 0, 32);
+    return (unsigned int)pub->current->result;
+}
+
+/* The ABI's collective: every operation in one entry, so that the kernel library's calls of
+ * it (and the fibers waiting in them) share one call site in the runtime. */
+static cunumpy_emu_wait emu_api_collective(cunumpy_emu_worker *pub, int op, unsigned int mask, uint64_t value,
+                                           int arg, int width)
+{
+    const int library_switch = (op & CUNUMPY_EMU_OP_SWITCH) != 0;
+    op &= ~CUNUMPY_EMU_OP_SWITCH;
+    if (op == CUNUMPY_EMU_OP_BARRIER)
+        return emu_barrier(pub, value != 0, library_switch);
+    if (op >= EMU_OP_SHFL_IDX && op <= EMU_OP_BALLOT)
+        return emu_warp_op(pub, op, mask, op == EMU_OP_BALLOT ? value != 0 : value, arg, width, library_switch);
+    emu_worker *w = emu_worker_of(pub);
+    if (op == CUNUMPY_EMU_OP_EXIT && w->fiber_mode)
+        return emu_thread_exit(w, (emu_fiber *)pub->current, library_switch);
+    emu_set_error(w, 1, "unknown collective operation %d", op);
+    emu_abort_thread(w);
 }
 
 static unsigned int __attribute__((noinline)) emu_api_activemask(cunumpy_emu_worker *pub)
@@ -688,7 +796,7 @@ static unsigned int __attribute__((noinline)) emu_api_activemask(cunumpy_emu_wor
     self->state = EMU_ACTIVEMASK;
     warp->activemask_waiting |= 1u << lane;
     emu_fiber_leave(w, self);
-    return (unsigned int)self->result;
+    return (unsigned int)self->pub.result;
 }
 
 static void emu_api_trap(cunumpy_emu_worker *pub, const char *message)
@@ -767,7 +875,7 @@ static void emu_api_fence(cunumpy_emu_worker *pub)
 static const cunumpy_emu_api emu_api = {
     CUNUMPY_EMU_ABI_VERSION, emu_api_syncthreads, emu_api_syncthreads_count, emu_api_syncwarp,  emu_api_shfl,
     emu_api_ballot,          emu_api_activemask,  emu_api_trap,           emu_api_shared_register,
-    emu_api_bad_access,      emu_api_access,      emu_api_fence,
+    emu_api_bad_access,      emu_api_access,      emu_api_fence,           emu_api_collective,
 };
 
 /* ---- faults, timeouts and interrupts ------------------------------------------------------
@@ -999,6 +1107,45 @@ static void emu_record_error(emu_launch *launch, emu_worker *w)
     atomic_store(&launch->stop, 1);
 }
 
+/* Blocks are handed out in chunks of consecutive blocks, in increasing order (one atomic
+ * operation per chunk, not per block): large chunks while many blocks are left, single blocks
+ * at the end so that the workers finish together. A worker runs every block of a chunk it
+ * took, unless one of them fails or the launch is stopped, so the lowest failing block always
+ * runs and the error reported does not depend on the timing (see the file's comment). Returns
+ * 0 when no block is left. */
+static int emu_take_blocks(emu_launch *launch, uint64_t *first, uint64_t *end)
+{
+    const uint64_t total = launch->total_blocks;
+    uint64_t next = atomic_load_explicit(&launch->next_block, memory_order_relaxed);
+    for (;;) {
+        if (next >= total)
+            return 0;
+        uint64_t chunk = (total - next) / (8u * (uint64_t)launch->workers);
+        chunk = chunk < 1 ? 1 : (chunk > EMU_MAX_CHUNK ? EMU_MAX_CHUNK : chunk);
+        if (atomic_compare_exchange_weak_explicit(&launch->next_block, &next, next + chunk, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+            *first = next;
+            *end = next + chunk;
+            return 1;
+        }
+    }
+}
+
+/* The block after the worker's current one (block_idx.x fastest). */
+static void emu_next_block(emu_worker *w)
+{
+    const emu_launch_params *p = w->launch->params;
+    w->block_linear++;
+    w->cw.block_linear = w->block_linear;
+    if (++w->pub.block_idx.x == p->grid.x) {
+        w->pub.block_idx.x = 0;
+        if (++w->pub.block_idx.y == p->grid.y) {
+            w->pub.block_idx.y = 0;
+            w->pub.block_idx.z++;
+        }
+    }
+}
+
 static void emu_set_block(emu_worker *w, uint64_t b)
 {
     const emu_launch_params *p = w->launch->params;
@@ -1013,9 +1160,45 @@ static void emu_set_block(emu_worker *w, uint64_t b)
 /* This OS thread's stack, once per thread (glibc reads /proc/self/maps for the main thread). */
 static _Thread_local uintptr_t emu_my_stack[2];
 
+/* The main thread's stack without reading /proc/self/maps (which pthread_getattr_np does for
+ * it: 0.3 ms in a Python process, a third of a new process's first launch), with the bounds
+ * glibc gives: the stack mapping ends with the page holding the program's file name, which the
+ * kernel copies to the top of the initial stack (AT_EXECFN), and may grow down by the soft
+ * stack limit from there; the stack in use ends at the page after __libc_stack_end. -1 where
+ * that does not apply (other threads, no limit, anything odd). */
+#if defined(__linux__) && defined(__GLIBC__)
+extern void *__libc_stack_end;
+#endif
+static int emu_main_thread_stack(uintptr_t *lo, uintptr_t *hi)
+{
+#if defined(__linux__) && defined(__GLIBC__)
+    if (getpid() != (pid_t)syscall(SYS_gettid))
+        return -1;
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_STACK, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY)
+        return -1;
+    const char *file = (const char *)getauxval(AT_EXECFN);
+    const uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    if (file == NULL || page == 0 || (page & (page - 1)) != 0)
+        return -1;
+    const uintptr_t top = ((uintptr_t)file + strlen(file) + 1 + sizeof(void *) + page - 1) & ~(page - 1);
+    const uintptr_t end = ((uintptr_t)__libc_stack_end & ~(page - 1)) + page;
+    if (here >= end || end > top || top - here > limit.rlim_cur)
+        return -1; /* this frame is not on that stack */
+    *hi = end;
+    *lo = top - (uintptr_t)limit.rlim_cur;
+    return 0;
+#else
+    (void)lo;
+    (void)hi;
+    return -1;
+#endif
+}
+
 static void emu_thread_stack(uintptr_t *lo, uintptr_t *hi)
 {
-    if (emu_my_stack[1] == 0) {
+    if (emu_my_stack[1] == 0 && emu_main_thread_stack(&emu_my_stack[0], &emu_my_stack[1]) != 0) {
         pthread_attr_t attr;
         if (pthread_getattr_np(pthread_self(), &attr) == 0) {
             void *addr = NULL;
@@ -1133,31 +1316,43 @@ static void emu_worker_run(emu_worker *w, emu_launch *launch)
     for (;;) {
         if (atomic_load_explicit(&launch->stop, memory_order_relaxed))
             break;
-        if (atomic_load_explicit(&launch->cancel, memory_order_relaxed) != EMU_CANCEL_NONE)
-            break; /* the launch reports the stop itself */
-        const uint64_t b = atomic_fetch_add(&launch->next_block, 1);
-        if (b >= launch->total_blocks)
+        uint64_t b, end;
+        if (!emu_take_blocks(launch, &b, &end))
             break;
         emu_set_block(w, b);
-        if (emu_check_block_start(&launch->check, &w->cw) != 0) {
-            emu_set_error(w, 0, "out of memory for the racecheck/initcheck tables");
-            emu_record_error(launch, w);
-            break;
+        w->chunk_done = 0;
+        for (;;) {
+            if (atomic_load_explicit(&launch->cancel, memory_order_relaxed) != EMU_CANCEL_NONE)
+                goto stopped; /* the launch reports the stop itself */
+            if (emu_check_block_start(&launch->check, &w->cw) != 0) {
+                emu_set_error(w, 0, "out of memory for the racecheck/initcheck tables");
+                emu_record_error(launch, w);
+                goto stopped;
+            }
+            w->in_kernel = 1;
+            int status = 0;
+            if (w->fiber_mode)
+                status = emu_run_block_fibers(w);
+            else
+                p->block_fn(&w->pub, launch->args);
+            w->in_kernel = 0;
+            emu_fpstate_restore_sse(&w->fpstate);
+            if (status != 0) {
+                emu_record_error(launch, w);
+                goto stopped;
+            }
+            w->chunk_done++;
+            if (++b == end)
+                break;
+            emu_next_block(w);
         }
-        w->in_kernel = 1;
-        int status = 0;
-        if (w->fiber_mode)
-            status = emu_run_block_fibers(w);
-        else
-            p->block_fn(&w->pub, launch->args);
-        w->in_kernel = 0;
+        atomic_fetch_add_explicit(&launch->blocks_done, w->chunk_done, memory_order_relaxed);
+        w->chunk_done = 0;
         emu_fpstate_restore(&w->fpstate);
-        if (status != 0) {
-            emu_record_error(launch, w);
-            break;
-        }
-        atomic_fetch_add_explicit(&launch->blocks_done, 1, memory_order_relaxed);
     }
+stopped:
+    atomic_fetch_add_explicit(&launch->blocks_done, w->chunk_done, memory_order_relaxed);
+    w->chunk_done = 0;
 done:
     w->in_kernel = 0;
     emu_fpstate_restore(&w->fpstate);
@@ -1188,7 +1383,9 @@ static struct {
     unsigned long generation;
     emu_launch *launch;
     int participants; /* workers of the current launch, the caller included */
-    int finished;     /* pool workers done with the current launch */
+    int joined;       /* pool workers that took part in it */
+    int finished;     /* ... and are done with it */
+    int closed;       /* the caller is done: a worker waking up now takes no part */
     int n_slots;
     emu_worker *slots[EMU_MAX_WORKERS];
 } emu_pool = {.launch_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -1240,12 +1437,16 @@ static void *emu_pool_thread(void *arg)
             pthread_cond_wait(&emu_pool.wake, &emu_pool.lock);
         w->seen_generation = emu_pool.generation;
         emu_launch *launch = emu_pool.launch;
-        const int take_part = w->index < emu_pool.participants;
+        /* A worker that wakes after the caller ran out of blocks takes no part: the caller does
+         * not wait for workers to wake, only for those that joined to finish. */
+        const int take_part = w->index < emu_pool.participants && !emu_pool.closed;
+        if (take_part)
+            emu_pool.joined++;
         pthread_mutex_unlock(&emu_pool.lock);
         if (take_part)
             emu_worker_run(w, launch);
         pthread_mutex_lock(&emu_pool.lock);
-        if (take_part && ++emu_pool.finished == emu_pool.participants - 1)
+        if (take_part && ++emu_pool.finished == emu_pool.joined && emu_pool.closed)
             pthread_cond_signal(&emu_pool.finished_cond);
     }
     return NULL;
@@ -1616,7 +1817,9 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
         pthread_mutex_lock(&emu_pool.lock);
         emu_pool.launch = &launch;
         emu_pool.participants = workers;
+        emu_pool.joined = 0;
         emu_pool.finished = 0;
+        emu_pool.closed = 0;
         emu_pool.generation++;
         pthread_cond_broadcast(&emu_pool.wake);
         pthread_mutex_unlock(&emu_pool.lock);
@@ -1624,7 +1827,8 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
     emu_worker_run(emu_pool.slots[0], &launch);
     if (workers > 1) {
         pthread_mutex_lock(&emu_pool.lock);
-        while (emu_pool.finished < workers - 1)
+        emu_pool.closed = 1;
+        while (emu_pool.finished < emu_pool.joined)
             pthread_cond_wait(&emu_pool.finished_cond, &emu_pool.lock);
         emu_pool.launch = NULL;
         pthread_mutex_unlock(&emu_pool.lock);

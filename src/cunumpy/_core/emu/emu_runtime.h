@@ -105,9 +105,10 @@ EMU_INTERNAL void emu_context_landed(int announced);
  * mode (rounding is chosen per operation, __fadd_rz and the like), so every fiber of a block
  * runs with the worker thread's state. A kernel that calls a host function such as
  * fesetround() anyway changes it for the fibers of its block that run after it, and for
- * nothing else: the worker saves its state before a block and restores it after the block
- * (emu_fpstate_restore, once per block, off the switch path), so the calling thread and the
- * next block see the state the launch started with. The ucontext fallback keeps a state per
+ * nothing else: the worker saves its state before a launch and restores it after each block
+ * (emu_fpstate_restore_sse after every block, emu_fpstate_restore after every chunk of blocks
+ * and at the end; off the switch path), so the calling thread and the next block see the
+ * state the launch started with. The ucontext fallback keeps a state per
  * fiber (swapcontext saves it), which is the same for kernels that leave it alone. */
 typedef struct emu_fpstate {
 #if defined(__x86_64__)
@@ -148,6 +149,22 @@ static inline void emu_fpstate_restore(const emu_fpstate *s)
 #else
     (void)now;
     (void)s;
+#endif
+}
+
+/* The same for MXCSR alone (x86-64), which a change of the rounding mode (fesetround) or of
+ * the exceptions (feenableexcept) also changes: checked after every block, cheaper than the
+ * x87 control word, which the worker checks after every chunk of blocks. Elsewhere: the whole
+ * state. */
+static inline void emu_fpstate_restore_sse(const emu_fpstate *s)
+{
+#if defined(__x86_64__)
+    uint32_t now;
+    __asm__ volatile("stmxcsr %0" : "=m"(now));
+    if (now != s->mxcsr)
+        __asm__ volatile("ldmxcsr %0" : : "m"(s->mxcsr));
+#else
+    emu_fpstate_restore(s);
 #endif
 }
 

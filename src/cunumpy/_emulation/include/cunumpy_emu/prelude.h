@@ -201,6 +201,8 @@ template <typename T> CUNUMPY_EMU_BUILTIN void runtime_store(T **p, T *v)
 }
 CUNUMPY_EMU_BUILTIN cunumpy_emu_worker *worker(void) { return runtime_load(&::cunumpy_emu_tls_worker); }
 CUNUMPY_EMU_BUILTIN const cunumpy_emu_api *api_of(cunumpy_emu_worker *w) { return runtime_load(&w->api); }
+// A function of the runtime's api table, read as the rest of the runtime's memory.
+#define CUNUMPY_EMU_API(w, name) (::cunumpy_emu::runtime_load(&::cunumpy_emu::api_of(w)->name))
 CUNUMPY_EMU_BUILTIN uint3 load_dim3(const uint3 *d)
 {
     return uint3{runtime_load(&d->x), runtime_load(&d->y), runtime_load(&d->z)};
@@ -209,11 +211,31 @@ CUNUMPY_EMU_BUILTIN uint3 thread_idx(void) { return load_dim3(&runtime_load(&wor
 CUNUMPY_EMU_BUILTIN uint3 block_idx(void) { return load_dim3(&worker()->block_idx); }
 CUNUMPY_EMU_BUILTIN uint3 block_dim(void) { return load_dim3(&worker()->block_dim); }
 CUNUMPY_EMU_BUILTIN uint3 grid_dim(void) { return load_dim3(&worker()->grid_dim); }
+
+// The built-ins of one CUDA thread, passed by the entry stubs to the copy of an entry kernel
+// that the Python layer adds beside its definition (_emulation/_source.py, add_entry_copies):
+// in that copy each built-in is a local object of the name the macros below use, which hides
+// the function of that name at file scope, so the compiler sees the thread index as a loop
+// variable instead of a load through the thread-local worker per CUDA thread. Everywhere else
+// (device functions, the kernel when no copy could be made) the file-scope functions read the
+// worker.
+struct builtins {
+    uint3 thread_idx, block_idx, block_dim, grid_dim;
+};
+struct builtin_value {
+    uint3 v;
+    constexpr uint3 operator()() const { return v; }
+};
 } // namespace cunumpy_emu
-#define threadIdx (::cunumpy_emu::thread_idx())
-#define blockIdx (::cunumpy_emu::block_idx())
-#define blockDim (::cunumpy_emu::block_dim())
-#define gridDim (::cunumpy_emu::grid_dim())
+CUNUMPY_EMU_BUILTIN uint3 cunumpy_emu_threadIdx(void) { return ::cunumpy_emu::thread_idx(); }
+CUNUMPY_EMU_BUILTIN uint3 cunumpy_emu_blockIdx(void) { return ::cunumpy_emu::block_idx(); }
+CUNUMPY_EMU_BUILTIN uint3 cunumpy_emu_blockDim(void) { return ::cunumpy_emu::block_dim(); }
+CUNUMPY_EMU_BUILTIN uint3 cunumpy_emu_gridDim(void) { return ::cunumpy_emu::grid_dim(); }
+// Unqualified on purpose: name lookup finds the copy's locals first (see above).
+#define threadIdx (cunumpy_emu_threadIdx())
+#define blockIdx (cunumpy_emu_blockIdx())
+#define blockDim (cunumpy_emu_blockDim())
+#define gridDim (cunumpy_emu_gridDim())
 static constexpr int warpSize = CUNUMPY_EMU_WARP_SIZE;
 
 // extern __shared__ storage of the running block (the Python layer rewrites declarations of
@@ -233,7 +255,7 @@ static __inline__ std::size_t shared_register(std::size_t size, std::size_t alig
                                               const char *name)
 {
     cunumpy_emu_worker *w = ::cunumpy_emu::worker();
-    return ::cunumpy_emu::api_of(w)->shared_register(w, size, align, itemsize, name);
+    return CUNUMPY_EMU_API(w, shared_register)(w, size, align, itemsize, name);
 }
 template <typename T> CUNUMPY_EMU_BUILTIN T &shared_at(std::size_t offset)
 {
@@ -246,7 +268,7 @@ template <typename T> CUNUMPY_EMU_BUILTIN T &shared_at(std::size_t offset)
 [[noreturn]] static __inline__ void cunumpy_emu_trap(const char *message)
 {
     cunumpy_emu_worker *w = ::cunumpy_emu::worker();
-    ::cunumpy_emu::api_of(w)->trap(w, message);
+    CUNUMPY_EMU_API(w, trap)(w, message);
     __builtin_unreachable();
 }
 
@@ -266,16 +288,75 @@ cunumpy_emu_assert_fail(const char *expr, const char *file, unsigned int line, c
 
 // ---------------------------------------------------------------------------------------------
 // Barriers and warp collectives.
+namespace cunumpy_emu {
+#if defined(__x86_64__)
+// The fibers of a block are switched here, in the kernel's code, when the runtime's
+// collective asks for it (emu_abi.h): the next fiber is resumed by an indirect jump, which the
+// processor predicts per call site, instead of by returns through the runtime, which it
+// predicts wrong whenever the fiber resumed waits at another call site (at the start and end
+// of every block, and wherever the collectives of a kernel differ). The frame is the
+// runtime's switch's: the callee-saved registers, then the address to resume at; below it
+// the 128 bytes of the red zone are left alone. Every other register is clobbered, as by a
+// call.
+#define CUNUMPY_EMU_LIBRARY_SWITCH CUNUMPY_EMU_OP_SWITCH
+CUNUMPY_EMU_BUILTIN void switch_fiber(void **save_sp, void *load_sp)
+{
+    __asm__ __volatile__("leaq -128(%%rsp), %%rsp\n\t"
+                         "leaq 1f(%%rip), %%rax\n\t"
+                         "pushq %%rax\n\t"
+                         "pushq %%rbp\n\t"
+                         "pushq %%rbx\n\t"
+                         "pushq %%r12\n\t"
+                         "pushq %%r13\n\t"
+                         "pushq %%r14\n\t"
+                         "pushq %%r15\n\t"
+                         "movq %%rsp, (%0)\n\t"
+                         "movq %1, %%rsp\n\t"
+                         "popq %%r15\n\t"
+                         "popq %%r14\n\t"
+                         "popq %%r13\n\t"
+                         "popq %%r12\n\t"
+                         "popq %%rbx\n\t"
+                         "popq %%rbp\n\t"
+                         "popq %%rax\n\t"
+                         "jmpq *%%rax\n"
+                         "1:\n\t"
+                         "leaq 128(%%rsp), %%rsp"
+                         : "+D"(save_sp), "+S"(load_sp)
+                         :
+                         : "rax", "rcx", "rdx", "r8", "r9", "r10", "r11", "memory", "cc", "xmm0", "xmm1", "xmm2",
+                           "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13",
+                           "xmm14", "xmm15", "st", "st(1)", "st(2)", "st(3)", "st(4)", "st(5)", "st(6)", "st(7)");
+}
+#else
+#define CUNUMPY_EMU_LIBRARY_SWITCH 0 // the runtime switches
+#endif
+
+// Every collective goes through the runtime's one entry; the result is the thread's.
+CUNUMPY_EMU_BUILTIN std::uint64_t collective(cunumpy_emu_worker *w, int op, unsigned int mask, std::uint64_t value,
+                                             int arg, int width)
+{
+    cunumpy_emu_thread *self = runtime_load(&w->current);
+    const cunumpy_emu_wait wait = CUNUMPY_EMU_API(w, collective)(w, op | CUNUMPY_EMU_LIBRARY_SWITCH, mask, value,
+                                                                 arg, width);
+#if defined(__x86_64__)
+    if (wait.save_sp != nullptr)
+        switch_fiber(wait.save_sp, wait.load_sp);
+#else
+    (void)wait;
+#endif
+    return runtime_load(&self->result);
+}
+} // namespace cunumpy_emu
+
 static __inline__ void __syncthreads(void)
 {
-    cunumpy_emu_worker *w = ::cunumpy_emu::worker();
-    ::cunumpy_emu::api_of(w)->syncthreads(w);
+    (void)::cunumpy_emu::collective(::cunumpy_emu::worker(), CUNUMPY_EMU_OP_BARRIER, 0u, 0u, 0, 0);
 }
 
 static __inline__ int __syncthreads_count(int predicate)
 {
-    cunumpy_emu_worker *w = ::cunumpy_emu::worker();
-    return ::cunumpy_emu::api_of(w)->syncthreads_count(w, predicate != 0);
+    return (int)::cunumpy_emu::collective(::cunumpy_emu::worker(), CUNUMPY_EMU_OP_BARRIER, 0u, predicate != 0, 0, 0);
 }
 
 static __inline__ int __syncthreads_and(int predicate)
@@ -283,25 +364,23 @@ static __inline__ int __syncthreads_and(int predicate)
     cunumpy_emu_worker *w = ::cunumpy_emu::worker();
     const uint3 d = ::cunumpy_emu::load_dim3(&w->block_dim);
     const int n = (int)(d.x * d.y * d.z);
-    return ::cunumpy_emu::api_of(w)->syncthreads_count(w, predicate != 0) == n;
+    return (int)::cunumpy_emu::collective(w, CUNUMPY_EMU_OP_BARRIER, 0u, predicate != 0, 0, 0) == n;
 }
 
 static __inline__ int __syncthreads_or(int predicate)
 {
-    cunumpy_emu_worker *w = ::cunumpy_emu::worker();
-    return ::cunumpy_emu::api_of(w)->syncthreads_count(w, predicate != 0) != 0;
+    return ::cunumpy_emu::collective(::cunumpy_emu::worker(), CUNUMPY_EMU_OP_BARRIER, 0u, predicate != 0, 0, 0) != 0;
 }
 
 static __inline__ void __syncwarp(unsigned int mask = 0xffffffffu)
 {
-    cunumpy_emu_worker *w = ::cunumpy_emu::worker();
-    ::cunumpy_emu::api_of(w)->syncwarp(w, mask);
+    (void)::cunumpy_emu::collective(::cunumpy_emu::worker(), CUNUMPY_EMU_OP_SYNCWARP, mask, 0u, 0, 32);
 }
 
 static __inline__ unsigned int __ballot_sync(unsigned int mask, int predicate)
 {
-    cunumpy_emu_worker *w = ::cunumpy_emu::worker();
-    return ::cunumpy_emu::api_of(w)->ballot(w, mask, predicate != 0);
+    return (unsigned int)::cunumpy_emu::collective(::cunumpy_emu::worker(), CUNUMPY_EMU_OP_BALLOT, mask,
+                                                   predicate != 0, 0, 32);
 }
 
 static __inline__ int __any_sync(unsigned int mask, int predicate) { return __ballot_sync(mask, predicate) != 0u; }
@@ -320,7 +399,7 @@ namespace cunumpy_emu {
 template <int Site> static __inline__ __attribute__((always_inline)) unsigned int activemask_at(void)
 {
     cunumpy_emu_worker *w = ::cunumpy_emu::worker();
-    const unsigned int mask = ::cunumpy_emu::api_of(w)->activemask(w);
+    const unsigned int mask = CUNUMPY_EMU_API(w, activemask)(w);
     __asm__ __volatile__("" : : "i"(Site));
     return mask;
 }
@@ -335,8 +414,7 @@ template <typename T> static __inline__ T shfl(int kind, unsigned int mask, T va
                   "warp shuffles move values of at most 8 bytes");
     std::uint64_t bits = 0;
     std::memcpy(&bits, &value, sizeof(T));
-    cunumpy_emu_worker *w = ::cunumpy_emu::worker();
-    bits = ::cunumpy_emu::api_of(w)->shfl(w, kind, mask, bits, arg, width);
+    bits = ::cunumpy_emu::collective(::cunumpy_emu::worker(), kind, mask, bits, arg, width);
     T out;
     std::memcpy(&out, &bits, sizeof(T));
     return out;
@@ -447,7 +525,7 @@ static __inline__ void __threadfence(void)
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
 #if CUNUMPY_EMU_CHECKS == 3
     cunumpy_emu_worker *w = ::cunumpy_emu::worker();
-    ::cunumpy_emu::api_of(w)->fence(w); // racecheck: the block's earlier writes are published
+    CUNUMPY_EMU_API(w, fence)(w); // racecheck: the block's earlier writes are published
 #endif
 }
 static __inline__ void __threadfence_block(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
@@ -830,11 +908,25 @@ template <typename T> __attribute__((noinline)) CUNUMPY_EMU_NOINSTR static T loa
     return *static_cast<const T *>(args[i]);
 }
 
-template <auto K, std::size_t... I> static __inline__ void run_thread_impl(void *const *args, std::index_sequence<I...>)
+// A fiber runs its thread in every block of the launch: the parameters are read once, each
+// call gets its own copies; at the end of a block the thread waits for the next one.
+CUNUMPY_EMU_BUILTIN void thread_exit(cunumpy_emu_worker *w)
+{
+    (void)collective(w, CUNUMPY_EMU_OP_EXIT, 0u, 0u, 0, 0);
+}
+
+template <auto K, std::size_t... I>
+[[noreturn]] static __inline__ void run_thread_impl(void *const *args, std::index_sequence<I...>)
 {
     typedef typename kernel_params<decltype(K)>::values values;
     (void)args;
-    K(load_param<typename std::tuple_element<I, values>::type>(args, I)...);
+    cunumpy_emu_worker *w = worker();
+    const values params(load_param<typename std::tuple_element<I, values>::type>(args, I)...);
+    (void)params;
+    for (;;) {
+        K(std::get<I>(params)...);
+        thread_exit(w);
+    }
 }
 
 template <auto K> static __inline__ void run_thread(void *const *args)
@@ -851,7 +943,7 @@ static __inline__ void run_block_impl(cunumpy_emu_worker *w, void *const *args, 
     // The parameters are read once per block; each thread gets its own copies, as on the GPU.
     const values params(load_param<typename std::tuple_element<I, values>::type>(args, I)...);
     (void)params; // kernels without parameters
-    cunumpy_emu_thread t = {{0, 0, 0}, 0};
+    cunumpy_emu_thread t = {{0, 0, 0}, 0, 0};
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdangling-pointer"
@@ -863,12 +955,12 @@ static __inline__ void run_block_impl(cunumpy_emu_worker *w, void *const *args, 
     const uint3 dims = load_dim3(&w->block_dim);
     const unsigned int nx = dims.x, ny = dims.y, nz = dims.z;
     unsigned int linear = 0;
-    for (unsigned int z = 0; z < nz; ++z)
-        for (unsigned int y = 0; y < ny; ++y)
+    for (unsigned int z = 0; z < nz; ++z) {
+        t.thread_idx.z = z;
+        for (unsigned int y = 0; y < ny; ++y) {
+            t.thread_idx.y = y;
             for (unsigned int x = 0; x < nx; ++x) {
                 t.thread_idx.x = x;
-                t.thread_idx.y = y;
-                t.thread_idx.z = z;
                 t.linear = linear++;
 #if CUNUMPY_EMU_CHECKS != 0
                 // The thread is written before the kernel's code runs, not sunk past it: a
@@ -878,6 +970,8 @@ static __inline__ void run_block_impl(cunumpy_emu_worker *w, void *const *args, 
 #endif
                 K(std::get<I>(params)...);
             }
+        }
+    }
     runtime_store(&w->current, (cunumpy_emu_thread *)nullptr);
 }
 
@@ -885,6 +979,73 @@ template <auto K> static __inline__ void run_block(cunumpy_emu_worker *w, void *
 {
     typedef typename kernel_params<decltype(K)>::values values;
     run_block_impl<K>(w, args, std::make_index_sequence<std::tuple_size<values>::value>{});
+}
+
+// The same with the kernel's copy L (see struct builtins): K gives the parameter types, L
+// takes the built-ins first, then K's parameters.
+template <auto K, auto L, std::size_t... I>
+static __inline__ void run_thread_copy_impl(void *const *args, std::index_sequence<I...>)
+{
+    typedef typename kernel_params<decltype(K)>::values values;
+    (void)args;
+    cunumpy_emu_worker *w = worker();
+    const values params(load_param<typename std::tuple_element<I, values>::type>(args, I)...);
+    (void)params;
+    const uint3 thread_idx = load_dim3(&runtime_load(&w->current)->thread_idx); // the fiber's, in every block
+    for (;;) {
+        const builtins b = {thread_idx, load_dim3(&w->block_idx), load_dim3(&w->block_dim), load_dim3(&w->grid_dim)};
+        L(b, std::get<I>(params)...);
+        thread_exit(w);
+    }
+}
+
+template <auto K, auto L> static __inline__ void run_thread_copy(void *const *args)
+{
+    typedef typename kernel_params<decltype(K)>::values values;
+    run_thread_copy_impl<K, L>(args, std::make_index_sequence<std::tuple_size<values>::value>{});
+}
+
+template <auto K, auto L, std::size_t... I>
+static __inline__ void run_block_copy_impl(cunumpy_emu_worker *w, void *const *args, std::index_sequence<I...>)
+{
+    typedef typename kernel_params<decltype(K)>::values values;
+    (void)args;
+    const values params(load_param<typename std::tuple_element<I, values>::type>(args, I)...);
+    (void)params;
+    cunumpy_emu_thread t = {{0, 0, 0}, 0, 0};
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdangling-pointer"
+#endif
+    runtime_store(&w->current, &t); // for device functions reading the built-ins, and fault reports
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#pragma GCC diagnostic pop
+#endif
+    builtins b = {{0, 0, 0}, load_dim3(&w->block_idx), load_dim3(&w->block_dim), load_dim3(&w->grid_dim)};
+    const unsigned int nx = b.block_dim.x, ny = b.block_dim.y, nz = b.block_dim.z;
+    unsigned int linear = 0;
+    for (unsigned int z = 0; z < nz; ++z) {
+        t.thread_idx.z = z;
+        for (unsigned int y = 0; y < ny; ++y) {
+            t.thread_idx.y = y;
+            for (unsigned int x = 0; x < nx; ++x) {
+                t.thread_idx.x = x; // two stores per thread: y and z change in the outer loops only
+                t.linear = linear++;
+#if CUNUMPY_EMU_CHECKS != 0
+                __asm__ __volatile__("" : : "m"(t)); // see run_block_impl
+#endif
+                b.thread_idx = uint3{x, y, z};
+                L(b, std::get<I>(params)...);
+            }
+        }
+    }
+    runtime_store(&w->current, (cunumpy_emu_thread *)nullptr);
+}
+
+template <auto K, auto L> static __inline__ void run_block_copy(cunumpy_emu_worker *w, void *const *args)
+{
+    typedef typename kernel_params<decltype(K)>::values values;
+    run_block_copy_impl<K, L>(w, args, std::make_index_sequence<std::tuple_size<values>::value>{});
 }
 
 } // namespace cunumpy_emu
