@@ -67,9 +67,7 @@ def host_compiler_flags(options) -> list[str]:
         head, eq, value = o.partition("=")
         if eq and head in _TWO_WORD and head.startswith("--"):
             out.append(_TWO_WORD[head] + value)
-        elif o[:2] in ("-D", "-U", "-I") and len(o) > 2:
-            out.append(o)
-        elif o.startswith("-ffp-contract="):
+        elif (o[:2] in ("-D", "-U", "-I") and len(o) > 2) or o.startswith("-ffp-contract="):
             out.append(o)
         elif head == "--fmad":
             out.append("-ffp-contract=" + ("off" if value.lower() == "false" else "fast"))
@@ -246,10 +244,8 @@ def _complex_hint(kernel, headers) -> str:
     (NVRTC needs the same include)."""
     texts = [kernel.source]
     for path in headers:
-        try:
+        with contextlib.suppress(OSError):
             texts.append(Path(path).read_text(encoding="utf-8", errors="replace"))
-        except OSError:
-            pass
     if any(_COMPLEX_USE.search(t) for t in texts) and not any(_COMPLEX_HEADER.search(t) for t in texts):
         return (
             f"note: kernel '{kernel.name}' uses complex<T> without including a header that declares it: "
@@ -268,7 +264,7 @@ def _headers_of(kernel, tracked=None) -> tuple:
     if kernel.include_dirs:
         for path in resolve_includes(
             kernel.source, kernel.include_dirs, base_dir=kernel.source_dir,
-            angle_dirs=tuple(kernel.include_dirs) + (cuda_include_dir(),),
+            angle_dirs=(*kernel.include_dirs, cuda_include_dir()),
         ):
             if path not in tracked:
                 tracked.append(path)
@@ -601,7 +597,7 @@ class EmulationHook:
         if kind == "RawModule" and action == "compile":
             from ..cuda._source import cuda_kernel_names
 
-            code = obj.code if obj.code is not None else open(obj.path, encoding="utf-8").read()
+            code = obj.code if obj.code is not None else Path(obj.path).read_text(encoding="utf-8")
             for name in cuda_kernel_names(code):
                 if _cuda_kernel._is_template(code, name):
                     continue
