@@ -18,6 +18,7 @@ import re
 import sys
 import threading
 import weakref
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -367,8 +368,12 @@ def _check_finite(kernel, args):
             )
 
 
-def emulate_cuda_kernel(kernel, *args, n_threads=None, grid=None, block=None, compiler=None, options=(),
-                        shared_mem=0, checked=False, sanitize=(), timeout=None, memcheck=None, outputs=None):
+def emulate_cuda_kernel(
+    kernel: CudaKernel, *args: object, n_threads: int | tuple[int, ...] | None = None,
+    grid: int | tuple[int, ...] | None = None, block: int | tuple[int, ...] | None = None, compiler: str | None = None,
+    options: Iterable[str] = (), shared_mem: int = 0, checked: bool = False, sanitize: str | Iterable[str] = (),
+    timeout: float | None = None, memcheck: bool | None = None, outputs: Iterable[str | int] | None = None,
+) -> None:
     """Run a CUDA kernel on the CPU as if it were launched with these arguments.
 
     The source is compiled once with the host C++ compiler against a prelude that provides
@@ -454,7 +459,7 @@ def emulate_cuda_kernel(kernel, *args, n_threads=None, grid=None, block=None, co
                 timeout=timeout, memcheck=memcheck)
 
 
-def compile_for_emulation(kernel, *, compiler=None, options=()):
+def compile_for_emulation(kernel: CudaKernel, *, compiler: str | None = None, options: Iterable[str] = ()) -> Path:
     """Build (or find in the cache) the emulation library of a kernel, without launching it.
 
     Parameters
@@ -468,7 +473,7 @@ def compile_for_emulation(kernel, *, compiler=None, options=()):
 
     Returns
     -------
-    str
+    pathlib.Path
         The path of the shared library.
     """
     _check_kernel(kernel, "compile_for_emulation()")
@@ -744,7 +749,10 @@ def fake_cupy_hook():
 
 
 @contextlib.contextmanager
-def emulated_launches(*, compiler=None, options=(), checked=False, sanitize=(), timeout=None, memcheck=None):
+def emulated_launches(
+    *, compiler: str | None = None, options: Iterable[str] = (), checked: bool = False,
+    sanitize: str | Iterable[str] = (), timeout: float | None = None, memcheck: bool | None = None,
+) -> Iterator[None]:
     """Run every CUDA kernel launch and compilation inside the block on the CPU.
 
     Every :class:`~cunumpy.kernels.CudaKernel` launch (also through ``Kernel`` on the CuPy
