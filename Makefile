@@ -68,8 +68,8 @@ lint: $(BUILT) $(VENV)/.req-lint
 	$(PY) tools/check_annotations.py
 	$(MAKE) lint-c
 
-# clang-tidy over the C core (.clang-tidy, tools/lint_c.sh; TEMPORARY: without the emulator's
-# runtime, src/cunumpy/_core/emu/, until its speed work has landed).
+# clang-tidy over the C core and the emulator's runtime, src/cunumpy/_core/emu/ (.clang-tidy,
+# tools/lint_c.sh).
 lint-c: $(DEPS)
 	PY=$(PY) bash tools/lint_c.sh
 

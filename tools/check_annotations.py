@@ -1,14 +1,11 @@
 """List the public functions and methods of cunumpy that lack type annotations.
 
 The public API is what a user's type checker sees through ``py.typed``: the names in
-``__all__`` of cunumpy and of its public submodules, and the public methods of the public
-classes among them. A function counts as annotated when its return and every parameter
+``__all__`` of cunumpy and of its public submodules (and of ``cunumpy._emulation``, whose
+names ``cunumpy.kernel_testing`` re-exports), and the public methods of the public classes
+among them. A function counts as annotated when its return and every parameter
 (``self``/``cls`` aside) carry an annotation. Exit status 1 when any is missing (``make lint``
 runs it so: the threshold is zero); ``--count`` only prints the count.
-
-TEMPORARY (issue 26): the functions of the CPU emulation (``cunumpy._emulation``, re-exported
-by ``cunumpy.kernel_testing``) are left out until the emulator's speed work has landed; they
-are annotated then and EXCLUDED_MODULES goes.
 
     python tools/check_annotations.py [--count]
 """
@@ -20,19 +17,10 @@ import inspect
 import sys
 
 MODULES = [
-    "cunumpy", "cunumpy.algorithms", "cunumpy.arguments", "cunumpy.cuda", "cunumpy.integrate",
+    "cunumpy", "cunumpy._emulation", "cunumpy.algorithms", "cunumpy.arguments", "cunumpy.cuda", "cunumpy.integrate",
     "cunumpy.kernels", "cunumpy.kernel_testing", "cunumpy.memory", "cunumpy.mpi", "cunumpy.optimize",
     "cunumpy.petsc", "cunumpy.profiling", "cunumpy.rng", "cunumpy.scipy", "cunumpy.threads", "cunumpy.xp",
 ]
-
-# TEMPORARY (issue 26, see above): functions defined in these modules are not counted.
-EXCLUDED_MODULES = ("cunumpy._emulation",)
-
-
-def _excluded(function) -> bool:
-    module = getattr(function, "__module__", "") or ""
-    return any(module == m or module.startswith(m + ".") for m in EXCLUDED_MODULES)
-
 
 def _missing(function) -> list[str]:
     try:
@@ -75,7 +63,7 @@ def main() -> int:
     total = 0
     for module_name in MODULES:
         for qualname, function in _own_functions(module_name):
-            if id(function) in seen or _excluded(function):
+            if id(function) in seen:
                 continue
             seen.add(id(function))
             total += 1
@@ -84,8 +72,7 @@ def main() -> int:
                 problems.append(f"{qualname}: {', '.join(missing)}")
     if problems and "--count" not in sys.argv:
         print("\n".join(problems))
-    print(f"check_annotations: {len(problems)} of {total} public functions and methods lack annotations "
-          f"(not counted: those of {', '.join(EXCLUDED_MODULES)})")
+    print(f"check_annotations: {len(problems)} of {total} public functions and methods lack annotations")
     return 1 if problems and "--count" not in sys.argv else 0
 
 

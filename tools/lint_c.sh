@@ -1,14 +1,11 @@
 #!/usr/bin/env bash
-# clang-tidy (.clang-tidy: bugprone-*, cert-*, clang-analyzer-*, performance-*) over the C core,
-# two files at a time. Prints every finding and a count; exits 1 on any. Debian's clang-tidy is
-# installed with apt-get when missing and this runs as root.
-#
-# TEMPORARY (issue 26): the emulator's runtime (src/cunumpy/_core/emu/) is left out until its
-# speed work has landed; its findings are fixed then and EXCLUDE_EMU goes.
+# clang-tidy (.clang-tidy: bugprone-*, cert-*, clang-analyzer-*, performance-*) over the C core
+# and the emulator's runtime (src/cunumpy/_core/emu/), two files at a time. Prints every finding
+# and a count; exits 1 on any. Debian's clang-tidy is installed with apt-get when missing and this
+# runs as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
-EXCLUDE_EMU=1
 if ! command -v clang-tidy >/dev/null; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         apt-get install -y -q clang-tidy >/dev/null
@@ -17,10 +14,7 @@ if ! command -v clang-tidy >/dev/null; then
     fi
 fi
 include=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
-files=(src/cunumpy/_core/*.c)
-if [ "$EXCLUDE_EMU" != 1 ]; then
-    files+=(src/cunumpy/_core/emu/*.c)
-fi
+files=(src/cunumpy/_core/*.c src/cunumpy/_core/emu/*.c)
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 printf '%s\n' "${files[@]}" |
   xargs -P 2 -I{} clang-tidy --quiet {} -- -std=c11 -D_GNU_SOURCE -I"$include" -Isrc/cunumpy/_core >"$out" 2>/dev/null || true

@@ -52,7 +52,7 @@ class Args:
     """The kernelParams array: one pointer per parameter to a value kept alive here."""
 
     def __init__(self, *values):
-        self.values = [v if isinstance(v, ctypes._SimpleCData) or isinstance(v, ctypes.Structure)
+        self.values = [v if isinstance(v, (ctypes._SimpleCData, ctypes.Structure))
                        else ctypes.c_void_p(v.ctypes.data) for v in values]
         self.array = (ctypes.c_void_p * max(1, len(values)))(*[ctypes.addressof(v) for v in self.values])
 
@@ -218,7 +218,7 @@ def test_concurrent_launches_from_threads(lib):
                 launch(lib, "axpy", ((n + 255) // 256,), (256,), Args(ctypes.c_double(1.0), x, y, ctypes.c_longlong(n)),
                        fibers=bool(k % 2))
             results[k] = y
-        except Exception as exc:  # pragma: no cover - reported below
+        except Exception as exc:  # noqa: BLE001  a worker thread's failure is asserted on below  # pragma: no cover
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]

@@ -10,14 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from _emulation_support import requires_compiler
 
 from cunumpy import kernel_testing as kt
 from cunumpy._emulation import _build, _launch
 from cunumpy._emulation._source import PTX_MESSAGE, entry_points, rewrite_source
 from cunumpy.kernels import CudaKernel
-
 
 # ------------------------------------------------------------------ compiler and cache dir
 

@@ -4,7 +4,6 @@ parameters (pointers, scalars, views, struct fields) and alignment."""
 
 import numpy as np
 import pytest
-
 from _emulation_support import requires_compiler
 
 from cunumpy import kernel_testing as kt

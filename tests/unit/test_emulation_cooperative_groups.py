@@ -9,7 +9,6 @@ import subprocess
 
 import numpy as np
 import pytest
-
 from _emulation_support import requires_compiler
 
 from cunumpy import kernel_testing as kt

@@ -6,7 +6,6 @@ with a copy, or (lambdas and local classes using a built-in) without one.
 
 import numpy as np
 import pytest
-
 from _emulation_support import requires_compiler
 
 from cunumpy import kernel_testing as kt

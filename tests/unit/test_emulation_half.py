@@ -5,7 +5,6 @@ Kernels take the float16 arrays' uint16 views (the signature parser has no __hal
 
 import numpy as np
 import pytest
-
 from _emulation_support import requires_compiler
 
 from cunumpy import kernel_testing as kt

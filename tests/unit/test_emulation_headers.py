@@ -6,7 +6,6 @@ import textwrap
 
 import numpy as np
 import pytest
-
 from _emulation_support import requires_compiler
 
 from cunumpy import kernel_testing as kt

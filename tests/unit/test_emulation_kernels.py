@@ -12,7 +12,6 @@ import textwrap
 
 import numpy as np
 import pytest
-
 from _emulation_support import finishes_within, requires_compiler
 
 import cunumpy as xp

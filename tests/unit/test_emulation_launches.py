@@ -2,22 +2,19 @@
 CuPy, argument objects and struct parameters, hook nesting and threads, and the Python
 layer against a serial reference launcher."""
 
-import sys
 import textwrap
 import threading
 import types
 
 import numpy as np
 import pytest
-
 from _emulation_support import requires_compiler
 from _fake_support import active_fake_cupy
 from _serial_launcher import serial_emu_launch
 
 from cunumpy import kernel_testing as kt
 from cunumpy._emulation import _launch
-from cunumpy.kernels import CudaKernel, CudaKernelVariants
-from cunumpy.kernels import _cuda_kernel
+from cunumpy.kernels import CudaKernel, CudaKernelVariants, _cuda_kernel
 
 pytestmark = requires_compiler
 
@@ -205,16 +202,14 @@ def test_emulated_launches_installs_and_restores_the_hooks():
     with kt.emulated_launches():
         outer = _cuda_kernel._emulation_hook()
         assert outer is not None and outer is not before and _launch.fake_cupy_hook() is outer
-        with pytest.raises(ZeroDivisionError):
-            with kt.emulated_launches(options=("-ffp-contract=off",)):
-                assert _cuda_kernel._emulation_hook().settings.options == ("-ffp-contract=off",)
-                raise ZeroDivisionError
+        with pytest.raises(ZeroDivisionError), kt.emulated_launches(options=("-ffp-contract=off",)):
+            assert _cuda_kernel._emulation_hook().settings.options == ("-ffp-contract=off",)
+            raise ZeroDivisionError
         assert _cuda_kernel._emulation_hook() is outer
     assert _cuda_kernel._emulation_hook() is before
     assert (_cuda_kernel.emulation_hook, fake_kernels._launch_hook) == (None, None)  # nothing global
-    with pytest.raises(TypeError, match="options"):
-        with kt.emulated_launches(options="-O3"):
-            pass
+    with pytest.raises(TypeError, match="options"), kt.emulated_launches(options="-O3"):
+        pass
 
 
 def test_threads_leaving_in_any_order_restore_the_outside_hook():

@@ -12,7 +12,6 @@ import textwrap
 
 import numpy as np
 import pytest
-
 from _emulation_support import requires_compiler
 
 import cunumpy.kernel_testing as kt
@@ -576,10 +575,9 @@ def test_the_timeout_variable_and_its_checks(monkeypatch):
     monkeypatch.setenv("CUNUMPY_EMULATION_TIMEOUT", "0.2")
     with pytest.raises(kt.EmulationTimeoutError):
         kt.emulate_cuda_kernel(k, flag, 0, grid=1, block=1)
-    with pytest.raises(kt.EmulationTimeoutError):
-        with kt.emulated_launches():
-            from cunumpy._emulation._launch import EmulationHook  # noqa: F401
-            kt.emulate_cuda_kernel(k, flag, 0, grid=1, block=1)
+    with pytest.raises(kt.EmulationTimeoutError), kt.emulated_launches():
+        from cunumpy._emulation._launch import EmulationHook  # noqa: F401
+        kt.emulate_cuda_kernel(k, flag, 0, grid=1, block=1)
     monkeypatch.setenv("CUNUMPY_EMULATION_TIMEOUT", "soon")
     with pytest.raises(ValueError, match="CUNUMPY_EMULATION_TIMEOUT must be a number of seconds, got 'soon'"):
         kt.emulate_cuda_kernel(k, flag, 0, grid=1, block=1)

@@ -60,7 +60,7 @@ class _HostArray:
 class MarshalledArguments:
     """The packed parameter values, the arrays they point into, and the pending copies back."""
 
-    __slots__ = ("buffer", "table", "params", "keep", "copies", "first_shape", "regions")
+    __slots__ = ("buffer", "copies", "first_shape", "keep", "params", "regions", "table")
 
     def __init__(self):
         self.buffer = None
@@ -234,8 +234,9 @@ class _Marshaller:
             for f in parsed:
                 fields.append((f.name, f))
             return fields
+        dtype_fields: Mapping[str, tuple] = dtype.fields or {}
         for fname in dtype.names or ():
-            fdt = dtype.fields[fname][0]
+            fdt = dtype_fields[fname][0]
             if fdt.names and "data" in fdt.names and "shape" in fdt.names:
                 n = fdt["shape"].shape[0] if fdt["shape"].shape else 1
                 contiguous = "strides" not in fdt.names
@@ -256,6 +257,7 @@ class _Marshaller:
                 )
             return obj
         sname = getattr(p.struct, "name", p.ctype)
+        missing: type[Exception] | tuple[type[Exception], ...]
         if isinstance(obj, Mapping):
             def read(fname):
                 return obj[fname]
@@ -269,6 +271,7 @@ class _Marshaller:
                 return obj[fname]
             missing = (KeyError, IndexError)
         record = bytearray(dtype.itemsize)
+        dtype_fields: Mapping[str, tuple] = dtype.fields or {}
         for fname, f in self.struct_fields(p):
             where = f"argument {index} (struct {sname}), field '{fname}'"
             try:
@@ -290,7 +293,7 @@ class _Marshaller:
                 detail = str(exc).split("): ", 1)[-1]
                 raise type(exc)(f"kernel '{self.name}': {where} ({f.declaration}): {detail}") from None
             off, size = plan.layout[0]
-            at = dtype.fields[fname][1]
+            at = dtype_fields[fname][1]
             record[at:at + size] = packed[off:off + size]
         return np.frombuffer(bytes(record), dtype)[0]
 

@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import IO, Any
 
 from ._source import STUBS_FILE, RewriteFindings, add_entry_copies, rewrite_preprocessed, user_files
 
@@ -62,40 +63,40 @@ _GCC_FLAGS = ("-fno-gnu-unique",)
 CHECKS_NONE, CHECKS_SHADOW, CHECKS_CALLS, CHECKS_TRACK = 0, 1, 2, 3
 
 
-def _link_flags(checks: int, clang: bool, static_ubsan: bool) -> tuple:
+def _link_flags(checks: int, clang: bool, static_ubsan: bool) -> tuple[str, ...]:
     """Linking: only the libraries the kernel uses (a new process then loads less with it).
     GCC links its UBSan runtime whenever a UBSan check is compiled in, though the prelude
     defines the one handler the library calls: with the runtime's static archive, nothing of it
     is linked (no symbol of it is missing) instead of loading libubsan.so with every library."""
-    flags = ("-Wl,--as-needed",)
+    flags: tuple[str, ...] = ("-Wl,--as-needed",)
     if checks in (CHECKS_SHADOW, CHECKS_CALLS) and not clang and static_ubsan:
         flags += ("-static-libubsan",)
     return flags
 
 
-def _checks_flags(checks: int, clang: bool) -> tuple:
+def _checks_flags(checks: int, clang: bool) -> tuple[str, ...]:
     """The instrumentation flags of a checks mode, for GCC or Clang. The instrumentation's
     runtime functions are defined by the prelude (cunumpy_emu/checks.h), none is linked."""
     if checks == CHECKS_NONE:
         return ("-DCUNUMPY_EMU_CHECKS=0",)
     offset = "0x200000000000"  # CUNUMPY_EMU_SHADOW_OFFSET of emu_abi.h
     if clang:
-        kasan = ("-fsanitize=kernel-address", "-mllvm", "-asan-stack=0", "-mllvm", "-asan-globals=0")
+        kasan: tuple[str, ...] = ("-fsanitize=kernel-address", "-mllvm", "-asan-stack=0", "-mllvm", "-asan-globals=0")
         table = {
-            CHECKS_SHADOW: kasan + ("-mllvm", f"-asan-mapping-offset={offset}", "-mllvm",
-                                    "-asan-instrumentation-with-call-threshold=1000000000"),
-            CHECKS_CALLS: kasan + ("-mllvm", "-asan-instrumentation-with-call-threshold=0"),
+            CHECKS_SHADOW: (*kasan, "-mllvm", f"-asan-mapping-offset={offset}", "-mllvm",
+                            "-asan-instrumentation-with-call-threshold=1000000000"),
+            CHECKS_CALLS: (*kasan, "-mllvm", "-asan-instrumentation-with-call-threshold=0"),
             CHECKS_TRACK: ("-fsanitize=thread", "-mllvm", "-tsan-instrument-func-entry-exit=0"),
         }
     else:
         kasan = ("-fsanitize=kernel-address", "--param=asan-stack=0", "--param=asan-globals=0")
         table = {
-            CHECKS_SHADOW: kasan + (f"-fasan-shadow-offset={offset}",
-                                    "--param=asan-instrumentation-with-call-threshold=1000000000"),
-            CHECKS_CALLS: kasan + ("--param=asan-instrumentation-with-call-threshold=0",),
+            CHECKS_SHADOW: (*kasan, f"-fasan-shadow-offset={offset}",
+                            "--param=asan-instrumentation-with-call-threshold=1000000000"),
+            CHECKS_CALLS: (*kasan, "--param=asan-instrumentation-with-call-threshold=0"),
             CHECKS_TRACK: ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0"),
         }
-    return table[checks] + ("-fsanitize=integer-divide-by-zero", f"-DCUNUMPY_EMU_CHECKS={checks}")
+    return (*table[checks], "-fsanitize=integer-divide-by-zero", f"-DCUNUMPY_EMU_CHECKS={checks}")
 _COMPILE_TIMEOUT = 600
 
 _PRELUDE_DIR = Path(__file__).resolve().parent / "include"
@@ -140,7 +141,7 @@ def emulation_compiler() -> str | None:
         if words:
             found = _which(words[0])
             if found is not None:
-                return shlex.join([found] + words[1:])
+                return shlex.join([found, *words[1:]])
     return _which("c++")
 
 
@@ -210,7 +211,7 @@ class _Records:
     def __init__(self, name: str):
         self.name = name
         self.lock = threading.Lock()
-        self.loaded_from = None
+        self.loaded_from: Path | None = None
         self.records: dict = {}
         self.pending: dict = {}
 
@@ -326,7 +327,7 @@ def _compiler_info(command: list[str]) -> dict:
     exe = _which(command[0]) or command[0]
     if _stat_of(exe) is None:
         raise RuntimeError(f"CPU emulation: the C++ compiler {command[0]!r} cannot be run (not found)")
-    key = json.dumps([_FORMAT] + command)
+    key = json.dumps([_FORMAT, *command])
     record = _compiler_records.get(key)
     if isinstance(record, dict):
         files = record.get("files")
@@ -340,7 +341,7 @@ def _compiler_info(command: list[str]) -> dict:
     read_at = time.time_ns()
 
     def ask(option: str, stderr=subprocess.DEVNULL) -> str:
-        return subprocess.run(command + [option], stdout=subprocess.PIPE, stderr=stderr, text=True,
+        return subprocess.run([*command, option], stdout=subprocess.PIPE, stderr=stderr, text=True,
                               timeout=60).stdout
 
     try:
@@ -392,8 +393,8 @@ class EmulationLibrary:
     """A loaded emulation library: the entry addresses of its kernels and its execution mode."""
 
     __slots__ = (
-        "path", "key", "fibers", "entries", "depends", "bind", "abi_version", "checks", "extern_shared", "handle",
-        "_dll", "_addresses",
+        "_addresses", "_dll", "abi_version", "bind", "checks", "depends", "entries", "extern_shared", "fibers", "handle",
+        "key", "path",
     )
 
     def __init__(self, path: Path, key: str, fibers: bool, entries, depends=(), extern_shared=()):
@@ -494,7 +495,8 @@ def _prelude_digests() -> list:
         except (KeyError, TypeError, ValueError):
             pass
     read_at = time.time_ns()
-    dirs, files = [], []
+    dirs: list[list[Any]] = []
+    files: list[list[Any]] = []
     for root, _, names in os.walk(_PRELUDE_DIR):
         dirs.append([root, _stat_of(root)])
         for name in names:
@@ -554,10 +556,12 @@ def _entry_lock(directory: Path, key: str, name: str):
 
     path = directory / f"{key}.lock"
     try:
+        lock_file: IO[bytes]
         try:
-            lock_file = open(path, "a+b")
+            lock_file = open(path, "a+b")  # noqa: SIM115  the with below closes it, whichever mode opened it
         except PermissionError:
-            lock_file = open(path, "rb")  # another user's lock file in a shared cache: flock needs no write
+            # another user's lock file in a shared cache: flock needs no write
+            lock_file = open(path, "rb")  # noqa: SIM115  the with below closes it
     except OSError as exc:  # a read-only cache: only a complete entry could have been used
         raise _not_writable(directory, name, exc) from None
     with lock_file:
@@ -584,10 +588,8 @@ def _share(path, mode: int) -> None:
     """Give a cache file the permissions of a file created normally (``mode`` less the umask):
     temporary files are private (0600), and a cache built by one user (an image's) must be
     readable by the others."""
-    try:
+    with contextlib.suppress(OSError):
         os.chmod(path, mode & ~_umask())
-    except OSError:
-        pass
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -603,10 +605,8 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 
 def _unlink(path) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.unlink(path)
-    except OSError:
-        pass
 
 
 def _depends_current(depends) -> bool:
@@ -786,13 +786,13 @@ def _build(directory, key, unit, name, entries, command, flags, checks=CHECKS_NO
             # loaded into Python: compile with it, link without.
             obj = tmp[: -len(".so.tmp")] + ".o"
             try:
-                _run(command + list(_BASE_FLAGS) + list(flags) + ["-c", str(expanded), "-o", obj], "compilation", name)
-                _run(command + ["-shared", "-pthread", "-Wl,-Bsymbolic", "-Wl,--as-needed", obj, "-o", tmp], "linking",
+                _run([*command, *_BASE_FLAGS, *flags, "-c", str(expanded), "-o", obj], "compilation", name)
+                _run([*command, "-shared", "-pthread", "-Wl,-Bsymbolic", "-Wl,--as-needed", obj, "-o", tmp], "linking",
                      name)
             finally:
                 _unlink(obj)
         else:
-            _run(command + list(_BASE_FLAGS) + list(flags) + [str(expanded), "-o", tmp], "compilation", name)
+            _run([*command, *_BASE_FLAGS, *flags, str(expanded), "-o", tmp], "compilation", name)
         with _memory_lock:
             _builds[0] += 1
         fingerprint = _fingerprint(Path(tmp).read_bytes())

@@ -18,6 +18,7 @@ import re
 import sys
 import threading
 import weakref
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -67,9 +68,7 @@ def host_compiler_flags(options) -> list[str]:
         head, eq, value = o.partition("=")
         if eq and head in _TWO_WORD and head.startswith("--"):
             out.append(_TWO_WORD[head] + value)
-        elif o[:2] in ("-D", "-U", "-I") and len(o) > 2:
-            out.append(o)
-        elif o.startswith("-ffp-contract="):
+        elif (o[:2] in ("-D", "-U", "-I") and len(o) > 2) or o.startswith("-ffp-contract="):
             out.append(o)
         elif head == "--fmad":
             out.append("-ffp-contract=" + ("off" if value.lower() == "false" else "fast"))
@@ -246,10 +245,8 @@ def _complex_hint(kernel, headers) -> str:
     (NVRTC needs the same include)."""
     texts = [kernel.source]
     for path in headers:
-        try:
+        with contextlib.suppress(OSError):
             texts.append(Path(path).read_text(encoding="utf-8", errors="replace"))
-        except OSError:
-            pass
     if any(_COMPLEX_USE.search(t) for t in texts) and not any(_COMPLEX_HEADER.search(t) for t in texts):
         return (
             f"note: kernel '{kernel.name}' uses complex<T> without including a header that declares it: "
@@ -268,7 +265,7 @@ def _headers_of(kernel, tracked=None) -> tuple:
     if kernel.include_dirs:
         for path in resolve_includes(
             kernel.source, kernel.include_dirs, base_dir=kernel.source_dir,
-            angle_dirs=tuple(kernel.include_dirs) + (cuda_include_dir(),),
+            angle_dirs=(*kernel.include_dirs, cuda_include_dir()),
         ):
             if path not in tracked:
                 tracked.append(path)
@@ -371,8 +368,12 @@ def _check_finite(kernel, args):
             )
 
 
-def emulate_cuda_kernel(kernel, *args, n_threads=None, grid=None, block=None, compiler=None, options=(),
-                        shared_mem=0, checked=False, sanitize=(), timeout=None, memcheck=None, outputs=None):
+def emulate_cuda_kernel(
+    kernel: CudaKernel, *args: object, n_threads: int | tuple[int, ...] | None = None,
+    grid: int | tuple[int, ...] | None = None, block: int | tuple[int, ...] | None = None, compiler: str | None = None,
+    options: Iterable[str] = (), shared_mem: int = 0, checked: bool = False, sanitize: str | Iterable[str] = (),
+    timeout: float | None = None, memcheck: bool | None = None, outputs: Iterable[str | int] | None = None,
+) -> None:
     """Run a CUDA kernel on the CPU as if it were launched with these arguments.
 
     The source is compiled once with the host C++ compiler against a prelude that provides
@@ -458,7 +459,7 @@ def emulate_cuda_kernel(kernel, *args, n_threads=None, grid=None, block=None, co
                 timeout=timeout, memcheck=memcheck)
 
 
-def compile_for_emulation(kernel, *, compiler=None, options=()):
+def compile_for_emulation(kernel: CudaKernel, *, compiler: str | None = None, options: Iterable[str] = ()) -> Path:
     """Build (or find in the cache) the emulation library of a kernel, without launching it.
 
     Parameters
@@ -472,7 +473,7 @@ def compile_for_emulation(kernel, *, compiler=None, options=()):
 
     Returns
     -------
-    str
+    pathlib.Path
         The path of the shared library.
     """
     _check_kernel(kernel, "compile_for_emulation()")
@@ -601,7 +602,7 @@ class EmulationHook:
         if kind == "RawModule" and action == "compile":
             from ..cuda._source import cuda_kernel_names
 
-            code = obj.code if obj.code is not None else open(obj.path, encoding="utf-8").read()
+            code = obj.code if obj.code is not None else Path(obj.path).read_text(encoding="utf-8")
             for name in cuda_kernel_names(code):
                 if _cuda_kernel._is_template(code, name):
                     continue
@@ -748,7 +749,10 @@ def fake_cupy_hook():
 
 
 @contextlib.contextmanager
-def emulated_launches(*, compiler=None, options=(), checked=False, sanitize=(), timeout=None, memcheck=None):
+def emulated_launches(
+    *, compiler: str | None = None, options: Iterable[str] = (), checked: bool = False,
+    sanitize: str | Iterable[str] = (), timeout: float | None = None, memcheck: bool | None = None,
+) -> Iterator[None]:
     """Run every CUDA kernel launch and compilation inside the block on the CPU.
 
     Every :class:`~cunumpy.kernels.CudaKernel` launch (also through ``Kernel`` on the CuPy

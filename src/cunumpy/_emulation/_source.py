@@ -180,7 +180,7 @@ def _split_declarators(decl: str) -> list[str]:
 
 _WORD = re.compile(_IDENT)
 _NOT_NAMES = frozenset(
-    "const volatile unsigned signed int long short char float double bool void auto typename struct "
+    "const volatile unsigned signed int long short char float double bool void auto typename struct "  # noqa: SIM905  a list of words reads best as words
     "class union enum static thread_local".split()
 )
 
@@ -285,10 +285,10 @@ def _rewrite(text: str, extern_shared, static_shared, stack=(), found: RewriteFi
         if semicolon >= len(out):
             continue
         found.shared_count += 1
-        text = _static_shared(out[m.end() : semicolon], found.shared_count)
-        if text is None:
+        declaration = _static_shared(out[m.end() : semicolon], found.shared_count)
+        if declaration is None:
             continue
-        out = out[: m.start()] + _same_lines(text, out[m.start() : semicolon + 1]) + out[semicolon + 1 :]
+        out = out[: m.start()] + _same_lines(declaration, out[m.start() : semicolon + 1]) + out[semicolon + 1 :]
     return out
 
 
@@ -333,7 +333,7 @@ def user_files(text: str, clean_dirs=(), clean_files=()) -> list[str]:
     ``rewrite_preprocessed`` rewrites): every header it read, however it was named
     (``#include MACRO`` too), so a build can be checked against their contents later."""
     owned = _user_file_rule(clean_dirs, clean_files)
-    found = {}
+    found: dict[str, None] = {}  # a set in the order the files were read
     for m in _LINE_MARKER.finditer(text):
         name = _marker_file(m.group(1))
         if owned(name, m.group(2)):
@@ -429,14 +429,14 @@ def entry_points(source: str, expression: str) -> list[str]:
 # code does not have (NVRTC compiles a kernel called `exit`): the translation unit renames them
 # with a macro after the prelude, consistently in the source and the stubs.
 _RENAMED = frozenset(
-    "exit abort atexit quick_exit at_quick_exit getenv system rand srand time puts putchar getchar perror "
+    "exit abort atexit quick_exit at_quick_exit getenv system rand srand time puts putchar getchar perror "  # noqa: SIM905  a list of words reads best as words
     "remove rename tmpfile fopen fclose fflush fprintf sprintf snprintf scanf fscanf sscanf qsort bsearch "
     "atoi atol atof strtol strtoul strtod div ldiv labs abs_ signal raise".split()
 )
 # Names no kernel can have, on a GPU either: CUDA built-ins and device functions, the C++
 # namespace std, main, the emulation's own prefix.
 _REFUSED = frozenset(
-    "std main printf malloc free memcpy memset assert clock clock64 min max abs fabs sqrt rsqrt cbrt exp exp2 exp10 "
+    "std main printf malloc free memcpy memset assert clock clock64 min max abs fabs sqrt rsqrt cbrt exp exp2 exp10 "  # noqa: SIM905  a list of words reads best as words
     "expm1 log log2 log10 log1p pow sin cos tan asin acos atan atan2 sinh cosh tanh asinh acosh atanh erf erfc "
     "tgamma lgamma floor ceil trunc round rint nearbyint fmod remainder fma fmin fmax hypot ldexp frexp modf "
     "copysign isnan isinf isfinite signbit sincos sinpi cospi "
@@ -745,7 +745,7 @@ def add_entry_copies(text: str, clean_dirs=(), clean_files=()) -> str:
     defined in the user's files beside its definition, and the stubs calling the copies (see
     the comment above)."""
     stubs = _stub_expressions(text)
-    names = {}
+    names: dict[str, None] = {}  # a set in the order of the stubs
     for _, _, expression in stubs:
         base = _base_name(expression)
         if base is not None:

@@ -25,6 +25,16 @@ def _dispatch(action: str, kernel, args=(), kwargs=None):
     return hook(action, kernel, args, kwargs or {})
 
 
+def cuda_kernel_hook():
+    """CudaKernel's launch hook on the fake CuPy (the fake module's ``__cunumpy_launch_hook__``,
+    which ``cunumpy.kernels`` asks until the CPU emulation is loaded): loads the emulation, which
+    then gives CudaKernel its own lookup, and returns the hook of the calling thread and context
+    (None where launches take the device path, the fake's refusal)."""
+    from .._emulation._launch import current_hook  # loaded with the first launch, as in _dispatch
+
+    return current_hook()
+
+
 class RawKernel:
     """``cupy.RawKernel(code, name, options=(), ...)``."""
 

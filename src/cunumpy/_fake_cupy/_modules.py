@@ -196,6 +196,9 @@ def build() -> dict[str, types.ModuleType]:
     cupy = _module("cupy", "cunumpy's strict host stand-in for CuPy (no CUDA, no kernel launches).",
                    _main_namespace())
     cupy.__version__ = VERSION
+    # Launches of cunumpy's CudaKernel on the fake CuPy run in the CPU emulation: the kernels
+    # ask the active CuPy for the hook (cunumpy.kernels does not import the emulation).
+    cupy.__cunumpy_launch_hook__ = _kernels.cuda_kernel_hook
     cupy.__path__ = []  # a package: unknown submodules fail like missing CuPy modules
     modules = {"cupy": cupy}
     modules.update(_cuda_modules())

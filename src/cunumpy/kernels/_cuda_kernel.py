@@ -86,14 +86,11 @@ emulation_hook = None
 
 
 def _load_context_hook():
-    """Until cunumpy._emulation is imported: on the fake CuPy, import it (it replaces
-    ``context_hook`` with its lookup, and launches there emulate by themselves)."""
-    cupy = sys.modules.get("cupy")
-    if cupy is None or getattr(cupy, "__cunumpy_fake__", False) is not True:
-        return None
-    from .. import _emulation  # noqa: F401 - sets context_hook
-
-    return context_hook()
+    """Until cunumpy._emulation is imported: on the fake CuPy, the fake's launch hook, which
+    loads the emulation (that replaces ``context_hook`` with its lookup, and launches there
+    emulate by themselves). The emulation sits above the kernels: they never import it."""
+    launch_hook = getattr(sys.modules.get("cupy"), "__cunumpy_launch_hook__", None)  # the fake's only
+    return None if launch_hook is None else launch_hook()
 
 
 #: The CPU emulation's hook of the calling thread and context (an ``emulated_launches()``

@@ -385,19 +385,19 @@ size_t emu_shared_register(emu_shared_layout *l, size_t size, size_t align, size
     const size_t offset = (start + align - 1) & ~(align - 1);
     size_t result = (size_t)-1;
     if (size > EMU_STATIC_SHARED_BYTES || offset > EMU_STATIC_SHARED_BYTES - size) {
-        snprintf(error, error_size,
-                 "the kernel's __shared__ variables need more than %zu KiB (registering '%s', %zu bytes); CUDA "
-                 "allows 48 KiB of static shared memory per block",
-                 (size_t)EMU_STATIC_SHARED_BYTES / 1024, name ? name : "?", size);
+        (void)snprintf(error, error_size,
+                       "the kernel's __shared__ variables need more than %zu KiB (registering '%s', %zu bytes); CUDA "
+                       "allows 48 KiB of static shared memory per block",
+                       (size_t)EMU_STATIC_SHARED_BYTES / 1024, name ? name : "?", size);
     } else if (l->count >= l->cap) {
-        snprintf(error, error_size, "more than %d __shared__ declarations in one kernel library",
-                 EMU_MAX_SHARED_DECLS);
+        (void)snprintf(error, error_size, "more than %d __shared__ declarations in one kernel library",
+                       EMU_MAX_SHARED_DECLS);
     } else {
         emu_shared_decl *d = &l->decls[l->count];
         d->offset = offset;
         d->size = size;
         d->itemsize = itemsize ? itemsize : 1;
-        snprintf(d->name, sizeof d->name, "%s", name ? name : "?");
+        (void)snprintf(d->name, sizeof d->name, "%s", name ? name : "?");
         __atomic_store_n(&l->count, l->count + 1, __ATOMIC_RELEASE);
         l->used = offset + size;
         result = offset;
@@ -533,21 +533,21 @@ int emu_check_begin(emu_check *c, char *error, size_t error_size)
         c->stamp = atomic_fetch_add(&emu_stamps, 1) + 1; /* 0 marks a fresh table's cells */
     c->threads_per_block = c->block.x * c->block.y * c->block.z;
     if (emu_build_spans(c) != 0) {
-        snprintf(error, error_size, "out of memory for the checks' tables");
+        (void)snprintf(error, error_size, "out of memory for the checks' tables");
         return -1;
     }
     if (c->mode == 0)
         return 0;
     /* The loaded modules: the kernel library's data, the runtime's tables, libc's. */
     if (dl_iterate_phdr(emu_collect_module, c) != 0) {
-        snprintf(error, error_size, "out of memory for the checks' tables");
+        (void)snprintf(error, error_size, "out of memory for the checks' tables");
         return -1;
     }
     c->n_internal = emu_ranges_normalize(c->internal, c->n_internal);
     if (c->racecheck && c->n_blocks <= ((uint64_t)1 << 26)) {
         c->block_fences = calloc((size_t)c->n_blocks, sizeof *c->block_fences);
         if (c->block_fences == NULL) {
-            snprintf(error, error_size, "out of memory for the checks' tables");
+            (void)snprintf(error, error_size, "out of memory for the checks' tables");
             return -1;
         }
     }
@@ -575,7 +575,7 @@ int emu_check_begin(emu_check *c, char *error, size_t error_size)
     if (oom) {
         free(zones);
         free(keep);
-        snprintf(error, error_size, "out of memory for the checks' tables");
+        (void)snprintf(error, error_size, "out of memory for the checks' tables");
         return -1;
     }
     n = emu_ranges_normalize(zones, n);
@@ -583,8 +583,10 @@ int emu_check_begin(emu_check *c, char *error, size_t error_size)
     /* zones minus keep, both sorted and merged */
     size_t k = 0;
     for (size_t i = 0; i < n && !oom; ++i) {
+        /* NOLINTNEXTLINE(clang-analyzer-core.NullDereference): zones is NULL only when n is 0 */
         uintptr_t lo = zones[2 * i];
         const uintptr_t hi = zones[2 * i + 1];
+        /* NOLINTNEXTLINE(clang-analyzer-core.NullDereference): keep is NULL only when n_keep is 0 */
         while (k < n_keep && keep[2 * k + 1] <= lo)
             ++k;
         size_t j = k;
@@ -602,7 +604,7 @@ int emu_check_begin(emu_check *c, char *error, size_t error_size)
     free(zones);
     free(keep);
     if (oom) {
-        snprintf(error, error_size, "out of memory for the checks' tables");
+        (void)snprintf(error, error_size, "out of memory for the checks' tables");
         return -1;
     }
     for (size_t i = 0; i < c->n_poisoned; ++i)
@@ -666,9 +668,9 @@ void emu_format_pc(const void *pc, char *out, size_t size)
 {
     Dl_info info;
     if (pc != NULL && dladdr(pc, &info) != 0 && info.dli_fname != NULL && info.dli_fbase != NULL)
-        snprintf(out, size, "<pc:%s+0x%" PRIxPTR ">", info.dli_fname, (uintptr_t)pc - (uintptr_t)info.dli_fbase);
+        (void)snprintf(out, size, "<pc:%s+0x%" PRIxPTR ">", info.dli_fname, (uintptr_t)pc - (uintptr_t)info.dli_fbase);
     else
-        snprintf(out, size, "<pc:?+0x%" PRIxPTR ">", (uintptr_t)pc);
+        (void)snprintf(out, size, "<pc:?+0x%" PRIxPTR ">", (uintptr_t)pc);
 }
 
 static const char *emu_kind_verb(int kind)
@@ -693,7 +695,7 @@ static void emu_element_text(uintptr_t addr, uintptr_t base, size_t itemsize, ch
     long long element = off / item;
     if (off < 0 && off % item != 0)
         element -= 1; /* floor */
-    snprintf(out, size, "element %lld (byte offset %lld", element, off);
+    (void)snprintf(out, size, "element %lld (byte offset %lld", element, off);
 }
 
 static int emu_describe_shared(const emu_check *c, const emu_check_worker *cw, uintptr_t addr, size_t size,
@@ -708,40 +710,40 @@ static int emu_describe_shared(const emu_check *c, const emu_check_worker *cw, u
         int inside = 0;
         const emu_shared_decl *d = emu_decl_near(c->layout, off, &inside);
         if (d == NULL) {
-            snprintf(out, out_size, "%s of %zu bytes %s __shared__ memory at byte offset %lld, where no __shared__ "
-                                    "variable lies",
-                     emu_kind_verb(kind), size, emu_kind_prep(kind), soff);
+            (void)snprintf(out, out_size, "%s of %zu bytes %s __shared__ memory at byte offset %lld, where no __shared__ "
+                                          "variable lies",
+                           emu_kind_verb(kind), size, emu_kind_prep(kind), soff);
             return 1;
         }
         emu_element_text(addr, base + d->offset, d->itemsize, element, sizeof element);
         const long long past = soff - (long long)(d->offset + d->size);
         char where[64];
         if (soff < (long long)d->offset)
-            snprintf(where, sizeof where, "%lld bytes before its start", (long long)d->offset - soff);
+            (void)snprintf(where, sizeof where, "%lld bytes before its start", (long long)d->offset - soff);
         else if (past >= 0)
-            snprintf(where, sizeof where, "%lld bytes past its end", past);
+            (void)snprintf(where, sizeof where, "%lld bytes past its end", past);
         else
-            snprintf(where, sizeof where, "straddling its end");
-        snprintf(out, out_size, "out-of-bounds %s of %zu bytes %s __shared__ '%s' (%zu elements, %zu bytes) at %s, %s)",
-                 emu_kind_verb(kind), size, emu_kind_prep(kind), d->name, d->size / d->itemsize, d->size, element,
-                 where);
+            (void)snprintf(where, sizeof where, "straddling its end");
+        (void)snprintf(out, out_size, "out-of-bounds %s of %zu bytes %s __shared__ '%s' (%zu elements, %zu bytes) at %s, %s)",
+                       emu_kind_verb(kind), size, emu_kind_prep(kind), d->name, d->size / d->itemsize, d->size, element,
+                       where);
         return 1;
     }
     const uintptr_t dyn = (uintptr_t)cw->arena + EMU_DYNAMIC_SHARED_OFFSET;
     const long long doff = (long long)(addr - dyn);
     const char *name = c->dynamic_name[0] ? c->dynamic_name : "extern __shared__ memory";
     if (c->shared_mem == 0)
-        snprintf(out, out_size,
-                 "%s of %zu bytes %s %s at byte offset %lld, but the launch gave no dynamic shared memory "
-                 "(shared_mem=0): pass shared_mem= with the bytes the kernel uses",
-                 emu_kind_verb(kind), size, emu_kind_prep(kind), name, doff);
+        (void)snprintf(out, out_size,
+                       "%s of %zu bytes %s %s at byte offset %lld, but the launch gave no dynamic shared memory "
+                       "(shared_mem=0): pass shared_mem= with the bytes the kernel uses",
+                       emu_kind_verb(kind), size, emu_kind_prep(kind), name, doff);
     else
-        snprintf(out, out_size,
-                 "out-of-bounds %s of %zu bytes %s %s at byte offset %lld, %lld bytes %s: the launch gave "
-                 "shared_mem=%zu bytes",
-                 emu_kind_verb(kind), size, emu_kind_prep(kind), name, doff,
-                 doff < 0 ? -doff : doff - (long long)c->shared_mem, doff < 0 ? "before its start" : "past its end",
-                 c->shared_mem);
+        (void)snprintf(out, out_size,
+                       "out-of-bounds %s of %zu bytes %s %s at byte offset %lld, %lld bytes %s: the launch gave "
+                       "shared_mem=%zu bytes",
+                       emu_kind_verb(kind), size, emu_kind_prep(kind), name, doff,
+                       doff < 0 ? -doff : doff - (long long)c->shared_mem, doff < 0 ? "before its start" : "past its end",
+                       c->shared_mem);
     return 1;
 }
 
@@ -755,10 +757,10 @@ int emu_check_describe(const emu_check *c, const emu_check_worker *cw, uintptr_t
         for (size_t i = 0; i < c->n_regions; ++i) {
             const emu_region *r = &c->regions[i];
             if (r->lo == 0 && r->hi == 0 && r->itemsize > 0) {
-                snprintf(out, out_size,
-                         "%s of %zu bytes %s '%s' (%s) at element %zu: the array is empty, so the kernel got a "
-                         "null pointer",
-                         emu_kind_verb(kind), size, emu_kind_prep(kind), r->name, r->what, (size_t)addr / r->itemsize);
+                (void)snprintf(out, out_size,
+                               "%s of %zu bytes %s '%s' (%s) at element %zu: the array is empty, so the kernel got a "
+                               "null pointer",
+                               emu_kind_verb(kind), size, emu_kind_prep(kind), r->name, r->what, (size_t)addr / r->itemsize);
                 return 1;
             }
         }
@@ -790,13 +792,13 @@ int emu_check_describe(const emu_check *c, const emu_check_worker *cw, uintptr_t
     char element[96], where[80];
     emu_element_text(addr, best->base, best->itemsize, element, sizeof element);
     if (addr < best->lo)
-        snprintf(where, sizeof where, "%" PRIuPTR " bytes before its start", best->lo - addr);
+        (void)snprintf(where, sizeof where, "%" PRIuPTR " bytes before its start", best->lo - addr);
     else if (addr >= best->hi)
-        snprintf(where, sizeof where, "%" PRIuPTR " bytes past its end", addr - best->hi);
+        (void)snprintf(where, sizeof where, "%" PRIuPTR " bytes past its end", addr - best->hi);
     else
-        snprintf(where, sizeof where, "straddling its end");
-    snprintf(out, out_size, "out-of-bounds %s of %zu bytes %s '%s' (%s) at %s, %s)", emu_kind_verb(kind), size,
-             emu_kind_prep(kind), best->name, best->what, element, where);
+        (void)snprintf(where, sizeof where, "straddling its end");
+    (void)snprintf(out, out_size, "out-of-bounds %s of %zu bytes %s '%s' (%s) at %s, %s)", emu_kind_verb(kind), size,
+                   emu_kind_prep(kind), best->name, best->what, element, where);
     return 1;
 }
 
@@ -829,10 +831,10 @@ static void emu_thread_text(const emu_check *c, uint64_t gid, char *out, size_t 
 {
     const uint64_t tpb = c->threads_per_block ? c->threads_per_block : 1;
     const uint64_t b = gid / tpb, t = gid % tpb;
-    snprintf(out, size, "thread (%u, %u, %u) of block (%u, %u, %u)", (unsigned)(t % c->block.x),
-             (unsigned)((t / c->block.x) % c->block.y), (unsigned)(t / ((uint64_t)c->block.x * c->block.y)),
-             (unsigned)(b % c->grid.x), (unsigned)((b / c->grid.x) % c->grid.y),
-             (unsigned)(b / ((uint64_t)c->grid.x * c->grid.y)));
+    (void)snprintf(out, size, "thread (%u, %u, %u) of block (%u, %u, %u)", (unsigned)(t % c->block.x),
+                   (unsigned)((t / c->block.x) % c->block.y), (unsigned)(t / ((uint64_t)c->block.x * c->block.y)),
+                   (unsigned)(b % c->grid.x), (unsigned)((b / c->grid.x) % c->grid.y),
+                   (unsigned)(b / ((uint64_t)c->grid.x * c->grid.y)));
 }
 
 /* Adds one finding to the launch's report (deduplicated by kind and code addresses). */
@@ -850,7 +852,7 @@ static void emu_report(emu_check *c, int kind, const void *pc1, const void *pc2,
         c->n_reports++;
         const size_t used = strlen(c->reports);
         if (used + 8 < sizeof c->reports)
-            snprintf(c->reports + used, sizeof c->reports - used, "%s\n  - %s", used ? "" : "", text);
+            (void)snprintf(c->reports + used, sizeof c->reports - used, "\n  - %s", text);
     }
     pthread_mutex_unlock(&c->lock);
 }
@@ -897,13 +899,13 @@ static void emu_where_text(const emu_check *c, const emu_where *w, char *variabl
                 r = &c->regions[i];
                 break;
             }
-        snprintf(variable, vsize, "'%s'", r->name);
+        (void)snprintf(variable, vsize, "'%s'", r->name);
         emu_element_text(w->addr, r->base, r->itemsize, element, esize);
     } else if (w->decl != NULL) {
-        snprintf(variable, vsize, "__shared__ '%s'", w->decl->name);
+        (void)snprintf(variable, vsize, "__shared__ '%s'", w->decl->name);
         emu_element_text(w->addr, w->var_base, w->itemsize, element, esize);
     } else {
-        snprintf(variable, vsize, "%s", c->dynamic_name[0] ? c->dynamic_name : "extern __shared__ memory");
+        (void)snprintf(variable, vsize, "%s", c->dynamic_name[0] ? c->dynamic_name : "extern __shared__ memory");
         emu_element_text(w->addr, w->var_base, 1, element, esize);
     }
     const size_t n = strlen(element);
@@ -948,16 +950,16 @@ static void emu_race_text(emu_check *c, const char *hazard, uint64_t first, uint
     if (cross_block) {
         why = "in different blocks, which are not ordered (use atomics, or split the work into two kernels)";
     } else if (w1 == w2) {
-        snprintf(warp_note, sizeof warp_note,
-                 "both in warp %u with no __syncwarp() between them: warp-synchronous code is a race under "
-                 "independent thread scheduling (Volta and later)",
-                 w2);
+        (void)snprintf(warp_note, sizeof warp_note,
+                       "both in warp %u with no __syncwarp() between them: warp-synchronous code is a race under "
+                       "independent thread scheduling (Volta and later)",
+                       w2);
         why = warp_note;
     } else {
         why = "with no __syncthreads() between them";
     }
-    snprintf(text, sizeof text, "racecheck: %s hazard on %s %s: %s at %s, then %s at %s, %s", hazard, variable, element,
-             t1, pc1, t2, pc2, why);
+    (void)snprintf(text, sizeof text, "racecheck: %s hazard on %s %s: %s at %s, then %s at %s, %s", hazard, variable, element,
+                   t1, pc1, t2, pc2, why);
     emu_report(c, EMU_FINDING_RACE, emu_pc_of(c, first_pc), a->pc, text);
 }
 
@@ -1027,8 +1029,8 @@ static void emu_init_report(emu_check *c, const emu_access *a, const emu_where *
     emu_thread_text(c, a->gid, t, sizeof t);
     emu_format_pc(a->pc, pc, sizeof pc);
     emu_where_text(c, where, variable, sizeof variable, element, sizeof element);
-    snprintf(what, sizeof what, what_format, variable, element);
-    snprintf(text, sizeof text, "initcheck: %s by %s at %s", what, t, pc);
+    (void)snprintf(what, sizeof what, what_format, variable, element);
+    (void)snprintf(text, sizeof text, "initcheck: %s by %s at %s", what, t, pc);
     emu_report(c, EMU_FINDING_INIT, a->pc, NULL, text);
 }
 
@@ -1058,9 +1060,9 @@ static void emu_track_shared(emu_check *c, emu_check_worker *cw, const emu_acces
         for (size_t i = 0; i < size; ++i)
             if (!cw->shared_written[at + i]) {
                 char format[200];
-                snprintf(format, sizeof format,
-                         "read of %zu bytes of %%s %%s, which no thread of block %" PRIu64 " wrote in this launch", size,
-                         cw->block_linear);
+                (void)snprintf(format, sizeof format,
+                               "read of %zu bytes of %%s %%s, which no thread of block %" PRIu64 " wrote in this launch", size,
+                               cw->block_linear);
                 emu_init_report(c, a, where, format);
                 break;
             }
@@ -1082,10 +1084,10 @@ static void emu_track_global(emu_check *c, emu_check_worker *cw, const emu_acces
             for (size_t i = 0; i < size; ++i)
                 if (!w[i]) {
                     char format[200];
-                    snprintf(format, sizeof format,
-                             "read of %zu bytes of output-only argument %%s %%s before any thread of the launch wrote "
-                             "it",
-                             size);
+                    (void)snprintf(format, sizeof format,
+                                   "read of %zu bytes of output-only argument %%s %%s before any thread of the launch wrote "
+                                   "it",
+                                   size);
                     emu_init_report(c, a, &where, format);
                     break;
                 }

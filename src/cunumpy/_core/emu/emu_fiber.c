@@ -330,8 +330,8 @@ void emu_context_make(emu_context *ctx, void *stack_low, size_t stack_size, void
  * stack, a guard region: an overflow faults there (and the fault names the stack and the
  * thread). Kernels are compiled with -fstack-clash-protection, which touches every page of a
  * large frame in order, so no frame can step over the guard into the next stack. */
-#define EMU_STACK_BYTES (512u * 1024u)
-#define EMU_GUARD_BYTES (64u * 1024u)
+#define EMU_STACK_BYTES ((size_t)512 * 1024)
+#define EMU_GUARD_BYTES ((size_t)64 * 1024)
 
 static atomic_size_t emu_stacks_reserved; /* stacks of every pool of the process */
 

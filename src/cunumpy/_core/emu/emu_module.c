@@ -159,8 +159,8 @@ static int emu_read_regions(PyObject *obj, emu_region **out, size_t *count)
         r[i].base = (uintptr_t)base;
         r[i].itemsize = (size_t)itemsize;
         r[i].flags = flags;
-        snprintf(r[i].name, sizeof r[i].name, "%s", name);
-        snprintf(r[i].what, sizeof r[i].what, "%s", what);
+        (void)snprintf(r[i].name, sizeof r[i].name, "%s", name);
+        (void)snprintf(r[i].what, sizeof r[i].what, "%s", what);
     }
     Py_DECREF(seq);
     *out = r;

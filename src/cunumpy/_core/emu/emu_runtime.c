@@ -49,7 +49,7 @@
 
 #define EMU_MESSAGE 1024
 #define EMU_MAX_FIBER_STACKS 16384u
-#define EMU_ALTSTACK_BYTES (64u * 1024u)
+#define EMU_ALTSTACK_BYTES ((size_t)64 * 1024)
 #define EMU_MAX_CHUNK 64u /* blocks handed out at once, at most */
 #ifndef EMU_PREFETCH_LINES
 #define EMU_PREFETCH_LINES 3
@@ -166,7 +166,7 @@ struct emu_launch {
 
 static void emu_block_coords(const emu_worker *w, char *out, size_t size)
 {
-    snprintf(out, size, "block (%u, %u, %u)", w->pub.block_idx.x, w->pub.block_idx.y, w->pub.block_idx.z);
+    (void)snprintf(out, size, "block (%u, %u, %u)", w->pub.block_idx.x, w->pub.block_idx.y, w->pub.block_idx.z);
 }
 
 /* Records the failure of the worker's current block; formats "block (...), thread (...): msg". */
@@ -176,14 +176,14 @@ static void emu_set_error(emu_worker *w, int with_thread, const char *fmt, ...)
     emu_block_coords(w, where, sizeof where);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(body, sizeof body, fmt, ap);
+    (void)vsnprintf(body, sizeof body, fmt, ap);
     va_end(ap);
     const cunumpy_emu_thread *t = w->pub.current;
     if (with_thread && t != NULL)
-        snprintf(w->error, sizeof w->error, "%s, thread (%u, %u, %u): %s", where, t->thread_idx.x, t->thread_idx.y,
-                 t->thread_idx.z, body);
+        (void)snprintf(w->error, sizeof w->error, "%s, thread (%u, %u, %u): %s", where, t->thread_idx.x, t->thread_idx.y,
+                       t->thread_idx.z, body);
     else
-        snprintf(w->error, sizeof w->error, "%s: %s", where, body);
+        (void)snprintf(w->error, sizeof w->error, "%s: %s", where, body);
     w->failed = 1;
     w->failure = EMU_FAIL_ERROR;
 }
@@ -191,7 +191,7 @@ static void emu_set_error(emu_worker *w, int with_thread, const char *fmt, ...)
 static void emu_thread_coords(const emu_worker *w, unsigned int linear, char *out, size_t size)
 {
     const unsigned int bx = w->pub.block_dim.x, by = w->pub.block_dim.y;
-    snprintf(out, size, "(%u, %u, %u)", linear % bx, (linear / bx) % by, linear / (bx * by));
+    (void)snprintf(out, size, "(%u, %u, %u)", linear % bx, (linear / bx) % by, linear / (bx * by));
 }
 
 /* ---- fiber scheduling -------------------------------------------------------------------- */
@@ -232,7 +232,7 @@ static inline emu_context *emu_pick_next(emu_worker *w)
         if (count > 2) {
             const char *sp = (const char *)ring[(head + 1u) & mask]->ctx.sp;
             for (int line = 0; line < EMU_PREFETCH_LINES; ++line)
-                __builtin_prefetch(sp + 64 * line);
+                __builtin_prefetch(sp + (ptrdiff_t)64 * line);
             __builtin_prefetch(ring[(head + 2u) & mask]);
         }
     }
@@ -441,8 +441,8 @@ static int emu_prepare_fibers(emu_worker *w, unsigned int n)
         const size_t n_warps = (n + CUNUMPY_EMU_WARP_SIZE - 1) / CUNUMPY_EMU_WARP_SIZE;
         w->fibers = aligned_alloc(64, n * sizeof *w->fibers);
         w->warps = aligned_alloc(64, n_warps * sizeof *w->warps);
-        w->ready = calloc(ring, sizeof *w->ready);
-        w->identity = calloc(n, sizeof *w->identity);
+        w->ready = calloc(ring, sizeof *w->ready); /* NOLINT(bugprone-sizeof-expression): fiber pointers */
+        w->identity = calloc(n, sizeof *w->identity); /* NOLINT(bugprone-sizeof-expression): fiber pointers */
         w->fibers_cap = 0;
         w->ready_mask = 0;
         if (w->fibers == NULL || w->warps == NULL || w->ready == NULL || w->identity == NULL)
@@ -490,7 +490,7 @@ static int emu_run_block_fibers(emu_worker *w)
         }
     }
     w->fibers_parked = 0;
-    memcpy(w->ready, w->identity, n * sizeof *w->ready);
+    memcpy(w->ready, w->identity, n * sizeof *w->ready); /* NOLINT(bugprone-sizeof-expression): fiber pointers */
     const unsigned int n_warps = (n + CUNUMPY_EMU_WARP_SIZE - 1) / CUNUMPY_EMU_WARP_SIZE;
     for (unsigned int wi = 0; wi < n_warps; ++wi) {
         const unsigned int left = n - wi * CUNUMPY_EMU_WARP_SIZE;
@@ -563,7 +563,7 @@ static inline __attribute__((always_inline)) cunumpy_emu_wait emu_barrier(cunump
             fibers[i].state = EMU_RUN;
             fibers[i].pub.result = (uint64_t)sum;
         }
-        memcpy(w->ready, w->identity, (n - 1) * sizeof *w->ready);
+        memcpy(w->ready, w->identity, (n - 1) * sizeof *w->ready); /* NOLINT(bugprone-sizeof-expression): fiber pointers */
         if (me != n - 1)
             w->ready[me] = w->identity[n - 1];
         w->ready_head = 0;
@@ -847,8 +847,8 @@ static void emu_api_bad_access(cunumpy_emu_worker *pub, const void *addr, size_t
         return; /* instrumented code run outside a launch's kernel code (the report may return) */
     char text[700];
     if (!emu_check_describe(&w->launch->check, &w->cw, (uintptr_t)addr, size, kind, text, sizeof text))
-        snprintf(text, sizeof text, "invalid %s of %zu bytes at address %p",
-                 (kind & CUNUMPY_EMU_ACCESS_WRITE) ? "write" : "read", size, addr);
+        (void)snprintf(text, sizeof text, "invalid %s of %zu bytes at address %p",
+                       (kind & CUNUMPY_EMU_ACCESS_WRITE) ? "write" : "read", size, addr);
     emu_memcheck_fail(w, text, pc);
 }
 
@@ -928,9 +928,9 @@ static void emu_chain(const struct sigaction *previous, int sig, siginfo_t *info
     } else if (previous->sa_handler != SIG_DFL && previous->sa_handler != SIG_IGN) {
         previous->sa_handler(sig);
     } else if (previous->sa_handler == SIG_DFL && sig != EMU_CANCEL_SIGNAL) {
-        signal(sig, SIG_DFL);
+        (void)signal(sig, SIG_DFL);
         if (info == NULL || info->si_code <= 0)
-            raise(sig); /* sent, not raised by a fault: returning would not repeat it */
+            (void)raise(sig); /* sent, not raised by a fault: returning would not repeat it */
         /* a fault: returning repeats the faulting access, now with the default action */
     }
 }
@@ -1100,8 +1100,8 @@ static void emu_record_error(emu_launch *launch, emu_worker *w)
         launch->failed = 1;
         launch->failure = w->failure ? w->failure : EMU_FAIL_ERROR;
         launch->error_block = w->block_linear;
-        snprintf(launch->error, sizeof launch->error, "emulated kernel '%s' failed in %s",
-                 launch->params->kernel_name ? launch->params->kernel_name : "?", w->error);
+        (void)snprintf(launch->error, sizeof launch->error, "emulated kernel '%s' failed in %s",
+                       launch->params->kernel_name ? launch->params->kernel_name : "?", w->error);
     }
     pthread_mutex_unlock(&launch->error_lock);
     atomic_store(&launch->stop, 1);
@@ -1167,7 +1167,7 @@ static _Thread_local uintptr_t emu_my_stack[2];
  * stack limit from there; the stack in use ends at the page after __libc_stack_end. -1 where
  * that does not apply (other threads, no limit, anything odd). */
 #if defined(__linux__) && defined(__GLIBC__)
-extern void *__libc_stack_end;
+extern void *__libc_stack_end; /* NOLINT(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp): glibc's own symbol */
 #endif
 static int emu_main_thread_stack(uintptr_t *lo, uintptr_t *hi)
 {
@@ -1263,8 +1263,8 @@ static void emu_worker_run(emu_worker *w, emu_launch *launch)
 #endif
     w->block_linear = 0;
     if (emu_check_arena(&launch->check, &w->cw) != 0) {
-        snprintf(w->error, sizeof w->error, "block (0, 0, 0): out of memory for %zu bytes of shared memory",
-                 p->shared_mem);
+        (void)snprintf(w->error, sizeof w->error, "block (0, 0, 0): out of memory for %zu bytes of shared memory",
+                       p->shared_mem);
         w->failure = EMU_FAIL_ERROR;
         emu_record_error(launch, w);
         return;
@@ -1277,10 +1277,10 @@ static void emu_worker_run(emu_worker *w, emu_launch *launch)
             emu_stack_pool_release(&w->stacks);
         w->stacks_trim = 0;
         if (emu_prepare_fibers(w, w->n_threads) != 0) {
-            snprintf(w->error, sizeof w->error,
-                     "block (0, 0, 0): out of memory or of memory mappings for %u fiber stacks of %u KiB (each "
-                     "stack is two memory mappings; the system's limit is vm.max_map_count)",
-                     w->n_threads, 512u);
+            (void)snprintf(w->error, sizeof w->error,
+                           "block (0, 0, 0): out of memory or of memory mappings for %u fiber stacks of %u KiB (each "
+                           "stack is two memory mappings; the system's limit is vm.max_map_count)",
+                           w->n_threads, 512u);
             w->failure = EMU_FAIL_ERROR;
             emu_record_error(launch, w);
             return;
@@ -1656,7 +1656,7 @@ int emu_default_workers(void)
         char *end = NULL;
         errno = 0;
         const long v = strtol(env, &end, 10);
-        while (end != NULL && (*end == ' ' || *end == '\t' || *end == '\n'))
+        while (*end == ' ' || *end == '\t' || *end == '\n') /* strtol always sets end */
             ++end;
         if (errno != 0 || end == env || *end != '\0' || v < 1)
             return -1;
@@ -1723,17 +1723,17 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
     *failure = EMU_FAIL_ERROR;
     const char *bad = emu_check_shape(params->grid, params->block);
     if (bad != NULL) {
-        snprintf(error, error_size, "emulated kernel '%s': %s", params->kernel_name ? params->kernel_name : "?", bad);
+        (void)snprintf(error, error_size, "emulated kernel '%s': %s", params->kernel_name ? params->kernel_name : "?", bad);
         return -1;
     }
     if (params->bind == NULL || (params->fibers ? params->thread_fn == NULL : params->block_fn == NULL)) {
-        snprintf(error, error_size, "emulated kernel '%s': missing %s", params->kernel_name,
-                 params->bind == NULL ? "bind function" : (params->fibers ? "thread function" : "block function"));
+        (void)snprintf(error, error_size, "emulated kernel '%s': missing %s", params->kernel_name,
+                       params->bind == NULL ? "bind function" : (params->fibers ? "thread function" : "block function"));
         return -1;
     }
     if (params->checks < 0 || params->checks > 3 || (params->checks == 1 && !emu_shadow_available())) {
-        snprintf(error, error_size, "emulated kernel '%s': checks mode %d is not available in this process",
-                 params->kernel_name, params->checks);
+        (void)snprintf(error, error_size, "emulated kernel '%s': checks mode %d is not available in this process",
+                       params->kernel_name, params->checks);
         return -1;
     }
     pthread_once(&emu_pool_once, emu_pool_init);
@@ -1757,15 +1757,15 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
     check->regions = params->regions;
     check->n_regions = params->regions != NULL ? params->n_regions : 0;
     check->shared_mem = params->shared_mem;
-    snprintf(check->dynamic_name, sizeof check->dynamic_name, "%s",
-             params->dynamic_shared_name ? params->dynamic_shared_name : "");
+    (void)snprintf(check->dynamic_name, sizeof check->dynamic_name, "%s",
+                   params->dynamic_shared_name ? params->dynamic_shared_name : "");
     check->layout = emu_shared_layout_of((const void *)params->bind);
     check->grid = params->grid;
     check->block = params->block;
     check->n_blocks = launch.total_blocks;
     if (check->layout == NULL) {
         pthread_mutex_destroy(&launch.error_lock);
-        snprintf(error, error_size, "emulated kernel '%s': out of memory", params->kernel_name);
+        (void)snprintf(error, error_size, "emulated kernel '%s': out of memory", params->kernel_name);
         return -1;
     }
 
@@ -1794,7 +1794,7 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
     if (workers < 1) {
         pthread_mutex_unlock(&emu_pool.launch_lock);
         pthread_mutex_destroy(&launch.error_lock);
-        snprintf(error, error_size, "emulated kernel '%s': out of memory for the workers", params->kernel_name);
+        (void)snprintf(error, error_size, "emulated kernel '%s': out of memory for the workers", params->kernel_name);
         return -1;
     }
     launch.workers = workers;
@@ -1805,7 +1805,7 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
         emu_check_end(check);
         pthread_mutex_unlock(&emu_pool.launch_lock);
         pthread_mutex_destroy(&launch.error_lock);
-        snprintf(error, error_size, "emulated kernel '%s': %s", params->kernel_name, check_error);
+        (void)snprintf(error, error_size, "emulated kernel '%s': %s", params->kernel_name, check_error);
         return -1;
     }
     emu_active_check = check;
@@ -1844,28 +1844,28 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
     const unsigned long long done = (unsigned long long)atomic_load(&launch.blocks_done);
     if (cancel != EMU_CANCEL_NONE) {
         if (cancel == EMU_CANCEL_TIMEOUT)
-            snprintf(error, error_size,
-                     "emulated kernel '%s' timed out: it ran longer than timeout=%g s and was stopped after %.2f s, "
-                     "with %llu of %llu blocks finished",
-                     params->kernel_name, params->timeout, emu_elapsed(&launch.started), done,
-                     (unsigned long long)launch.total_blocks);
+            (void)snprintf(error, error_size,
+                           "emulated kernel '%s' timed out: it ran longer than timeout=%g s and was stopped after %.2f s, "
+                           "with %llu of %llu blocks finished",
+                           params->kernel_name, params->timeout, emu_elapsed(&launch.started), done,
+                           (unsigned long long)launch.total_blocks);
         else
-            snprintf(error, error_size,
-                     "emulated kernel '%s' was interrupted (SIGINT) after %.2f s, with %llu of %llu blocks finished",
-                     params->kernel_name, emu_elapsed(&launch.started), done, (unsigned long long)launch.total_blocks);
+            (void)snprintf(error, error_size,
+                           "emulated kernel '%s' was interrupted (SIGINT) after %.2f s, with %llu of %llu blocks finished",
+                           params->kernel_name, emu_elapsed(&launch.started), done, (unsigned long long)launch.total_blocks);
         *failure = cancel == EMU_CANCEL_TIMEOUT ? EMU_FAIL_TIMEOUT : EMU_FAIL_INTERRUPT;
         status = -1;
     } else if (launch.failed) {
-        snprintf(error, error_size, "%s", launch.error);
+        (void)snprintf(error, error_size, "%s", launch.error);
         *failure = launch.failure;
         status = -1;
     } else {
         const char *kind = NULL;
         const char *reports = emu_check_reports(check, &kind);
         if (reports[0] != '\0') {
-            snprintf(error, error_size, "emulated kernel '%s': %s found %llu problem(s)%s:%s", params->kernel_name,
-                     kind, (unsigned long long)check->reports_total,
-                     check->n_reports >= 16 ? " (the first 16 distinct ones)" : "", reports);
+            (void)snprintf(error, error_size, "emulated kernel '%s': %s found %llu problem(s)%s:%s", params->kernel_name,
+                           kind, (unsigned long long)check->reports_total,
+                           check->n_reports >= 16 ? " (the first 16 distinct ones)" : "", reports);
             *failure = strcmp(kind, "racecheck") == 0 ? EMU_FAIL_RACECHECK : EMU_FAIL_INITCHECK;
             status = -1;
         }

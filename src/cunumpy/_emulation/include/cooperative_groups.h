@@ -19,6 +19,10 @@
 #ifndef CUNUMPY_EMU_COOPERATIVE_GROUPS_H
 #define CUNUMPY_EMU_COOPERATIVE_GROUPS_H
 
+// Built on the prelude (included first in every emulated unit, so this is a no-op there): the
+// headers beside it depend on the prelude, never the other way round.
+#include <cunumpy_emu/prelude.h>
+
 namespace cooperative_groups {
 
 namespace details {
