@@ -438,7 +438,9 @@ static size_t emu_page(void) { return (size_t)sysconf(_SC_PAGESIZE); }
 
 int emu_check_arena(emu_check *c, emu_check_worker *cw)
 {
-    cw->span_hint = NULL; /* the spans are the launch's */
+    for (int i = 0; i < EMU_SPAN_HINTS; ++i)
+        cw->span_hint[i] = NULL; /* the spans are the launch's */
+    cw->span_hint_next = 0;
     const size_t page = emu_page();
     const size_t need = (EMU_DYNAMIC_SHARED_OFFSET + c->shared_mem + EMU_REDZONE + page - 1) & ~(page - 1);
     if (cw->arena == NULL || cw->arena_size < need) {
@@ -1147,11 +1149,20 @@ int emu_check_access(emu_check *c, emu_check_worker *cw, const cunumpy_emu_threa
         emu_check_describe(c, cw, addr, size, kind, error, error_size);
         return -1;
     }
-    emu_span *s = cw->span_hint; /* accesses come in runs to one array */
-    if (s == NULL || addr < s->lo || end > s->hi) {
+    emu_span *s = NULL;
+    for (int i = 0; i < EMU_SPAN_HINTS; ++i) {
+        emu_span *h = cw->span_hint[i];
+        if (h != NULL && addr >= h->lo && end <= h->hi) {
+            s = h;
+            break;
+        }
+    }
+    if (s == NULL) {
         s = emu_span_of(c, addr, end);
-        if (s != NULL)
-            cw->span_hint = s;
+        if (s != NULL) {
+            cw->span_hint[cw->span_hint_next] = s;
+            cw->span_hint_next = (cw->span_hint_next + 1u) % EMU_SPAN_HINTS;
+        }
     }
     if (s != NULL) {
         if (tracking)

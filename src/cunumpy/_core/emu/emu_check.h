@@ -102,7 +102,11 @@ typedef struct emu_check_worker {
     unsigned char *shared_written; /* initcheck: per arena byte in use */
     size_t shared_cap;             /* bytes covered by the two tables */
     size_t shared_dirty;           /* the tables' entries from 0 to here may be set */
-    struct emu_span *span_hint; /* the span of the worker's last access (this launch's) */
+#define EMU_SPAN_HINTS 4
+    /* the spans of the worker's recent accesses (this launch's): a kernel's accesses go to a
+     * few arrays in turn (axpy: x, y, y), each found again without a search */
+    struct emu_span *span_hint[EMU_SPAN_HINTS];
+    unsigned int span_hint_next; /* the entry a miss replaces */
     /* ranges of this worker that the kernel's code touches (its state, stacks, TLS) */
     uintptr_t own[16][2];
     int n_own;
