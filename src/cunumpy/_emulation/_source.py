@@ -573,9 +573,17 @@ def _template_header(head: str) -> str | None:
     start = text.find("<")
     if start < 0 or text[len("template"):start].strip():
         return None
-    depth, parens = 0, 0
-    for i in range(start, len(text)):
-        c = text[i]
+    end = _angle_close(text, start + 1)
+    return None if end < 0 else " ".join(text[: end + 1].split())
+
+
+def _angle_close(text: str, i: int) -> int:
+    """The index of the ``>`` that closes a template argument list whose ``<`` is just before
+    ``text[i]``, passing over brackets (a ``<`` or ``>`` inside them is a comparison); -1 when
+    it is not closed."""
+    depth, parens = 1, 0
+    for j in range(i, len(text)):
+        c = text[j]
         if c in "([{":
             parens += 1
         elif c in ")]}":
@@ -585,8 +593,8 @@ def _template_header(head: str) -> str | None:
         elif parens == 0 and c == ">":
             depth -= 1
             if depth == 0:
-                return " ".join(text[: i + 1].split())
-    return None
+                return j
+    return -1
 
 
 def _lambda_needs_capture(body: str) -> bool:
@@ -647,21 +655,9 @@ def _stub_expressions(text: str) -> list[tuple[int, int, str]]:
         return []
     found = []
     for m in _STUB_CALL.finditer(text, stubs_at):
-        depth, parens = 1, 0
-        i = m.end()
-        while i < len(text) and depth > 0:
-            c = text[i]
-            if c in "([":
-                parens += 1
-            elif c in ")]":
-                parens -= 1
-            elif parens == 0 and c == "<":
-                depth += 1
-            elif parens == 0 and c == ">":
-                depth -= 1
-            i += 1
-        if depth == 0:
-            found.append((m.end(), i - 1, text[m.end() : i - 1]))
+        end = _angle_close(text, m.end())
+        if end >= 0:
+            found.append((m.end(), end, text[m.end() : end]))
     return found
 
 
