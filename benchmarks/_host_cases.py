@@ -25,11 +25,19 @@ def host_algorithm_inputs(n, rng, n_cells, n_segments):
     pos = rng.random((n, 3))
     lower, upper = np.zeros(3), np.ones(3)
     return {
-        "k30": k30, "sorted_cells": sorted_cells, "v3": v3, "seg_keys": seg_keys, "pos": pos,
-        "lower": lower, "upper": upper, "mkeys": xp.algorithms.morton_keys(pos, lower, upper, 21),
-        "counter": np.arange(n, dtype=np.uint64), "mask": rng.random(n) < 0.7,
+        "k30": k30,
+        "sorted_cells": sorted_cells,
+        "v3": v3,
+        "seg_keys": seg_keys,
+        "pos": pos,
+        "lower": lower,
+        "upper": upper,
+        "mkeys": xp.algorithms.morton_keys(pos, lower, upper, 21),
+        "counter": np.arange(n, dtype=np.uint64),
+        "mask": rng.random(n) < 0.7,
         "payloads": [rng.random(n), rng.random((n, 3)), rng.integers(0, 9, n), rng.random(n)],
-        "n_cells": n_cells, "n_segments": n_segments,
+        "n_cells": n_cells,
+        "n_segments": n_segments,
     }
 
 
@@ -50,6 +58,8 @@ def host_algorithm_cases(n, rng, n_cells, n_segments, inputs=None):
         "morton_keys 3-D": (lambda: algorithms.morton_keys(pos, lower, upper, 21), None),
         "morton_decode 3-D": (lambda: algorithms.morton_decode(mkeys, 3), None),
         "philox_uniform": (lambda: xp.rng.philox_uniform(7, 3, counter), None),
-        "compact_by_mask (4 arrays)": (lambda arrays: algorithms.compact_by_mask(mask, *arrays),
-                                       lambda: [p.copy() for p in payloads]),
+        "compact_by_mask (4 arrays)": (
+            lambda arrays: algorithms.compact_by_mask(mask, *arrays),
+            lambda: [p.copy() for p in payloads],
+        ),
     }

@@ -62,8 +62,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=4_000_000, help="elements per case (default 4M)")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=xp.threads.get_num_threads(),
-                        help="the 'all threads' count (default: the pool's size)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=xp.threads.get_num_threads(),
+        help="the 'all threads' count (default: the pool's size)",
+    )
     args = parser.parse_args()
     n, r, nt = args.n, args.repeats, args.threads
     rng = np.random.default_rng(2024)
@@ -75,17 +79,27 @@ def main():
         if scaling is not None:
             rows.append((name + " (scaling)", t1, tn, t1 / tn, scaling))
         goal = f"target {target}x" + (f", scaling {scaling}x" if scaling is not None else "")
-        print(f"{name:<46} {t1 * 1e3:8.2f} {tn * 1e3:8.2f} {t_base * 1e3:8.2f} ms "
-              f"{t_base / t1:6.2f}x {t_base / tn:6.2f}x {t1 / tn:6.2f}x  ({goal})", flush=True)
+        print(
+            f"{name:<46} {t1 * 1e3:8.2f} {tn * 1e3:8.2f} {t_base * 1e3:8.2f} ms "
+            f"{t_base / t1:6.2f}x {t_base / tn:6.2f}x {t1 / tn:6.2f}x  ({goal})",
+            flush=True,
+        )
 
-    print(f"n = {n:,}; best of {r}; all threads = {nt}; ratio = NumPy time / cunumpy time; "
-          f"scaling = 1-thread time / {nt}-thread time")
+    print(
+        f"n = {n:,}; best of {r}; all threads = {nt}; ratio = NumPy time / cunumpy time; "
+        f"scaling = 1-thread time / {nt}-thread time"
+    )
     print(f"{'case':<46} {'1 thr':>8} {f'{nt} thr':>8} {'NumPy':>8}    {'ratio1':>7} {f'ratio{nt}':>7} {'scale':>7}")
 
     # sort_by_key ---------------------------------------------------------------------------
     k30 = rng.integers(0, 2**30, n, dtype=np.int64)
-    case("sort_by_key, 30-bit keys", lambda: A.sort_by_key(k30),
-         lambda: (lambda o: (k30.take(o), o))(np.argsort(k30, kind="stable")), 6, scaling=1.6)
+    case(
+        "sort_by_key, 30-bit keys",
+        lambda: A.sort_by_key(k30),
+        lambda: (lambda o: (k30.take(o), o))(np.argsort(k30, kind="stable")),
+        6,
+        scaling=1.6,
+    )
     k63 = rng.integers(0, 2**63 - 1, n, dtype=np.int64)
     p1, p2 = rng.random(n), rng.random(n)
 
@@ -94,8 +108,13 @@ def main():
         return k63.take(o), o, p1.take(o), p2.take(o)
 
     case("sort_by_key, 63-bit keys + 2 payloads", lambda: A.sort_by_key(k63, p1, p2), numpy_sort_payloads, 2)
-    case("sort_by_key, 63-bit keys", lambda: A.sort_by_key(k63),
-         lambda: (lambda o: (k63.take(o), o))(np.argsort(k63, kind="stable")), 2, scaling=1.6)
+    case(
+        "sort_by_key, 63-bit keys",
+        lambda: A.sort_by_key(k63),
+        lambda: (lambda o: (k63.take(o), o))(np.argsort(k63, kind="stable")),
+        2,
+        scaling=1.6,
+    )
 
     # segment_sum ---------------------------------------------------------------------------
     nseg = max(n // 16, 1)
@@ -117,8 +136,12 @@ def main():
         return np.stack([np.bincount(keys, weights=v3[:, j], minlength=nseg) for j in range(3)], axis=1)
 
     case("segment_sum (n,) vs np.add.at", lambda: A.segment_sum(v1, keys, nseg), add_at_1, 1)
-    case("segment_sum (n,) vs np.bincount", lambda: A.segment_sum(v1, keys, nseg),
-         lambda: np.bincount(keys, weights=v1, minlength=nseg), 1)
+    case(
+        "segment_sum (n,) vs np.bincount",
+        lambda: A.segment_sum(v1, keys, nseg),
+        lambda: np.bincount(keys, weights=v1, minlength=nseg),
+        1,
+    )
     case("segment_sum (n, 3) vs np.add.at", lambda: A.segment_sum(v3, keys, nseg), add_at_3, 3)
     case("segment_sum (n, 3) vs np.bincount per column", lambda: A.segment_sum(v3, keys, nseg), bincount_3, 1)
 
@@ -130,27 +153,44 @@ def main():
         starts = np.flatnonzero(np.concatenate(([True], cells[1:] != cells[:-1])))
         return cells[starts], starts, np.append(starts[1:], n)
 
-    case("cell_offsets vs np.searchsorted", lambda: A.cell_offsets(cells, ncells),
-         lambda: np.searchsorted(cells, np.arange(ncells + 1), side="left"), 1)
-    case("segment_boundaries vs flatnonzero of changes", lambda: A.segment_boundaries(cells),
-         numpy_boundaries, 1.5)
+    case(
+        "cell_offsets vs np.searchsorted",
+        lambda: A.cell_offsets(cells, ncells),
+        lambda: np.searchsorted(cells, np.arange(ncells + 1), side="left"),
+        1,
+    )
+    case("segment_boundaries vs flatnonzero of changes", lambda: A.segment_boundaries(cells), numpy_boundaries, 1.5)
 
     # morton_keys ---------------------------------------------------------------------------
     pos = rng.random((n, 3))
     lower, upper = np.zeros(3), np.ones(3)
     scale = A.morton_scales(lower, upper, 21)
-    case("morton_keys 3-D, 21 levels", lambda: A.morton_keys(pos, lower, upper, 21),
-         lambda: morton_ref.keys_from_positions(pos, lower, scale, 21), 5, scaling=1.6)
+    case(
+        "morton_keys 3-D, 21 levels",
+        lambda: A.morton_keys(pos, lower, upper, 21),
+        lambda: morton_ref.keys_from_positions(pos, lower, scale, 21),
+        5,
+        scaling=1.6,
+    )
 
     # philox_uniform ------------------------------------------------------------------------
     counter = np.arange(n, dtype=np.uint64)
-    case("philox_uniform", lambda: xp.rng.philox_uniform(7, 3, counter),
-         lambda: numpy_philox_uniform(np.uint64(7), np.uint64(3), counter), 8, scaling=1.6)
+    case(
+        "philox_uniform",
+        lambda: xp.rng.philox_uniform(7, 3, counter),
+        lambda: numpy_philox_uniform(np.uint64(7), np.uint64(3), counter),
+        8,
+        scaling=1.6,
+    )
 
     # random_streams draws: one thread is NumPy's own draw; more split it over jumped copies
     gen_ours, gen_numpy = np.random.default_rng(5), np.random.default_rng(5)
-    case("random_streams.random (PCG64) vs Generator.random",
-         lambda: xp.rng.random_streams.random(n, rng=gen_ours), lambda: gen_numpy.random(n), 0.9)
+    case(
+        "random_streams.random (PCG64) vs Generator.random",
+        lambda: xp.rng.random_streams.random(n, rng=gen_ours),
+        lambda: gen_numpy.random(n),
+        0.9,
+    )
 
     # compact_by_mask -----------------------------------------------------------------------
     # The issue's case: four float64 payloads of n values, 70% live; then a mixed set (an
@@ -158,8 +198,9 @@ def main():
     # per entry. NumPy's best way: the live positions once, then one take per array.
     mask = rng.random(n) < 0.7
     for label, payloads, target in (
-            ("4 float64 payloads", [rng.random(n) for _ in range(4)], 2),
-            ("mixed payloads", [rng.random(n), rng.random((n, 3)), rng.integers(0, 9, n), rng.random(n)], 1.5)):
+        ("4 float64 payloads", [rng.random(n) for _ in range(4)], 2),
+        ("mixed payloads", [rng.random(n), rng.random((n, 3)), rng.integers(0, 9, n), rng.random(n)], 1.5),
+    ):
 
         def fresh(payloads=payloads):
             return [p.copy() for p in payloads]
@@ -168,20 +209,30 @@ def main():
             live = np.flatnonzero(mask)
             return [np.take(a, live, axis=0) for a in arrays]
 
-        case(f"compact_by_mask, {label} vs nonzero + take", lambda arrays: A.compact_by_mask(mask, *arrays),
-             numpy_compact, target, setup=fresh, scaling=1.6)
+        case(
+            f"compact_by_mask, {label} vs nonzero + take",
+            lambda arrays: A.compact_by_mask(mask, *arrays),
+            numpy_compact,
+            target,
+            setup=fresh,
+            scaling=1.6,
+        )
         copies = [np.empty_like(p) for p in payloads]
 
         def plain_copy(arrays, copies=copies):
             for d, a in zip(copies, arrays):
                 np.copyto(d, a)
 
-        t1, t_copy, tn = best_pair(lambda arrays: A.compact_by_mask(mask, *arrays), plain_copy, r,
-                                   fresh, threads=(1, nt))
+        t1, t_copy, tn = best_pair(
+            lambda arrays: A.compact_by_mask(mask, *arrays), plain_copy, r, fresh, threads=(1, nt)
+        )
         rows.append((f"compact_by_mask, {label}, vs plain copy (1 thread)", t1, t_copy, t_copy / t1, 1 / 1.5))
-        print(f"{f'compact_by_mask, {label}, vs a plain copy':<46} {t1 * 1e3:8.2f} {tn * 1e3:8.2f} "
-              f"{t_copy * 1e3:8.2f} ms {t_copy / t1:6.2f}x {t_copy / tn:6.2f}x {t1 / tn:6.2f}x  "
-              f"(target {1 / 1.5:.2f}x: within 1.5x of the copy)", flush=True)
+        print(
+            f"{f'compact_by_mask, {label}, vs a plain copy':<46} {t1 * 1e3:8.2f} {tn * 1e3:8.2f} "
+            f"{t_copy * 1e3:8.2f} ms {t_copy / t1:6.2f}x {t_copy / tn:6.2f}x {t1 / tn:6.2f}x  "
+            f"(target {1 / 1.5:.2f}x: within 1.5x of the copy)",
+            flush=True,
+        )
 
     # bandwidth -----------------------------------------------------------------------------
     small = 4096  # segments that stay in cache: the sum is limited by reading the inputs
@@ -193,8 +244,10 @@ def main():
     t_sum = best(lambda: A.segment_sum(v3, keys_bw, small), r)
     t_copy = best(lambda: np.copyto(dst, src), r)
     bw_sum, bw_copy = nbytes / t_sum / 1e9, 2 * nbytes / t_copy / 1e9  # a copy reads and writes
-    print(f"{'segment_sum (n, 3) bandwidth vs plain copy':<48} {bw_sum:9.2f} GB/s {bw_copy:7.2f} GB/s "
-          f"{bw_sum / bw_copy:7.2f}x  (target 0.5x; the copy counts read + write)")
+    print(
+        f"{'segment_sum (n, 3) bandwidth vs plain copy':<48} {bw_sum:9.2f} GB/s {bw_copy:7.2f} GB/s "
+        f"{bw_sum / bw_copy:7.2f}x  (target 0.5x; the copy counts read + write)"
+    )
 
     # small inputs: the pool must cost nothing below its cut-over ---------------------------
     m = 1000
@@ -212,8 +265,11 @@ def main():
     for name, fn in small_cases.items():
         setup = (lambda: [p.copy() for p in small_payloads]) if name == "compact_by_mask" else None
         t1, _, tn = best_pair(fn, None, max(r, 200), setup, threads=(1, nt))
-        print(f"{'small (1000): ' + name:<46} {t1 * 1e6:7.1f}us {tn * 1e6:7.1f}us  "
-              f"{nt}-thread / 1-thread time {tn / t1:5.2f}", flush=True)
+        print(
+            f"{'small (1000): ' + name:<46} {t1 * 1e6:7.1f}us {tn * 1e6:7.1f}us  "
+            f"{nt}-thread / 1-thread time {tn / t1:5.2f}",
+            flush=True,
+        )
     xp.threads.set_num_threads(nt)
     below = [row[0] for row in rows if row[3] < row[4]]
     print("all targets met" if not below else f"below target: {', '.join(below)}")

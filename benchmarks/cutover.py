@@ -73,8 +73,10 @@ def main():
         core._pool_ignore_cutover(False)
         xp.rng._PARALLEL_DRAWS = parallel_draws
         xp.threads.set_num_threads(before)
-    print("median times, 1 thread / 2 threads (ms); ratio of the medians; ratio of the best times "
-          "(> 1: two threads faster)")
+    print(
+        "median times, 1 thread / 2 threads (ms); ratio of the medians; ratio of the best times "
+        "(> 1: two threads faster)"
+    )
     print(f"{'case':<28}" + "".join(f"{n:>27,}" for n in sizes) + "   suggested cut-over")
     for name, row in table.items():
         cells = []
@@ -85,10 +87,10 @@ def main():
             else:
                 cells.append("")
         measured = [n for n in sizes if n in row]
-        paying = [n for i, n in enumerate(measured)
-                  if all(row[m][2] / row[m][3] >= 1.05 for m in measured[i:])]
+        paying = [n for i, n in enumerate(measured) if all(row[m][2] / row[m][3] >= 1.05 for m in measured[i:])]
         suggestion = f"{paying[0]:,}" if paying else "none measured"
         print(f"{name:<28}" + "".join(f"{c:>27}" for c in cells) + f"   {suggestion}", flush=True)
+
 
 if __name__ == "__main__":
     main()

@@ -62,14 +62,17 @@ def switch_benchmark() -> list[str]:
 
     fiber_ns, uc_ns = _core.emu_switch_benchmark(2_000_000)
     ratio = uc_ns / fiber_ns
-    print(f"context switch ({_core.EMU_CONTEXT_SWITCH}): fiber {fiber_ns:.1f} ns, ucontext {uc_ns:.1f} ns, "
-          f"{ratio:.0f}x faster (target <= {SWITCH_TARGET_NS:g} ns and >= {SWITCH_TARGET_RATIO:g}x)")
+    print(
+        f"context switch ({_core.EMU_CONTEXT_SWITCH}): fiber {fiber_ns:.1f} ns, ucontext {uc_ns:.1f} ns, "
+        f"{ratio:.0f}x faster (target <= {SWITCH_TARGET_NS:g} ns and >= {SWITCH_TARGET_RATIO:g}x)"
+    )
     failures = []
     if fiber_ns > SWITCH_TARGET_NS:
         failures.append(f"fiber switch {fiber_ns:.1f} ns > {SWITCH_TARGET_NS:g} ns")
     if ratio < SWITCH_TARGET_RATIO:
         failures.append(f"fiber switch only {ratio:.0f}x faster than ucontext")
     return failures
+
 
 # ---------------------------------------------------------------------------------------------
 # The C runtime alone: the same kernels compiled here against the prelude and launched with
@@ -120,8 +123,10 @@ class _RuntimeKernel:
     def __init__(self, lib, name, *values):
         self.keep = [v if isinstance(v, ctypes._SimpleCData) else ctypes.c_void_p(v.ctypes.data) for v in values]
         self.params = (ctypes.c_void_p * len(self.keep))(*[ctypes.addressof(v) for v in self.keep])
-        self.entries = [ctypes.cast(getattr(lib, f), ctypes.c_void_p).value
-                        for f in ("cunumpy_emu_bind", f"cunumpy_emu_thread_{name}", f"cunumpy_emu_block_{name}")]
+        self.entries = [
+            ctypes.cast(getattr(lib, f), ctypes.c_void_p).value
+            for f in ("cunumpy_emu_bind", f"cunumpy_emu_thread_{name}", f"cunumpy_emu_block_{name}")
+        ]
         self.name = name
 
     def __call__(self, grid, block, **kw):
@@ -139,8 +144,24 @@ def runtime_benchmarks(tmp) -> list[str]:
     with open(src, "w") as f:
         f.write(RUNTIME_SOURCE)
     prelude = os.path.join(os.path.dirname(cunumpy.__file__), "_emulation", "include")
-    subprocess.run([cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-Wno-unknown-pragmas", "-I", prelude, "-I",
-                    cunumpy.cuda.cuda_include_dir(), src, "-o", lib_path], check=True)
+    subprocess.run(
+        [
+            cxx,
+            "-std=c++17",
+            "-O2",
+            "-fPIC",
+            "-shared",
+            "-Wno-unknown-pragmas",
+            "-I",
+            prelude,
+            "-I",
+            cunumpy.cuda.cuda_include_dir(),
+            src,
+            "-o",
+            lib_path,
+        ],
+        check=True,
+    )
     lib = ctypes.CDLL(lib_path)
     failures = []
     print(f"[runtime] {_load()}")
@@ -156,8 +177,10 @@ def runtime_benchmarks(tmp) -> list[str]:
     t_emu = _best(lambda: axpy(grid, (256,)))
     t_np = _best(lambda: a * x + y)
     ratio = t_emu / t_np
-    print(f"[runtime] axpy, 4M doubles, loop mode: {t_emu * 1e3:.2f} ms, NumPy {t_np * 1e3:.2f} ms, "
-          f"ratio {ratio:.2f} (target <= {AXPY_TARGET})")
+    print(
+        f"[runtime] axpy, 4M doubles, loop mode: {t_emu * 1e3:.2f} ms, NumPy {t_np * 1e3:.2f} ms, "
+        f"ratio {ratio:.2f} (target <= {AXPY_TARGET})"
+    )
     if ratio > AXPY_TARGET:
         failures.append(f"[runtime] axpy ratio {ratio:.2f} > {AXPY_TARGET}")
 
@@ -174,21 +197,27 @@ def runtime_benchmarks(tmp) -> list[str]:
     assert out[0] == xs.sum()
     t_sum = _best(run_sum, rounds=3)
     t_np_sum = _best(lambda: np.sum(xs))
-    print(f"[runtime] block sum (reduce.cuh, 256 threads), 4M doubles, fibers, all workers: {t_sum * 1e3:.1f} ms, "
-          f"numpy.sum {t_np_sum * 1e3:.2f} ms, ratio {t_sum / t_np_sum:.0f}")
+    print(
+        f"[runtime] block sum (reduce.cuh, 256 threads), 4M doubles, fibers, all workers: {t_sum * 1e3:.1f} ms, "
+        f"numpy.sum {t_np_sum * 1e3:.2f} ms, ratio {t_sum / t_np_sum:.0f}"
+    )
     # Cost per CUDA thread per collective: one worker (the calling thread runs every block),
     # timed in this thread's CPU time, so other processes on the machine do not inflate it.
     t_sum_cpu = _best(lambda: run_sum(1), rounds=3, clock=time.thread_time)
-    print(f"[runtime] block sum, 1 worker, CPU time: {t_sum_cpu * 1e3:.1f} ms, "
-          f"{t_sum_cpu / (N_ELEMENTS * (BLOCK_SUM_BARRIERS + BLOCK_SUM_SHUFFLES)) * 1e9:.1f} ns per thread per "
-          f"collective ({BLOCK_SUM_BARRIERS} barriers and {BLOCK_SUM_SHUFFLES} shuffles per thread)")
+    print(
+        f"[runtime] block sum, 1 worker, CPU time: {t_sum_cpu * 1e3:.1f} ms, "
+        f"{t_sum_cpu / (N_ELEMENTS * (BLOCK_SUM_BARRIERS + BLOCK_SUM_SHUFFLES)) * 1e9:.1f} ns per thread per "
+        f"collective ({BLOCK_SUM_BARRIERS} barriers and {BLOCK_SUM_SHUFFLES} shuffles per thread)"
+    )
     reps = ctypes.c_int(COLLECTIVE_REPS)
     barriers = _RuntimeKernel(lib, "barriers", reps)
     shuffles = _RuntimeKernel(lib, "shuffles", reps, out)
     for _name, kernel, what in (("barriers", barriers, "__syncthreads"), ("shuffles", shuffles, "__shfl_xor_sync")):
         t = _best(lambda: kernel(sum_grid, (256,), fibers=True, workers=1), rounds=3, clock=time.thread_time)  # noqa: B023 - called within the same iteration
-        print(f"[runtime] {what} alone, {COLLECTIVE_REPS} per thread, 256-thread blocks, 4M threads, 1 worker, "
-              f"CPU time: {t / (N_ELEMENTS * COLLECTIVE_REPS) * 1e9:.1f} ns per thread per {what}")
+        print(
+            f"[runtime] {what} alone, {COLLECTIVE_REPS} per thread, 256-thread blocks, 4M threads, 1 worker, "
+            f"CPU time: {t / (N_ELEMENTS * COLLECTIVE_REPS) * 1e9:.1f} ns per thread per {what}"
+        )
     return failures
 
 
@@ -316,18 +345,23 @@ def launch_benchmarks() -> list[str]:
         with _workers(workers):
             for memcheck in (True, False):
                 kt.emulate_cuda_kernel(axpy, a, x, y, N_ELEMENTS, memcheck=memcheck)  # compiled, warm
-            best = _interleaved({
-                "memcheck": lambda: kt.emulate_cuda_kernel(axpy, a, x, y, N_ELEMENTS),
-                "unchecked": lambda: kt.emulate_cuda_kernel(axpy, a, x, y, N_ELEMENTS, memcheck=False),
-                "copyto": lambda: np.copyto(copy, x),
-                "numpy": lambda: a * x + y,
-            }, rounds=9)
+            best = _interleaved(
+                {
+                    "memcheck": lambda: kt.emulate_cuda_kernel(axpy, a, x, y, N_ELEMENTS),
+                    "unchecked": lambda: kt.emulate_cuda_kernel(axpy, a, x, y, N_ELEMENTS, memcheck=False),
+                    "copyto": lambda: np.copyto(copy, x),
+                    "numpy": lambda: a * x + y,
+                },
+                rounds=9,
+            )
         label = "1 worker" if workers == 1 else f"{_default_workers()} workers (default)"
         ratio = best["memcheck"] / best["copyto"]
-        print(f"axpy, 4M doubles, {label}: memcheck {best['memcheck'] * 1e3:.2f} ms = {ratio:.2f}x "
-              f"numpy.copyto of 4M doubles ({best['copyto'] * 1e3:.2f} ms; target <= {AXPY_COPY_TARGET}), "
-              f"memcheck=False {best['unchecked'] * 1e3:.2f} ms = {best['unchecked'] / best['copyto']:.2f}x, "
-              f"NumPy a*x+y {best['numpy'] * 1e3:.2f} ms; {_load()}")
+        print(
+            f"axpy, 4M doubles, {label}: memcheck {best['memcheck'] * 1e3:.2f} ms = {ratio:.2f}x "
+            f"numpy.copyto of 4M doubles ({best['copyto'] * 1e3:.2f} ms; target <= {AXPY_COPY_TARGET}), "
+            f"memcheck=False {best['unchecked'] * 1e3:.2f} ms = {best['unchecked'] / best['copyto']:.2f}x, "
+            f"NumPy a*x+y {best['numpy'] * 1e3:.2f} ms; {_load()}"
+        )
         if workers is None and ratio > AXPY_COPY_TARGET:
             failures.append(f"axpy {ratio:.2f}x numpy.copyto > {AXPY_COPY_TARGET}")
 
@@ -345,11 +379,13 @@ def launch_benchmarks() -> list[str]:
     with _workers(1):
         run_sum()
         t_sum1 = _best(run_sum, rounds=3, clock=time.thread_time)
-    print(f"block sum (reduce.cuh, 256 threads), 4M doubles: {t_sum * 1e3:.1f} ms on the default workers, "
-          f"numpy.sum {t_np_sum * 1e3:.2f} ms; one worker, CPU time: {t_sum1 * 1e3:.1f} ms, "
-          f"{t_sum1 / (N_ELEMENTS * (BLOCK_SUM_BARRIERS + BLOCK_SUM_SHUFFLES)) * 1e9:.1f} ns per thread per "
-          f"collective ({BLOCK_SUM_BARRIERS} barriers and {BLOCK_SUM_SHUFFLES} shuffles per thread, thread start "
-          f"and end included); {_load()}")
+    print(
+        f"block sum (reduce.cuh, 256 threads), 4M doubles: {t_sum * 1e3:.1f} ms on the default workers, "
+        f"numpy.sum {t_np_sum * 1e3:.2f} ms; one worker, CPU time: {t_sum1 * 1e3:.1f} ms, "
+        f"{t_sum1 / (N_ELEMENTS * (BLOCK_SUM_BARRIERS + BLOCK_SUM_SHUFFLES)) * 1e9:.1f} ns per thread per "
+        f"collective ({BLOCK_SUM_BARRIERS} barriers and {BLOCK_SUM_SHUFFLES} shuffles per thread, thread start "
+        f"and end included); {_load()}"
+    )
 
     # Per thread per collective: one worker (the calling thread runs every block), thread CPU
     # time (other processes do not inflate it), 8 per thread as the figure's definition, and
@@ -362,17 +398,20 @@ def launch_benchmarks() -> list[str]:
                 k = CudaKernel(COLLECTIVES_SOURCE, name, block_size=256)
                 per = {}
                 for reps in (COLLECTIVE_REPS, 4 * COLLECTIVE_REPS):
-                    launch = functools.partial(kt.emulate_cuda_kernel, k, np.int32(reps), out, n_threads=n,
-                                               memcheck=memcheck)
+                    launch = functools.partial(
+                        kt.emulate_cuda_kernel, k, np.int32(reps), out, n_threads=n, memcheck=memcheck
+                    )
                     launch()
                     per[reps] = _best(launch, rounds=3, clock=time.thread_time) / n
                 each = per[COLLECTIVE_REPS] / COLLECTIVE_REPS * 1e9
                 marginal = (per[4 * COLLECTIVE_REPS] - per[COLLECTIVE_REPS]) / (3 * COLLECTIVE_REPS) * 1e9
                 fixed = per[COLLECTIVE_REPS] * 1e9 - COLLECTIVE_REPS * marginal
-                print(f"{what}, {COLLECTIVE_REPS} per thread, 256-thread blocks, 1M threads, 1 worker, CPU time, "
-                      f"{'memcheck' if memcheck else 'memcheck=False'}: {each:.1f} ns per thread per {what} "
-                      f"(target <= {target:g}); one more costs {marginal:.1f} ns, a thread's start and end "
-                      f"{fixed:.1f} ns; {_load()}")
+                print(
+                    f"{what}, {COLLECTIVE_REPS} per thread, 256-thread blocks, 1M threads, 1 worker, CPU time, "
+                    f"{'memcheck' if memcheck else 'memcheck=False'}: {each:.1f} ns per thread per {what} "
+                    f"(target <= {target:g}); one more costs {marginal:.1f} ns, a thread's start and end "
+                    f"{fixed:.1f} ns; {_load()}"
+                )
                 if memcheck and each > target:
                     failures.append(f"{what}: {each:.1f} ns per thread > {target:g}")
     return failures
@@ -412,8 +451,13 @@ print(first, steady, lookup)
 def _child(src: str, env: dict, lookup: bool = False):
     """(first launch, steady launch[, the library lookup alone, before the first launch]) in a
     new process, seconds."""
-    done = subprocess.run([sys.executable, "-c", _STARTUP_CHILD, src, "lookup" if lookup else "-"], env=env,
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _STARTUP_CHILD, src, "lookup" if lookup else "-"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     first, steady, looked = done.stdout.split()
     return (float(first), float(steady)) + ((float(looked),) if lookup else ())
 
@@ -438,13 +482,17 @@ def startup_benchmarks() -> list[str]:
     new = statistics.median(news)
     overhead = statistics.median(first - steady for first, steady in runs) * 1e3
     lookup = statistics.median(lookups) * 1e3
-    print(f"first launch of a new kernel (axpy, memcheck, compiled then): median {new:.3f} s of 5 "
-          f"(min {min(news):.3f}, max {max(news):.3f}; target <= {FIRST_LAUNCH_TARGET_S}); in an empty cache "
-          f"(the compiler and the prelude learned too) {cold:.3f} s; {_load()}")
-    print(f"new process, kernel in the disk cache: first launch over a steady one, median of 9 processes "
-          f"{overhead:.2f} ms (min {min(f - s for f, s in runs) * 1e3:.2f}, max "
-          f"{max(f - s for f, s in runs) * 1e3:.2f}; target <= {CACHED_OVERHEAD_TARGET_MS}), of which finding the "
-          f"library (compile_for_emulation alone, median of 9 more) {lookup:.2f} ms; {_load()}")
+    print(
+        f"first launch of a new kernel (axpy, memcheck, compiled then): median {new:.3f} s of 5 "
+        f"(min {min(news):.3f}, max {max(news):.3f}; target <= {FIRST_LAUNCH_TARGET_S}); in an empty cache "
+        f"(the compiler and the prelude learned too) {cold:.3f} s; {_load()}"
+    )
+    print(
+        f"new process, kernel in the disk cache: first launch over a steady one, median of 9 processes "
+        f"{overhead:.2f} ms (min {min(f - s for f, s in runs) * 1e3:.2f}, max "
+        f"{max(f - s for f, s in runs) * 1e3:.2f}; target <= {CACHED_OVERHEAD_TARGET_MS}), of which finding the "
+        f"library (compile_for_emulation alone, median of 9 more) {lookup:.2f} ms; {_load()}"
+    )
     if new > FIRST_LAUNCH_TARGET_S:
         failures.append(f"first launch of a new kernel {new:.3f} s > {FIRST_LAUNCH_TARGET_S} s")
     if overhead > CACHED_OVERHEAD_TARGET_MS:
@@ -516,15 +564,21 @@ def scaling_benchmarks() -> list[str]:
                     times[workers] = time.perf_counter() - t0
             ratios[name].append(times[1] / times[2])
     free = statistics.median(control)
-    print(f"control (np.exp, 2 x 4M doubles, one thread against two): median speed-up {free:.2f} of "
-          f"{SCALING_PAIRS} ({', '.join(f'{r:.2f}' for r in control)}); {_load()}")
+    print(
+        f"control (np.exp, 2 x 4M doubles, one thread against two): median speed-up {free:.2f} of "
+        f"{SCALING_PAIRS} ({', '.join(f'{r:.2f}' for r in control)}); {_load()}"
+    )
     for name, values in ratios.items():
         speedup = statistics.median(values)
-        print(f"{name}, 4M doubles, 2 workers against 1: median speed-up {speedup:.2f} of {SCALING_PAIRS} interleaved "
-              f"pairs ({', '.join(f'{r:.2f}' for r in values)}; target >= {SPEEDUP_TARGET} when the control shows "
-              f"two free cores); {_load()}")
+        print(
+            f"{name}, 4M doubles, 2 workers against 1: median speed-up {speedup:.2f} of {SCALING_PAIRS} interleaved "
+            f"pairs ({', '.join(f'{r:.2f}' for r in values)}; target >= {SPEEDUP_TARGET} when the control shows "
+            f"two free cores); {_load()}"
+        )
         if name == "block sum" and free >= 1.8 and speedup < SPEEDUP_TARGET:
-            failures.append(f"{name}: 2-worker speed-up {speedup:.2f} < {SPEEDUP_TARGET} with the control at {free:.2f}")
+            failures.append(
+                f"{name}: 2-worker speed-up {speedup:.2f} < {SPEEDUP_TARGET} with the control at {free:.2f}"
+            )
     if free < 1.8:
         print("  (the control did not find two free cores: the speed-up target is not judged)")
     return failures
@@ -602,15 +656,22 @@ def reference_benchmarks(reference: str | None) -> list[str]:
     from cunumpy.kernels import CudaKernel
 
     if not reference:
-        print("[reference] skipped: pass --reference PATH/bin/python (a separate environment with "
-              "`pip install cunumpy==0.7.1`) or set CUNUMPY_REFERENCE_PYTHON")
+        print(
+            "[reference] skipped: pass --reference PATH/bin/python (a separate environment with "
+            "`pip install cunumpy==0.7.1`) or set CUNUMPY_REFERENCE_PYTHON"
+        )
         return []
     failures = []
-    version = subprocess.run([reference, "-c", "import cunumpy; print(cunumpy.__version__)"], capture_output=True,
-                             text=True, check=True).stdout.strip()
+    version = subprocess.run(
+        [reference, "-c", "import cunumpy; print(cunumpy.__version__)"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     print(f"[reference] cunumpy {version} at {reference}; {_load()}")
-    worker = subprocess.Popen([reference, "-c", _REFERENCE_WORKER, LAUNCH_SOURCE, TREE_SOURCE, STENCIL_SOURCE],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    worker = subprocess.Popen(
+        [reference, "-c", _REFERENCE_WORKER, LAUNCH_SOURCE, TREE_SOURCE, STENCIL_SOURCE],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
 
     def theirs(name: str) -> float:
         worker.stdin.write(name + "\n")
@@ -623,15 +684,20 @@ def reference_benchmarks(reference: str | None) -> list[str]:
     sums = np.zeros(n // 256)
     u = np.random.default_rng(2).standard_normal(m * m)
     v = np.zeros(m * m)
-    kernels = {name: CudaKernel(src, name, block_size=256)
-               for name, src in (("axpy", LAUNCH_SOURCE), ("tree_sum", TREE_SOURCE), ("stencil", STENCIL_SOURCE))}
+    kernels = {
+        name: CudaKernel(src, name, block_size=256)
+        for name, src in (("axpy", LAUNCH_SOURCE), ("tree_sum", TREE_SOURCE), ("stencil", STENCIL_SOURCE))
+    }
     ours = {
         "axpy": lambda: kt.emulate_cuda_kernel(kernels["axpy"], 1.5, x, y, n),
         "tree_sum": lambda: kt.emulate_cuda_kernel(kernels["tree_sum"], x, sums, n, grid=(n // 256,), block=(256,)),
         "stencil": lambda: kt.emulate_cuda_kernel(kernels["stencil"], u, v, m, grid=(m // 16, m // 16), block=(16, 16)),
     }
-    labels = {"axpy": "axpy, 4M doubles", "tree_sum": "shared-memory tree sum (9 barriers), 4M doubles",
-              "stencil": "5-point stencil, 1024^2, 16x16 shared tile, 1 barrier"}
+    labels = {
+        "axpy": "axpy, 4M doubles",
+        "tree_sum": "shared-memory tree sum (9 barriers), 4M doubles",
+        "stencil": "5-point stencil, 1024^2, 16x16 shared tile, 1 barrier",
+    }
     try:
         for name, fn in ours.items():
             try:
@@ -652,9 +718,11 @@ def reference_benchmarks(reference: str | None) -> list[str]:
                     best["ours 1 worker"] = min(best["ours 1 worker"], time.perf_counter() - t0)
                 best["reference"] = min(best["reference"], theirs(name))
             ratio = best["reference"] / best["ours"]
-            print(f"{labels[name]}: reference {best['reference'] * 1e3:.2f} ms, this emulator {best['ours'] * 1e3:.2f} ms "
-                  f"on the default workers ({ratio:.1f}x faster), {best['ours 1 worker'] * 1e3:.2f} ms on one "
-                  f"({best['reference'] / best['ours 1 worker']:.1f}x); memcheck on; {_load()}")
+            print(
+                f"{labels[name]}: reference {best['reference'] * 1e3:.2f} ms, this emulator {best['ours'] * 1e3:.2f} ms "
+                f"on the default workers ({ratio:.1f}x faster), {best['ours 1 worker'] * 1e3:.2f} ms on one "
+                f"({best['reference'] / best['ours 1 worker']:.1f}x); memcheck on; {_load()}"
+            )
             if name == "axpy" and ratio < REFERENCE_TARGET:
                 failures.append(f"axpy only {ratio:.1f}x faster than the reference (target {REFERENCE_TARGET}x)")
     finally:
@@ -705,8 +773,10 @@ def checks_benchmarks() -> list[str]:
                     plain = min(plain, _best(lambda: launch(memcheck=False), rounds=1, clock=time.thread_time))  # noqa: B023 - called within the same iteration
                     checked = min(checked, _best(lambda: launch(**settings), rounds=1, clock=time.thread_time))  # noqa: B023 - called within the same iteration
                 ratio = checked / plain
-                print(f"[checks] {name}: {label} {checked * 1e3:.1f} ms, unchecked {plain * 1e3:.1f} ms "
-                      f"(CPU time, one worker), ratio {ratio:.2f} (target <= {target:g})")
+                print(
+                    f"[checks] {name}: {label} {checked * 1e3:.1f} ms, unchecked {plain * 1e3:.1f} ms "
+                    f"(CPU time, one worker), ratio {ratio:.2f} (target <= {target:g})"
+                )
                 if ratio > target:
                     failures.append(f"[checks] {name}: {label} ratio {ratio:.2f} > {target:g}")
     finally:
@@ -726,8 +796,11 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--only", action="append", choices=PARTS, help="run this part (several allowed)")
-    parser.add_argument("--reference", default=os.environ.get("CUNUMPY_REFERENCE_PYTHON"),
-                        help="the python of an environment with cunumpy 0.7.1 (the reference emulator)")
+    parser.add_argument(
+        "--reference",
+        default=os.environ.get("CUNUMPY_REFERENCE_PYTHON"),
+        help="the python of an environment with cunumpy 0.7.1 (the reference emulator)",
+    )
     args = parser.parse_args()
     parts = args.only or list(PARTS)
 

@@ -42,8 +42,10 @@ def main(number: int = 20000, rounds: int = 7) -> None:
                 best[i] = min(best[i], best_per_call(statement, number, 1))
         ours, ns, plain = best
         worst = max(worst, ours / ns)
-        print(f"{label:16s} {ours * 1e9:8.1f}ns {ns * 1e9:8.1f}ns {plain * 1e9:8.1f}ns "
-              f"{ours / ns:11.3f} {ours / plain:9.3f}")
+        print(
+            f"{label:16s} {ours * 1e9:8.1f}ns {ns * 1e9:8.1f}ns {plain * 1e9:8.1f}ns "
+            f"{ours / ns:11.3f} {ours / plain:9.3f}"
+        )
     print(f"worst xp/backend ratio: {worst:.3f} (target <= 1.05)")
 
 

@@ -40,9 +40,43 @@ SOURCE = (
 ONE = 'extern "C" __global__ void one(double* x) {}'
 
 
-def empty29(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20,
-            a21, a22, a23, a24, a25, a26, a27, a28, *, n_threads=None, grid=None, block=None, shared_mem=0,
-            stream=None):
+def empty29(
+    a0,
+    a1,
+    a2,
+    a3,
+    a4,
+    a5,
+    a6,
+    a7,
+    a8,
+    a9,
+    a10,
+    a11,
+    a12,
+    a13,
+    a14,
+    a15,
+    a16,
+    a17,
+    a18,
+    a19,
+    a20,
+    a21,
+    a22,
+    a23,
+    a24,
+    a25,
+    a26,
+    a27,
+    a28,
+    *,
+    n_threads=None,
+    grid=None,
+    block=None,
+    shared_mem=0,
+    stream=None,
+):
     pass
 
 
@@ -119,8 +153,9 @@ def main(argv=None) -> int:
         print(f"  {'form':<20}{'best us':>9}{'median us':>11}{'empty fn us':>13}{'ratio':>8}")
         for k, (label, _) in enumerate(cases):
             (best, median), (base_best, _) = results[2 * k], results[2 * k + 1]
-            print(f"  {label:<20}{best * 1e6:>9.3f}{median * 1e6:>11.3f}{base_best * 1e6:>13.3f}"
-                  f"{best / base_best:>7.1f}x")
+            print(
+                f"  {label:<20}{best * 1e6:>9.3f}{median * 1e6:>11.3f}{base_best * 1e6:>13.3f}{best / base_best:>7.1f}x"
+            )
             verdicts.append((n_args, label, best * 1e6 <= target, best * 1e6))
     missed = [v for v in verdicts if not v[2]]
     print()

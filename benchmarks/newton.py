@@ -38,8 +38,10 @@ def main() -> None:
     host_x0 = rng.uniform(0.5, 3.0, n)
     host_e = rng.uniform(0.0, 0.8, n)
     a, x0, e = (xp.to_cunumpy(v) for v in (host_a, host_x0, host_e))
-    print(f"backend {xp.get_backend()} (fake CuPy: {xp.backend_info()['fake_cupy']}), {n} problems, "
-          f"best of {options.repeat}; the machine may be loaded: read the ratios")
+    print(
+        f"backend {xp.get_backend()} (fake CuPy: {xp.backend_info()['fake_cupy']}), {n} problems, "
+        f"best of {options.repeat}; the machine may be loaded: read the ratios"
+    )
 
     cases = {
         "cube root, Newton": (lambda x, a: x**3 - a, lambda x, a: 3.0 * x**2, "a"),

@@ -45,9 +45,11 @@ def scaling(label: str, run, small: int, repeats: int) -> bool:
     t_small, t_large = min(small_times), min(large_times)
     ratio = t_large / t_small
     verdict = "meets" if ratio <= TARGET_RATIO else "misses"
-    print(f"{label}: {small} kernels {t_small * 1e3:.2f} ms, {small * GROWTH} kernels {t_large * 1e3:.2f} ms, "
-          f"ratio {ratio:.1f} (linear ~{GROWTH}, quadratic ~{GROWTH ** 2}; target <= {TARGET_RATIO:g}: {verdict} it)"
-          f"  [median small {statistics.median(small_times) * 1e3:.2f} ms]")
+    print(
+        f"{label}: {small} kernels {t_small * 1e3:.2f} ms, {small * GROWTH} kernels {t_large * 1e3:.2f} ms, "
+        f"ratio {ratio:.1f} (linear ~{GROWTH}, quadratic ~{GROWTH**2}; target <= {TARGET_RATIO:g}: {verdict} it)"
+        f"  [median small {statistics.median(small_times) * 1e3:.2f} ms]"
+    )
     return ratio <= TARGET_RATIO
 
 

@@ -112,8 +112,13 @@ def run_child(pythonpath, calls, bare=False):
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
-    out = subprocess.run([sys.executable, "-c", CHILD, str(calls), HERE, "time", "bare" if bare else ""],
-                         env=env, check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(calls), HERE, "time", "bare" if bare else ""],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return json.loads(out.stdout)
 
 
@@ -124,19 +129,40 @@ def callgrind_child(pythonpath, calls, folder, bare=False):
         env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
     os.makedirs(folder, exist_ok=True)
     out = os.path.join(folder, "cg.out")
-    child = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                            sys.executable, "-c", CHILD, str(calls), HERE, "callgrind",
-                            "bare" if bare else ""],
-                           env=env, check=True, capture_output=True, text=True)
+    child = subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            "-c",
+            CHILD,
+            str(calls),
+            HERE,
+            "callgrind",
+            "bare" if bare else "",
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     case_names = json.loads(child.stdout.strip().splitlines()[-1])  # the child's cases in order
     totals = {}
     for name in os.listdir(folder):
         with open(os.path.join(folder, name)) as f:
             text = f.read()
-        tag = next((int(line.split("case-", 1)[1].split("-")[0]) for line in text.splitlines()
-                    if line.startswith("desc: Trigger") and "case-" in line), None)
-        total = next((int(line.split()[1]) for line in text.splitlines()
-                      if line.startswith(("summary:", "totals:"))), None)
+        tag = next(
+            (
+                int(line.split("case-", 1)[1].split("-")[0])
+                for line in text.splitlines()
+                if line.startswith("desc: Trigger") and "case-" in line
+            ),
+            None,
+        )
+        total = next(
+            (int(line.split()[1]) for line in text.splitlines() if line.startswith(("summary:", "totals:"))), None
+        )
         if tag is not None and total is not None:
             totals[case_names[tag]] = total
     nothing = totals.pop("nothing")
@@ -150,20 +176,21 @@ def print_bare(figures, unit, scale, fmt):
         if name.startswith("C: "):
             continue
         c = figures["C: " + name]
-        print(f"{name:<30} {fmt(ours * scale):>10} {fmt(c * scale):>10} "
-              f"{fmt((ours - c) * scale):>10}  {ours / c:6.2f}")
+        print(f"{name:<30} {fmt(ours * scale):>10} {fmt(c * scale):>10} {fmt((ours - c) * scale):>10}  {ours / c:6.2f}")
     print(f"({unit}; targets: overhead <= 5 us, compact_by_mask <= 20 us in all)")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--old", help="folder holding the other build's cunumpy")
-    parser.add_argument("--bare", action="store_true",
-                        help="this build's functions against the bare C calls they end in")
+    parser.add_argument(
+        "--bare", action="store_true", help="this build's functions against the bare C calls they end in"
+    )
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=400)
-    parser.add_argument("--callgrind", action="store_true",
-                        help="instructions per call under callgrind instead of wall time")
+    parser.add_argument(
+        "--callgrind", action="store_true", help="instructions per call under callgrind instead of wall time"
+    )
     args = parser.parse_args()
     if (args.old is None) == (not args.bare):
         parser.error("give one of --old SITE and --bare")
@@ -180,8 +207,7 @@ def main():
         for _ in range(args.rounds):
             for name, t in run_child("", args.calls, bare=True).items():
                 best[name] = min(t, best.get(name, float("inf")))
-        print(f"1 000 elements, 1 thread; best of {args.rounds} rounds of the median of "
-              f"{args.calls} calls")
+        print(f"1 000 elements, 1 thread; best of {args.rounds} rounds of the median of {args.calls} calls")
         print_bare(best, "microseconds", 1e6, lambda v: f"{v:.1f}us")
         return
     if args.callgrind:
@@ -201,8 +227,10 @@ def main():
         for which, path in (("new", ""), ("old", args.old)):
             for name, t in run_child(path, args.calls).items():
                 best[which][name] = min(t, best[which].get(name, float("inf")))
-    print(f"1 000 elements; best of {args.rounds} rounds of the median of {args.calls} calls; "
-          f"this build's default threads; old = {args.old}")
+    print(
+        f"1 000 elements; best of {args.rounds} rounds of the median of {args.calls} calls; "
+        f"this build's default threads; old = {args.old}"
+    )
     print(f"{'case':<30} {'this':>9} {'old':>9}  this/old")
     worst = 0.0
     for name, t_new in best["new"].items():

@@ -33,9 +33,16 @@ PACK_TARGET_US = 1.5
 CHECK_TARGET_NS = 150.0
 
 FIELDS = [
-    ("x", "double*"), ("v", "double*"), ("w", "const double*"), ("q", "float*"),
-    ("markers", "Array2D<double>"), ("grid", "Array2D<double>"),
-    ("n", "long long"), ("dt", "double"), ("count", "int"), ("active", "bool"),
+    ("x", "double*"),
+    ("v", "double*"),
+    ("w", "const double*"),
+    ("q", "float*"),
+    ("markers", "Array2D<double>"),
+    ("grid", "Array2D<double>"),
+    ("n", "long long"),
+    ("dt", "double"),
+    ("count", "int"),
+    ("active", "bool"),
 ]
 Struct = xp.arguments.CudaStruct("BenchArgs", FIELDS)
 
@@ -104,10 +111,16 @@ def main() -> int:
     cupy = sys.modules["cupy"]
     assert getattr(cupy, "__cunumpy_fake__", False), "the fake CuPy is not installed"
     values = {
-        "x": cupy.zeros(1000), "v": cupy.zeros(1000), "w": cupy.zeros(1000),
+        "x": cupy.zeros(1000),
+        "v": cupy.zeros(1000),
+        "w": cupy.zeros(1000),
         "q": cupy.zeros(1000, dtype=np.float32),
-        "markers": cupy.zeros((1000, 6)), "grid": cupy.zeros((64, 64))[:, ::2],
-        "n": 1000, "dt": 0.01, "count": 7, "active": True,
+        "markers": cupy.zeros((1000, 6)),
+        "grid": cupy.zeros((64, 64))[:, ::2],
+        "n": 1000,
+        "dt": 0.01,
+        "count": 7,
+        "active": True,
     }
     packed = Struct(**values).packed
     assert packed.tobytes() == plain_python_void(values).tobytes(), "the baseline builds a different value"
@@ -116,9 +129,16 @@ def main() -> int:
 
     numbers = numbers_of(values)
     assert plain_python_void_from_numbers(numbers).tobytes() == packed.tobytes()
-    namespace = dict(Struct=Struct, values=values, plain_python_void=plain_python_void,
-                     plain_python_void_from_numbers=plain_python_void_from_numbers, numbers=numbers,
-                     args=args, a=args, method=args.empty)
+    namespace = dict(
+        Struct=Struct,
+        values=values,
+        plain_python_void=plain_python_void,
+        plain_python_void_from_numbers=plain_python_void_from_numbers,
+        numbers=numbers,
+        args=args,
+        a=args,
+        method=args.empty,
+    )
     statements = [
         "Struct(**values)",
         "plain_python_void(values)",
@@ -131,12 +151,16 @@ def main() -> int:
     results = interleaved(statements, namespace, number=20000)
     (p_best, p_med), (b_best, b_med), (n_best, n_med), (c_best, c_med), (r_best, r_med), (e_best, e_med) = results
     print("machine: shared 2-core CPU (see uptime); fake CuPy arrays; best (median) of 9 interleaved rounds")
-    print(f"S(**values), 10 fields          : {p_best * 1e6:7.3f} us ({p_med * 1e6:.3f})  target <= {PACK_TARGET_US} us")
+    print(
+        f"S(**values), 10 fields          : {p_best * 1e6:7.3f} us ({p_med * 1e6:.3f})  target <= {PACK_TARGET_US} us"
+    )
     print(f"plain Python from the arrays    : {b_best * 1e6:7.3f} us ({b_med * 1e6:.3f})")
     print(f"plain Python from read numbers  : {n_best * 1e6:7.3f} us ({n_med * 1e6:.3f})")
     print(f"  ratio packing / plain Python from the arrays: {p_best / b_best:.3f} (median {p_med / b_med:.3f})")
     print(f"  ratio packing / plain Python building only  : {p_best / n_best:.3f} (median {p_med / n_med:.3f})")
-    print(f"args.packed, nothing changed    : {c_best * 1e9:7.1f} ns ({c_med * 1e9:.1f})  target <= {CHECK_TARGET_NS:.0f} ns")
+    print(
+        f"args.packed, nothing changed    : {c_best * 1e9:7.1f} ns ({c_med * 1e9:.1f})  target <= {CHECK_TARGET_NS:.0f} ns"
+    )
     print(f"Python reads of the same fields : {r_best * 1e9:7.1f} ns ({r_med * 1e9:.1f})")
     print(f"empty Python method call        : {e_best * 1e9:7.1f} ns ({e_med * 1e9:.1f})")
     print(f"  ratio check / Python field reads: {c_best / r_best:.3f} (median {c_med / r_med:.3f})")

@@ -209,8 +209,9 @@ def _int_in(low: int, high: int):
 def parse_arguments(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--particles", type=_int_in(1, 10**8), default=40_000)
-    parser.add_argument("--levels", type=_int_in(2, 10), default=6,
-                        help="Morton bits per axis: the grid is 2**levels cells a side")
+    parser.add_argument(
+        "--levels", type=_int_in(2, 10), default=6, help="Morton bits per axis: the grid is 2**levels cells a side"
+    )
     parser.add_argument("--steps", type=_int_in(1, 10**6), default=100)
     parser.add_argument("--output", help="PNG path (default: build/demo/pic_demo.png, or a temporary folder)")
     parser.add_argument("--save-result", help=argparse.SUPPRESS)  # the fake-CuPy child's hand-over file

@@ -24,25 +24,25 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     # Start-up, in this order, on every rank (the device steps do nothing on NumPy).
-    xp.cuda.bind_local_device()           # GPU = node-local rank % GPUs, before MPI starts
-    MPI = xp.mpi.get_mpi()                # mpi4py under a launcher, else the serial stand-in
+    xp.cuda.bind_local_device()  # GPU = node-local rank % GPUs, before MPI starts
+    MPI = xp.mpi.get_mpi()  # mpi4py under a launcher, else the serial stand-in
     comm = MPI.COMM_WORLD
-    cuda_aware = xp.mpi.mpi_is_cuda_aware(comm)   # collective; recorded for exchange()
+    cuda_aware = xp.mpi.mpi_is_cuda_aware(comm)  # collective; recorded for exchange()
     rank, size = comm.Get_rank(), comm.Get_size()
     left, right = (rank - 1) % size, (rank + 1) % size
 
     n, total = args.cells, args.cells * comm.Get_size()
     x = (rank * n + np.arange(n) + 0.5) / total
     u = xp.zeros(n + 2)
-    u[1:-1] = xp.to_cunumpy(np.sin(2 * np.pi * x))    # the one transfer in
+    u[1:-1] = xp.to_cunumpy(np.sin(2 * np.pi * x))  # the one transfer in
     alpha = 0.25
 
     with xp.profiling.count_transfers() as counter:
         for _ in range(args.steps):
             xp.mpi.exchange(
                 comm,
-                sends=[(u[1:2], left, 0), (u[-2:-1], right, 1)],       # (array, dest, tag)
-                receives=[(u[-1:], right, 0), (u[0:1], left, 1)],      # (array, source, tag)
+                sends=[(u[1:2], left, 0), (u[-2:-1], right, 1)],  # (array, dest, tag)
+                receives=[(u[-1:], right, 0), (u[0:1], left, 1)],  # (array, source, tag)
             )
             u[1:-1] = u[1:-1] + alpha * (u[:-2] - 2.0 * u[1:-1] + u[2:])
 

@@ -23,7 +23,7 @@ class Particles:
     def __init__(self, n, seed):
         rng = np.random.default_rng(seed)
         host = np.column_stack([rng.uniform(0.0, 1.0, n), rng.normal(0.0, 1.0, n)])
-        self.markers = xp.to_cunumpy(host)        # the one transfer in
+        self.markers = xp.to_cunumpy(host)  # the one transfer in
 
     def keep(self, alive):
         """Drop particles: the owner reallocates its array."""
@@ -40,7 +40,7 @@ class PushArgs(xp.arguments.CudaStructArguments):
         self.particles = particles
         self.length = length
         if xp.is_gpu(particles.markers):
-            self.pack()      # on the device path: a wrong field shows up here, not at a launch
+            self.pack()  # on the device path: a wrong field shows up here, not at a launch
 
     # Properties follow the owner's arrays, also after it reallocated them.
     markers = property(lambda self: self.particles.markers)
@@ -105,16 +105,16 @@ def main():
     args = PushArgs(particles, length=1.0)
     for _ in range(5):
         push_kernel(args, 0.02)
-    particles.keep(particles.markers[:, 1] > -2.0)   # reallocated: args follows by itself
+    particles.keep(particles.markers[:, 1] > -2.0)  # reallocated: args follows by itself
     push_kernel(args, 0.02)
 
     n_cells = 16
     rho = xp.zeros(n_cells)
     positions = xp.ascontiguousarray(particles.markers[:, 0])
     if xp.is_gpu(rho):
-        grid = Grid(rho=rho, n_cells=n_cells, dx=1.0 / n_cells)   # packed now: holds rho's address
+        grid = Grid(rho=rho, n_cells=n_cells, dx=1.0 / n_cells)  # packed now: holds rho's address
     else:
-        grid = _Fields(rho=rho, n_cells=n_cells, dx=1.0 / n_cells)   # the host kernel reads attributes
+        grid = _Fields(rho=rho, n_cells=n_cells, dx=1.0 / n_cells)  # the host kernel reads attributes
     n = positions.shape[0]
     # The launch size is inferred from the first array the arguments hold, here grid.rho
     # (16 cells): one thread per particle has to be asked for.

@@ -48,6 +48,7 @@ MARKERS = {
     "C++ compiler) and array_view.cuh with CUNUMPY_BOUNDS_CHECK compiles (not on HIP/ROCm)",
 }
 
+
 def _import_the_package_as_usual() -> bool:
     """Take the ``cunumpy`` package off pytest's list of modules to assertion-rewrite.
 

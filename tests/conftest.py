@@ -13,9 +13,7 @@ from cunumpy.kernel_testing import fake_cupy_active
 
 def device_backend_available() -> bool:
     """A GPU or the fake CuPy can run the CuPy code paths."""
-    return fake_cupy_active() or (
-        os.environ.get("CUNUMPY_FAKE_CUPY", "") == "" and xp.cupy_available()
-    )
+    return fake_cupy_active() or (os.environ.get("CUNUMPY_FAKE_CUPY", "") == "" and xp.cupy_available())
 
 
 @pytest.fixture(params=["numpy", "cupy"])

@@ -17,10 +17,25 @@ import inspect
 import sys
 
 MODULES = [
-    "cunumpy", "cunumpy._emulation", "cunumpy.algorithms", "cunumpy.arguments", "cunumpy.cuda", "cunumpy.integrate",
-    "cunumpy.kernels", "cunumpy.kernel_testing", "cunumpy.memory", "cunumpy.mpi", "cunumpy.optimize",
-    "cunumpy.petsc", "cunumpy.profiling", "cunumpy.rng", "cunumpy.scipy", "cunumpy.threads", "cunumpy.xp",
+    "cunumpy",
+    "cunumpy._emulation",
+    "cunumpy.algorithms",
+    "cunumpy.arguments",
+    "cunumpy.cuda",
+    "cunumpy.integrate",
+    "cunumpy.kernels",
+    "cunumpy.kernel_testing",
+    "cunumpy.memory",
+    "cunumpy.mpi",
+    "cunumpy.optimize",
+    "cunumpy.petsc",
+    "cunumpy.profiling",
+    "cunumpy.rng",
+    "cunumpy.scipy",
+    "cunumpy.threads",
+    "cunumpy.xp",
 ]
+
 
 def _missing(function) -> list[str]:
     try:
@@ -28,7 +43,8 @@ def _missing(function) -> list[str]:
     except (TypeError, ValueError):  # a builtin without a text signature
         return []
     missing = [
-        name for i, (name, p) in enumerate(signature.parameters.items())
+        name
+        for i, (name, p) in enumerate(signature.parameters.items())
         if p.annotation is inspect.Parameter.empty and not (i == 0 and name in ("self", "cls"))
     ]
     if signature.return_annotation is inspect.Signature.empty and function.__name__ != "__init__":

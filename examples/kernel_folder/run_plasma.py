@@ -36,7 +36,7 @@ def run(particles, cells, steps, catalog):
     length, dt = 1.0, 0.05
     dx = length / cells
     rng = np.random.default_rng(7)
-    x = xp.to_cunumpy(rng.uniform(0.0, length, particles))   # one transfer in
+    x = xp.to_cunumpy(rng.uniform(0.0, length, particles))  # one transfer in
     v = xp.to_cunumpy(rng.normal(0.0, 1.0, particles))
     rho = xp.zeros(cells)
     push, deposit = catalog["push"], catalog["deposit"]
@@ -46,7 +46,7 @@ def run(particles, cells, steps, catalog):
             push(x, v, dt, length, particles)
             rho[...] = 0.0
             deposit(x, rho, dx, particles)
-    density = xp.to_numpy(rho)                                 # one transfer out
+    density = xp.to_numpy(rho)  # one transfer out
     return density, counter, caught
 
 
@@ -64,10 +64,13 @@ def main(argv=None):
     density, counter, caught = run(args.particles, args.cells, args.steps, catalog)
     how = "compiled by Pyccel" if args.pyccel else "the .py module as it is; --pyccel compiles it"
     print(f"host implementation of push: {catalog['push'].selected()} ({how})")
-    print(f"charge: {density.sum():.0f} of {args.particles} particles, "
-          f"cells {density.min():.0f} to {density.max():.0f}")
-    print(f"deposit fell back to the host {counter.fallbacks} time(s); "
-          f"{sum(issubclass(w.category, RuntimeWarning) for w in caught)} RuntimeWarning(s)")
+    print(
+        f"charge: {density.sum():.0f} of {args.particles} particles, cells {density.min():.0f} to {density.max():.0f}"
+    )
+    print(
+        f"deposit fell back to the host {counter.fallbacks} time(s); "
+        f"{sum(issubclass(w.category, RuntimeWarning) for w in caught)} RuntimeWarning(s)"
+    )
     if density.sum() != args.particles:
         sys.exit("the deposit lost particles")
 

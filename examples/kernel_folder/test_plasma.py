@@ -31,5 +31,5 @@ def test_cuda_port_agrees_with_the_host_kernel(kernel):
 def test_push_keeps_particles_in_the_box(backend):
     x = xp.to_cunumpy(np.array([0.05, 0.5, 0.95]))
     v = xp.to_cunumpy(np.array([-1.0, 0.0, 1.0]))
-    catalog["push"](x, v, 0.1, 1.0, 3)      # on the fake CuPy the CUDA port runs emulated
+    catalog["push"](x, v, 0.1, 1.0, 3)  # on the fake CuPy the CUDA port runs emulated
     np.testing.assert_allclose(xp.to_numpy(x), [0.95, 0.5, 0.05])

@@ -235,9 +235,7 @@ def _install(backend: str, namespace) -> None:
     _state.forwarded = frozenset(names)
     g["numpy_backend"] = backend == "numpy"
     g["cupy_backend"] = backend == "cupy"
-    g["__all__"] = sorted(
-        {n for n in _state.own_names if not n.startswith("_")} | set(names) - set(_FORWARDED_DUNDERS)
-    )
+    g["__all__"] = sorted({n for n in _state.own_names if not n.startswith("_")} | set(names) - set(_FORWARDED_DUNDERS))
 
 
 # --------------------------------------------------------------------------- backend selection
@@ -620,7 +618,9 @@ def to_cunumpy(a: Any) -> Any:
     return to_numpy(a)
 
 
-def as_device_array(value: Any, dtype: DTypeLike | None = None, ndim: int | None = None, *, name: str | None = None) -> Any:
+def as_device_array(
+    value: Any, dtype: DTypeLike | None = None, ndim: int | None = None, *, name: str | None = None
+) -> Any:
     """Return a C-contiguous device array of one dtype, copying at most once.
 
     Meant for arguments of CUDA kernels, whose pointer parameters need exactly this.
@@ -662,9 +662,7 @@ def as_device_array(value: Any, dtype: DTypeLike | None = None, ndim: int | None
             raise TypeError(f"as_device_array({label}): 'ndim' must be an int, not {type(ndim).__name__}")
         actual = value.ndim if hasattr(value, "ndim") else np.ndim(value)
         if actual != ndim:
-            raise ValueError(
-                f"as_device_array: {label} must have {ndim} dimension(s), got {actual}"
-            )
+            raise ValueError(f"as_device_array: {label} must have {ndim} dimension(s), got {actual}")
     cupy = sys.modules["cupy"]
     if is_cupy_array(value):
         wanted = value.dtype if dtype is None else np.dtype(dtype)

@@ -131,9 +131,11 @@ class DeviceCallbacks:
         to_device = self.to_device
 
         if _callback_accepts_intermediate_result(callback):
+
             def progress(intermediate_result):
                 return callback(intermediate_result=to_device(intermediate_result))
         else:
+
             def progress(*args):  # type: ignore[misc]  # each variant keeps the user's parameters
                 return callback(*(to_device(a) for a in args))
 

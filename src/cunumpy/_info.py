@@ -87,9 +87,7 @@ def _cuda_toolkit() -> dict:
     }
     if nvcc is not None:
         try:
-            completed = subprocess.run(
-                [nvcc, "--version"], capture_output=True, text=True, timeout=20, check=False
-            )
+            completed = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=20, check=False)
             match = _NVCC_RELEASE.search(completed.stdout)
             toolkit["nvcc_version"] = match.group(1).rstrip(".") if match else None
             if match is None:

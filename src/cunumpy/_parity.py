@@ -532,7 +532,9 @@ def check_parity(kernel: Kernel, **overrides: Any) -> dict[str, np.ndarray]:
 
 _PROTOTYPE = re.compile(r"^\s*(?P<ret>[^()]*?)\s*\b(?P<name>[A-Za-z_]\w*)\s*\((?P<params>[^()]*)\)\s*;?\s*$", re.S)
 _PARAMETER = re.compile(r"^(?P<type>.*?)(?P<name>[A-Za-z_]\w*)\s*$", re.S)
-_QUALIFIERS = re.compile(r"\b(?:const|volatile|__restrict__|restrict|__device__|__host__|inline|static|__forceinline__)\b")
+_QUALIFIERS = re.compile(
+    r"\b(?:const|volatile|__restrict__|restrict|__device__|__host__|inline|static|__forceinline__)\b"
+)
 
 
 def _plain(ctype: str) -> str:
@@ -618,7 +620,9 @@ def device_function_kernel(
     if not returns:
         raise ValueError(f"device_function_kernel(): the prototype {signature!r} has no return type")
     if "*" in returns or "&" in returns:
-        raise ValueError(f"device_function_kernel(): {function} returns a pointer or reference ({returns}); return a value")
+        raise ValueError(
+            f"device_function_kernel(): {function} returns a pointer or reference ({returns}); return a value"
+        )
     if returns in struct_names:
         raise ValueError(f"device_function_kernel(): {function} returns the struct {returns}; return a scalar")
     if returns != "void" and not _scalar_type_ok(returns):

@@ -50,12 +50,12 @@ def _struct_body(source: str, name: str):
     for m in re.finditer(r"\bstruct\s+" + re.escape(name) + r"\s*(?::[^{;]*)?\{", text):
         end = _matching_bracket(text, m.end() - 1)
         if end >= 0:
-            return text[m.end():end]
+            return text[m.end() : end]
     # typedef struct [tag] { ... } Name;
     for m in re.finditer(r"\btypedef\s+struct\s*(?:[A-Za-z_]\w*)?\s*\{", text):
         end = _matching_bracket(text, m.end() - 1)
-        if end >= 0 and re.match(r"\s*" + re.escape(name) + r"\s*;", text[end + 1:]):
-            return text[m.end():end]
+        if end >= 0 and re.match(r"\s*" + re.escape(name) + r"\s*;", text[end + 1 :]):
+            return text[m.end() : end]
     return None
 
 
@@ -155,9 +155,7 @@ def probe_source(struct, include=None) -> str:
         f"    out[1] = alignof({name});",
     ]
     for i, p in enumerate(struct.fields):
-        body.append(
-            f"    out[{2 + i}] = (unsigned long long)(reinterpret_cast<const char*>(&probe->{p.name}) - base);"
-        )
+        body.append(f"    out[{2 + i}] = (unsigned long long)(reinterpret_cast<const char*>(&probe->{p.name}) - base);")
     return (
         _definition(struct, include)
         + f'\nextern "C" __global__ void cunumpy_layout_{name}(unsigned long long* out)\n{{\n'
@@ -197,7 +195,10 @@ def _static_source(structs, include, asserts: bool) -> str:
         )
         if asserts:
             expected = _expected(struct)
-            checks = [("sizeof", f"sizeof({name})", expected["sizeof"]), ("alignof", f"alignof({name})", expected["alignof"])]
+            checks = [
+                ("sizeof", f"sizeof({name})", expected["sizeof"]),
+                ("alignof", f"alignof({name})", expected["alignof"]),
+            ]
             checks += [(p.name, f"offsetof({name}, {p.name})", expected["offsets"][p.name]) for p in struct.fields]
             for _, expr, value in checks:
                 text += f'static_assert({expr} == {value}, "cunumpy layout: {expr} != {value}");\n'
@@ -307,7 +308,7 @@ def _values_from_ptx(ptx: str, index: int, name: str) -> list[int]:
     if m.group(1) != "b8":
         return items + [0] * (count - len(items))
     data = bytes(items) + bytes(count - len(items))
-    return [int.from_bytes(data[k:k + 8], "little") for k in range(0, count, 8)]
+    return [int.from_bytes(data[k : k + 8], "little") for k in range(0, count, 8)]
 
 
 def compile_time_layouts(structs, include=None, include_dirs=(), options=()) -> list[dict]:

@@ -12,12 +12,14 @@ from ._fake_cupy import fake_cupy_active
 
 _REQUIRE_VARIABLE = "CUNUMPY_REQUIRE_CUDA"
 
+
 def _pytest():
     try:
         import pytest
     except ImportError as exc:  # pragma: no cover - pytest is a test dependency
         raise ImportError("this cunumpy.kernel_testing helper needs pytest (pip install pytest)") from exc
     return pytest
+
 
 def cuda_required() -> bool:
     """Tell whether ``CUNUMPY_REQUIRE_CUDA`` is set (1, true or yes, any case).
@@ -32,6 +34,7 @@ def cuda_required() -> bool:
     """
     return os.environ.get(_REQUIRE_VARIABLE, "").strip().lower() in ("1", "true", "yes")
 
+
 def device_backend_available() -> bool:
     """Tell whether the device code paths can run: a GPU or the fake CuPy.
 
@@ -44,7 +47,9 @@ def device_backend_available() -> bool:
 
     return fake_cupy_active() or _backend.cupy_available()
 
+
 _NO_DEVICE = "needs a GPU or the fake CuPy (set CUNUMPY_FAKE_CUPY=1)"
+
 
 def _real_cupy_missing_reason() -> str | None:
     """None when CUDA kernels can launch on a real GPU, else why not."""
@@ -56,6 +61,7 @@ def _real_cupy_missing_reason() -> str | None:
         return f"needs CuPy with a GPU ({_backend.cupy_unavailable_reason()})"
     return None
 
+
 def _device_backend_missing_reason() -> str | None:
     """None when a GPU or the fake CuPy is there, else why not."""
     if device_backend_available():
@@ -63,6 +69,7 @@ def _device_backend_missing_reason() -> str | None:
     from . import _backend
 
     return f"{_NO_DEVICE}; CuPy: {_backend.cupy_unavailable_reason()}"
+
 
 def _kernel_launch_missing_reason() -> str | None:
     """None when CUDA kernels can launch: on a GPU, or on the fake CuPy with the CPU

@@ -35,7 +35,63 @@ __all__ = [
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # C++ keywords that the Python keyword list does not cover and that cannot name a field.
 _C_RESERVED = frozenset(
-    ["alignas", "alignof", "auto", "bool", "break", "case", "char", "class", "const", "constexpr", "continue", "decltype", "default", "delete", "do", "double", "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "namespace", "new", "operator", "private", "protected", "public", "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "template", "this", "typedef", "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "while", "__restrict__", "__global__", "__device__"]
+    [
+        "alignas",
+        "alignof",
+        "auto",
+        "bool",
+        "break",
+        "case",
+        "char",
+        "class",
+        "const",
+        "constexpr",
+        "continue",
+        "decltype",
+        "default",
+        "delete",
+        "do",
+        "double",
+        "else",
+        "enum",
+        "extern",
+        "float",
+        "for",
+        "goto",
+        "if",
+        "inline",
+        "int",
+        "long",
+        "namespace",
+        "new",
+        "operator",
+        "private",
+        "protected",
+        "public",
+        "register",
+        "restrict",
+        "return",
+        "short",
+        "signed",
+        "sizeof",
+        "static",
+        "struct",
+        "switch",
+        "template",
+        "this",
+        "typedef",
+        "typename",
+        "union",
+        "unsigned",
+        "using",
+        "virtual",
+        "void",
+        "volatile",
+        "while",
+        "__restrict__",
+        "__global__",
+        "__device__",
+    ]
 )
 _VIEW_INCLUDE = '#include "cunumpy/array_view.cuh"'
 _MAX_VIEW_NDIM = 16
@@ -256,7 +312,6 @@ class CudaStruct(core.StructCaller):
         """Whether the struct has view fields (its header needs cunumpy/array_view.cuh)."""
         return self._has_views
 
-
     def _type_text(self, p: CudaParameter) -> str:
         return self._type_of[p.name]
 
@@ -307,7 +362,10 @@ class CudaStruct(core.StructCaller):
     # -------------------------------------------------------------- headers and sources
 
     def to_header(
-        self, path: str | os.PathLike[str] | None = None, *, guard: str | None = None,
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        guard: str | None = None,
         includes: Iterable[str | os.PathLike[str]] = (),
     ) -> str:
         """Header text (generated-file comment, include guard, includes, definition); written to ``path``."""
@@ -329,9 +387,7 @@ class CudaStruct(core.StructCaller):
             return
         problem = _compare_members(self, members)
         if problem:
-            raise ValueError(
-                f"the source defines struct {self._name} differently from the CudaStruct: {problem}"
-            )
+            raise ValueError(f"the source defines struct {self._name} differently from the CudaStruct: {problem}")
 
     def layout_source(self, include: str | os.PathLike[str] | None = None) -> str:
         """The probe kernel ``cunumpy_layout_<Name>(unsigned long long* out)``: sizeof, alignof, offsets."""
@@ -340,8 +396,11 @@ class CudaStruct(core.StructCaller):
         return probe_source(self, include)
 
     def verify_layout(
-        self, include: str | os.PathLike[str] | None = None, *,
-        include_dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = (), options: Iterable[str] = (),
+        self,
+        include: str | os.PathLike[str] | None = None,
+        *,
+        include_dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = (),
+        options: Iterable[str] = (),
     ) -> dict[str, int]:
         """Compare the compiler's layout with ``dtype``: a one-thread probe on the GPU, or without a usable
         GPU a compile-time check with nvcc (sm_90). ValueError listing every difference. Returns one
@@ -354,8 +413,13 @@ class CudaStruct(core.StructCaller):
 
     @classmethod
     def from_signature(
-        cls, func: Callable[..., Any], name: str, *, int_type: str = "long long",
-        scalar_names: Mapping[str, str] | None = None, contiguous: bool | str | Iterable[str] = False,
+        cls,
+        func: Callable[..., Any],
+        name: str,
+        *,
+        int_type: str = "long long",
+        scalar_names: Mapping[str, str] | None = None,
+        contiguous: bool | str | Iterable[str] = False,
     ) -> CudaStruct:
         """One field per parameter of ``func`` from Pyccel-style annotations (strings or types)."""
         try:
@@ -363,7 +427,8 @@ class CudaStruct(core.StructCaller):
         except (TypeError, ValueError) as exc:
             raise ValueError(f"CudaStruct.from_signature(): cannot read the signature of {func!r}: {exc}") from None
         params = [
-            p for p in sig.parameters.values()
+            p
+            for p in sig.parameters.values()
             if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
         ]
         if params and params[0].name == "self":
@@ -377,8 +442,15 @@ class CudaStruct(core.StructCaller):
 
     @classmethod
     def from_pyccel_class(
-        cls, source: str | Path, class_name: str, name: str | None = None, *, int_type: str = "long long",
-        scalar_names: Mapping[str, str] | None = None, exclude: str | Iterable[str] = (), attribute_names: bool = True,
+        cls,
+        source: str | Path,
+        class_name: str,
+        name: str | None = None,
+        *,
+        int_type: str = "long long",
+        scalar_names: Mapping[str, str] | None = None,
+        exclude: str | Iterable[str] = (),
+        attribute_names: bool = True,
         contiguous: bool | str | Iterable[str] = False,
     ) -> CudaStruct:
         """Fields from the ``__init__`` of a Pyccel class, parsed statically (the file is never imported)."""
@@ -556,7 +628,11 @@ class _AnnotationMapper:
                 if len(args) != 1:
                     raise self._fail(field, annotation, "Final without a type")
                 return self._ctype(field, args[0])
-            if isinstance(annotation, type) and annotation.__name__ in self.table and annotation.__module__ == "builtins":
+            if (
+                isinstance(annotation, type)
+                and annotation.__name__ in self.table
+                and annotation.__module__ == "builtins"
+            ):
                 return self.table[annotation.__name__]
             if isinstance(annotation, type) and issubclass(annotation, np.generic):
                 name = np.dtype(annotation).name
@@ -595,7 +671,7 @@ class _AnnotationMapper:
         name = text
         for prefix in ("numpy.", "np."):
             if name.startswith(prefix):
-                name = name[len(prefix):]
+                name = name[len(prefix) :]
         if text in self.table:
             return self.table[text]
         if name in self.table:
@@ -607,7 +683,9 @@ def _read_python_source(source):
     if isinstance(source, Path):
         return source.read_text(encoding="utf-8"), str(source)
     if not isinstance(source, str):
-        raise TypeError(f"CudaStruct.from_pyccel_class(): 'source' must be a path or source text, not {type(source).__name__}")
+        raise TypeError(
+            f"CudaStruct.from_pyccel_class(): 'source' must be a path or source text, not {type(source).__name__}"
+        )
     if "\n" not in source and source.strip().endswith(".py"):
         path = Path(source.strip())
         return path.read_text(encoding="utf-8"), str(path)
@@ -620,7 +698,9 @@ def _stored_attributes(init) -> dict:
 
     def pair(target, value):
         if (
-            isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == "self"
             and isinstance(value, ast.Name)
         ):
             stored.setdefault(value.id, target.attr)
@@ -690,7 +770,10 @@ def _guard_from_path(path) -> str:
 
 
 def write_cuda_header(
-    path: str | os.PathLike[str], structs: CudaStruct | Iterable[CudaStruct], guard: str | None = None, *,
+    path: str | os.PathLike[str],
+    structs: CudaStruct | Iterable[CudaStruct],
+    guard: str | None = None,
+    *,
     includes: Iterable[str | os.PathLike[str]] = (),
 ) -> str:
     """Write several structs, in order, to one header and return its text.
@@ -915,7 +998,8 @@ class CudaStructArguments:
 
             d = dict(getattr(self, "__dict__", None) or {})
             slots = {
-                n: getattr(self, n) for n in copyreg._slotnames(type(self))  # type: ignore[attr-defined]  # what pickle uses
+                n: getattr(self, n)
+                for n in copyreg._slotnames(type(self))  # type: ignore[attr-defined]  # what pickle uses
                 if n not in ("__dict__", "__weakref__") and hasattr(self, n)
             }
             state = (d or None, slots) if slots else d

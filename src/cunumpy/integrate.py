@@ -110,7 +110,11 @@ def odeint(
     bridge = DeviceCallbacks("odeint")
     state = (1,) if kw.get("tfirst", False) else (0,)
     solution = integrate.odeint(
-        bridge.wrap(func, positions=state), _backend.device_to_host(y0, "odeint y0"), t, args=args,
-        Dfun=bridge.wrap(Dfun, positions=state), **kw,
+        bridge.wrap(func, positions=state),
+        _backend.device_to_host(y0, "odeint y0"),
+        t,
+        args=args,
+        Dfun=bridge.wrap(Dfun, positions=state),
+        **kw,
     )
     return bridge.to_device(solution)

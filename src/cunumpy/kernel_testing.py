@@ -133,22 +133,7 @@ _WORLD_RANK_VARIABLES = (
 )
 
 
-
-
-
 # --------------------------------------------------------------------------- availability
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def _missing(marker: str) -> tuple[str, str | None, bool]:
@@ -178,10 +163,7 @@ def _requirement_mark(what: str, reason: str | None, required: bool = True):
         return pytest.mark.skipif(False, reason=f"{what} is available")
     if required and cuda_required():
         # A string condition is evaluated at test setup; raising there makes the test error.
-        condition = (
-            "__import__('cunumpy.kernel_testing', fromlist=['_'])"
-            f"._requirement_failed({what!r}, {reason!r})"
-        )
+        condition = f"__import__('cunumpy.kernel_testing', fromlist=['_'])._requirement_failed({what!r}, {reason!r})"
         return pytest.mark.skipif(condition, reason=reason)
     return pytest.mark.skipif(True, reason=reason)
 
@@ -385,11 +367,7 @@ def _world_rank() -> int:
 
 
 def _child_environment(env) -> dict:
-    child = {
-        k: v
-        for k, v in os.environ.items()
-        if not any(k.startswith(prefix) for prefix in MPI_LAUNCHER_PREFIXES)
-    }
+    child = {k: v for k, v in os.environ.items() if not any(k.startswith(prefix) for prefix in MPI_LAUNCHER_PREFIXES)}
     child.update(CUNUMPY_FAKE_CUPY="1", OMP_NUM_THREADS="1", MAYBEMPI="0")
     if env:
         child.update({str(k): str(v) for k, v in env.items()})

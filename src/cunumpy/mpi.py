@@ -751,8 +751,14 @@ def _copy_to_device(function: str, host, target, stream) -> None:
 
 
 def mpi_buffer(
-    array: Any, *, send: bool = True, recv: bool = False, cuda_aware: bool | None = None,
-    staging: MPIStaging | None = None, stream: Any = None, event: Any = None,
+    array: Any,
+    *,
+    send: bool = True,
+    recv: bool = False,
+    cuda_aware: bool | None = None,
+    staging: MPIStaging | None = None,
+    stream: Any = None,
+    event: Any = None,
 ) -> contextlib.AbstractContextManager[Any]:
     """Give the buffer to hand to a raw MPI call for ``array``, on every MPI and backend.
 
@@ -1071,7 +1077,9 @@ def _abort(comm, error: BaseException) -> None:
 
 
 def exchange(
-    comm: Any, sends: Iterable[tuple[Any, int, int]] = (), receives: Iterable[tuple[Any, int, int]] = (),
+    comm: Any,
+    sends: Iterable[tuple[Any, int, int]] = (),
+    receives: Iterable[tuple[Any, int, int]] = (),
     cuda_aware: bool | None = None,
 ) -> None:
     """Post many point-to-point messages together and wait for all of them.
@@ -1272,9 +1280,7 @@ def _copy_back(recv_entries, aware, statuses) -> None:
                 if count == target.size:
                     _copy_to_device("exchange()", entry.host, target, current)
                 elif count:
-                    _copy_to_device(
-                        "exchange()", entry.host.reshape(-1)[:count], target.reshape(-1)[:count], current
-                    )
+                    _copy_to_device("exchange()", entry.host.reshape(-1)[:count], target.reshape(-1)[:count], current)
                 if (entry.device_id, current) not in streams:
                     streams.append((entry.device_id, current))
             if entry.pack is not None:

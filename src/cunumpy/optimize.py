@@ -41,7 +41,9 @@ def _newton_start(x0):
         module = np
     else:
         module = sys.modules["cupy"]
-    if not _backend.is_cupy_array(x0) and not isinstance(x0, (np.ndarray, np.generic, int, float, complex, list, tuple)):
+    if not _backend.is_cupy_array(x0) and not isinstance(
+        x0, (np.ndarray, np.generic, int, float, complex, list, tuple)
+    ):
         raise TypeError(f"newton(): 'x0' must be an array, a list or a number, not {type(x0).__name__}")
     try:
         start = module.asarray(x0)
@@ -88,8 +90,14 @@ def _host_flags(*flags) -> list[bool]:
 
 
 def newton(
-    func: Callable[..., Any], x0: Any, fprime: Callable[..., Any] | None = None, args: tuple = (), tol: float = 1.48e-8,
-    maxiter: int = 50, rtol: float = 0.0, full_output: bool = False,
+    func: Callable[..., Any],
+    x0: Any,
+    fprime: Callable[..., Any] | None = None,
+    args: tuple = (),
+    tol: float = 1.48e-8,
+    maxiter: int = 50,
+    rtol: float = 0.0,
+    full_output: bool = False,
 ) -> Any:
     """Find roots of many independent scalar equations ``func(x) = 0`` at once.
 
@@ -328,7 +336,11 @@ def fsolve(
 
 
 def root(
-    fun: Callable[..., Any], x0: Any, args: tuple = (), jac: Any = None, callback: Callable[..., Any] | None = None,
+    fun: Callable[..., Any],
+    x0: Any,
+    args: tuple = (),
+    jac: Any = None,
+    callback: Callable[..., Any] | None = None,
     **kw: Any,
 ) -> Any:
     """Solve ``fun(x) = 0`` with ``scipy.optimize.root``, with device callbacks and results.
@@ -366,15 +378,27 @@ def root(
     args = check_args(args, True, "root")
     bridge = DeviceCallbacks("root")
     result = optimize.root(
-        bridge.wrap(fun), _backend.device_to_host(x0, "root x0"), args=args, jac=bridge.wrap(jac),
-        callback=bridge.wrap_progress_callback(callback), **kw,
+        bridge.wrap(fun),
+        _backend.device_to_host(x0, "root x0"),
+        args=args,
+        jac=bridge.wrap(jac),
+        callback=bridge.wrap_progress_callback(callback),
+        **kw,
     )
     return bridge.to_device(result)
 
 
 def minimize(
-    fun: Callable[..., Any], x0: Any, args: tuple = (), jac: Any = None, hess: Any = None, hessp: Any = None,
-    bounds: Any = None, constraints: Any = (), callback: Callable[..., Any] | None = None, **kw: Any,
+    fun: Callable[..., Any],
+    x0: Any,
+    args: tuple = (),
+    jac: Any = None,
+    hess: Any = None,
+    hessp: Any = None,
+    bounds: Any = None,
+    constraints: Any = (),
+    callback: Callable[..., Any] | None = None,
+    **kw: Any,
 ) -> Any:
     """Minimise ``fun`` with ``scipy.optimize.minimize``, with device callbacks and results.
 
@@ -416,14 +440,29 @@ def minimize(
     if not _device_x0(x0):
         check_args(args, False, "minimize")
         return optimize.minimize(
-            fun, x0, args=args, jac=jac, hess=hess, hessp=hessp, bounds=bounds, constraints=constraints,
-            callback=callback, **kw,
+            fun,
+            x0,
+            args=args,
+            jac=jac,
+            hess=hess,
+            hessp=hessp,
+            bounds=bounds,
+            constraints=constraints,
+            callback=callback,
+            **kw,
         )
     args = check_args(args, True, "minimize")
     bridge = DeviceCallbacks("minimize")
     result = optimize.minimize(
-        bridge.wrap(fun), _backend.device_to_host(x0, "minimize x0"), args=args, jac=bridge.wrap(jac),
-        hess=bridge.wrap(hess), hessp=bridge.wrap(hessp, positions=(0, 1)), bounds=bounds,
-        constraints=bridge.wrap_constraints(constraints), callback=bridge.wrap_progress_callback(callback), **kw,
+        bridge.wrap(fun),
+        _backend.device_to_host(x0, "minimize x0"),
+        args=args,
+        jac=bridge.wrap(jac),
+        hess=bridge.wrap(hess),
+        hessp=bridge.wrap(hessp, positions=(0, 1)),
+        bounds=bounds,
+        constraints=bridge.wrap_constraints(constraints),
+        callback=bridge.wrap_progress_callback(callback),
+        **kw,
     )
     return bridge.to_device(result)

@@ -84,7 +84,9 @@ def petsc_vec(array: Any, comm: Any = None) -> Any:
         )
     if not device and not array.flags.writeable:
         # PETSc would write into it (a read-only mapping would crash the process).
-        raise ValueError("petsc_vec(): 'array' is read-only; PETSc vectors write to their memory (pass a writable copy)")
+        raise ValueError(
+            "petsc_vec(): 'array' is read-only; PETSc vectors write to their memory (pass a writable copy)"
+        )
     PETSc = _import_petsc()
     scalar = np.dtype(PETSc.ScalarType)
     if array.dtype != scalar:

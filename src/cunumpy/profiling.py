@@ -317,7 +317,9 @@ class TransferCounter:
         return "\n".join(lines)
 
     def __repr__(self) -> str:
-        return f"<TransferCounter total={self.total} to_host={self.to_host} to_device={self.to_device} syncs={self.syncs}>"
+        return (
+            f"<TransferCounter total={self.total} to_host={self.to_host} to_device={self.to_device} syncs={self.syncs}>"
+        )
 
 
 class count_transfers:
@@ -432,8 +434,7 @@ def _check_limits(phase: str, kind, limits) -> dict | None:
         return None
     if not isinstance(limits, Mapping):
         raise TypeError(
-            f"TransferBudget.require({phase!r}): limits of {kind!r} must be a dict or None, "
-            f"not {type(limits).__name__}"
+            f"TransferBudget.require({phase!r}): limits of {kind!r} must be a dict or None, not {type(limits).__name__}"
         )
     checked = {}
     for key, value in limits.items():
@@ -518,9 +519,7 @@ class TransferBudget:
 
         def decorate(function):
             if not callable(function):
-                raise TypeError(
-                    f"TransferBudget.count(): can only decorate a callable, not {type(function).__name__}"
-                )
+                raise TypeError(f"TransferBudget.count(): can only decorate a callable, not {type(function).__name__}")
 
             @functools.wraps(function)
             def counted(*args, **kwargs):
@@ -650,9 +649,13 @@ class TransferBudget:
                         f"(at: {_sites(of_kind)})"
                     )
                 if limits.get("blocking") is False:
-                    found += _per_site(name, f"blocking {kind} not allowed (blocking=False)", [e for e in of_kind if e.blocking])
+                    found += _per_site(
+                        name, f"blocking {kind} not allowed (blocking=False)", [e for e in of_kind if e.blocking]
+                    )
                 if limits.get("implicit") is False:
-                    found += _per_site(name, f"implicit {kind} not allowed (implicit=False)", [e for e in of_kind if e.implicit])
+                    found += _per_site(
+                        name, f"implicit {kind} not allowed (implicit=False)", [e for e in of_kind if e.implicit]
+                    )
         return found
 
     def check(self) -> None:

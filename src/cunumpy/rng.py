@@ -183,7 +183,9 @@ class RandomStreams:
     def _gen(self, rng):
         return self.generator() if rng is None else rng
 
-    def normal(self, loc: Any = 0.0, scale: Any = 1.0, size: int | tuple[int, ...] | None = None, rng: Any = None) -> Any:
+    def normal(
+        self, loc: Any = 0.0, scale: Any = 1.0, size: int | tuple[int, ...] | None = None, rng: Any = None
+    ) -> Any:
         """Draw normal numbers from the process generator (or ``rng``).
 
         Parameters
@@ -244,7 +246,9 @@ class RandomStreams:
         out = _parallel_uniform(gen, size, 0.0, 1.0, plain=True)
         return gen.random(size) if out is None else out
 
-    def uniform(self, low: Any = 0.0, high: Any = 1.0, size: int | tuple[int, ...] | None = None, rng: Any = None) -> Any:
+    def uniform(
+        self, low: Any = 0.0, high: Any = 1.0, size: int | tuple[int, ...] | None = None, rng: Any = None
+    ) -> Any:
         """Draw uniform numbers in [low, high) from the process generator (or ``rng``).
 
         Large host draws run on the thread pool, as for :meth:`random`.
@@ -331,8 +335,10 @@ def _parallel_uniform(gen, size, low, high, plain):
         return None
     span = 1.0
     if not plain:
-        if not (isinstance(low, (int, float, np.integer, np.floating))
-                and isinstance(high, (int, float, np.integer, np.floating))):
+        if not (
+            isinstance(low, (int, float, np.integer, np.floating))
+            and isinstance(high, (int, float, np.integer, np.floating))
+        ):
             return None
         try:
             low, high = float(low), float(high)
@@ -361,6 +367,7 @@ def _parallel_uniform(gen, size, low, high, plain):
         end["has_uint32"], end["uinteger"] = start["has_uint32"], start["uinteger"]
         bit_generator.state = end
     return out
+
 
 # --------------------------------------------------------------------------- Philox
 

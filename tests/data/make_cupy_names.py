@@ -43,16 +43,40 @@ import types
 #: Modules the fake provides (``cupyx.scipy.integrate``/``optimize`` are probed too: they
 #: are absent in CuPy 14, and the fake must not provide them either).
 MODULES = [
-    "cupy", "cupy.linalg", "cupy.fft", "cupy.fft.config", "cupy.random", "cupy.testing",
-    "cupy.lib", "cupy.lib.stride_tricks", "cupy.exceptions",
-    "cupy.cuda", "cupy.cuda.runtime", "cupy.cuda.driver", "cupy.cuda.memory",
-    "cupy.cuda.pinned_memory", "cupy.cuda.device", "cupy.cuda.stream", "cupy.cuda.nvtx",
-    "cupyx", "cupyx.scipy",
-    "cupyx.scipy.special", "cupyx.scipy.linalg", "cupyx.scipy.interpolate", "cupyx.scipy.signal",
-    "cupyx.scipy.ndimage", "cupyx.scipy.fft", "cupyx.scipy.stats", "cupyx.scipy.spatial",
-    "cupyx.scipy.spatial.distance", "cupyx.scipy.sparse", "cupyx.scipy.sparse.linalg",
-    "cupyx.scipy.sparse.csgraph", "cupyx.scipy.fftpack",
-    "cupyx.scipy.integrate", "cupyx.scipy.optimize",
+    "cupy",
+    "cupy.linalg",
+    "cupy.fft",
+    "cupy.fft.config",
+    "cupy.random",
+    "cupy.testing",
+    "cupy.lib",
+    "cupy.lib.stride_tricks",
+    "cupy.exceptions",
+    "cupy.cuda",
+    "cupy.cuda.runtime",
+    "cupy.cuda.driver",
+    "cupy.cuda.memory",
+    "cupy.cuda.pinned_memory",
+    "cupy.cuda.device",
+    "cupy.cuda.stream",
+    "cupy.cuda.nvtx",
+    "cupyx",
+    "cupyx.scipy",
+    "cupyx.scipy.special",
+    "cupyx.scipy.linalg",
+    "cupyx.scipy.interpolate",
+    "cupyx.scipy.signal",
+    "cupyx.scipy.ndimage",
+    "cupyx.scipy.fft",
+    "cupyx.scipy.stats",
+    "cupyx.scipy.spatial",
+    "cupyx.scipy.spatial.distance",
+    "cupyx.scipy.sparse",
+    "cupyx.scipy.sparse.linalg",
+    "cupyx.scipy.sparse.csgraph",
+    "cupyx.scipy.fftpack",
+    "cupyx.scipy.integrate",
+    "cupyx.scipy.optimize",
 ]
 
 #: Names that modules with a ``__getattr__`` provide lazily (``dir()`` misses them).
@@ -63,31 +87,69 @@ LAZY = {
 
 #: Classes the fake imitates.
 CLASSES = [
-    "cupy.ndarray", "cupy.random.Generator", "cupy.random.RandomState", "cupy.random.BitGenerator",
-    "cupy.cuda.Device", "cupy.cuda.Stream", "cupy.cuda.ExternalStream", "cupy.cuda.Event",
-    "cupy.cuda.Memory", "cupy.cuda.MemoryPointer", "cupy.cuda.MemoryPool", "cupy.cuda.PinnedMemoryPool",
+    "cupy.ndarray",
+    "cupy.random.Generator",
+    "cupy.random.RandomState",
+    "cupy.random.BitGenerator",
+    "cupy.cuda.Device",
+    "cupy.cuda.Stream",
+    "cupy.cuda.ExternalStream",
+    "cupy.cuda.Event",
+    "cupy.cuda.Memory",
+    "cupy.cuda.MemoryPointer",
+    "cupy.cuda.MemoryPool",
+    "cupy.cuda.PinnedMemoryPool",
 ]
 
 #: Callables cunumpy (outside the fake) calls on the device path, and a few neighbours.
 SIGNATURES = [
-    "cupy.array", "cupy.asarray", "cupy.ascontiguousarray", "cupy.zeros", "cupy.empty",
-    "cupy.ndarray.get", "cupy.ndarray.set", "cupy.ndarray.fill",
-    "cupy.get_default_memory_pool", "cupy.get_default_pinned_memory_pool",
-    "cupy.cuda.Device", "cupy.cuda.Device.use", "cupy.cuda.Device.synchronize",
-    "cupy.cuda.Stream", "cupy.cuda.Stream.record", "cupy.cuda.Stream.wait_event",
-    "cupy.cuda.Stream.synchronize", "cupy.cuda.Stream.use", "cupy.cuda.ExternalStream",
-    "cupy.cuda.Event", "cupy.cuda.Event.record", "cupy.cuda.Event.synchronize",
-    "cupy.cuda.get_current_stream", "cupy.cuda.get_elapsed_time",
-    "cupy.cuda.alloc_pinned_memory", "cupy.cuda.alloc",
-    "cupy.cuda.MemoryPool.free_all_blocks", "cupy.cuda.MemoryPool.set_limit",
+    "cupy.array",
+    "cupy.asarray",
+    "cupy.ascontiguousarray",
+    "cupy.zeros",
+    "cupy.empty",
+    "cupy.ndarray.get",
+    "cupy.ndarray.set",
+    "cupy.ndarray.fill",
+    "cupy.get_default_memory_pool",
+    "cupy.get_default_pinned_memory_pool",
+    "cupy.cuda.Device",
+    "cupy.cuda.Device.use",
+    "cupy.cuda.Device.synchronize",
+    "cupy.cuda.Stream",
+    "cupy.cuda.Stream.record",
+    "cupy.cuda.Stream.wait_event",
+    "cupy.cuda.Stream.synchronize",
+    "cupy.cuda.Stream.use",
+    "cupy.cuda.ExternalStream",
+    "cupy.cuda.Event",
+    "cupy.cuda.Event.record",
+    "cupy.cuda.Event.synchronize",
+    "cupy.cuda.get_current_stream",
+    "cupy.cuda.get_elapsed_time",
+    "cupy.cuda.alloc_pinned_memory",
+    "cupy.cuda.alloc",
+    "cupy.cuda.MemoryPool.free_all_blocks",
+    "cupy.cuda.MemoryPool.set_limit",
     "cupy.cuda.PinnedMemoryPool.free_all_blocks",
-    "cupy.cuda.nvtx.RangePush", "cupy.cuda.nvtx.RangePop", "cupy.cuda.nvtx.RangePushC",
-    "cupy.cuda.nvtx.Mark", "cupy.cuda.nvtx.MarkC",
-    "cupy.cuda.runtime.getDevice", "cupy.cuda.runtime.setDevice", "cupy.cuda.runtime.getDeviceCount",
-    "cupy.cuda.runtime.memGetInfo", "cupy.cuda.runtime.getDeviceProperties",
-    "cupy.cuda.runtime.deviceGetAttribute", "cupy.cuda.runtime.driverGetVersion",
-    "cupy.cuda.runtime.runtimeGetVersion", "cupy.cuda.runtime.deviceSynchronize",
-    "cupyx.empty_pinned", "cupyx.zeros_pinned", "cupyx.empty_like_pinned", "cupyx.zeros_like_pinned",
+    "cupy.cuda.nvtx.RangePush",
+    "cupy.cuda.nvtx.RangePop",
+    "cupy.cuda.nvtx.RangePushC",
+    "cupy.cuda.nvtx.Mark",
+    "cupy.cuda.nvtx.MarkC",
+    "cupy.cuda.runtime.getDevice",
+    "cupy.cuda.runtime.setDevice",
+    "cupy.cuda.runtime.getDeviceCount",
+    "cupy.cuda.runtime.memGetInfo",
+    "cupy.cuda.runtime.getDeviceProperties",
+    "cupy.cuda.runtime.deviceGetAttribute",
+    "cupy.cuda.runtime.driverGetVersion",
+    "cupy.cuda.runtime.runtimeGetVersion",
+    "cupy.cuda.runtime.deviceSynchronize",
+    "cupyx.empty_pinned",
+    "cupyx.zeros_pinned",
+    "cupyx.empty_like_pinned",
+    "cupyx.zeros_like_pinned",
     "cupy.random.default_rng",
 ]
 
@@ -163,15 +225,18 @@ def device_properties(source: str | None):
     if source is None:
         return {"source": None, "keys": None, "error": failure}
     text = (pathlib.Path(source) / "cupy_backends/cuda/api/runtime.pyx").read_text()
-    body = text[text.index("cpdef getDeviceProperties"):]
+    body = text[text.index("cpdef getDeviceProperties") :]
     body = body[: body.index("\ncpdef ", 1)]
     body = body.split("IF CUPY_HIP_VERSION > 0:  # HIP-only props")[0]
     cuda12_only = re.search(r"if 0 < CUPY_CUDA_VERSION < 13000:(.*?)elif", body, re.S).group(1)
     keys = set(re.findall(r"^\s+'(\w+)':", body, re.M)) | set(re.findall(r"properties\['(\w+)'\]", body))
     keys -= set(re.findall(r"properties\['(\w+)'\]", cuda12_only)) - set(
-        re.findall(r"properties\['(\w+)'\]", body.split("elif CUPY_CUDA_VERSION >= 13000:")[1]))
-    return {"source": f"cupy_backends/cuda/api/runtime.pyx of the CuPy {cupy.__version__} sources (no usable GPU: {failure})",
-            "keys": sorted(keys)}
+        re.findall(r"properties\['(\w+)'\]", body.split("elif CUPY_CUDA_VERSION >= 13000:")[1])
+    )
+    return {
+        "source": f"cupy_backends/cuda/api/runtime.pyx of the CuPy {cupy.__version__} sources (no usable GPU: {failure})",
+        "keys": sorted(keys),
+    }
 
 
 def _dump(data: dict) -> str:
@@ -232,7 +297,7 @@ def main() -> None:
         data["signatures"][name] = parameters(resolve(name))
     runtime = cupy.cuda.runtime
     data["device_attributes"] = {
-        k[len("cudaDevAttr"):]: int(getattr(runtime, k)) for k in sorted(dir(runtime)) if k.startswith("cudaDevAttr")
+        k[len("cudaDevAttr") :]: int(getattr(runtime, k)) for k in sorted(dir(runtime)) if k.startswith("cudaDevAttr")
     }
     data["device_properties"] = device_properties(args.cupy_source)
     output = pathlib.Path(args.output)

@@ -58,8 +58,11 @@ def _first_code_line(text):
 
 
 def _runnable(path):
-    return [(line, text) for line, lang, text in blocks(path)
-            if lang in PYTHON and not NOT_RUN.match(_first_code_line(text))]
+    return [
+        (line, text)
+        for line, lang, text in blocks(path)
+        if lang in PYTHON and not NOT_RUN.match(_first_code_line(text))
+    ]
 
 
 RUNNER = r"""
@@ -88,8 +91,14 @@ def test_python_blocks_run(page, env, tmp_path):
     spec.write_text(json.dumps(_runnable(page)))
     environment = {k: v for k, v in os.environ.items() if not k.startswith("CUNUMPY_")}
     environment.update(ENVIRONMENTS[env], MPLBACKEND="Agg")
-    done = subprocess.run([sys.executable, "-c", RUNNER, str(page.relative_to(ROOT)), str(spec)],
-                          cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", RUNNER, str(page.relative_to(ROOT)), str(spec)],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
 
 
@@ -109,9 +118,14 @@ def test_every_other_block_is_marked(page):
 def test_the_block_reader():
     sample = ROOT / "build" / "docs" / "_block_reader_sample.md"
     sample.parent.mkdir(parents=True, exist_ok=True)
-    sample.write_text("a\n```python\nx = 1\n```\n```{toctree}\nindex\n```\n```sh\n# not run here: a GPU\nnvidia-smi\n```\n"
-                      "```{code-block} python\n:caption: c\n# not run here: needs MPI\ny = 2\n```\n")
+    sample.write_text(
+        "a\n```python\nx = 1\n```\n```{toctree}\nindex\n```\n```sh\n# not run here: a GPU\nnvidia-smi\n```\n"
+        "```{code-block} python\n:caption: c\n# not run here: needs MPI\ny = 2\n```\n"
+    )
     found = blocks(sample)
     assert [(lang, text) for _, lang, text in found] == [
-        ("python", "x = 1"), ("sh", "# not run here: a GPU\nnvidia-smi"), ("python", "# not run here: needs MPI\ny = 2")]
+        ("python", "x = 1"),
+        ("sh", "# not run here: a GPU\nnvidia-smi"),
+        ("python", "# not run here: needs MPI\ny = 2"),
+    ]
     assert _runnable(sample) == [(2, "x = 1")]

@@ -24,10 +24,22 @@ import pytest
 docscrape = pytest.importorskip("numpydoc.docscrape", reason="needs the docs extra (make test-docs)")
 
 MODULES = [
-    "cunumpy", "cunumpy.kernels", "cunumpy.arguments", "cunumpy.cuda", "cunumpy.memory",
-    "cunumpy.mpi", "cunumpy.profiling", "cunumpy.rng", "cunumpy.algorithms", "cunumpy.optimize",
-    "cunumpy.integrate", "cunumpy.scipy", "cunumpy.petsc", "cunumpy.threads",
-    "cunumpy.kernel_testing", "cunumpy.xp",
+    "cunumpy",
+    "cunumpy.kernels",
+    "cunumpy.arguments",
+    "cunumpy.cuda",
+    "cunumpy.memory",
+    "cunumpy.mpi",
+    "cunumpy.profiling",
+    "cunumpy.rng",
+    "cunumpy.algorithms",
+    "cunumpy.optimize",
+    "cunumpy.integrate",
+    "cunumpy.scipy",
+    "cunumpy.petsc",
+    "cunumpy.threads",
+    "cunumpy.kernel_testing",
+    "cunumpy.xp",
 ]
 
 
@@ -204,15 +216,15 @@ def _members(cls):
             yield name, value.__doc__
         elif isinstance(value, (staticmethod, classmethod)):
             yield name, value.__func__.__doc__
-        elif inspect.isfunction(value) or type(value).__name__ in ("getset_descriptor", "member_descriptor", "method_descriptor"):
+        elif inspect.isfunction(value) or type(value).__name__ in (
+            "getset_descriptor",
+            "member_descriptor",
+            "method_descriptor",
+        ):
             yield name, value.__doc__
 
 
-MEMBERS = [
-    (f"{name}.{member}", doc)
-    for name, obj in PUBLIC if inspect.isclass(obj)
-    for member, doc in _members(obj)
-]
+MEMBERS = [(f"{name}.{member}", doc) for name, obj in PUBLIC if inspect.isclass(obj) for member, doc in _members(obj)]
 
 
 @pytest.mark.parametrize("name,doc", MEMBERS, ids=[n for n, _ in MEMBERS])
@@ -276,7 +288,11 @@ def test_every_public_name_has_one_entry_in_the_built_reference(built_site):
             if f"{module_name}.{name}" in ids:
                 continue
             # cunumpy.xp re-exports the top-level functions: one entry, at the top level.
-            if module_name == "cunumpy.xp" and f"cunumpy.{name}" in ids and getattr(importlib.import_module("cunumpy"), name, None) is obj:
+            if (
+                module_name == "cunumpy.xp"
+                and f"cunumpy.{name}" in ids
+                and getattr(importlib.import_module("cunumpy"), name, None) is obj
+            ):
                 continue
             missing.append(f"{module_name}.{name}")
     assert not missing, f"not in the API reference: {', '.join(missing)}"

@@ -16,7 +16,12 @@ NAME = re.compile(r"\b(xp|cunumpy|kernel_testing|kt)((?:\.[A-Za-z_][A-Za-z0-9_]*
 ENV = re.compile(r"\bCUNUMPY_[A-Z_]+\b")
 # Placeholders and names of the backends' own namespaces that prose uses generically.
 PLACEHOLDERS = {"xp.f", "xp.name", "xp.numpy_backend", "xp.cupy_backend"}
-ROOTS = {"xp": "cunumpy", "cunumpy": "cunumpy", "kernel_testing": "cunumpy.kernel_testing", "kt": "cunumpy.kernel_testing"}
+ROOTS = {
+    "xp": "cunumpy",
+    "cunumpy": "cunumpy",
+    "kernel_testing": "cunumpy.kernel_testing",
+    "kt": "cunumpy.kernel_testing",
+}
 
 
 def cited_names(text):
@@ -37,7 +42,7 @@ def resolves(dotted):
             obj = getattr(obj, part)
             continue
         try:  # a submodule not imported by its package (cunumpy.kernel_testing, cunumpy.xp)
-            module_name = f"{module_name}.{'.'.join(parts[:i + 1])}" if i == 0 else None
+            module_name = f"{module_name}.{'.'.join(parts[: i + 1])}" if i == 0 else None
             obj = importlib.import_module(module_name) if module_name else None
         except ImportError:
             obj = None
@@ -49,8 +54,9 @@ def resolves(dotted):
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the guide names the old private paths
 @pytest.mark.parametrize("path", TEXTS, ids=[p.name for p in TEXTS])
 def test_every_cited_name_exists(path):
-    missing = sorted({n for n in cited_names(path.read_text(encoding="utf-8"))
-                      if n not in PLACEHOLDERS and not resolves(n)})
+    missing = sorted(
+        {n for n in cited_names(path.read_text(encoding="utf-8")) if n not in PLACEHOLDERS and not resolves(n)}
+    )
     assert not missing, f"{path.name} cites names the package does not have: {missing}"
 
 

@@ -86,22 +86,38 @@ def test_every_internal_link_of_every_page_resolves(built_site):
 
 
 def test_no_page_has_a_sphinx_error_marker(built_site):
-    marked = [str(p.relative_to(built_site)) for p in _pages(built_site)
-              if any(m in p.read_text(encoding="utf-8") for m in ERROR_MARKERS)]
+    marked = [
+        str(p.relative_to(built_site))
+        for p in _pages(built_site)
+        if any(m in p.read_text(encoding="utf-8") for m in ERROR_MARKERS)
+    ]
     assert not marked, f"pages with Sphinx error markers: {marked}"
 
 
 def test_the_site_has_every_page_of_the_table_of_contents(built_site):
-    for page in ["install.html", "getting-started.html", "changelog.html", "compatibility.html",
-                 "tutorials/porting.html", "tutorials/structs.html", "tutorials/mpi-halo.html",
-                 "tutorials/pic.html", "guides/testing.html", "guides/emulator.html",
-                 "guides/performance.html", "api/index.html", "api/cunumpy.html"]:
+    for page in [
+        "install.html",
+        "getting-started.html",
+        "changelog.html",
+        "compatibility.html",
+        "tutorials/porting.html",
+        "tutorials/structs.html",
+        "tutorials/mpi-halo.html",
+        "tutorials/pic.html",
+        "guides/testing.html",
+        "guides/emulator.html",
+        "guides/performance.html",
+        "api/index.html",
+        "api/cunumpy.html",
+    ]:
         assert (built_site / page).is_file(), page
 
 
 def test_the_link_checker_finds_broken_links(tmp_path):
-    (tmp_path / "a.html").write_text('<p id="here"></p><a href="b.html#there">x</a><a href="#here">y</a>'
-                                     '<a href="missing.html">z</a><a href="https://example.org/">w</a>')
+    (tmp_path / "a.html").write_text(
+        '<p id="here"></p><a href="b.html#there">x</a><a href="#here">y</a>'
+        '<a href="missing.html">z</a><a href="https://example.org/">w</a>'
+    )
     (tmp_path / "b.html").write_text('<h1 id="elsewhere"></h1>')
     found = broken_links(tmp_path, tmp_path / "a.html", (tmp_path / "a.html").read_text(), {})
     assert len(found) == 2 and "no anchor #there" in found[0] and "missing.html" in found[1]
@@ -153,10 +169,21 @@ def _dump_dom(chromium, page):
     """The document after the browser loaded the page and ran its scripts."""
     with tempfile.TemporaryDirectory() as profile:
         done = subprocess.run(
-            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-             "--no-first-run", f"--user-data-dir={profile}", "--virtual-time-budget=3000",
-             "--dump-dom", page.resolve().as_uri()],
-            capture_output=True, text=True, timeout=120,
+            [
+                chromium,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                f"--user-data-dir={profile}",
+                "--virtual-time-budget=3000",
+                "--dump-dom",
+                page.resolve().as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout

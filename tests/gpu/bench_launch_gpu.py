@@ -44,14 +44,26 @@ def main() -> int:
         r["strides"] = [s // a.itemsize for s in a.strides]
         return r[()]
 
-    raw_args = (*ptrs, record(v), record(w), np.int32(1), np.int64(2), np.float32(1.5), np.float64(2.5),
-                np.uint32(3), np.bool_(True), np.uint64(4))
+    raw_args = (
+        *ptrs,
+        record(v),
+        record(w),
+        np.int32(1),
+        np.int64(2),
+        np.float32(1.5),
+        np.float64(2.5),
+        np.uint32(3),
+        np.bool_(True),
+        np.uint64(4),
+    )
     zero = (*[cp.zeros(0) for _ in range(20)], cp.zeros((0, 3)), cp.zeros((0, 2, 2), cp.float32), *scalars)
     try:
         raw((1,), (128,), raw_args)
     except Exception as exc:  # noqa: BLE001 - CuPy versions without structured scalars as arguments
-        print(f"CuPy's RawKernel does not take the view records ({type(exc).__name__}: {exc}); "
-              "comparing against an empty Python function instead")
+        print(
+            f"CuPy's RawKernel does not take the view records ({type(exc).__name__}: {exc}); "
+            "comparing against an empty Python function instead"
+        )
         raw_call = None
     else:
         raw_call = lambda: raw((1,), (128,), raw_args)  # noqa: E731
@@ -69,8 +81,10 @@ def main() -> int:
     us = 1e6
     name = "CuPy RawKernel launch, same arguments (unchecked)" if raw_call else "empty Python function"
     print(f"driver launch path available: {core.driver_available()}")
-    print(f"CudaKernel launch, 29 arguments (checked + packed + cuLaunchKernel): {ours * us:.2f} us "
-          f"(median {ours_med * us:.2f})")
+    print(
+        f"CudaKernel launch, 29 arguments (checked + packed + cuLaunchKernel): {ours * us:.2f} us "
+        f"(median {ours_med * us:.2f})"
+    )
     print(f"{name}: {base * us:.2f} us (median {base_med * us:.2f})")
     print(f"ratio CudaKernel / baseline: {ours / base:.2f}")
     print(f"CudaKernel zero-size call (all checks, no launch): {zero_t * us:.2f} us")

@@ -21,8 +21,9 @@ REAL_GPU = _real_gpu()
 
 #: CUNUMPY_GPU_PARITY_DRY_RUN=1 on the fake CuPy: the emulator-versus-GPU cases run with the
 #: "GPU" side emulated too (checks the cases on machines without a GPU; nothing else runs).
-DRY_RUN = (os.environ.get("CUNUMPY_GPU_PARITY_DRY_RUN", "") == "1"
-           and getattr(sys.modules.get("cupy"), "__cunumpy_fake__", False))
+DRY_RUN = os.environ.get("CUNUMPY_GPU_PARITY_DRY_RUN", "") == "1" and getattr(
+    sys.modules.get("cupy"), "__cunumpy_fake__", False
+)
 
 
 def pytest_collection_modifyitems(config, items):

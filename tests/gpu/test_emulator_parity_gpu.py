@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 KERNELS = Path(__file__).resolve().parent / "kernels"
 DRY_RUN = os.environ.get("CUNUMPY_GPU_PARITY_DRY_RUN", "") == "1"
 
+
 def _cupy():
     import cupy
 
@@ -89,12 +90,19 @@ def test_index_macros():
     n, ni, nj, nk = 1000, 7, 9, 5
 
     def make(m):
-        return (n, m.zeros(n, dtype=np.int64), ni, nj, m.zeros(ni * nj, dtype=np.int64), nk,
-                m.zeros(ni * nj * nk, dtype=np.int64), m.zeros(n, dtype=np.int64))
+        return (
+            n,
+            m.zeros(n, dtype=np.int64),
+            ni,
+            nj,
+            m.zeros(ni * nj, dtype=np.int64),
+            nk,
+            m.zeros(ni * nj * nk, dtype=np.int64),
+            m.zeros(n, dtype=np.int64),
+        )
 
     # 20 x 8 threads along x: the grid-stride loop takes several turns
-    args = _run_both("index.cuh", _kernel("index_macros", block_size=(8, 4, 2)), make, {"grid": (20, 3, 3)},
-                     exact=True)
+    args = _run_both("index.cuh", _kernel("index_macros", block_size=(8, 4, 2)), make, {"grid": (20, 3, 3)}, exact=True)
     assert args[7].tolist() == [i + 1 for i in range(n)] and args[1][:160].tolist() == [3 * i for i in range(160)]
 
 
@@ -114,8 +122,15 @@ def test_atomics():
     host_bins = np.random.default_rng(3).integers(0, bins, n)
 
     def make(m):
-        return (m.array(host_bins), n, m.zeros(bins), m.zeros(bins, dtype=np.int64),
-                m.zeros(bins, dtype=np.uint64), m.zeros(bins * n1), n1)
+        return (
+            m.array(host_bins),
+            n,
+            m.zeros(bins),
+            m.zeros(bins, dtype=np.int64),
+            m.zeros(bins, dtype=np.uint64),
+            m.zeros(bins * n1),
+            n1,
+        )
 
     _run_both("atomic.cuh", _kernel("atomics", block_size=256), make, {"n_threads": n}, exact=True)
 
@@ -126,8 +141,9 @@ def test_philox():
     def make(m):
         return 12345, 7, n, m.zeros(n), m.zeros(n), m.zeros(2 * n)
 
-    args = _run_both("random.cuh", _kernel("philox", block_size=128), make, {"n_threads": n}, rtol=1e-12,
-                     atol=1e-12)  # normals near zero: libm differences are absolute there
+    args = _run_both(
+        "random.cuh", _kernel("philox", block_size=128), make, {"n_threads": n}, rtol=1e-12, atol=1e-12
+    )  # normals near zero: libm differences are absolute there
     # the uniforms are specified bit for bit (xp.rng.philox_uniform); check them exactly too
     cp = _cupy()
     with _launch_context():
@@ -143,7 +159,7 @@ def test_morton():
 
     def make(m):
         empty = [m.zeros(n, dtype=np.uint64) for _ in range(3)]
-        return (m.array(xyz), n, -1.0, 2.0 ** 10 / 2.0, 10, *empty)
+        return (m.array(xyz), n, -1.0, 2.0**10 / 2.0, 10, *empty)
 
     _run_both("morton.cuh", _kernel("morton", block_size=128), make, {"n_threads": n}, exact=True)
 
@@ -155,8 +171,14 @@ def test_reduce_and_scan(dtype, block):
     host = np.random.default_rng(threads).integers(0, 50, (4, threads)).astype(dtype)
 
     def make(m):
-        return (m.array(host), threads, *(m.zeros(4, dtype) for _ in range(3)),
-                m.zeros((4, threads), dtype), m.zeros((4, threads), dtype), m.zeros(1, dtype))
+        return (
+            m.array(host),
+            threads,
+            *(m.zeros(4, dtype) for _ in range(3)),
+            m.zeros((4, threads), dtype),
+            m.zeros((4, threads), dtype),
+            m.zeros(1, dtype),
+        )
 
     kernel = _kernel("block_ops", "headers_cuda.cu", template_args=(dtype,), block_size=block)
     _run_both("reduce.cuh/scan.cuh", kernel, make, {"grid": 4}, exact=True)
@@ -169,8 +191,9 @@ def test_warp_functions(mask):
     def make(m):
         return m.array(host), mask, m.full(5 * 32, -12345, dtype=np.int64)
 
-    _run_both("reduce.cuh/scan.cuh warp", _kernel("warp_ops", "headers_cuda.cu", block_size=32), make,
-              {"grid": 1}, exact=True)
+    _run_both(
+        "reduce.cuh/scan.cuh warp", _kernel("warp_ops", "headers_cuda.cu", block_size=32), make, {"grid": 1}, exact=True
+    )
 
 
 # --------------------------------------------------------------------------- example kernels
@@ -197,12 +220,17 @@ def _load(path: Path):
     return module
 
 
-@pytest.mark.parametrize(("name", "cu", "test_args"), example_kernels() or [
-    pytest.param(None, None, None, marks=pytest.mark.skip(reason="no example CUDA kernel under examples/"))])
+@pytest.mark.parametrize(
+    ("name", "cu", "test_args"),
+    example_kernels()
+    or [pytest.param(None, None, None, marks=pytest.mark.skip(reason="no example CUDA kernel under examples/"))],
+)
 def test_example_kernel(name, cu, test_args):
     if not test_args.exists():
-        pytest.fail(f"{cu.relative_to(ROOT)} has no {test_args.name}: add make_args(backend, seed) so that "
-                    "make test-gpu can compare it with the emulation")
+        pytest.fail(
+            f"{cu.relative_to(ROOT)} has no {test_args.name}: add make_args(backend, seed) so that "
+            "make test-gpu can compare it with the emulation"
+        )
     settings = _load(test_args)
     kernel = CudaKernel.from_file(cu, name, include_dirs=[cu.parent])
     seed = getattr(settings, "SEED", 0)
@@ -227,5 +255,11 @@ def test_example_kernel(name, cu, test_args):
         cp.cuda.runtime.deviceSynchronize()
     host_args = make(np)
     emulate_cuda_kernel(kernel, *host_args, **make.launch)
-    _compare(f"example {name}", device_args, host_args, getattr(settings, "RTOL", 1e-12),
-             getattr(settings, "ATOL", 0.0), exact=False)
+    _compare(
+        f"example {name}",
+        device_args,
+        host_args,
+        getattr(settings, "RTOL", 1e-12),
+        getattr(settings, "ATOL", 0.0),
+        exact=False,
+    )

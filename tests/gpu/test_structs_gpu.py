@@ -25,10 +25,14 @@ def test_verify_layout_probe_on_the_gpu(cp):
 
 def test_a_kernel_reads_every_field(cp):
     S = CudaStruct(
-        "S", [("flag", "bool"), ("z", "complex<double>"), ("x", "const double*"), ("a", "Array2D<double>"),
-              ("n", "int")],
+        "S",
+        [("flag", "bool"), ("z", "complex<double>"), ("x", "const double*"), ("a", "Array2D<double>"), ("n", "int")],
     )
-    src = COMPLEX + "#include <cunumpy/array_view.cuh>\n" + S.declaration + r"""
+    src = (
+        COMPLEX
+        + "#include <cunumpy/array_view.cuh>\n"
+        + S.declaration
+        + r"""
 extern "C" __global__ void read(S s, double* out)
 {
     out[0] = s.flag ? 1.0 : 0.0;
@@ -39,6 +43,7 @@ extern "C" __global__ void read(S s, double* out)
     out[5] = s.n;
 }
 """
+    )
     k = xp.kernels.CudaKernel(src, "read", structs=[S])
     x = cp.asarray([1.0, 7.0])
     a = cp.arange(24.0).reshape(4, 6)[:, ::2]

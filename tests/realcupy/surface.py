@@ -36,18 +36,41 @@ END = "<!-- END GENERATED -->"
 
 #: The modules the fake provides (cupyx.scipy.<sub> added from the fake's own list).
 BASE_MODULES = [
-    "cupy", "cupy.linalg", "cupy.fft", "cupy.fft.config", "cupy.random", "cupy.testing",
-    "cupy.lib", "cupy.lib.stride_tricks", "cupy.exceptions",
-    "cupy.cuda", "cupy.cuda.runtime", "cupy.cuda.driver", "cupy.cuda.memory",
-    "cupy.cuda.pinned_memory", "cupy.cuda.device", "cupy.cuda.stream", "cupy.cuda.nvtx",
-    "cupyx", "cupyx.scipy",
+    "cupy",
+    "cupy.linalg",
+    "cupy.fft",
+    "cupy.fft.config",
+    "cupy.random",
+    "cupy.testing",
+    "cupy.lib",
+    "cupy.lib.stride_tricks",
+    "cupy.exceptions",
+    "cupy.cuda",
+    "cupy.cuda.runtime",
+    "cupy.cuda.driver",
+    "cupy.cuda.memory",
+    "cupy.cuda.pinned_memory",
+    "cupy.cuda.device",
+    "cupy.cuda.stream",
+    "cupy.cuda.nvtx",
+    "cupyx",
+    "cupyx.scipy",
 ]
 
 #: Classes the fake imitates: its public attributes must exist on the real class.
 CLASSES = [
-    "cupy.ndarray", "cupy.random.Generator", "cupy.random.RandomState", "cupy.random.BitGenerator",
-    "cupy.cuda.Device", "cupy.cuda.Stream", "cupy.cuda.ExternalStream", "cupy.cuda.Event",
-    "cupy.cuda.Memory", "cupy.cuda.MemoryPointer", "cupy.cuda.MemoryPool", "cupy.cuda.PinnedMemoryPool",
+    "cupy.ndarray",
+    "cupy.random.Generator",
+    "cupy.random.RandomState",
+    "cupy.random.BitGenerator",
+    "cupy.cuda.Device",
+    "cupy.cuda.Stream",
+    "cupy.cuda.ExternalStream",
+    "cupy.cuda.Event",
+    "cupy.cuda.Memory",
+    "cupy.cuda.MemoryPointer",
+    "cupy.cuda.MemoryPool",
+    "cupy.cuda.PinnedMemoryPool",
 ]
 
 #: Names a real module provides through its ``__getattr__`` (``dir()`` misses them).
@@ -77,75 +100,142 @@ REASONS = [
     # names that are not API: Python's own, or modules a CuPy file happens to import
     (r".*", r"annotations", "`from __future__ import annotations` in CuPy's source, not API"),
     # cupy
-    (r"cupy", r"asfarray|byte_bounds|disp|find_common_type|format_parser|issctype|issubclass_|issubsctype|"
-              r"obj2sctype|safe_eval|sctype2char|set_string_function|who|get_array_wrap|DataSource",
-     "NumPy 1.x name that NumPy 2 (which the fake is built from) removed; CuPy keeps it for old code"),
+    (
+        r"cupy",
+        r"asfarray|byte_bounds|disp|find_common_type|format_parser|issctype|issubclass_|issubsctype|"
+        r"obj2sctype|safe_eval|sctype2char|set_string_function|who|get_array_wrap|DataSource",
+        "NumPy 1.x name that NumPy 2 (which the fake is built from) removed; CuPy keeps it for old code",
+    ),
     (r"cupy", r"poly1d|polynomial", "polynomial classes not imitated (no device use in cunumpy)"),
     (r"cupy", r"typing", "CuPy's typing helpers: annotations only"),
-    (r"cupy", r"make_aligned_dtype|disable_experimental_feature_warning",
-     "CuPy-only helper without a NumPy counterpart; not imitated"),
+    (
+        r"cupy",
+        r"make_aligned_dtype|disable_experimental_feature_warning",
+        "CuPy-only helper without a NumPy counterpart; not imitated",
+    ),
     # cupy.cuda and its modules: the CUDA API the fake does not have
-    (r"cupy\.cuda", r"BaseMemory|ManagedMemory|MemoryAsync|MemoryAsyncPool|UnownedMemory|PinnedMemory|"
-                    r"PinnedMemoryPointer|MemoryHook|CFunctionAllocator|PythonFunctionAllocator|"
-                    r"malloc_async|malloc_managed|using_allocator|memory_hook|memory_hooks",
-     "allocator variants: the fake has one allocator (host memory) and no hooks"),
-    (r"cupy\.cuda", r"Function|Module|compiler|function|nvrtc|get_nvcc_path|get_cuda_path|get_hipcc_path|"
-                    r"get_rocm_path|get_local_runtime_version",
-     "kernel compilation and modules: the fake does not compile CUDA (launches are emulated)"),
-    (r"cupy\.cuda", r"Graph|graph|texture|cub|thrust|profile|profiler|get_cublas_handle|common",
-     "CUDA graphs, textures, CUB/Thrust, profiler and library handles: no host stand-in"),
+    (
+        r"cupy\.cuda",
+        r"BaseMemory|ManagedMemory|MemoryAsync|MemoryAsyncPool|UnownedMemory|PinnedMemory|"
+        r"PinnedMemoryPointer|MemoryHook|CFunctionAllocator|PythonFunctionAllocator|"
+        r"malloc_async|malloc_managed|using_allocator|memory_hook|memory_hooks",
+        "allocator variants: the fake has one allocator (host memory) and no hooks",
+    ),
+    (
+        r"cupy\.cuda",
+        r"Function|Module|compiler|function|nvrtc|get_nvcc_path|get_cuda_path|get_hipcc_path|"
+        r"get_rocm_path|get_local_runtime_version",
+        "kernel compilation and modules: the fake does not compile CUDA (launches are emulated)",
+    ),
+    (
+        r"cupy\.cuda",
+        r"Graph|graph|texture|cub|thrust|profile|profiler|get_cublas_handle|common",
+        "CUDA graphs, textures, CUB/Thrust, profiler and library handles: no host stand-in",
+    ),
     (r"cupy\.cuda", r"contextlib|warnings", "a module CuPy's file imports, not API"),
-    (r"cupy\.cuda\.device", r"Handle|from_pointer|get_compute_capability|get_cu\w+_handle|runtime_module|"
-                            r"syncdetect", "device handles and library contexts: no host stand-in"),
+    (
+        r"cupy\.cuda\.device",
+        r"Handle|from_pointer|get_compute_capability|get_cu\w+_handle|runtime_module|"
+        r"syncdetect",
+        "device handles and library contexts: no host stand-in",
+    ),
     (r"cupy\.cuda\.driver", r".*", "the CUDA driver API: the fake has only get_build_version and CUDADriverError"),
-    (r"cupy\.cuda\.runtime", r"cudaDevAttr\w+",
-     "device attribute codes the fake's Device.attributes does not report (it has the ones cunumpy reads)"),
-    (r"cupy\.cuda\.runtime", r".*",
-     "the rest of the CUDA runtime API (memory, streams, events, textures, graphs, IPC, constants): "
-     "the fake provides the calls cunumpy makes"),
-    (r"cupy\.cuda\.memory", r".*", "allocator internals (pools, hooks, managed/async/system memory): "
-                                   "the fake has one host-memory allocator"),
-    (r"cupy\.cuda\.pinned_memory", r".*", "pinned-memory internals: the fake has no pinned memory "
-                                          "(alloc_pinned_memory raises NotImplementedError)"),
+    (
+        r"cupy\.cuda\.runtime",
+        r"cudaDevAttr\w+",
+        "device attribute codes the fake's Device.attributes does not report (it has the ones cunumpy reads)",
+    ),
+    (
+        r"cupy\.cuda\.runtime",
+        r".*",
+        "the rest of the CUDA runtime API (memory, streams, events, textures, graphs, IPC, constants): "
+        "the fake provides the calls cunumpy makes",
+    ),
+    (
+        r"cupy\.cuda\.memory",
+        r".*",
+        "allocator internals (pools, hooks, managed/async/system memory): the fake has one host-memory allocator",
+    ),
+    (
+        r"cupy\.cuda\.pinned_memory",
+        r".*",
+        "pinned-memory internals: the fake has no pinned memory (alloc_pinned_memory raises NotImplementedError)",
+    ),
     (r"cupy\.cuda\.stream", r"threading|warnings", "a module CuPy's file imports, not API"),
-    (r".*", r"threading|weakref|atexit|gc|os|warnings|np|numpy|cupy|contextlib",
-     "a module CuPy's file imports, not API"),
+    (
+        r".*",
+        r"threading|weakref|atexit|gc|os|warnings|np|numpy|cupy|contextlib",
+        "a module CuPy's file imports, not API",
+    ),
     # cupy.fft.config
     (r"cupy\.fft\.config", r".*", "cuFFT plan cache, callbacks and multi-GPU settings: the fake has no cuFFT"),
     # cupy.testing
-    (r"cupy\.testing", r".*", "CuPy's own test-suite helpers (dtype loops, NumPy-vs-CuPy decorators); "
-                              "the fake provides NumPy's assertions only"),
+    (
+        r"cupy\.testing",
+        r".*",
+        "CuPy's own test-suite helpers (dtype loops, NumPy-vs-CuPy decorators); "
+        "the fake provides NumPy's assertions only",
+    ),
     # cupyx
     (r"cupyx", r"DeviceSynchronized|allow_synchronize", "synchronisation detection: no device to detect"),
-    (r"cupyx", r"GeneralizedUFunc|optimizing|jit|time|profiler|get_runtime_info|linalg",
-     "CuPy-only tools (JIT, kernel tuning, profiling, cupyx.linalg) without a SciPy or NumPy counterpart"),
-    (r"cupyx\.scipy", r"sparse|fft|fftpack|linalg|ndimage|signal|special|stats|spatial|interpolate",
-     "provided lazily by the fake (imported on first access); listed by dir() of the real module after import"),
+    (
+        r"cupyx",
+        r"GeneralizedUFunc|optimizing|jit|time|profiler|get_runtime_info|linalg",
+        "CuPy-only tools (JIT, kernel tuning, profiling, cupyx.linalg) without a SciPy or NumPy counterpart",
+    ),
+    (
+        r"cupyx\.scipy",
+        r"sparse|fft|fftpack|linalg|ndimage|signal|special|stats|spatial|interpolate",
+        "provided lazily by the fake (imported on first access); listed by dir() of the real module after import",
+    ),
     # cupyx.scipy subpackages
     (r"cupyx\.scipy\.(fft|fftpack)", r"get_fft_plan", "cuFFT plans: no host stand-in"),
     (r"cupyx\.scipy\.spatial", r"delaunay_2d", "CuPy-only, no SciPy counterpart"),
-    (r"cupyx\.scipy\.spatial\.distance", r"MetricInfo|check_soft_dependencies|cuvs_available|pylibraft_available|"
-                                         r"hellinger|kl_divergence|distance_matrix",
-     "CuPy-only (cuVS/pylibraft back end) or not in scipy.spatial.distance"),
-    (r"cupyx\.scipy\.signal", r"cwt|morlet|morlet2|qmf|ricker", "removed from SciPy (1.15), which the fake is built from"),
-    (r"cupyx\.scipy\.signal", r"windows", "submodule not imitated (its window functions are reachable as "
-                                          "signal.get_window)"),
-    (r"cupyx\.scipy\.special", r"btdtr|btdtri|sph_harm", "removed from SciPy (1.15/1.17), which the fake is built from"),
+    (
+        r"cupyx\.scipy\.spatial\.distance",
+        r"MetricInfo|check_soft_dependencies|cuvs_available|pylibraft_available|"
+        r"hellinger|kl_divergence|distance_matrix",
+        "CuPy-only (cuVS/pylibraft back end) or not in scipy.spatial.distance",
+    ),
+    (
+        r"cupyx\.scipy\.signal",
+        r"cwt|morlet|morlet2|qmf|ricker",
+        "removed from SciPy (1.15), which the fake is built from",
+    ),
+    (
+        r"cupyx\.scipy\.signal",
+        r"windows",
+        "submodule not imitated (its window functions are reachable as signal.get_window)",
+    ),
+    (
+        r"cupyx\.scipy\.special",
+        r"btdtr|btdtri|sph_harm",
+        "removed from SciPy (1.15/1.17), which the fake is built from",
+    ),
     (r"cupyx\.scipy\.linalg", r"kron", "removed from SciPy (1.15), which the fake is built from"),
     (r"cupyx\.scipy\.sparse", r"matrix_transpose", "not in SciPy's sparse module the fake is built from"),
 ]
 
 #: Class attributes the fake lacks: ``(class pattern, attribute pattern, reason)``.
 CLASS_REASONS = [
-    (r"cupy\.ndarray", r"cstruct|reduced_view|mdspan|toDlpack",
-     "CuPy-only views of device memory (kernel structs, DLPack capsule): no host stand-in"),
+    (
+        r"cupy\.ndarray",
+        r"cstruct|reduced_view|mdspan|toDlpack",
+        "CuPy-only views of device memory (kernel structs, DLPack capsule): no host stand-in",
+    ),
     (r"cupy\.ndarray", r"scatter_add|scatter_max|scatter_min", "CuPy-only; the fake has cupyx.scatter_add/max/min"),
-    (r"cupy\.ndarray", r"byteswap|dump|dumps|tofile|flat|ptp|searchsorted",
-     "not imitated yet (use cupy.searchsorted, cupy.ptp, .get() for files)"),
+    (
+        r"cupy\.ndarray",
+        r"byteswap|dump|dumps|tofile|flat|ptp|searchsorted",
+        "not imitated yet (use cupy.searchsorted, cupy.ptp, .get() for files)",
+    ),
     (r"cupy\.cuda\.Device", r"\w+_handle", "library handles (cuBLAS, cuSOLVER, cuSPARSE, cuTENSOR): no host stand-in"),
     (r"cupy\.cuda\.Device", r"from_pci_bus_id", "one fake device: no PCI bus"),
-    (r"cupy\.cuda\.(Stream|ExternalStream)", r"begin_capture|end_capture|from_external",
-     "CUDA graph capture and external-stream wrapping: no host stand-in"),
+    (
+        r"cupy\.cuda\.(Stream|ExternalStream)",
+        r"begin_capture|end_capture|from_external",
+        "CUDA graph capture and external-stream wrapping: no host stand-in",
+    ),
     (r"cupy\.cuda\.MemoryPointer", r"\w+_async", "asynchronous copies: the fake's copies are always complete"),
 ]
 
@@ -359,7 +449,11 @@ def fake_surface(real: dict, modules) -> dict:
         env.pop("CUNUMPY_BACKEND", None)
         completed = subprocess.run(
             [sys.executable, "-c", _CHILD, str(pathlib.Path(__file__).parent), str(path)],
-            capture_output=True, text=True, env=env, timeout=300, check=False,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            check=False,
         )
     if completed.returncode != 0:
         raise RuntimeError(f"the fake-CuPy child failed ({completed.returncode}):\n{completed.stderr[-4000:]}")
@@ -381,12 +475,23 @@ def _module_literal(node):
     if isinstance(node, ast.Call):
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-        if (name == "get" and isinstance(func.value, ast.Attribute) and func.value.attr == "modules"
-                and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value in _ROOTS):
+        if (
+            name == "get"
+            and isinstance(func.value, ast.Attribute)
+            and func.value.attr == "modules"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value in _ROOTS
+        ):
             return node.args[0].value  # sys.modules.get("cupy")
         if name == "_require_cupy":
             return "cupy"
-        if name == "import_module" and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value in _ROOTS:
+        if (
+            name == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value in _ROOTS
+        ):
             return node.args[0].value
     return None
 
@@ -401,8 +506,13 @@ def _dotted(node, bound):
         return None if base is None else f"{base}.{node.attr}"
     if isinstance(node, ast.Call):
         func = node.func
-        if (isinstance(func, ast.Name) and func.id == "getattr" and len(node.args) >= 2
-                and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+        if (
+            isinstance(func, ast.Name)
+            and func.id == "getattr"
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
             base = _dotted(node.args[0], bound)
             return None if base is None else f"{base}.{node.args[1].value}"
     return _module_literal(node)
@@ -428,7 +538,8 @@ def cupy_uses(source_root: pathlib.Path = ROOT / "src" / "cunumpy") -> dict[str,
                     for alias in node.names:
                         if alias.name.split(".")[0] in _ROOTS:
                             bound[alias.asname or alias.name.split(".")[0]] = (
-                                alias.name if alias.asname else alias.name.split(".")[0])
+                                alias.name if alias.asname else alias.name.split(".")[0]
+                            )
                 elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                     literal = _module_literal(node.value)
                     if literal is not None:
@@ -507,16 +618,20 @@ def gaps(real: dict | None = None, fake: dict | None = None, modules=None) -> di
     for cls, real_attrs in real["classes"].items():
         fake_attrs = set(fake["classes"].get(cls, ()))
         result["class_extra"] += [f"{cls}.{a}" for a in sorted(fake_attrs - set(real_attrs))]
-        result["class_missing"] += [(cls, a, reason_for(CLASS_REASONS, cls, a))
-                                    for a in sorted(set(real_attrs) - fake_attrs)]
+        result["class_missing"] += [
+            (cls, a, reason_for(CLASS_REASONS, cls, a)) for a in sorted(set(real_attrs) - fake_attrs)
+        ]
     for path, real_params in sorted(real["callables"].items()):
         entry = fake["callables"].get(path)
         if entry is None:
             continue  # the name itself is missing (listed above)
         fake_params = entry["params"]
         result["parameters_checked"] += 1
-        wanted = [n for n, kind in real_params  # a leading "_" marks CuPy's internal parameters
-                  if kind in ("POSITIONAL_OR_KEYWORD", "KEYWORD_ONLY") and not n.startswith("_")]
+        wanted = [
+            n
+            for n, kind in real_params  # a leading "_" marks CuPy's internal parameters
+            if kind in ("POSITIONAL_OR_KEYWORD", "KEYWORD_ONLY") and not n.startswith("_")
+        ]
         if fake_params is None:
             accepted, open_ended = set(), True
         else:
@@ -527,7 +642,8 @@ def gaps(real: dict | None = None, fake: dict | None = None, modules=None) -> di
         for param in wanted:
             if param not in accepted and not open_ended:
                 reason = reason_for(PARAMETER_REASONS, path, param) or parameter_reason(
-                    param, real_params, fake_params, entry["target"])
+                    param, real_params, fake_params, entry["target"]
+                )
                 result["parameters_missing"].append((path, param, reason))
     uses = cupy_uses()
     result["uses"] = uses
@@ -538,17 +654,30 @@ def gaps(real: dict | None = None, fake: dict | None = None, modules=None) -> di
 def errors(result: dict) -> list[str]:
     out = []
     out += [f"the fake provides {n}, which CuPy {result['version']} lacks" for n in result["fake_extra"]]
-    out += [f"the fake provides the module {n}, which CuPy {result['version']} lacks"
-            for n in result["fake_modules_cupy_lacks"]]
+    out += [
+        f"the fake provides the module {n}, which CuPy {result['version']} lacks"
+        for n in result["fake_modules_cupy_lacks"]
+    ]
     out += [f"the fake's class attribute {n} does not exist in CuPy {result['version']}" for n in result["class_extra"]]
-    out += [f"cunumpy uses {u} ({', '.join(result['uses'][u][:3])}), which CuPy {result['version']} lacks"
-            for u in result["uses_missing"]]
-    out += [f"the fake lacks {m}.{n} and tests/realcupy/surface.py REASONS gives no reason"
-            for m, n, r in result["missing"] if r is None]
-    out += [f"the fake's {c} lacks the attribute {a} and CLASS_REASONS gives no reason"
-            for c, a, r in result["class_missing"] if r is None]
-    out += [f"the fake's {p}() does not take {n}= and PARAMETER_REASONS gives no reason"
-            for p, n, r in result["parameters_missing"] if r is None]
+    out += [
+        f"cunumpy uses {u} ({', '.join(result['uses'][u][:3])}), which CuPy {result['version']} lacks"
+        for u in result["uses_missing"]
+    ]
+    out += [
+        f"the fake lacks {m}.{n} and tests/realcupy/surface.py REASONS gives no reason"
+        for m, n, r in result["missing"]
+        if r is None
+    ]
+    out += [
+        f"the fake's {c} lacks the attribute {a} and CLASS_REASONS gives no reason"
+        for c, a, r in result["class_missing"]
+        if r is None
+    ]
+    out += [
+        f"the fake's {p}() does not take {n}= and PARAMETER_REASONS gives no reason"
+        for p, n, r in result["parameters_missing"]
+        if r is None
+    ]
     return out
 
 
@@ -584,9 +713,15 @@ def render(result: dict) -> str:
         by_class.setdefault((cls, reason), []).append(attr)
     for (cls, reason), attrs in by_class.items():
         lines.append(f"| `{cls}` | {reason} | {', '.join(f'`{a}`' for a in attrs)} |")
-    lines += ["", "### Parameters", "",
-              "Keyword names a real CuPy function takes that the fake's does not.", "",
-              "| function | parameter | reason |", "|---|---|---|"]
+    lines += [
+        "",
+        "### Parameters",
+        "",
+        "Keyword names a real CuPy function takes that the fake's does not.",
+        "",
+        "| function | parameter | reason |",
+        "|---|---|---|",
+    ]
     for path, param, reason in result["parameters_missing"]:
         lines.append(f"| `{path}` | `{param}` | {reason} |")
     lines += ["", END]
@@ -597,7 +732,7 @@ def updated_text(generated: str, text: str | None = None) -> str:
     text = FIDELITY.read_text() if text is None else text
     if BEGIN in text and END in text:
         head = text[: text.index(BEGIN)]
-        tail = text[text.index(END) + len(END):].lstrip("\n")
+        tail = text[text.index(END) + len(END) :].lstrip("\n")
         return head + generated + (("\n" + tail) if tail else "")
     return text.rstrip("\n") + "\n\n" + generated
 
@@ -616,10 +751,12 @@ def main() -> int:
     if args.write:
         FIDELITY.write_text(updated_text(render(result)))
         print(f"wrote {FIDELITY.relative_to(ROOT)}")
-    print(f"real CuPy {result['version']}: {result['modules_checked']} modules, {result['names_checked']} names, "
-          f"{result['parameters_checked']} signatures, {len(result['uses'])} attributes used by cunumpy; "
-          f"{len(result['missing'])} names and {len(result['parameters_missing'])} parameters the fake lacks; "
-          f"{len(problems)} error(s)")
+    print(
+        f"real CuPy {result['version']}: {result['modules_checked']} modules, {result['names_checked']} names, "
+        f"{result['parameters_checked']} signatures, {len(result['uses'])} attributes used by cunumpy; "
+        f"{len(result['missing'])} names and {len(result['parameters_missing'])} parameters the fake lacks; "
+        f"{len(problems)} error(s)"
+    )
     return 1 if problems else 0
 
 

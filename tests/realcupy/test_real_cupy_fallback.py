@@ -35,8 +35,14 @@ pytestmark = pytest.mark.skipif(
 def _run(code: str, **env) -> subprocess.CompletedProcess:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("CUNUMPY_")}
     environment.update(env)
-    completed = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                               env=environment, timeout=120, check=False)
+    completed = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=120,
+        check=False,
+    )
     assert completed.returncode == 0, completed.stdout + completed.stderr
     return completed
 
@@ -67,10 +73,13 @@ def test_import_and_set_backend_fall_back_with_the_driver_reason():
 
 
 def test_cunumpy_backend_variable_falls_back_too():
-    out = _run("""
+    out = _run(
+        """
         import cunumpy as xp
         print(xp.get_backend(), xp.backend_info()["cuda_unavailable_reason"])
-    """, CUNUMPY_BACKEND="cupy").stdout
+    """,
+        CUNUMPY_BACKEND="cupy",
+    ).stdout
     assert out.startswith("numpy CUDARuntimeError") and DRIVER in out
 
 
@@ -87,13 +96,16 @@ def test_strict_raises_the_driver_reason_and_keeps_the_backend():
         print("backend", xp.get_backend())
     """).stdout
     lines = out.splitlines()
-    assert len([line for line in lines if line.startswith("RuntimeError: the CuPy backend is unusable: "
-                                                           "CUDARuntimeError")]) == 2, out
+    assert (
+        len([line for line in lines if line.startswith("RuntimeError: the CuPy backend is unusable: CUDARuntimeError")])
+        == 2
+    ), out
     assert all(DRIVER in line for line in lines[:2]) and lines[-1] == "backend numpy"
 
 
 def test_fake_cupy_is_installed_although_the_real_one_imports():
-    out = _run("""
+    out = _run(
+        """
         import sys
         import cunumpy as xp
         import cupy
@@ -101,7 +113,9 @@ def test_fake_cupy_is_installed_although_the_real_one_imports():
         xp.set_backend("cupy", strict=True)
         a = xp.arange(4.0)
         print(xp.get_backend(), type(a).__module__, float(a.sum()), xp.backend_info()["fake_cupy"])
-    """, CUNUMPY_FAKE_CUPY="1").stdout
+    """,
+        CUNUMPY_FAKE_CUPY="1",
+    ).stdout
     assert out.split() == ["cupy", "cupy", "6.0", "True"]
 
 
@@ -120,8 +134,13 @@ def test_the_fake_refuses_to_replace_an_imported_real_cupy():
 @pytest.mark.parametrize("fake", [False, True], ids=["real", "fake"])
 def test_info_reports_the_installed_cupy_and_the_backend_state(fake):
     env = {"CUNUMPY_FAKE_CUPY": "1"} if fake else {}
-    report = json.loads(_run("import runpy, sys; sys.argv = ['cunumpy', 'info', '--json']; "
-                             "runpy.run_module('cunumpy', run_name='__main__')", **env).stdout)
+    report = json.loads(
+        _run(
+            "import runpy, sys; sys.argv = ['cunumpy', 'info', '--json']; "
+            "runpy.run_module('cunumpy', run_name='__main__')",
+            **env,
+        ).stdout
+    )
     assert report["packages"]["cupy"] == metadata.version("cupy-cuda13x")
     backend = report["backend"]
     assert backend["fake_cupy"] is fake and backend["active"] == "numpy"
@@ -129,7 +148,8 @@ def test_info_reports_the_installed_cupy_and_the_backend_state(fake):
         assert backend["cupy_available"] is True and backend["cupy_unavailable_reason"] is None
     else:
         assert backend["cupy_available"] is False and DRIVER in backend["cupy_unavailable_reason"]
-    text = _run("import runpy, sys; sys.argv = ['cunumpy', 'info']; runpy.run_module('cunumpy', run_name='__main__')",
-                **env).stdout
+    text = _run(
+        "import runpy, sys; sys.argv = ['cunumpy', 'info']; runpy.run_module('cunumpy', run_name='__main__')", **env
+    ).stdout
     assert f"cupy:             {metadata.version('cupy-cuda13x')}" in text
     assert ("available (the fake CuPy" in text) if fake else (f"unavailable: CUDARuntimeError: {DRIVER}" in text)

@@ -37,7 +37,8 @@ def test_real_cupy_is_the_pinned_release(result):
 def test_every_module_of_the_fake_exists_and_was_compared(result):
     assert not result["fake_modules_cupy_lacks"]
     assert result["modules_checked"] == len(surface.fake_modules()) - len(
-        [m for m, n, r in result["missing"] if n == "(the whole module)"])
+        [m for m, n, r in result["missing"] if n == "(the whole module)"]
+    )
     assert result["names_checked"] > 1500 and result["parameters_checked"] > 500
 
 
@@ -49,8 +50,13 @@ def test_every_public_name_of_the_fake_exists_in_real_cupy(result):
 def test_every_cupy_attribute_cunumpy_uses_exists(result):
     uses = result["uses"]
     # the scan must see the device path (a scan that finds nothing would pass vacuously)
-    for expected in ("cupy.cuda.runtime.getDeviceCount", "cupy.cuda.get_current_stream", "cupy.ascontiguousarray",
-                     "cupy.cuda.Event", "cupy.RawModule"):
+    for expected in (
+        "cupy.cuda.runtime.getDeviceCount",
+        "cupy.cuda.get_current_stream",
+        "cupy.ascontiguousarray",
+        "cupy.cuda.Event",
+        "cupy.RawModule",
+    ):
         assert expected in uses, sorted(uses)
     assert not result["uses_missing"], {u: uses[u] for u in result["uses_missing"]}
 
@@ -69,8 +75,14 @@ def test_cunumpy_use_scan_follows_bound_names(tmp_path):
         "    return cupy.cuda.Stream.null, getattr(getattr(cupy, 'cuda', None), 'Event', None)\n"
     )
     uses = surface.cupy_uses(tmp_path)
-    assert set(uses) == {"cupy.cuda.runtime.getDevice", "cupy.zeros", "cupyx.scipy.special.erf",
-                         "cupy.cuda.nvtx.RangePop", "cupy.cuda.Stream.null", "cupy.cuda.Event"}, uses
+    assert set(uses) == {
+        "cupy.cuda.runtime.getDevice",
+        "cupy.zeros",
+        "cupyx.scipy.special.erf",
+        "cupy.cuda.nvtx.RangePop",
+        "cupy.cuda.Stream.null",
+        "cupy.cuda.Event",
+    }, uses
     assert surface.resolve_on_real("cupy.cuda.runtime.getDevice")
     assert not surface.resolve_on_real("cupy.cuda.runtime.no_such_call")
 
@@ -86,15 +98,20 @@ def test_fidelity_md_is_generated_from_this_comparison(result):
     assert surface.BEGIN in actual and surface.END in actual
     assert actual == expected, (
         "src/cunumpy/_fake_cupy/FIDELITY.md is stale: run `make fidelity` (tests/realcupy/surface.py --write) "
-        "and commit the result")
+        "and commit the result"
+    )
 
 
 def test_cupy_names_json_is_what_make_cupy_names_writes(tmp_path):
     """The committed snapshot matches this CuPy (device_properties come from CuPy's source
     tree, which is not here: that entry is compared for presence only)."""
     out = tmp_path / "names.json"
-    subprocess.run([sys.executable, "-W", "ignore", str(ROOT / "tests" / "data" / "make_cupy_names.py"),
-                    "--output", str(out)], check=True, capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-W", "ignore", str(ROOT / "tests" / "data" / "make_cupy_names.py"), "--output", str(out)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     fresh = json.loads(out.read_text())
     committed = json.loads((ROOT / "tests" / "data" / "cupy_names.json").read_text())
     assert committed["device_properties"]["keys"]

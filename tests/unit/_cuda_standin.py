@@ -28,6 +28,7 @@ class ndarray:
         self._a = a
 
     dtype = property(lambda self: self._a.dtype)
+
     @property
     def shape(self):
         return self._a.shape
@@ -82,9 +83,14 @@ class Device:
     def __init__(self, i=0):
         self.id = i
         self.attributes = {
-            "MaxBlockDimX": 1024, "MaxBlockDimY": 1024, "MaxBlockDimZ": 64,
-            "MaxGridDimX": 2**31 - 1, "MaxGridDimY": 65535, "MaxGridDimZ": 65535,
-            "MaxThreadsPerBlock": 1024, "MaxSharedMemoryPerBlock": 49152,
+            "MaxBlockDimX": 1024,
+            "MaxBlockDimY": 1024,
+            "MaxBlockDimZ": 64,
+            "MaxGridDimX": 2**31 - 1,
+            "MaxGridDimY": 65535,
+            "MaxGridDimZ": 65535,
+            "MaxThreadsPerBlock": 1024,
+            "MaxSharedMemoryPerBlock": 49152,
             "MaxSharedMemoryPerBlockOptin": 49152,
         }
 

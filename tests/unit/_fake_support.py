@@ -52,9 +52,23 @@ def run_device_tests_under_standin(test_file: str) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("CUNUMPY_FAKE_CUPY", "CUNUMPY_BACKEND")}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(here), env.get("PYTHONPATH", "")) if p)
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "_cuda_standin",
-         str(test_file), "-k", "test_device_"],
-        capture_output=True, text=True, env=env, cwd=str(here.parent.parent),
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "_cuda_standin",
+            str(test_file),
+            "-k",
+            "test_device_",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(here.parent.parent),
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and "skipped" not in result.stdout.splitlines()[-1], result.stdout[-2000:]

@@ -31,8 +31,22 @@ BIND = ctypes.CFUNCTYPE(None, ctypes.POINTER(Worker))
 BLOCK = ctypes.CFUNCTYPE(None, ctypes.POINTER(Worker), ctypes.c_void_p)
 
 
-def serial_emu_launch(bind, thread_fn, block_fn, grid, block, args, *, shared_mem, fibers, checked, workers,
-                      kernel_name, checks=0, **unused):
+def serial_emu_launch(
+    bind,
+    thread_fn,
+    block_fn,
+    grid,
+    block,
+    args,
+    *,
+    shared_mem,
+    fibers,
+    checked,
+    workers,
+    kernel_name,
+    checks=0,
+    **unused,
+):
     if fibers or checks:
         raise NotImplementedError("the serial test launcher runs loop-mode kernels without checks only")
     w = Worker()

@@ -70,8 +70,14 @@ def test_the_c_core_is_built():
 
 
 @SETTINGS
-@given(n=sizes, dtype=key_dtypes, dist=dists, step=st.sampled_from([1, 2, -1]), seed=st.integers(0, 2**32 - 1),
-       bits=st.sampled_from([None, 3, 30, 33, 63]))
+@given(
+    n=sizes,
+    dtype=key_dtypes,
+    dist=dists,
+    step=st.sampled_from([1, 2, -1]),
+    seed=st.integers(0, 2**32 - 1),
+    bits=st.sampled_from([None, 3, 30, 33, 63]),
+)
 def test_radix_argsort_matches_twin(n, dtype, dist, step, seed, bits):
     rng = np.random.default_rng(seed)
     high = None if bits is None else min(2**bits, np.iinfo(dtype).max)
@@ -101,9 +107,16 @@ def test_radix_argsort_extreme_values():
 
 
 @SETTINGS
-@given(n=sizes, m=st.sampled_from([0, 1, 2, 3, 4, 5, 9]), nseg=st.sampled_from([0, 1, 3, 100]),
-       vdtype=st.sampled_from([np.float32, np.float64]), kdtype=st.sampled_from([np.int32, np.int64, np.uint64]),
-       dist=dists, order=st.sampled_from(["C", "F", "strided"]), seed=st.integers(0, 2**32 - 1))
+@given(
+    n=sizes,
+    m=st.sampled_from([0, 1, 2, 3, 4, 5, 9]),
+    nseg=st.sampled_from([0, 1, 3, 100]),
+    vdtype=st.sampled_from([np.float32, np.float64]),
+    kdtype=st.sampled_from([np.int32, np.int64, np.uint64]),
+    dist=dists,
+    order=st.sampled_from(["C", "F", "strided"]),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_segment_sum_into_matches_twin(n, m, nseg, vdtype, kdtype, dist, order, seed):
     rng = np.random.default_rng(seed)
     keys = make_keys(rng, n, kdtype, dist, max(nseg, 1))
@@ -159,8 +172,13 @@ def test_segment_sum_into_out_of_range_writes_nothing_when_checked():
 
 
 @SETTINGS
-@given(n=sizes, ncells=st.sampled_from([0, 1, 2, 50]), kdtype=st.sampled_from([np.int32, np.int64, np.uint64]),
-       seed=st.integers(0, 2**32 - 1), broken=st.sampled_from([None, "unsorted", "range"]))
+@given(
+    n=sizes,
+    ncells=st.sampled_from([0, 1, 2, 50]),
+    kdtype=st.sampled_from([np.int32, np.int64, np.uint64]),
+    seed=st.integers(0, 2**32 - 1),
+    broken=st.sampled_from([None, "unsorted", "range"]),
+)
 def test_cell_offsets_into_matches_twin(n, ncells, kdtype, seed, broken):
     rng = np.random.default_rng(seed)
     keys = np.sort(rng.integers(0, max(ncells, 1), n)).astype(kdtype)
@@ -186,8 +204,12 @@ def test_cell_offsets_into_matches_twin(n, ncells, kdtype, seed, broken):
 
 
 @SETTINGS
-@given(n=sizes, dtype=st.sampled_from([np.int32, np.uint32, np.int64, np.uint64]), dist=dists,
-       seed=st.integers(0, 2**32 - 1))
+@given(
+    n=sizes,
+    dtype=st.sampled_from([np.int32, np.uint32, np.int64, np.uint64]),
+    dist=dists,
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_segment_runs_matches_twin(n, dtype, dist, seed):
     rng = np.random.default_rng(seed)
     keys = make_keys(rng, n, dtype, dist)
@@ -210,8 +232,14 @@ def test_segment_runs_matches_twin(n, dtype, dist, seed):
 
 @pytest.mark.parametrize("method", ["magic", "pdep"])
 @SETTINGS
-@given(n=sizes, ndim=st.sampled_from([2, 3]), levels=st.integers(1, 32), seed=st.integers(0, 2**32 - 1),
-       order=st.sampled_from(["C", "F", "strided"]), flip=st.booleans())
+@given(
+    n=sizes,
+    ndim=st.sampled_from([2, 3]),
+    levels=st.integers(1, 32),
+    seed=st.integers(0, 2**32 - 1),
+    order=st.sampled_from(["C", "F", "strided"]),
+    flip=st.booleans(),
+)
 def test_morton_keys_into_matches_twin(method, n, ndim, levels, seed, order, flip):
     levels = min(levels, A.MAX_MORTON_LEVELS[ndim])
     if method == "pdep":
@@ -271,8 +299,13 @@ def test_morton_non_finite_names_the_row():
 
 
 @SETTINGS
-@given(n=sizes, narrays=st.integers(0, 4), seed=st.integers(0, 2**32 - 1),
-       density=st.sampled_from([0.0, 0.1, 0.5, 0.9, 1.0]), prefix=st.integers(0, 40))
+@given(
+    n=sizes,
+    narrays=st.integers(0, 4),
+    seed=st.integers(0, 2**32 - 1),
+    density=st.sampled_from([0.0, 0.1, 0.5, 0.9, 1.0]),
+    prefix=st.integers(0, 40),
+)
 def test_compact_in_place_matches_twin(n, narrays, seed, density, prefix):
     rng = np.random.default_rng(seed)
     mask = rng.random(n) < density
@@ -303,8 +336,13 @@ def test_compact_in_place_lanes_and_strided_mask():
 
 
 @SETTINGS
-@given(n=sizes, seed=st.integers(0, 2**64 - 1), stream=st.integers(0, 2**64 - 1), kind=st.integers(0, 3),
-       scalar=st.booleans())
+@given(
+    n=sizes,
+    seed=st.integers(0, 2**64 - 1),
+    stream=st.integers(0, 2**64 - 1),
+    kind=st.integers(0, 3),
+    scalar=st.booleans(),
+)
 def test_philox_fill_matches_twin(n, seed, stream, kind, scalar):
     counter = np.arange(n, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
     s = np.array([seed], np.uint64)
@@ -379,7 +417,9 @@ def test_c_functions_do_not_leak():
         core.segment_sum_into(vals, keys, np.empty((50, 3)), True)
         core.morton_keys_into(pos, (0.0,) * 3, (8.0,) * 3, 3, np.empty(500, np.uint64))
         core.compact_in_place(mask, (vals.copy(), pos.copy()))
-        core.philox_fill(2, np.ones(1, np.uint64), np.ones(1, np.uint64), np.arange(500, dtype=np.uint64), np.empty(500))
+        core.philox_fill(
+            2, np.ones(1, np.uint64), np.ones(1, np.uint64), np.arange(500, dtype=np.uint64), np.empty(500)
+        )
         core.segment_runs(sk)
         with contextlib.suppress(ValueError):
             core.segment_sum_into(vals, keys, np.empty((10, 3)), True)
@@ -484,7 +524,9 @@ def test_mixed_backends_raise_type_error(device_only):
         plan.sum(xp.asarray([1.0, 2.0, 3.0]))
 
 
-@pytest.mark.parametrize("vdtype", [np.float16, np.float32, np.float64, np.complex64, np.complex128, np.int32, np.bool_])
+@pytest.mark.parametrize(
+    "vdtype", [np.float16, np.float32, np.float64, np.complex64, np.complex128, np.int32, np.bool_]
+)
 @pytest.mark.parametrize("trailing", [(), (3,), (2, 2)])
 def test_segment_sum(on_backend, vdtype, trailing):
     rng = np.random.default_rng(2)
@@ -862,7 +904,9 @@ def test_cupy_code_paths_on_the_fake(device_only, monkeypatch):
     np.testing.assert_array_equal(host(comp)[:, : mask.sum()], vals.T[:, mask])
     pos = rng.random((50, 3))
     k = A.morton_keys(xp.asarray(pos), [0, 0, 0], [1, 1, 1], 21)
-    np.testing.assert_array_equal(host(k), _reference.keys_from_positions(pos, np.zeros(3), A.morton_scales([0] * 3, [1] * 3, 21), 21))
+    np.testing.assert_array_equal(
+        host(k), _reference.keys_from_positions(pos, np.zeros(3), A.morton_scales([0] * 3, [1] * 3, 21), 21)
+    )
     np.testing.assert_array_equal(host(A.morton_encode(*A.morton_decode(k, 3))), host(k))
 
 
@@ -975,6 +1019,8 @@ def test_headers_compile_with_nvcc(tmp_path):
     src.write_text(NVCC_TEST)
     result = subprocess.run(
         [_nvcc(), "-arch=sm_90", "-c", "-I", HEADERS, str(src), "-o", str(tmp_path / "headers.o")],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr

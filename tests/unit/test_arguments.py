@@ -94,8 +94,14 @@ def test_every_scalar_type_maps_to_its_dtype_with_c_alignment(ctype, code, align
 def test_pointers_void_pointers_and_views():
     S = CudaStruct(
         "S",
-        [("x", "const double*"), ("raw", "void*"), ("n", "int"), ("a", "Array2D<float>"),
-         ("c", "CArray3D<int>"), ("big", "Array16D<double>")],
+        [
+            ("x", "const double*"),
+            ("raw", "void*"),
+            ("n", "int"),
+            ("a", "Array2D<float>"),
+            ("c", "CArray3D<int>"),
+            ("big", "Array16D<double>"),
+        ],
     )
     assert S.dtype["x"] == np.dtype("<u8") and S.dtype["raw"] == np.dtype("<u8")
     assert S.fields[0].pointer and S.fields[0].dtype == np.float64 and S.fields[1].dtype is None
@@ -205,8 +211,13 @@ def committed_structs():
     """The structs of the committed header tests/unit/data/struct_args.cuh."""
     marker = CudaStruct(
         "MarkerArgs",
-        [("markers", "Array2D<double>"), ("weights", "const double*"), ("n_markers", "long long"),
-         ("dt", "double"), ("active", "bool")],
+        [
+            ("markers", "Array2D<double>"),
+            ("weights", "const double*"),
+            ("n_markers", "long long"),
+            ("dt", "double"),
+            ("active", "bool"),
+        ],
     )
     field = CudaStruct("FieldArgs", [("e", "CArray3D<double>"), ("phase", "complex<double>"), ("count", "int")])
     return [marker, field]
@@ -241,7 +252,7 @@ def test_cuda_kernel_takes_structs_and_checks_the_source_definition():
     k = CudaKernel(S.declaration + 'extern "C" __global__ void k(S s, double a) {}', "k", structs=[S])
     assert k.signature[0].struct is S and k.signature[0].dtype == S.dtype
     with pytest.raises(ValueError, match="differently"):
-        CudaKernel("struct S { float* x; int n; };\n" 'extern "C" __global__ void k(S s) {}', "k", structs=[S])
+        CudaKernel('struct S { float* x; int n; };\nextern "C" __global__ void k(S s) {}', "k", structs=[S])
     C = CudaStruct("C", [("flag", "bool"), ("z", "complex<double>")])
     k2 = CudaKernel('extern "C" __global__ void k(char c, C s) {}', "k", structs=[C])
     # The struct parameter is aligned like the C struct (16 for complex<double>), not like NumPy's dtype (8).
@@ -253,9 +264,22 @@ def test_cuda_kernel_takes_structs_and_checks_the_source_definition():
 
 
 class MarkerArgumentsHost:
-    def __init__(self, markers: "float[:, :]", weights: "Final[float[:]]", dt: float, n: int,
-                 flag: "bool", z: complex, f32: "float32", i32: "int32", i64: "int64",  # noqa: F821 - a pyccel type annotation, not a Python name
-                 npf: np.float32, cube: "const float[:,:,:]", *args, **kwargs):  # noqa: F722 - a pyccel type annotation, not a Python expression
+    def __init__(
+        self,
+        markers: "float[:, :]",
+        weights: "Final[float[:]]",
+        dt: float,
+        n: int,
+        flag: "bool",
+        z: complex,
+        f32: "float32",  # noqa: F821 - a pyccel type annotation, not a Python name
+        i32: "int32",  # noqa: F821 - the same
+        i64: "int64",  # noqa: F821 - the same
+        npf: np.float32,
+        cube: "const float[:,:,:]",  # noqa: F722 - a pyccel type annotation, not a Python expression
+        *args,
+        **kwargs,
+    ):
         pass
 
 
@@ -263,12 +287,23 @@ def test_from_signature_string_and_real_annotations():
     S = CudaStruct.from_signature(MarkerArgumentsHost.__init__, "M")
     types = dict(zip(S.field_names, S._types))
     assert types == {
-        "markers": "Array2D<double>", "weights": "Array1D<double>", "dt": "double", "n": "long long",
-        "flag": "bool", "z": "complex<double>", "f32": "float", "i32": "int", "i64": "long long",
-        "npf": "float", "cube": "Array3D<double>",
+        "markers": "Array2D<double>",
+        "weights": "Array1D<double>",
+        "dt": "double",
+        "n": "long long",
+        "flag": "bool",
+        "z": "complex<double>",
+        "f32": "float",
+        "i32": "int",
+        "i64": "long long",
+        "npf": "float",
+        "cube": "Array3D<double>",
     }
     S2 = CudaStruct.from_signature(
-        MarkerArgumentsHost.__init__, "M", int_type="int", scalar_names={"float": "float"},
+        MarkerArgumentsHost.__init__,
+        "M",
+        int_type="int",
+        scalar_names={"float": "float"},
         contiguous=("markers",),
     )
     types2 = dict(zip(S2.field_names, S2._types))
@@ -364,7 +399,11 @@ def test_from_pyccel_class_parses_statically(tmp_path):
         assert S._types == ("Array2D<double>", "long long", "Array1D<double>", "Array1D<double>", "double")
     assert "pusher_args_kernels" not in sys.modules
     S = CudaStruct.from_pyccel_class(
-        PYCCEL_SOURCE, "MarkerArguments", attribute_names=False, exclude=("scratch",), contiguous=True,
+        PYCCEL_SOURCE,
+        "MarkerArguments",
+        attribute_names=False,
+        exclude=("scratch",),
+        contiguous=True,
         int_type="int",
     )
     assert S.name == "MarkerArguments"
@@ -436,7 +475,9 @@ def test_host_arrays_only_with_the_explicit_option():
     ],
 )
 def test_scalar_fields_are_checked_like_kernel_scalars(values, exc, match):
-    S = CudaStruct("Sc", [("n", "int"), ("f", "float"), ("c", "complex<double>"), ("b", "bool"), ("u", "unsigned char")])
+    S = CudaStruct(
+        "Sc", [("n", "int"), ("f", "float"), ("c", "complex<double>"), ("b", "bool"), ("u", "unsigned char")]
+    )
     base = {"n": np.int64(5), "f": np.float32(1.5), "c": 2, "b": True, "u": 255}
     base.update(values)
     if exc is None:
@@ -538,8 +579,17 @@ def _outcome(fn):
 
 def test_twin_agrees_with_c_on_host_packing():
     S = CudaStruct(
-        "T", [("x", "double*"), ("v", "Array2D<float>"), ("c", "CArray1D<int>"), ("n", "long long"),
-              ("f", "float"), ("z", "complex<double>"), ("b", "bool"), ("raw", "void*")],
+        "T",
+        [
+            ("x", "double*"),
+            ("v", "Array2D<float>"),
+            ("c", "CArray1D<int>"),
+            ("n", "long long"),
+            ("f", "float"),
+            ("z", "complex<double>"),
+            ("b", "bool"),
+            ("raw", "void*"),
+        ],
     )
     twin = _twin(S)
     rng = np.random.default_rng(0)
@@ -559,8 +609,18 @@ def test_twin_agrees_with_c_on_host_packing():
         (x, v, ci, 1, 1.0, 0j, True, 5),
     ]
     for _ in range(20):
-        cases.append((x, v[:: int(rng.integers(1, 3))], ci, int(rng.integers(-2**40, 2**40)),
-                      float(rng.normal()), complex(rng.normal(), 1), bool(rng.integers(2)), v))
+        cases.append(
+            (
+                x,
+                v[:: int(rng.integers(1, 3))],
+                ci,
+                int(rng.integers(-(2**40), 2**40)),
+                float(rng.normal()),
+                complex(rng.normal(), 1),
+                bool(rng.integers(2)),
+                v,
+            )
+        )
     for values in cases:
         got = _outcome(lambda: S._packer.pack(values, True))  # noqa: B023 - called within the same iteration
         want = _outcome(lambda: twin.pack(values, True))  # noqa: B023 - called within the same iteration
@@ -601,12 +661,17 @@ def test_struct_arguments_class_creation_rules():
     with pytest.raises(TypeError, match="has no struct"):
         Base().__cuda_args__()
     with pytest.raises(TypeError, match="'fields' is missing"):
+
         class OnlyName(CudaStructArguments):
             struct_name = "X"
+
     with pytest.raises(TypeError, match="'struct_name' is missing"):
+
         class OnlyFields(CudaStructArguments):
             fields = (("x", "int"),)
+
     with pytest.raises(ValueError, match="field 'x' has unsupported type 'Foo'"):
+
         class BadType(CudaStructArguments):
             struct_name = "X"
             fields = (("x", "Foo"),)
@@ -831,7 +896,7 @@ def test_device_struct_through_cuda_kernel_and_launch_size_inference(dev):
     args = DeviceArgs(x, dev(np.zeros((7, 2))))
     packed, _first, _hidden = k._plan.pack(args, 2.0, y)
     off, size = k._plan.layout[0]
-    assert packed[off:off + size] == args.packed.tobytes() and size == DeviceArgs.struct.itemsize
+    assert packed[off : off + size] == args.packed.tobytes() and size == DeviceArgs.struct.itemsize
     # Inference looks into the struct's fields first (x has 7 elements), not at y.
     grid, block = k.launch_shape(args=(args, 2.0, y))
     assert grid == (1,) and block == (128,)
@@ -868,7 +933,8 @@ def test_device_seed_guide_examples(dev):
 
     k = xp.kernels.CudaKernel(
         S.declaration + A.struct.declaration + 'extern "C" __global__ void k(S s, A a, double* x, long long n) {}',
-        "k", structs=[S, A.struct],
+        "k",
+        structs=[S, A.struct],
     )
     assert k(value, A(x), Dev(x, 10), n_threads=0) is None
 
@@ -1034,6 +1100,7 @@ def test_twin_struct_arguments_descriptors_behave_like_c():
         assert o.__cuda_args__()[0].tobytes() == p.tobytes()
         o.n = 2**40
     assert [_outcome(lambda: o.packed)[0] for o in objs] == ["OverflowError", "OverflowError"]  # noqa: B023 - called within the same iteration
+
 
 # ==================================================================== fast paths
 # ``S(**values)`` goes straight into C (StructCaller's tp_call) and builds a StructValue there;

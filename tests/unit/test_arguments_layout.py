@@ -30,13 +30,30 @@ def every_test_struct():
         ta.PickledArgs.struct,
         CudaStruct(
             "Views",
-            [("x", "const double*"), ("raw", "void*"), ("n", "int"), ("a", "Array2D<float>"),
-             ("c", "CArray3D<int>"), ("big", "Array16D<double>"), ("cbig", "CArray16D<bool>")],
+            [
+                ("x", "const double*"),
+                ("raw", "void*"),
+                ("n", "int"),
+                ("a", "Array2D<float>"),
+                ("c", "CArray3D<int>"),
+                ("big", "Array16D<double>"),
+                ("cbig", "CArray16D<bool>"),
+            ],
         ),
         CudaStruct("P", [("b", "bool"), ("c", "complex<double>"), ("s", "short"), ("x", "double*"), ("t", "char")]),
         CudaStruct("Tail", [("d", "double"), ("b", "bool")]),
-        CudaStruct("Mixed", [("f", "complex<float>"), ("u8", "uint8_t"), ("z", "complex<double>"), ("i", "int16_t"),
-                             ("v", "Array1D<complex<double>>"), ("k", "size_t"), ("e", "bool")]),
+        CudaStruct(
+            "Mixed",
+            [
+                ("f", "complex<float>"),
+                ("u8", "uint8_t"),
+                ("z", "complex<double>"),
+                ("i", "int16_t"),
+                ("v", "Array1D<complex<double>>"),
+                ("k", "size_t"),
+                ("e", "bool"),
+            ],
+        ),
         CudaStruct.from_signature(ta.MarkerArgumentsHost.__init__, "FromSignature"),
         CudaStruct.from_pyccel_class(ta.PYCCEL_SOURCE, "MarkerArguments", "FromPyccel", contiguous=True),
     ]
@@ -121,6 +138,9 @@ def test_the_gpu_probe_source_compiles_for_sm_90(tmp_path):
     src.write_text(S.layout_source())
     _kind, nvcc = _struct_layout.toolkit_compiler()
     opts = _struct_layout._include_options(_struct_layout._toolkit_root(), ())
-    proc = subprocess.run([nvcc, "-arch=sm_90", "--std=c++17", "-ptx", str(src), "-o", str(tmp_path / "p.ptx"), *opts],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [nvcc, "-arch=sm_90", "--std=c++17", "-ptx", str(src), "-o", str(tmp_path / "p.ptx"), *opts],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr

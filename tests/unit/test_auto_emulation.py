@@ -179,7 +179,10 @@ def test_without_a_compiler_the_error_names_the_compiler_looked_for(monkeypatch,
     monkeypatch.setenv("PATH", str(tmp_path))  # no c++ there
     monkeypatch.delenv("CXX", raising=False)
     k = CudaKernel(SOURCE, "scale")
-    with pytest.raises(NotImplementedError, match=r"kernel 'scale'.*needs a C\+\+ compiler: c\+\+ was not found on PATH \(\$CXX is not set\)"):
+    with pytest.raises(
+        NotImplementedError,
+        match=r"kernel 'scale'.*needs a C\+\+ compiler: c\+\+ was not found on PATH \(\$CXX is not set\)",
+    ):
         k(cupy.ones(4), 2.0, 4)
     monkeypatch.setenv("CXX", "my-clang++")
     with pytest.raises(NotImplementedError, match=r"neither \$CXX \('my-clang\+\+'\) nor c\+\+ was found on PATH"):
@@ -207,8 +210,15 @@ def recorded(monkeypatch):
     runs, builds = [], []
 
     def run(kernel, marshalled, grid, block, shared_mem, **settings):
-        runs.append((threading.current_thread().name, kernel.name, settings["compiler"], settings["options"],
-                     settings["checked"]))
+        runs.append(
+            (
+                threading.current_thread().name,
+                kernel.name,
+                settings["compiler"],
+                settings["options"],
+                settings["checked"],
+            )
+        )
 
     def library_for(kernel, compiler, options, *args, **kwargs):
         builds.append((threading.current_thread().name, kernel.name, compiler, options))
@@ -291,7 +301,11 @@ def test_compile_all_workers_see_the_block_of_the_caller(recorded):
 def test_launch_options_are_keywords_of_run():
     settings = _launch.LaunchOptions(compiler="c++", options=("-DX",), checked=True)
     keywords = settings.run_keywords()
-    assert {k: keywords[k] for k in ("compiler", "options", "checked")} == {"compiler": "c++", "options": ("-DX",), "checked": True}
+    assert {k: keywords[k] for k in ("compiler", "options", "checked")} == {
+        "compiler": "c++",
+        "options": ("-DX",),
+        "checked": True,
+    }
     with pytest.raises(TypeError, match="LaunchOptions"):
         _launch.EmulationHook(("c++", (), True))
     with pytest.raises(AttributeError):
@@ -327,8 +341,13 @@ def test_launches_pass_the_worker_count(monkeypatch):
         seen.append(kwargs["workers"])
         return core.emu_launch(*args, **kwargs)
 
-    monkeypatch.setattr(_launch, "core", types.SimpleNamespace(
-        EMU_ABI_VERSION=core.EMU_ABI_VERSION, emu_launch=emu_launch, emu_shadow_available=core.emu_shadow_available))
+    monkeypatch.setattr(
+        _launch,
+        "core",
+        types.SimpleNamespace(
+            EMU_ABI_VERSION=core.EMU_ABI_VERSION, emu_launch=emu_launch, emu_shadow_available=core.emu_shadow_available
+        ),
+    )
     monkeypatch.delenv("CUNUMPY_EMULATION_THREADS", raising=False)
     x = np.ones(64)
     k = CudaKernel(SOURCE, "scale")
@@ -356,7 +375,8 @@ def test_cunumpy_num_threads_sets_the_workers():
 def test_a_program_runs_unchanged_under_the_fake_cupy(tmp_path):
     """`CUNUMPY_FAKE_CUPY=1 CUNUMPY_BACKEND=cupy python program.py`: no emulated_launches() in it."""
     program = tmp_path / "program.py"
-    program.write_text(textwrap.dedent(f"""
+    program.write_text(
+        textwrap.dedent(f"""
         import numpy as np
         import cunumpy as xp
         from cunumpy.kernels import CudaKernel
@@ -365,10 +385,14 @@ def test_a_program_runs_unchanged_under_the_fake_cupy(tmp_path):
         x = xp.to_cunumpy(np.arange(5.0))
         k(x, 3.0, 5)
         print(xp.get_backend(), xp.to_numpy(x).tolist())
-    """))
+    """)
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUNUMPY_")}
-    env.update(CUNUMPY_FAKE_CUPY="1", CUNUMPY_BACKEND="cupy",
-               CUNUMPY_EMULATION_CACHE=os.environ.get("CUNUMPY_EMULATION_CACHE", str(tmp_path / "cache")))
+    env.update(
+        CUNUMPY_FAKE_CUPY="1",
+        CUNUMPY_BACKEND="cupy",
+        CUNUMPY_EMULATION_CACHE=os.environ.get("CUNUMPY_EMULATION_CACHE", str(tmp_path / "cache")),
+    )
     result = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "cupy [0.0, 3.0, 6.0, 9.0, 12.0]"

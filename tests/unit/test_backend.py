@@ -20,9 +20,7 @@ def run_python(code, **env):
     """Run code in a fresh interpreter with the given environment additions."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("CUNUMPY_")}
     full_env.update(env)
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=full_env, timeout=120
-    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env, timeout=120)
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
 
@@ -57,9 +55,23 @@ def test_unknown_name_raises_attribute_error_naming_it():
 
 @pytest.mark.parametrize(
     "name",
-    ["CudaKernel", "PyccelKernel", "Kernel", "CudaStruct", "DeviceMirror", "mpi_buffer",
-     "count_transfers", "get_rng", "device_count", "set_device", "memory_info", "free_memory",
-     "stream", "pin_memory", "set_device_for_rank"],
+    [
+        "CudaKernel",
+        "PyccelKernel",
+        "Kernel",
+        "CudaStruct",
+        "DeviceMirror",
+        "mpi_buffer",
+        "count_transfers",
+        "get_rng",
+        "device_count",
+        "set_device",
+        "memory_info",
+        "free_memory",
+        "stream",
+        "pin_memory",
+        "set_device_for_rank",
+    ],
 )
 def test_names_that_must_not_exist_at_top_level(name):
     with pytest.raises(AttributeError):
@@ -212,9 +224,7 @@ def test_cupy_available_is_cached_with_reason():
     [("cupy", "cupy"), ("CuPy", "cupy"), ("CUPY", "cupy"), ("numpy", "numpy"), ("torch", "numpy"), ("", "numpy")],
 )
 def test_cunumpy_backend_variable_is_read_at_import(value, expected):
-    out = run_python(
-        "import cunumpy as xp; print(xp.get_backend())", CUNUMPY_BACKEND=value, CUNUMPY_FAKE_CUPY="1"
-    )
+    out = run_python("import cunumpy as xp; print(xp.get_backend())", CUNUMPY_BACKEND=value, CUNUMPY_FAKE_CUPY="1")
     assert out == expected
 
 
@@ -231,8 +241,16 @@ def test_ignored_environment_variables(variable):
 
 @pytest.mark.parametrize(
     "version, supported",
-    [("13.6.0", False), ("14.0.0rc1", False), ("14.0.0", True), ("14.2.0", True), ("15.0.0a1", True),
-     ("14.0.0.post1", True), ("14", True), ("9.9.9", False)],
+    [
+        ("13.6.0", False),
+        ("14.0.0rc1", False),
+        ("14.0.0", True),
+        ("14.2.0", True),
+        ("15.0.0a1", True),
+        ("14.0.0.post1", True),
+        ("14", True),
+        ("9.9.9", False),
+    ],
 )
 def test_cupy_version_supported(version, supported):
     assert xp.cupy_version_supported(version) is supported
@@ -249,8 +267,15 @@ def test_cupy_version_supported_bad_input():
 def test_backend_info_is_json_and_has_the_keys():
     info = xp.backend_info()
     json.dumps(info)
-    for key in ("backend", "cupy_available", "cuda_unavailable_reason", "versions", "device",
-                "cuda_visible_devices", "min_cupy_version"):
+    for key in (
+        "backend",
+        "cupy_available",
+        "cuda_unavailable_reason",
+        "versions",
+        "device",
+        "cuda_visible_devices",
+        "min_cupy_version",
+    ):
         assert key in info
     assert set(info["versions"]) >= {"cunumpy", "numpy", "array-api-compat", "cupy"}
     assert info["versions"]["numpy"] == np.__version__

@@ -40,8 +40,7 @@ def run_isolated(code: str, *, env_drop=(), timeout=120, env_add=None) -> str:
         timeout=timeout,
     )
     assert proc.returncode == 0, (
-        f"subprocess exited with {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\n"
-        f"stderr:\n{proc.stderr[-6000:]}"
+        f"subprocess exited with {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-6000:]}"
     )
     return proc.stdout
 
@@ -350,27 +349,99 @@ def test_core_functions_with_junk_arguments():
     "call, exc, word",
     [
         (lambda: core.radix_argsort(np.arange(10), np.empty(5, np.int64), np.empty(10, np.int64)), ValueError, "order"),
-        (lambda: core.radix_argsort(np.arange(10), np.empty(10, np.int64), np.empty(9, np.int64)), ValueError, "sorted_keys"),
-        (lambda: core.radix_argsort(np.arange(10.), np.empty(10, np.int64), np.empty(10)), TypeError, "keys"),
-        (lambda: core.radix_argsort(np.arange(10), np.empty(10, np.int64)[::-1], np.empty(10, np.int64)), ValueError, "order"),
-        (lambda: core.segment_sum_into(np.ones((4, 2)), np.zeros(3, np.int64), np.zeros((2, 2)), True), ValueError, "keys"),
-        (lambda: core.segment_sum_into(np.ones((4, 2)), np.zeros(4, np.int64), np.zeros((2, 3)), True), ValueError, "out"),
-        (lambda: core.segment_sum_into(np.ones((4, 2)), np.zeros(4, np.float16), np.zeros((2, 2)), True), TypeError, "keys"),
+        (
+            lambda: core.radix_argsort(np.arange(10), np.empty(10, np.int64), np.empty(9, np.int64)),
+            ValueError,
+            "sorted_keys",
+        ),
+        (lambda: core.radix_argsort(np.arange(10.0), np.empty(10, np.int64), np.empty(10)), TypeError, "keys"),
+        (
+            lambda: core.radix_argsort(np.arange(10), np.empty(10, np.int64)[::-1], np.empty(10, np.int64)),
+            ValueError,
+            "order",
+        ),
+        (
+            lambda: core.segment_sum_into(np.ones((4, 2)), np.zeros(3, np.int64), np.zeros((2, 2)), True),
+            ValueError,
+            "keys",
+        ),
+        (
+            lambda: core.segment_sum_into(np.ones((4, 2)), np.zeros(4, np.int64), np.zeros((2, 3)), True),
+            ValueError,
+            "out",
+        ),
+        (
+            lambda: core.segment_sum_into(np.ones((4, 2)), np.zeros(4, np.float16), np.zeros((2, 2)), True),
+            TypeError,
+            "keys",
+        ),
         (lambda: core.segment_check_keys(np.zeros(4, np.int64), -1), ValueError, "n_segments"),
         (lambda: core.segment_check_keys(np.zeros(4, np.int64), 2**64), OverflowError, None),
-        (lambda: core.cell_offsets_into(np.zeros(4, np.int64), 2**63 - 1, np.zeros(1, np.int64)), ValueError, "n_cells"),
+        (
+            lambda: core.cell_offsets_into(np.zeros(4, np.int64), 2**63 - 1, np.zeros(1, np.int64)),
+            ValueError,
+            "n_cells",
+        ),
         (lambda: core.cell_offsets_into(np.zeros(4, np.int64), 3, np.zeros(3, np.int64)), ValueError, "out"),
-        (lambda: core.segment_runs(np.arange(4), np.empty(2, np.int64), np.empty(4, np.int64), np.empty(4, np.int64)), ValueError, "unique"),
+        (
+            lambda: core.segment_runs(
+                np.arange(4), np.empty(2, np.int64), np.empty(4, np.int64), np.empty(4, np.int64)
+            ),
+            ValueError,
+            "unique",
+        ),
         (lambda: core.morton_keys_into(np.zeros((4, 2)), (0, 0), (1, 1), 4, np.empty(3, np.uint64)), ValueError, "out"),
         (lambda: core.morton_keys_into(np.zeros((4, 2)), (0,), (1, 1), 4, np.empty(4, np.uint64)), ValueError, "lower"),
-        (lambda: core.morton_keys_into(np.zeros((4, 2)), (0, 0), (1, 1), 33, np.empty(4, np.uint64)), ValueError, "levels"),
-        (lambda: core.morton_decode_into(np.zeros(4, np.uint64), (np.empty(4, np.uint64), np.empty(3, np.uint64))), ValueError, "outs"),
-        (lambda: core.morton_encode_into((np.zeros(4, np.uint64), np.zeros(3, np.uint64)), np.empty(4, np.uint64)), ValueError, "cell array"),
-        (lambda: core.philox4x32_10_into(np.zeros(8, np.uint32), np.zeros(1, np.uint32), np.zeros(1, np.uint32), np.zeros(4, np.uint32)), ValueError, "out"),
-        (lambda: core.philox4x32_10_into(np.zeros(7, np.uint32), np.zeros(1, np.uint32), np.zeros(1, np.uint32), np.zeros(7, np.uint32)), ValueError, "counters"),
-        (lambda: core.philox4x32_10_into(np.zeros(8, np.uint32), np.zeros(3, np.uint32), np.zeros(1, np.uint32), np.zeros(8, np.uint32)), ValueError, "key0"),
-        (lambda: core.philox_fill(0, np.zeros(3, np.uint64), np.zeros(1, np.uint64), np.zeros(1, np.uint64), np.zeros(4)), ValueError, "seed"),
-        (lambda: core.philox_fill(1, np.zeros(1, np.uint64), np.zeros(1, np.uint64), np.zeros(1, np.uint64), np.zeros(4), np.zeros(3)), ValueError, "out1"),
+        (
+            lambda: core.morton_keys_into(np.zeros((4, 2)), (0, 0), (1, 1), 33, np.empty(4, np.uint64)),
+            ValueError,
+            "levels",
+        ),
+        (
+            lambda: core.morton_decode_into(np.zeros(4, np.uint64), (np.empty(4, np.uint64), np.empty(3, np.uint64))),
+            ValueError,
+            "outs",
+        ),
+        (
+            lambda: core.morton_encode_into((np.zeros(4, np.uint64), np.zeros(3, np.uint64)), np.empty(4, np.uint64)),
+            ValueError,
+            "cell array",
+        ),
+        (
+            lambda: core.philox4x32_10_into(
+                np.zeros(8, np.uint32), np.zeros(1, np.uint32), np.zeros(1, np.uint32), np.zeros(4, np.uint32)
+            ),
+            ValueError,
+            "out",
+        ),
+        (
+            lambda: core.philox4x32_10_into(
+                np.zeros(7, np.uint32), np.zeros(1, np.uint32), np.zeros(1, np.uint32), np.zeros(7, np.uint32)
+            ),
+            ValueError,
+            "counters",
+        ),
+        (
+            lambda: core.philox4x32_10_into(
+                np.zeros(8, np.uint32), np.zeros(3, np.uint32), np.zeros(1, np.uint32), np.zeros(8, np.uint32)
+            ),
+            ValueError,
+            "key0",
+        ),
+        (
+            lambda: core.philox_fill(
+                0, np.zeros(3, np.uint64), np.zeros(1, np.uint64), np.zeros(1, np.uint64), np.zeros(4)
+            ),
+            ValueError,
+            "seed",
+        ),
+        (
+            lambda: core.philox_fill(
+                1, np.zeros(1, np.uint64), np.zeros(1, np.uint64), np.zeros(1, np.uint64), np.zeros(4), np.zeros(3)
+            ),
+            ValueError,
+            "out1",
+        ),
         (lambda: core.compact_in_place(np.zeros(4, bool), (np.zeros(3),)), ValueError, "array 0"),
     ],
 )
@@ -632,18 +703,44 @@ def _unaligned(dtype, n):
 @pytest.mark.parametrize(
     "call, word",
     [
-        (lambda u: core.philox4x32_10_into(u(np.uint32, 8), np.zeros(1, np.uint32), np.zeros(1, np.uint32), np.zeros(8, np.uint32)), "counters"),
-        (lambda u: core.philox4x32_10_into(np.zeros(8, np.uint32), np.zeros(1, np.uint32), np.zeros(1, np.uint32), u(np.uint32, 8)), "out"),
-        (lambda u: core.philox_fill(0, u(np.uint64, 1), np.zeros(1, np.uint64), np.zeros(1, np.uint64), np.zeros(4)), "seed"),
-        (lambda u: core.philox_fill(0, np.zeros(1, np.uint64), np.zeros(1, np.uint64), np.zeros(1, np.uint64), u(np.float64, 4)), "out0"),
+        (
+            lambda u: core.philox4x32_10_into(
+                u(np.uint32, 8), np.zeros(1, np.uint32), np.zeros(1, np.uint32), np.zeros(8, np.uint32)
+            ),
+            "counters",
+        ),
+        (
+            lambda u: core.philox4x32_10_into(
+                np.zeros(8, np.uint32), np.zeros(1, np.uint32), np.zeros(1, np.uint32), u(np.uint32, 8)
+            ),
+            "out",
+        ),
+        (
+            lambda u: core.philox_fill(0, u(np.uint64, 1), np.zeros(1, np.uint64), np.zeros(1, np.uint64), np.zeros(4)),
+            "seed",
+        ),
+        (
+            lambda u: core.philox_fill(
+                0, np.zeros(1, np.uint64), np.zeros(1, np.uint64), np.zeros(1, np.uint64), u(np.float64, 4)
+            ),
+            "out0",
+        ),
         (lambda u: core.morton_encode_into((u(np.uint64, 3), np.zeros(3, np.uint64)), np.empty(3, np.uint64)), "cells"),
         (lambda u: core.morton_decode_into(u(np.uint64, 3), (np.empty(3, np.uint64), np.empty(3, np.uint64))), "keys"),
         (lambda u: core.morton_keys_into(np.zeros((3, 2)), (0, 0), (1, 1), 3, u(np.uint64, 3)), "out"),
         (lambda u: core.radix_argsort(np.arange(5), u(np.int64, 5), np.empty(5, np.int64)), "order"),
         (lambda u: core.radix_argsort(np.arange(5), np.empty(5, np.int64), u(np.int64, 5)), "sorted_keys"),
         (lambda u: core.cell_offsets_into(np.arange(3), 3, u(np.int64, 4)), "out"),
-        (lambda u: core.segment_runs(np.arange(3), u(np.int64, 3), np.empty(3, np.int64), np.empty(3, np.int64)), "unique"),
-        (lambda u: core.segment_sum_into(np.ones((3, 1)), np.zeros(3, np.int64), u(np.float64, 1).reshape(1, 1), True), "out"),
+        (
+            lambda u: core.segment_runs(np.arange(3), u(np.int64, 3), np.empty(3, np.int64), np.empty(3, np.int64)),
+            "unique",
+        ),
+        (
+            lambda u: core.segment_sum_into(
+                np.ones((3, 1)), np.zeros(3, np.int64), u(np.float64, 1).reshape(1, 1), True
+            ),
+            "out",
+        ),
     ],
 )
 def test_core_misaligned_buffers_are_refused(call, word):
@@ -767,7 +864,9 @@ def test_public_traversal_deep_and_cyclic_arguments(device_only):
     assert "clean" in out
 
 
-@pytest.mark.parametrize("lower, upper", [([0, 0], [1e-320, 1]), ([-1e308, 0], [1e308, 1]), ([0, 0, 0], [1, 5e-324, 1])])
+@pytest.mark.parametrize(
+    "lower, upper", [([0, 0], [1e-320, 1]), ([-1e308, 0], [1e308, 1]), ([0, 0, 0], [1, 5e-324, 1])]
+)
 def test_morton_box_with_unusable_scale(on_backend, lower, upper):
     """Regression: a width that overflows gave scale 0 (every key 0) and a subnormal width an
     infinite scale (keys 0 or the top cell), both silently."""

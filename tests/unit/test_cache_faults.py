@@ -62,6 +62,7 @@ def truncate(size):
     def damage(meta, info, library):
         with open(library, "r+b") as f:
             f.truncate(size)
+
     return damage
 
 
@@ -144,7 +145,9 @@ READ_ONLY = textwrap.dedent(
 def read_only_child(tag, cache, suffix="", errno=30):
     """``child`` with the writes under ``cache`` to paths ending in ``suffix`` refused with
     ``errno`` (EROFS: a read-only file system)."""
-    code = READ_ONLY.format(cache=str(cache), suffix=suffix, errno=errno) + CHILD.format(src=FILL.format(tag=tag), tag=tag)
+    code = READ_ONLY.format(cache=str(cache), suffix=suffix, errno=errno) + CHILD.format(
+        src=FILL.format(tag=tag), tag=tag
+    )
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     env["CUNUMPY_EMULATION_CACHE"] = str(cache)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
@@ -192,13 +195,15 @@ def test_a_compiler_that_writes_an_empty_library_names_the_kernel(tmp_path, monk
     real = kt.emulation_compiler()
     empty = tmp_path / "empty-c++"
     # preprocesses (and answers --version) with the real compiler; "compiles" to an empty file
-    empty.write_text(textwrap.dedent(f"""\
+    empty.write_text(
+        textwrap.dedent(f"""\
         #!/bin/sh
         for a in "$@"; do case "$a" in -E|--version) exec {real} "$@";; esac; done
         out=""; prev=""
         for a in "$@"; do [ "$prev" = "-o" ] && out="$a"; prev="$a"; done
         : > "$out"
-        """))
+        """)
+    )
     empty.chmod(0o755)
     k = CudaKernel(FILL.format(tag=5), "fill_5")
     # was: OSError: .../<key>.<hash>.so: file too short

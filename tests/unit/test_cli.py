@@ -52,8 +52,22 @@ def test_text_report_has_every_section():
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert out.startswith(f"cunumpy {xp.__version__}\n")
-    for line in ("python:", "platform:", "numpy:", "array-api-compat:", "cupy:", "mpi4py:", "scipy:",
-                 "pyccel:", "numba:", "in use:", "active:", "CuPy:", "nvcc:", "devices:"):
+    for line in (
+        "python:",
+        "platform:",
+        "numpy:",
+        "array-api-compat:",
+        "cupy:",
+        "mpi4py:",
+        "scipy:",
+        "pyccel:",
+        "numba:",
+        "in use:",
+        "active:",
+        "CuPy:",
+        "nvcc:",
+        "devices:",
+    ):
         assert line in out, f"{line!r} missing from:\n{out}"
     assert f"python:   {sys.version.split()[0]}" in out
     assert "C extension (" in out  # the build under test has its C core
@@ -92,8 +106,12 @@ def test_json_without_cupy_says_why():
 
 def test_json_under_the_fake_cupy_reports_its_device():
     info = _json(env={"CUNUMPY_FAKE_CUPY": "1", "CUNUMPY_BACKEND": "cupy"})
-    assert info["backend"] == info["backend"] | {"active": "cupy", "cupy_available": True, "fake_cupy": True,
-                                                 "cupy_unavailable_reason": None}
+    assert info["backend"] == info["backend"] | {
+        "active": "cupy",
+        "cupy_available": True,
+        "fake_cupy": True,
+        "cupy_unavailable_reason": None,
+    }
     assert info["cuda"]["device_count"] >= 1
     assert info["cuda"]["device"]["name"]
     text = _cli(env={"CUNUMPY_FAKE_CUPY": "1", "CUNUMPY_BACKEND": "cupy"}).stdout
@@ -178,8 +196,9 @@ def _fake_nvcc(folder, body):
 
 
 def _path_without_nvcc() -> str:
-    keep = [d for d in os.environ.get("PATH", "").split(os.pathsep)
-            if d and not os.path.exists(os.path.join(d, "nvcc"))]
+    keep = [
+        d for d in os.environ.get("PATH", "").split(os.pathsep) if d and not os.path.exists(os.path.join(d, "nvcc"))
+    ]
     return os.pathsep.join(keep)
 
 
@@ -187,8 +206,12 @@ def test_the_cuda_toolkit_is_found_through_cuda_home(tmp_path):
     nvcc = _fake_nvcc(tmp_path / "cuda", "echo 'Cuda compilation tools, release 12.4, V12.4.131'\n")
     env = {"PATH": _path_without_nvcc(), "CUDA_HOME": str(tmp_path / "cuda"), "CUDA_PATH": ""}
     toolkit = _json(env=env)["cuda"]["toolkit"]
-    assert toolkit == toolkit | {"nvcc": str(nvcc), "nvcc_found_via": "CUDA_HOME", "nvcc_version": "12.4",
-                                 "cuda_home": str(tmp_path / "cuda")}
+    assert toolkit == toolkit | {
+        "nvcc": str(nvcc),
+        "nvcc_found_via": "CUDA_HOME",
+        "nvcc_version": "12.4",
+        "cuda_home": str(tmp_path / "cuda"),
+    }
     assert f"nvcc:                 {nvcc} (release 12.4)" in _cli(env=env).stdout
 
 
@@ -249,9 +272,10 @@ def test_emulation_reports_compiler_cache_and_workers(tmp_path):
         assert emulation["automatic_off_reason"] is None
     assert emulation["cache"] == {"path": str(cache), "exists": True, "size_bytes": 1024, "libraries": 1}
     assert (emulation["workers"], emulation["workers_from"]) == (3, "xp.threads")
-    text = _cli(inherit_cunumpy=False, env={"CUNUMPY_EMULATION_CACHE": str(cache),
-                                            "CUNUMPY_EMULATION_THREADS": "5"}).stdout
-    section = text[text.index("\nCUDA emulation\n"):]
+    text = _cli(
+        inherit_cunumpy=False, env={"CUNUMPY_EMULATION_CACHE": str(cache), "CUNUMPY_EMULATION_THREADS": "5"}
+    ).stdout
+    section = text[text.index("\nCUDA emulation\n") :]
     assert f"  cache:            {cache} (1 libraries, 1.0 KiB)" in section
     assert "  workers:          5 (from CUNUMPY_EMULATION_THREADS)" in section
     if compiler is not None:
@@ -260,12 +284,17 @@ def test_emulation_reports_compiler_cache_and_workers(tmp_path):
 
 
 def test_emulation_says_why_it_cannot_run(tmp_path):
-    env = {"CXX": "no-such-compiler++", "PATH": str(tmp_path), "CUNUMPY_EMULATION_CACHE": str(tmp_path / "none"),
-           "CUNUMPY_EMULATION_THREADS": "many"}
+    env = {
+        "CXX": "no-such-compiler++",
+        "PATH": str(tmp_path),
+        "CUNUMPY_EMULATION_CACHE": str(tmp_path / "none"),
+        "CUNUMPY_EMULATION_THREADS": "many",
+    }
     emulation = _json(inherit_cunumpy=False, env=env)["emulation"]
     assert emulation["compiler"] is None
     assert emulation["compiler_error"] == (
-        "no C++ compiler: neither $CXX ('no-such-compiler++') nor c++ was found on PATH")
+        "no C++ compiler: neither $CXX ('no-such-compiler++') nor c++ was found on PATH"
+    )
     assert emulation["automatic"] is False and "needs a C++ compiler" in emulation["automatic_off_reason"]
     assert emulation["cache"]["exists"] is False and emulation["cache"]["size_bytes"] == 0
     assert emulation["workers"] is None and "CUNUMPY_EMULATION_THREADS" in emulation["workers_error"]

@@ -69,8 +69,14 @@ def test_headers_and_sources_compile_with_nvcc(tmp_path):
         out = tmp_path / f"out{k}"
         out.mkdir()
         cmd = [nvcc, f"-arch={ARCH}", "-std=c++17", "-cubin", f"-I{INCLUDE}", *extra, "-odir", str(out)]
-        procs.append((cmd + [str(p) for p in group], subprocess.Popen(
-            cmd + [str(p) for p in group], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+        procs.append(
+            (
+                cmd + [str(p) for p in group],
+                subprocess.Popen(
+                    cmd + [str(p) for p in group], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+                ),
+            )
+        )
     failures = []
     for cmd, proc in procs:
         output, _ = proc.communicate(timeout=600)

@@ -27,8 +27,13 @@ from cunumpy.cuda import (
 )
 
 LAUNCHER_VARIABLES = (
-    "OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK",
-    "PALS_LOCAL_RANKID", "SLURM_LOCALID", "LOCAL_RANK",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "MV2_COMM_WORLD_LOCAL_RANK",
+    "MPI_LOCALRANKID",
+    "PMI_LOCAL_RANK",
+    "PALS_LOCAL_RANKID",
+    "SLURM_LOCALID",
+    "LOCAL_RANK",
 )
 
 
@@ -46,13 +51,29 @@ def cupy_functional():
 
 
 def test_names_live_in_cunumpy_cuda_only():
-    for name in ("device_count", "set_device", "memory_info", "free_memory", "stream", "pin_memory",
-                 "set_device_for_rank"):
+    for name in (
+        "device_count",
+        "set_device",
+        "memory_info",
+        "free_memory",
+        "stream",
+        "pin_memory",
+        "set_device_for_rank",
+    ):
         assert name in xp.cuda.__all__
         assert not hasattr(xp, name)
     assert DEFAULT_SHARED_MEMORY_PER_BLOCK == 49152
-    for name in ("bind_local_device", "max_shared_memory_per_block", "is_hip", "create_stream",
-                 "create_event", "record_event", "wait_event", "HostStream", "HostEvent"):
+    for name in (
+        "bind_local_device",
+        "max_shared_memory_per_block",
+        "is_hip",
+        "create_stream",
+        "create_event",
+        "record_event",
+        "wait_event",
+        "HostStream",
+        "HostEvent",
+    ):
         assert name in xp.cuda.__all__
 
 

@@ -139,7 +139,9 @@ def test_templates():
     assert k.expression == "t<double, 3>"
     assert k.signature[1].ctype == "Array3D<double>"
     assert CudaKernel(src, "t", template_args=("float", 1)).expression == "t<float, 1>"
-    assert CudaKernel("template <bool B> __global__ void t(int n) {}", "t", template_args=(True,)).expression == "t<true>"
+    assert (
+        CudaKernel("template <bool B> __global__ void t(int n) {}", "t", template_args=(True,)).expression == "t<true>"
+    )
     with pytest.raises(ValueError):
         CudaKernel(src, "t")
     with pytest.raises(ValueError):
@@ -414,9 +416,7 @@ def test_variants():
 
     def factory(dtype, n):
         made.append((dtype, n))
-        return CudaKernel(
-            "template <typename T, int N> __global__ void t(T* x) {}", "t", template_args=(dtype, n)
-        )
+        return CudaKernel("template <typename T, int N> __global__ void t(T* x) {}", "t", template_args=(dtype, n))
 
     v = CudaKernelVariants(factory)
     a = v.get(np.float64, 1)
@@ -480,8 +480,21 @@ scalar_values = st.one_of(
     st.floats(allow_nan=False),
     st.booleans(),
     st.complex_numbers(allow_nan=False, allow_infinity=False),
-    st.sampled_from([np.int8(-3), np.uint64(2**63), np.int64(-(2**40)), np.float32(0.5), np.float16(2),
-                     np.complex64(1j), np.bool_(True), np.longdouble(1), np.uint8(200), None, "x"]),
+    st.sampled_from(
+        [
+            np.int8(-3),
+            np.uint64(2**63),
+            np.int64(-(2**40)),
+            np.float32(0.5),
+            np.float16(2),
+            np.complex64(1j),
+            np.bool_(True),
+            np.longdouble(1),
+            np.uint8(200),
+            None,
+            "x",
+        ]
+    ),
 )
 
 
@@ -533,8 +546,9 @@ def _spec_outcome(impl, spec):
     align=st.sampled_from([0, 1, 2, 3, 4, 8, 16, 32]),
     table=st.sampled_from([{}, None]),
 )
-def test_spec_checks_of_the_checker_table_match_the_twin(kind, label, dtype, typestr, itemsize, ndim, scalar, size,
-                                                          align, table):
+def test_spec_checks_of_the_checker_table_match_the_twin(
+    kind, label, dtype, typestr, itemsize, ndim, scalar, size, align, table
+):
     """Each row of the checker table (pack_kinds.c, _reference.pack._KINDS) accepts the same
     specs and names the same first invalid field; an accepted spec gets the same layout.
     Without a given size, the row's own value size (8 bytes of address or the item, then 8
@@ -582,11 +596,11 @@ def test_device_view_checks_and_layout(dev):
     packed, first, hidden = k._plan.pack(x, x, 4, strided, c, 1.0, 1, x)
     assert first == (4,) and hidden is False
     off, size = k._plan.layout[3]
-    words = np.frombuffer(packed[off:off + size], dtype="<i8")
+    words = np.frombuffer(packed[off : off + size], dtype="<i8")
     assert int(np.uint64(words[0])) == strided.data.ptr
     assert words[1:].tolist() == [4, 3, 6, 2]  # shape, strides in elements
     off, size = k._plan.layout[4]
-    words = np.frombuffer(packed[off:off + size], dtype="<i8")
+    words = np.frombuffer(packed[off : off + size], dtype="<i8")
     assert int(np.uint64(words[0])) == c.data.ptr and words[1] == 3
     assert k(x, x, 4, dev(np.zeros((6, 4), np.float32)).T, c, 1.0, 1, x, n_threads=0) is None  # F order
     with pytest.raises(TypeError, match="2-dimensional"):
@@ -649,7 +663,7 @@ def test_device_struct_values(dev):
     value["n"] = 7
     packed, first, _ = k._plan.pack(value[()], y)
     off, size = k._plan.layout[0]
-    assert size == 16 and packed[off:off + size] == value.tobytes() and first == (3,)
+    assert size == 16 and packed[off : off + size] == value.tobytes() and first == (3,)
     with pytest.raises(TypeError, match="packed value"):
         k(np.zeros((), [("x", "<u8")])[()], y, n_threads=0)
     with pytest.raises(TypeError, match="packed value"):
@@ -1053,7 +1067,7 @@ def _outcome_on(plan, args, device):
         packed, first, flag = plan.pack(*args, device=device)
     except (TypeError, OverflowError, ValueError) as exc:
         return type(exc).__name__, str(exc).split(":")[:3]
-    return packed[8 * plan.n_params:], first, flag
+    return packed[8 * plan.n_params :], first, flag
 
 
 # ------------------------------------------------------------------ HIP/ROCm rejections at compile()
@@ -1089,17 +1103,26 @@ def _hip_rejects(k, *features):
 
 def test_hip_rejects_reduce_and_scan_headers(hip, tmp_path):
     body = "(double* out) {}"
-    _hip_rejects(CudaKernel('#include <cunumpy/reduce.cuh>\nextern "C" __global__ void k' + body, "k"),
-                 "cunumpy/reduce.cuh")
-    _hip_rejects(CudaKernel('#include "cunumpy/scan.cuh"\nextern "C" __global__ void k' + body, "k"),
-                 "cunumpy/scan.cuh", "cunumpy/reduce.cuh")
+    _hip_rejects(
+        CudaKernel('#include <cunumpy/reduce.cuh>\nextern "C" __global__ void k' + body, "k"), "cunumpy/reduce.cuh"
+    )
+    _hip_rejects(
+        CudaKernel('#include "cunumpy/scan.cuh"\nextern "C" __global__ void k' + body, "k"),
+        "cunumpy/scan.cuh",
+        "cunumpy/reduce.cuh",
+    )
     # Through a user header.
     (tmp_path / "mine.cuh").write_text('#pragma once\n#include "cunumpy/scan.cuh"\n')
-    _hip_rejects(CudaKernel('#include "mine.cuh"\nextern "C" __global__ void k' + body, "k",
-                            include_dirs=[tmp_path]), "cunumpy/scan.cuh")
+    _hip_rejects(
+        CudaKernel('#include "mine.cuh"\nextern "C" __global__ void k' + body, "k", include_dirs=[tmp_path]),
+        "cunumpy/scan.cuh",
+    )
     # A commented-out include or the other headers are fine.
-    ok = CudaKernel('// #include <cunumpy/reduce.cuh>\n#include <cunumpy/atomic.cuh>\n'
-                    '#include <cunumpy/index.cuh>\nextern "C" __global__ void k' + body, "k")
+    ok = CudaKernel(
+        "// #include <cunumpy/reduce.cuh>\n#include <cunumpy/atomic.cuh>\n"
+        '#include <cunumpy/index.cuh>\nextern "C" __global__ void k' + body,
+        "k",
+    )
     assert ok._hip_unsupported() == ()
     assert hip == []
 
@@ -1109,14 +1132,18 @@ def test_hip_rejects_views_with_five_or_more_dimensions(hip, tmp_path):
     _hip_rejects(k, "5 dimensions")
     k = CudaKernel('extern "C" __global__ void k(CArray16D<float> a, Array2D<float> b) {}', "k")
     _hip_rejects(k, "16 dimensions")
-    k = CudaKernel('extern "C" __global__ void k(double* a) { ArrayView<double, 6>* p = 0; }', "k",
-                   check_signature=False)
+    k = CudaKernel(
+        'extern "C" __global__ void k(double* a) { ArrayView<double, 6>* p = 0; }', "k", check_signature=False
+    )
     _hip_rejects(k, "6 dimensions")
     (tmp_path / "v.cuh").write_text("struct S { CArray7D<double> big; };\n")
     k = CudaKernel('#include "v.cuh"\nextern "C" __global__ void k(double* a) {}', "k", include_dirs=[tmp_path])
     _hip_rejects(k, "7 dimensions")
-    ok = CudaKernel('#include <cunumpy/array_view.cuh>\n'
-                    'extern "C" __global__ void k(Array4D<double> a, CArray1D<int> b) { /* Array9D<int> */ }', "k")
+    ok = CudaKernel(
+        "#include <cunumpy/array_view.cuh>\n"
+        'extern "C" __global__ void k(Array4D<double> a, CArray1D<int> b) { /* Array9D<int> */ }',
+        "k",
+    )
     assert ok._hip_unsupported() == ()
     assert hip == []
 
@@ -1124,8 +1151,12 @@ def test_hip_rejects_views_with_five_or_more_dimensions(hip, tmp_path):
 def test_hip_rejects_bounds_checked_array_views(hip):
     src = '#include <cunumpy/array_view.cuh>\nextern "C" __global__ void k(Array2D<double> a) {}'
     _hip_rejects(CudaKernel(src, "k", debug=True), "array_view.cuh with CUNUMPY_BOUNDS_CHECK")
-    for opts in (["-DCUNUMPY_BOUNDS_CHECK"], ["-DCUNUMPY_BOUNDS_CHECK=1"], ["-D", "CUNUMPY_BOUNDS_CHECK"],
-                 ["--define-macro=CUNUMPY_BOUNDS_CHECK"]):
+    for opts in (
+        ["-DCUNUMPY_BOUNDS_CHECK"],
+        ["-DCUNUMPY_BOUNDS_CHECK=1"],
+        ["-D", "CUNUMPY_BOUNDS_CHECK"],
+        ["--define-macro=CUNUMPY_BOUNDS_CHECK"],
+    ):
         _hip_rejects(CudaKernel(src, "k", options=opts, debug=False), "CUNUMPY_BOUNDS_CHECK")
     _hip_rejects(CudaKernel("#define CUNUMPY_BOUNDS_CHECK\n" + src, "k", debug=False), "CUNUMPY_BOUNDS_CHECK")
     assert CudaKernel(src, "k", debug=False)._hip_unsupported() == ()
@@ -1182,7 +1213,8 @@ def test_parallel_compile_that_cannot_enter_the_device_is_that_kernels_error(mon
         v.compile_all([1, 2], jobs=2)
     assert compiled == []
     # KernelCatalog.compile_all goes through the same helper.
-    errors = _cuda_variants._compile_each([("a", Recording(src, "t", template_args=(3,))),
-                                         ("b", Recording(src, "t", template_args=(4,)))], 2)
+    errors = _cuda_variants._compile_each(
+        [("a", Recording(src, "t", template_args=(3,))), ("b", Recording(src, "t", template_args=(4,)))], 2
+    )
     assert sorted(errors) == ["a", "b"] and "cannot enter device 1" in str(errors["a"])
     assert compiled == []

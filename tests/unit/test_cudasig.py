@@ -206,10 +206,56 @@ def test_definition_preferred_over_declaration(impl):
 # ------------------------------------------------------------------ fuzzing: C against the twin
 
 _TOKENS = [
-    "extern", '"C"', "__global__", "void", "k", "(", ")", "{", "}", ";", ",", "*", "&", "<", ">", "::",
-    "const", "double", "int", "unsigned", "long", "template", "typename", "T", "N", "Array2D",
-    "CArrayView", "ArrayView", "3", "17", "=", "[", "]", "S", "std", "complex", "float", "#define",
-    "\n", "//", "/*", "*/", "...", "__launch_bounds__", "x", "'", '"', "\\", "é", "\x00",
+    "extern",
+    '"C"',
+    "__global__",
+    "void",
+    "k",
+    "(",
+    ")",
+    "{",
+    "}",
+    ";",
+    ",",
+    "*",
+    "&",
+    "<",
+    ">",
+    "::",
+    "const",
+    "double",
+    "int",
+    "unsigned",
+    "long",
+    "template",
+    "typename",
+    "T",
+    "N",
+    "Array2D",
+    "CArrayView",
+    "ArrayView",
+    "3",
+    "17",
+    "=",
+    "[",
+    "]",
+    "S",
+    "std",
+    "complex",
+    "float",
+    "#define",
+    "\n",
+    "//",
+    "/*",
+    "*/",
+    "...",
+    "__launch_bounds__",
+    "x",
+    "'",
+    '"',
+    "\\",
+    "é",
+    "\x00",
 ]
 
 
@@ -228,7 +274,11 @@ source_text = st.one_of(
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(source_text, st.sampled_from(["k", "T", ""]), st.one_of(st.none(), st.lists(st.sampled_from(["int", "double", "3", "T", "", "S*"]), max_size=3).map(tuple)))
+@given(
+    source_text,
+    st.sampled_from(["k", "T", ""]),
+    st.one_of(st.none(), st.lists(st.sampled_from(["int", "double", "3", "T", "", "S*"]), max_size=3).map(tuple)),
+)
 def test_fuzzed_sources_never_crash_and_match_the_twin(source, name, targs):
     structs = ("S",)
     c = _outcome(core, lambda m: m.cuda_parse_signature, source, name, structs, targs)
@@ -283,10 +333,19 @@ def test_parse_cuda_signature_with_dtype_template_args_and_structs():
 
 def test_ctype_of():
     expected = {
-        np.bool_: "bool", np.int8: "signed char", np.uint8: "unsigned char", np.int16: "short",
-        np.uint16: "unsigned short", np.int32: "int", np.uint32: "unsigned int", np.int64: "long long",
-        np.uint64: "unsigned long long", np.float32: "float", np.float64: "double",
-        np.complex64: "complex<float>", np.complex128: "complex<double>",
+        np.bool_: "bool",
+        np.int8: "signed char",
+        np.uint8: "unsigned char",
+        np.int16: "short",
+        np.uint16: "unsigned short",
+        np.int32: "int",
+        np.uint32: "unsigned int",
+        np.int64: "long long",
+        np.uint64: "unsigned long long",
+        np.float32: "float",
+        np.float64: "double",
+        np.complex64: "complex<float>",
+        np.complex128: "complex<double>",
     }
     for dt, name in expected.items():
         assert xp.cuda.ctype_of(dt) == name
@@ -320,7 +379,9 @@ def test_resolve_includes_and_hash(tmp_path):
     src = '#include "a.cuh"\n#include "nowhere.cuh"\n/* #include "b.cuh" */'
     found = xp.cuda.resolve_includes(src, [tmp_path / "inc"], base_dir=tmp_path)
     assert found == [a.resolve(), b.resolve(), c.resolve()]
-    angle = xp.cuda.resolve_includes(src, [tmp_path / "inc"], base_dir=tmp_path, angle_dirs=[xp.cuda.cuda_include_dir()])
+    angle = xp.cuda.resolve_includes(
+        src, [tmp_path / "inc"], base_dir=tmp_path, angle_dirs=[xp.cuda.cuda_include_dir()]
+    )
     assert angle[-1].name == "index.cuh"
     assert xp.cuda.resolve_includes("__global__ void k() {}", ["/does/not/exist"]) == []
 
@@ -341,8 +402,15 @@ def test_resolve_includes_and_hash(tmp_path):
 
 
 def test_cuda_names_exported():
-    for name in ("parse_cuda_signature", "CudaParameter", "cuda_kernel_names", "ctype_of",
-                 "cuda_include_dir", "resolve_includes", "include_hash"):
+    for name in (
+        "parse_cuda_signature",
+        "CudaParameter",
+        "cuda_kernel_names",
+        "ctype_of",
+        "cuda_include_dir",
+        "resolve_includes",
+        "include_hash",
+    ):
         assert name in xp.cuda.__all__
         assert hasattr(xp.cuda, name)
     assert not hasattr(xp.cuda, "CudaKernel")

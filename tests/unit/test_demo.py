@@ -13,7 +13,9 @@ DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo.py"
 SMALL = ["--particles=3000", "--levels=4", "--steps=6"]
 # The suite runs on the fake device (CUNUMPY_FAKE_CUPY=1 CUNUMPY_BACKEND=cupy); the
 # sanitizer run sets only the first: the fake is installed, the backend is NumPy.
-SESSION_ON_FAKE = os.environ.get("CUNUMPY_FAKE_CUPY", "") == "1" and os.environ.get("CUNUMPY_BACKEND", "").lower() == "cupy"
+SESSION_ON_FAKE = (
+    os.environ.get("CUNUMPY_FAKE_CUPY", "") == "1" and os.environ.get("CUNUMPY_BACKEND", "").lower() == "cupy"
+)
 
 
 def _demo(*args):

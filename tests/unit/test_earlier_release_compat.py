@@ -36,8 +36,12 @@ def _standin_active():
 # ------------------------------------------------------------------ item 7: attributes per kind
 
 S_FIELDS = [
-    ("x", "const double*"), ("raw", "void*"), ("n", "int"), ("a", "Array2D<float>"),
-    ("c", "CArray3D<int>"), ("z", "complex<double>"),
+    ("x", "const double*"),
+    ("raw", "void*"),
+    ("n", "int"),
+    ("a", "Array2D<float>"),
+    ("c", "CArray3D<int>"),
+    ("z", "complex<double>"),
 ]
 S = CudaStruct("S", S_FIELDS)
 KERNEL_SRC = S.declaration + (
@@ -111,8 +115,9 @@ def _assert_paths(k, source_dir, first_include):
 
 
 def test_paths_from_init(tmp_path):
-    k = CudaKernel('extern "C" __global__ void k(double* x) {}', "k", include_dirs=[str(tmp_path)],
-                   source_dir=str(tmp_path))
+    k = CudaKernel(
+        'extern "C" __global__ void k(double* x) {}', "k", include_dirs=[str(tmp_path)], source_dir=str(tmp_path)
+    )
     _assert_paths(k, tmp_path, tmp_path)
     bare = CudaKernel('extern "C" __global__ void k(double* x) {}', "k")
     assert bare.source_dir is None and bare.include_dirs == ()
@@ -149,8 +154,9 @@ def test_paths_from_variants(tmp_path):
     path = _kernel_file(tmp_path)
     variants = CudaKernelVariants(lambda block: CudaKernel.from_file(path, block_size=block))
     _assert_paths(variants.get(64), tmp_path.resolve(), tmp_path.resolve())
-    plain = CudaKernelVariants(lambda d: CudaKernel('extern "C" __global__ void k(double* x) {}', "k",
-                                                    source_dir=d, include_dirs=(d,)))
+    plain = CudaKernelVariants(
+        lambda d: CudaKernel('extern "C" __global__ void k(double* x) {}', "k", source_dir=d, include_dirs=(d,))
+    )
     _assert_paths(plain.get(str(tmp_path)), tmp_path, tmp_path)
 
 
@@ -215,7 +221,11 @@ def test_from_signature_quoted_annotations_under_future_annotations():
         ns,
     )
     assert CudaStruct.from_signature(ns["f"], "F")._types == (
-        "Array2D<double>", "Array1D<long long>", "double", "Array1D<double>", "long long",
+        "Array2D<double>",
+        "Array1D<long long>",
+        "double",
+        "Array1D<double>",
+        "long long",
     )
 
 
@@ -305,8 +315,7 @@ def test_verify_layout_result_is_one_flat_dict(monkeypatch):
         ("cunumpy._dispatch", {"Kernel": "cunumpy.kernels"}, "cunumpy.kernels"),
         (
             "cunumpy._cuda_kernel",
-            {"CudaKernel": "cunumpy.kernels", "CudaKernelVariants": "cunumpy.kernels",
-             "CudaParameter": "cunumpy.cuda"},
+            {"CudaKernel": "cunumpy.kernels", "CudaKernelVariants": "cunumpy.kernels", "CudaParameter": "cunumpy.cuda"},
             "cunumpy.kernels",
         ),
     ],
@@ -431,8 +440,11 @@ class Duck:
 class InterfaceOnly:
     def __init__(self, a):
         self.__cuda_array_interface__ = {
-            "shape": a.shape, "typestr": a.dtype.str, "data": (a.__array_interface__["data"][0], False),
-            "strides": None if a.flags.c_contiguous else a.strides, "version": 3,
+            "shape": a.shape,
+            "typestr": a.dtype.str,
+            "data": (a.__array_interface__["data"][0], False),
+            "strides": None if a.flags.c_contiguous else a.strides,
+            "version": 3,
         }
 
 
@@ -450,7 +462,7 @@ def _plans(src, name):
 def _outcome(plan, *args, **kw):
     try:
         packed, shape, hidden = plan.pack(*args, **kw)
-        return ("ok", packed[8 * plan.n_params:], shape, hidden)
+        return ("ok", packed[8 * plan.n_params :], shape, hidden)
     except Exception as exc:  # noqa: BLE001 - compared
         return (type(exc).__name__, str(exc))
 
@@ -459,20 +471,25 @@ def _duck_cases():
     x = np.arange(5.0)
     y = np.zeros((5, 6))
     z = np.zeros(4, np.float32)
-    return x, y, z, [
-        (2.0, Duck(x, cai={}), Duck(y[:, ::2], cai={"shape": (5, 3)}), Duck(z), 5),
-        (2.0, Duck(x, strides=False), Duck(y), Duck(z, strides=False), 5),
-        (2.0, Duck(x, device=None), Duck(y, device=3), Duck(z), 5),
-        (2.0, InterfaceOnly(x), InterfaceOnly(y), InterfaceOnly(z), 5),
-        (2.0, Duck(x, dtype=np.dtype(np.float32)), Duck(y), Duck(z), 5),  # wrong dtype
-        (2.0, Duck(x[::2]), Duck(y), Duck(z), 5),  # not contiguous
-        (2.0, Duck(x[::2], strides=False, flags=True), Duck(y), Duck(z), 5),  # says not C-contiguous
-        (2.0, Duck(x), Duck(y), Duck(np.zeros((4, 2), np.float32)[:, 0], strides=False, flags=False), 5),
-        (2.0, Duck(x), Duck(y[:, ::2], strides=False), Duck(z), 5),  # strided, no strides: refused
-        (2.0, Duck(x), Duck(np.zeros(3)), Duck(z), 5),  # wrong ndim
-        (2.0, np.zeros(5), Duck(y), Duck(z), 5),  # a host array is still refused
-        (2.0, types.SimpleNamespace(data=types.SimpleNamespace(ptr=1)), Duck(y), Duck(z), 5),
-    ]
+    return (
+        x,
+        y,
+        z,
+        [
+            (2.0, Duck(x, cai={}), Duck(y[:, ::2], cai={"shape": (5, 3)}), Duck(z), 5),
+            (2.0, Duck(x, strides=False), Duck(y), Duck(z, strides=False), 5),
+            (2.0, Duck(x, device=None), Duck(y, device=3), Duck(z), 5),
+            (2.0, InterfaceOnly(x), InterfaceOnly(y), InterfaceOnly(z), 5),
+            (2.0, Duck(x, dtype=np.dtype(np.float32)), Duck(y), Duck(z), 5),  # wrong dtype
+            (2.0, Duck(x[::2]), Duck(y), Duck(z), 5),  # not contiguous
+            (2.0, Duck(x[::2], strides=False, flags=True), Duck(y), Duck(z), 5),  # says not C-contiguous
+            (2.0, Duck(x), Duck(y), Duck(np.zeros((4, 2), np.float32)[:, 0], strides=False, flags=False), 5),
+            (2.0, Duck(x), Duck(y[:, ::2], strides=False), Duck(z), 5),  # strided, no strides: refused
+            (2.0, Duck(x), Duck(np.zeros(3)), Duck(z), 5),  # wrong ndim
+            (2.0, np.zeros(5), Duck(y), Duck(z), 5),  # a host array is still refused
+            (2.0, types.SimpleNamespace(data=types.SimpleNamespace(ptr=1)), Duck(y), Duck(z), 5),
+        ],
+    )
 
 
 def test_attribute_protocol_packs_as_the_twin():

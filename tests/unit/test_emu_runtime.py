@@ -35,8 +35,21 @@ def lib(tmp_path_factory):
 
     prelude_dir = os.path.join(os.path.dirname(xp.__file__), "_emulation", "include")
     out = tmp_path_factory.mktemp("emu") / "kernels.so"
-    cmd = [cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-Wno-unknown-pragmas", "-I", prelude_dir,
-           "-I", cunumpy.cuda.cuda_include_dir(), KERNELS, "-o", str(out)]
+    cmd = [
+        cxx,
+        "-std=c++17",
+        "-O2",
+        "-fPIC",
+        "-shared",
+        "-Wno-unknown-pragmas",
+        "-I",
+        prelude_dir,
+        "-I",
+        cunumpy.cuda.cuda_include_dir(),
+        KERNELS,
+        "-o",
+        str(out),
+    ]
     # The sanitizer run preloads ASan into this process; the compiler must not inherit it.
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -52,16 +65,24 @@ class Args:
     """The kernelParams array: one pointer per parameter to a value kept alive here."""
 
     def __init__(self, *values):
-        self.values = [v if isinstance(v, (ctypes._SimpleCData, ctypes.Structure))
-                       else ctypes.c_void_p(v.ctypes.data) for v in values]
+        self.values = [
+            v if isinstance(v, (ctypes._SimpleCData, ctypes.Structure)) else ctypes.c_void_p(v.ctypes.data)
+            for v in values
+        ]
         self.array = (ctypes.c_void_p * max(1, len(values)))(*[ctypes.addressof(v) for v in self.values])
 
 
 def launch(lib, kernel, grid, block, args=None, **kw):
     kw.setdefault("kernel_name", kernel)
-    _core.emu_launch(addr(lib, "cunumpy_emu_bind"), addr(lib, f"cunumpy_emu_thread_{kernel}"),
-                     addr(lib, f"cunumpy_emu_block_{kernel}"), grid, block,
-                     None if args is None else args.array, **kw)
+    _core.emu_launch(
+        addr(lib, "cunumpy_emu_bind"),
+        addr(lib, f"cunumpy_emu_thread_{kernel}"),
+        addr(lib, f"cunumpy_emu_block_{kernel}"),
+        grid,
+        block,
+        None if args is None else args.array,
+        **kw,
+    )
 
 
 def test_abi_and_switch_figures(lib):
@@ -80,8 +101,15 @@ def test_axpy_matches_numpy(lib, fibers, workers):
     x = np.arange(n, dtype=np.float64)
     y = np.ones(n)
     want = 2.5 * x + y
-    launch(lib, "axpy", ((n + 127) // 128, 1, 1), (128, 1, 1),
-           Args(ctypes.c_double(2.5), x, y, ctypes.c_longlong(n)), fibers=fibers, workers=workers)
+    launch(
+        lib,
+        "axpy",
+        ((n + 127) // 128, 1, 1),
+        (128, 1, 1),
+        Args(ctypes.c_double(2.5), x, y, ctypes.c_longlong(n)),
+        fibers=fibers,
+        workers=workers,
+    )
     np.testing.assert_array_equal(y, want)
 
 
@@ -94,13 +122,20 @@ def test_block_sum_with_shared_memory_barriers_and_shuffles(lib):
 
 
 @pytest.mark.parametrize("kind", [0, 1, 2, 3])
-@pytest.mark.parametrize("mask,width", [(0xFFFFFFFF, 32), (0xFFFFFFFF, 8), (0x0000FFFF, 16), (0x5A5A5A5A, 4),
-                                        (0x00000001, 32)])
+@pytest.mark.parametrize(
+    "mask,width", [(0xFFFFFFFF, 32), (0xFFFFFFFF, 8), (0x0000FFFF, 16), (0x5A5A5A5A, 4), (0x00000001, 32)]
+)
 def test_shuffles_agree_with_reference(lib, kind, mask, width):
     out = np.zeros(64, dtype=np.int64)
     arg = {0: 7, 1: 3, 2: 3, 3: 5}[kind]
-    launch(lib, "shfl", (1,), (64,), Args(ctypes.c_int(kind), ctypes.c_uint(mask), ctypes.c_int(arg),
-                                          ctypes.c_int(width), ctypes.c_int(2), out), fibers=True)
+    launch(
+        lib,
+        "shfl",
+        (1,),
+        (64,),
+        Args(ctypes.c_int(kind), ctypes.c_uint(mask), ctypes.c_int(arg), ctypes.c_int(width), ctypes.c_int(2), out),
+        fibers=True,
+    )
     for warp in range(2):
         values = [1000 + warp * 32 + lane for lane in range(32)]
         want = emu_warp.shfl(kind, mask, values, [arg] * 32, width)
@@ -117,8 +152,14 @@ def test_ballot_and_partial_last_warp(lib):
     assert all(out[4 * t] == want for t in lanes)
     # a partial warp (40 threads: the second has 8 lanes) shuffles within its present lanes
     res = np.zeros(40, dtype=np.int64)
-    launch(lib, "shfl", (1,), (40,), Args(ctypes.c_int(2), ctypes.c_uint(0xFF), ctypes.c_int(1), ctypes.c_int(32),
-                                          ctypes.c_int(0), res), fibers=True)
+    launch(
+        lib,
+        "shfl",
+        (1,),
+        (40,),
+        Args(ctypes.c_int(2), ctypes.c_uint(0xFF), ctypes.c_int(1), ctypes.c_int(32), ctypes.c_int(0), res),
+        fibers=True,
+    )
     want2 = emu_warp.shfl(2, 0xFF, [1032 + lane for lane in range(8)], [1] * 8)
     assert [res[32 + lane] for lane in range(8)] == [want2[lane] for lane in range(8)]
 
@@ -135,8 +176,15 @@ def test_parallel_blocks_atomics_exact(lib, monkeypatch):
     assert _core.emu_workers() == 3
     blocks, threads = 300, 64
     count = blocks * threads
-    cells = [np.zeros(1, np.uint64), np.array([-1], np.int32), np.array([1], np.int32), np.zeros(1, np.uint32),
-             np.zeros(1, np.float64), np.zeros(1, np.int64), np.zeros(1, np.uint32)]
+    cells = [
+        np.zeros(1, np.uint64),
+        np.array([-1], np.int32),
+        np.array([1], np.int32),
+        np.zeros(1, np.uint32),
+        np.zeros(1, np.float64),
+        np.zeros(1, np.int64),
+        np.zeros(1, np.uint32),
+    ]
     launch(lib, "atomics", (blocks,), (threads,), Args(*cells))
     assert int(cells[0][0]) == count * (count - 1) // 2
     assert cells[3][0] == count and cells[4][0] == count and cells[6][0] == count
@@ -169,14 +217,17 @@ def test_trap_names_kernel_block_and_thread(lib, fibers):
         launch(lib, "assert_fail", (1,), (4,), Args(ctypes.c_int(1)))
 
 
-@pytest.mark.parametrize("kernel,grid,block,args,pattern", [
-    ("barrier_divergence", (2,), (64,), (ctypes.c_int(1),), "barrier divergence"),
-    ("barrier_divergence", (2,), (64,), (ctypes.c_int(63),), "barrier divergence"),
-    ("deadlock", (1,), (32,), (), "inconsistent warp operations or barriers"),
-    ("mask_mismatch", (2,), (32,), (), "inconsistent warp operations"),
-    ("mask_exited", (1,), (32,), (), "exited"),
-    ("mask_absent", (1,), (20,), (), "do not exist"),
-])
+@pytest.mark.parametrize(
+    "kernel,grid,block,args,pattern",
+    [
+        ("barrier_divergence", (2,), (64,), (ctypes.c_int(1),), "barrier divergence"),
+        ("barrier_divergence", (2,), (64,), (ctypes.c_int(63),), "barrier divergence"),
+        ("deadlock", (1,), (32,), (), "inconsistent warp operations or barriers"),
+        ("mask_mismatch", (2,), (32,), (), "inconsistent warp operations"),
+        ("mask_exited", (1,), (32,), (), "exited"),
+        ("mask_absent", (1,), (20,), (), "do not exist"),
+    ],
+)
 def test_divergence_is_an_error_not_a_hang(lib, kernel, grid, block, args, pattern):
     t0 = time.monotonic()
     with pytest.raises(RuntimeError, match=f"'{kernel}' failed in block \\(0, 0, 0\\).*{pattern}"):
@@ -193,8 +244,16 @@ def test_collective_in_loop_mode_is_an_error(lib):
 @pytest.mark.parametrize("fibers", [False, True])
 def test_checked_segfault_is_an_error_and_the_process_lives(lib, fibers):
     with pytest.raises(RuntimeError, match=r"'null_deref' failed in block \(\d+, 0, 0\).*null pointer") as info:
-        launch(lib, "null_deref", (4,), (32,), Args(ctypes.c_void_p(0), ctypes.c_int(5)), fibers=fibers,
-               checked=True, workers=2)
+        launch(
+            lib,
+            "null_deref",
+            (4,),
+            (32,),
+            Args(ctypes.c_void_p(0), ctypes.c_int(5)),
+            fibers=fibers,
+            checked=True,
+            workers=2,
+        )
     assert info.value.kind == "fault"
     if fibers:
         buf = np.zeros(32, np.int32)
@@ -215,8 +274,14 @@ def test_concurrent_launches_from_threads(lib):
             x = np.full(n, float(k))
             y = np.zeros(n)
             for _ in range(5):
-                launch(lib, "axpy", ((n + 255) // 256,), (256,), Args(ctypes.c_double(1.0), x, y, ctypes.c_longlong(n)),
-                       fibers=bool(k % 2))
+                launch(
+                    lib,
+                    "axpy",
+                    ((n + 255) // 256,),
+                    (256,),
+                    Args(ctypes.c_double(1.0), x, y, ctypes.c_longlong(n)),
+                    fibers=bool(k % 2),
+                )
             results[k] = y
         except Exception as exc:  # noqa: BLE001  a worker thread's failure is asserted on below  # pragma: no cover
             errors.append(exc)

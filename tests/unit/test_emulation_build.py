@@ -21,8 +21,13 @@ from cunumpy.kernels import CudaKernel
 
 
 def test_public_names_are_exported():
-    for name in ("emulate_cuda_kernel", "emulated_launches", "emulation_compiler", "compile_for_emulation",
-                 "emulation_cache_dir"):
+    for name in (
+        "emulate_cuda_kernel",
+        "emulated_launches",
+        "emulation_compiler",
+        "compile_for_emulation",
+        "emulation_cache_dir",
+    ):
         assert name in kt.__all__ and callable(getattr(kt, name))
 
 
@@ -99,7 +104,7 @@ def test_inline_ptx_with_brackets_in_its_strings_is_replaced_whole():
     src = 'void f() { asm volatile("{ ) (" ::); int after = 1; }\n'
     out = rewrite_source(src)
     assert out.count(f'cunumpy_emu_inline_ptx("{PTX_MESSAGE}")') == 1
-    assert '{ ) (' not in out and "::" not in out and "int after = 1; }" in out
+    assert "{ ) (" not in out and "::" not in out and "int after = 1; }" in out
 
 
 def test_source_without_rewrites_is_returned_unchanged():
@@ -119,18 +124,29 @@ def test_entry_points_cover_every_kernel_of_the_source():
 
 def test_nvrtc_options_translate_to_host_compiler_options():
     flags = _launch.host_compiler_flags(
-        ["-DA=1", "-D", "B", "--define-macro=C", "-I/x", "--include-path", "/y", "-lineinfo",
-         "--use_fast_math", "--fmad=false", "-std=c++17", "-UZ", "-ffp-contract=off", "-arch=sm_90"]
+        [
+            "-DA=1",
+            "-D",
+            "B",
+            "--define-macro=C",
+            "-I/x",
+            "--include-path",
+            "/y",
+            "-lineinfo",
+            "--use_fast_math",
+            "--fmad=false",
+            "-std=c++17",
+            "-UZ",
+            "-ffp-contract=off",
+            "-arch=sm_90",
+        ]
     )
     assert flags == ["-DA=1", "-DB", "-DC", "-I/x", "-I/y", "-ffp-contract=off", "-UZ", "-ffp-contract=off"]
 
 
 def test_mode_choice_ignores_the_prelude_and_sees_headers(tmp_path):
     prelude = tmp_path / "inc"
-    text = (
-        f'# 1 "{prelude}/cunumpy_emu/prelude.h"\nvoid __syncthreads();\n'
-        '# 1 "kernel.cu"\nvoid k() { int x = 1; }\n'
-    )
+    text = f'# 1 "{prelude}/cunumpy_emu/prelude.h"\nvoid __syncthreads();\n# 1 "kernel.cu"\nvoid k() {{ int x = 1; }}\n'
     assert not _build.uses_collectives(text, prelude)
     assert _build.uses_collectives(text + '# 1 "/usr/x/reduce.cuh"\nv = __shfl_xor_sync(m, v, 1);\n', prelude)
     assert _build.uses_collectives('# 1 "k.cu"\n__syncwarp();\n', prelude)
@@ -266,8 +282,14 @@ def test_one_build_per_key_across_processes(tmp_path):
     code = _CHILD.format(src=COUNTED.format(tag=tag), tag=tag)
     env = dict(os.environ, CUNUMPY_EMULATION_CACHE=str(tmp_path))
     children = [
-        subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True, env=env)
+        subprocess.Popen(
+            [sys.executable, "-c", code],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
         for _ in range(2)
     ]
     outputs = [c.communicate("go\n", timeout=300)[0] for c in children]
@@ -311,8 +333,10 @@ def test_headers_named_by_a_macro_rebuild_when_they_change(tmp_path, monkeypatch
     (tmp_path / "inc").mkdir()
     header = tmp_path / "inc" / "value.cuh"
     header.write_text("#define VALUE 1\n")
-    src = ('#define VALUE_HEADER "value.cuh"\n#include VALUE_HEADER\n'
-           'extern "C" __global__ void macro_h(double* x) { x[0] = VALUE; }')
+    src = (
+        '#define VALUE_HEADER "value.cuh"\n#include VALUE_HEADER\n'
+        'extern "C" __global__ void macro_h(double* x) { x[0] = VALUE; }'
+    )
 
     def run():
         out = np.zeros(1)

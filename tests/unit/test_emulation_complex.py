@@ -118,12 +118,16 @@ STRUCT = CudaStruct("Wave", [("flag", "bool"), ("k", "complex<double>"), ("n", "
 
 
 def test_complex_struct_fields_have_the_cuda_layout():
-    src = "#include <cupy/complex.cuh>\n" + STRUCT.declaration + r"""
+    src = (
+        "#include <cupy/complex.cuh>\n"
+        + STRUCT.declaration
+        + r"""
     extern "C" __global__ void wave(Wave w) {
         const int i = threadIdx.x;
         if (i < w.n && w.flag) w.out[i] = w.k * (double)i;
     }
     """
+    )
     out = np.zeros(10, np.complex128)
     k = CudaKernel(src, "wave", structs=[STRUCT])
     emulate(k, {"flag": True, "k": 2 - 3j, "n": 10, "out": out}, grid=1, block=16)
@@ -183,8 +187,15 @@ def test_cucomplex_double_functions_match_numpy():
     n = 200
     a, b = sample(n, seed=8), sample(n, seed=9)
     out = np.zeros((n, 6), np.complex128)
-    emulate(CudaKernel(CUCOMPLEX_SOURCE, "cu_ops"), a.view(np.float64), b.view(np.float64), out.reshape(-1).view(np.float64),
-            n, n_threads=n, block=64)
+    emulate(
+        CudaKernel(CUCOMPLEX_SOURCE, "cu_ops"),
+        a.view(np.float64),
+        b.view(np.float64),
+        out.reshape(-1).view(np.float64),
+        n,
+        n_threads=n,
+        block=64,
+    )
     np.testing.assert_allclose(out[:, 0], a + b, rtol=1e-15)
     np.testing.assert_allclose(out[:, 1], a - b, rtol=1e-15)
     np.testing.assert_allclose(out[:, 2], a * b, rtol=1e-14)
@@ -199,8 +210,15 @@ def test_cucomplex_division_and_modulus_avoid_overflow():
     a = np.array([1e300 + 1e300j, 3e-300 + 4e-300j])
     b = np.array([1e300 - 1e300j, 1e-300 + 1e-300j])
     out = np.zeros((2, 6), np.complex128)
-    emulate(CudaKernel(CUCOMPLEX_SOURCE, "cu_ops"), a.view(np.float64), b.view(np.float64), out.reshape(-1).view(np.float64),
-            2, grid=1, block=2)
+    emulate(
+        CudaKernel(CUCOMPLEX_SOURCE, "cu_ops"),
+        a.view(np.float64),
+        b.view(np.float64),
+        out.reshape(-1).view(np.float64),
+        2,
+        grid=1,
+        block=2,
+    )
     np.testing.assert_allclose(out[:, 3], [1j, 3.5 + 0.5j], rtol=1e-14)
     np.testing.assert_allclose(out[:, 4].real, [np.hypot(1e300, 1e300), 5e-300], rtol=1e-14)
 
@@ -209,8 +227,14 @@ def test_cucomplex_float_functions_match_numpy():
     n = 50
     a = sample(n, seed=10).astype(np.complex64)
     out = np.zeros((n, 3), np.complex64)
-    emulate(CudaKernel(CUCOMPLEX_SOURCE, "cu_ops_f"), a.view(np.float32), out.reshape(-1).view(np.float32), n,
-            n_threads=n, block=64)
+    emulate(
+        CudaKernel(CUCOMPLEX_SOURCE, "cu_ops_f"),
+        a.view(np.float32),
+        out.reshape(-1).view(np.float32),
+        n,
+        n_threads=n,
+        block=64,
+    )
     two = np.complex64(2 + 0.5j)
     np.testing.assert_allclose(out[:, 0], a * two, rtol=1e-6)
     np.testing.assert_allclose(out[:, 1], a / two, rtol=1e-6)

@@ -133,7 +133,7 @@ def _tile_expected(x, n, block):
         local = t % block
         rank = local % n
         base = t - rank
-        tile = x[base:base + n]
+        tile = x[base : base + n]
         out[t, :4] = rank, n, local // n, -(-block // n)
         out[t, 4] = tile[n - 1]
         out[t, 5] = tile[rank + 1] if rank + 1 < n else x[t]
@@ -164,8 +164,8 @@ def test_tiles_in_a_partial_warp():
     out = np.zeros((48, 8))
     emulate(kernel("partial_tiles"), x, out.reshape(-1), grid=1, block=48)
     for t in range(48):
-        warp = x[t - t % 32: min(t - t % 32 + 32, 48)]
-        quarter = x[t - t % 8: t - t % 8 + 8]
+        warp = x[t - t % 32 : min(t - t % 32 + 32, 48)]
+        quarter = x[t - t % 8 : t - t % 8 + 8]
         assert out[t, 0] == pytest.approx(warp.sum(), rel=1e-14)
         assert out[t, 1] == quarter.max()
         assert out[t, 2] == sum(1 << r for r in range(warp.size) if warp[r] > 0.5)
@@ -207,6 +207,7 @@ def test_grid_sync_is_a_clear_error():
 
 # ------------------------------------------------------------------ the same sources on nvcc
 
+
 def _nvcc():
     found = shutil.which("nvcc")
     if found is None and os.path.exists("/usr/local/cuda/bin/nvcc"):
@@ -219,7 +220,8 @@ def _sources():
     import test_emulation_half as th
 
     return {
-        "cooperative_groups": SOURCE + "\ntemplate __global__ void tile_ops<1>(const int*, int*);\n"
+        "cooperative_groups": SOURCE
+        + "\ntemplate __global__ void tile_ops<1>(const int*, int*);\n"
         + "".join(f"template __global__ void tile_ops<{n}>(const int*, int*);\n" for n in (2, 4, 8, 16, 32)),
         "fp16": th.SOURCE,
         "cucomplex": tc.CUCOMPLEX_SOURCE,
@@ -236,8 +238,19 @@ def test_the_sources_compile_for_the_gpu(name, tmp_path):
     path = tmp_path / f"{name}.cu"
     path.write_text(_sources()[name])
     done = subprocess.run(
-        [nvcc, "-arch=sm_90", "-std=c++17", "-c", str(path), "-o", str(tmp_path / f"{name}.o"),
-         f"-I{cuda_include_dir()}"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600,
+        [
+            nvcc,
+            "-arch=sm_90",
+            "-std=c++17",
+            "-c",
+            str(path),
+            "-o",
+            str(tmp_path / f"{name}.o"),
+            f"-I{cuda_include_dir()}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stdout

@@ -178,9 +178,14 @@ def test_kernels_of_every_form_compute_their_results(memcheck):
     y = np.ones(n, np.float32)
     emulate(CudaKernel(KERNELS, "scale", template_args=("float", 3)), y, n, memcheck=memcheck)
     assert (y == 3).all()
-    for name, want in (("in_block", np.arange(n)), ("lambdas", np.arange(n)), ("local_class", 3 * np.arange(n)),
-                       ("device_function", np.arange(n) + 1), ("made_one", np.full(n, 1)),
-                       ("made_two", np.full(n, 2))):
+    for name, want in (
+        ("in_block", np.arange(n)),
+        ("lambdas", np.arange(n)),
+        ("local_class", 3 * np.arange(n)),
+        ("device_function", np.arange(n) + 1),
+        ("made_one", np.full(n, 1)),
+        ("made_two", np.full(n, 2)),
+    ):
         out = np.zeros(n, np.int32)
         emulate(CudaKernel(KERNELS, name), out, n, memcheck=memcheck)
         assert (out == want).all(), name
@@ -232,9 +237,10 @@ def test_the_block_loop_reads_no_thread_local_per_thread():
         from cunumpy._emulation._launch import checks_mode, library_for
 
         lib = library_for(k, None, (), checks=checks_mode(frozenset(), memcheck))
-        text = subprocess.run([objdump, "-d", "--no-show-raw-insn", str(lib.path)], capture_output=True,
-                              text=True, check=True).stdout
-        block = text[text.index("<cunumpy_emu_block_0>:"):]
+        text = subprocess.run(
+            [objdump, "-d", "--no-show-raw-insn", str(lib.path)], capture_output=True, text=True, check=True
+        ).stdout
+        block = text[text.index("<cunumpy_emu_block_0>:") :]
         block = block[: block.index("\n\n")]
         assert "call" in block  # the parameters are loaded by calls
         assert "__tls_get_addr" not in block

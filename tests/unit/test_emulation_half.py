@@ -146,11 +146,32 @@ def test_every_half_converts_to_float_and_back_exactly(options):
 @pytest.mark.parametrize("options", MODES, ids=MODE_IDS)
 def test_float_to_half_in_every_rounding_mode(options):
     rng = np.random.default_rng(0)
-    x = np.concatenate([
-        rng.standard_normal(2000).astype(np.float32) * np.float32(10.0) ** rng.integers(-8, 6, 2000),
-        np.array([0.0, -0.0, 65504.0, 65519.0, 65520.0, -65520.0, 1e6, -1e6, 2.0 ** -24, 2.0 ** -25,
-                  3 * 2.0 ** -26, 2.0 ** -26, 1.0 + 2.0 ** -11, 1.0 + 3 * 2.0 ** -11, np.inf, -np.inf], np.float32),
-    ]).astype(np.float32)
+    x = np.concatenate(
+        [
+            rng.standard_normal(2000).astype(np.float32) * np.float32(10.0) ** rng.integers(-8, 6, 2000),
+            np.array(
+                [
+                    0.0,
+                    -0.0,
+                    65504.0,
+                    65519.0,
+                    65520.0,
+                    -65520.0,
+                    1e6,
+                    -1e6,
+                    2.0**-24,
+                    2.0**-25,
+                    3 * 2.0**-26,
+                    2.0**-26,
+                    1.0 + 2.0**-11,
+                    1.0 + 3 * 2.0**-11,
+                    np.inf,
+                    -np.inf,
+                ],
+                np.float32,
+            ),
+        ]
+    ).astype(np.float32)
     n = x.size
     out = np.zeros(5 * n, np.uint16)
     launch("from_float", options, x, out, n=n)
@@ -168,7 +189,9 @@ def test_float_to_half_in_every_rounding_mode(options):
         assert (rd <= x64)[finite].all() and (ru >= x64)[finite].all()
         for r in (rz, rd, ru):
             exact = r == x64
-            neighbour = np.nextafter(got[:, 0], np.where(rn.astype(np.float64) > x64, -np.inf, np.inf).astype(np.float16))
+            neighbour = np.nextafter(
+                got[:, 0], np.where(rn.astype(np.float64) > x64, -np.inf, np.inf).astype(np.float16)
+            )
             ok = exact | (r == rn.astype(np.float64)) | (r == neighbour.astype(np.float64))
             assert ok[finite].all()
     assert got[:, 1][x == 1e6] == 65504 and got[:, 2][x == 1e6] == 65504 and got[:, 3][x == 1e6] == np.inf
@@ -202,7 +225,9 @@ def test_half_arithmetic_matches_numpy_float16(options):
     np.testing.assert_array_equal(got[:, 8], np.maximum(a, b))
     np.testing.assert_array_equal(got[:, 9], np.abs(a))
     np.testing.assert_array_equal(got[:, 10], np.clip(a + b, 0, 1))
-    np.testing.assert_array_equal(got[:, 11], (a.astype(np.float32) * np.float32(0.5) + np.float32(1)).astype(np.float16))
+    np.testing.assert_array_equal(
+        got[:, 11], (a.astype(np.float32) * np.float32(0.5) + np.float32(1)).astype(np.float16)
+    )
 
 
 @pytest.mark.parametrize("options", MODES, ids=MODE_IDS)
@@ -214,13 +239,23 @@ def test_half_math_functions_round_the_float_result(options):
     got = halves(out).reshape(n, 8)
     f = a.astype(np.float32)
     with np.errstate(divide="ignore"):
-        expected = [np.sqrt(np.abs(f)), np.exp(f), np.log(np.abs(f)), np.sin(f), np.cos(f), np.floor(f), np.rint(f),
-                    np.exp2(f)]
+        expected = [
+            np.sqrt(np.abs(f)),
+            np.exp(f),
+            np.log(np.abs(f)),
+            np.sin(f),
+            np.cos(f),
+            np.floor(f),
+            np.rint(f),
+            np.exp2(f),
+        ]
     for k, e in enumerate(expected):
         # Within one half ulp of NumPy's float32 function rounded to half (libm may differ in
         # the last float bit, which can move a half rounding).
         e16 = e.astype(np.float16)
-        close = (got[:, k] == e16) | (np.abs(got[:, k].astype(np.float64) - e16) <= np.spacing(np.abs(e16)).astype(np.float64))
+        close = (got[:, k] == e16) | (
+            np.abs(got[:, k].astype(np.float64) - e16) <= np.spacing(np.abs(e16)).astype(np.float64)
+        )
         assert close.all(), k
 
 

@@ -166,7 +166,9 @@ def test_extern_shared_declared_by_a_macro(header_dir):
 
 @requires_compiler
 def test_compile_errors_name_the_users_file_and_line(tmp_path):
-    (tmp_path / "broken.cuh").write_text("#pragma once\n\n__device__ int broken() {\n    return missing_in_header;\n}\n")
+    (tmp_path / "broken.cuh").write_text(
+        "#pragma once\n\n__device__ int broken() {\n    return missing_in_header;\n}\n"
+    )
     src = '#include "broken.cuh"\n\nextern "C" __global__ void k(int* x) {\n    x[0] = broken();\n}\n'
     with pytest.raises(RuntimeError, match="missing_in_header") as info:
         kt.compile_for_emulation(CudaKernel(src, "k", include_dirs=[tmp_path]))
@@ -186,8 +188,7 @@ def test_barrier_hidden_in_a_header_or_macro_selects_fiber_mode(tmp_path):
     from cunumpy._emulation import _launch
 
     (tmp_path / "hidden.cuh").write_text(
-        "#pragma once\n__device__ inline void wait_all() { __syncthreads(); }\n"
-        "#define BLOCK_WAIT() wait_all()\n"
+        "#pragma once\n__device__ inline void wait_all() { __syncthreads(); }\n#define BLOCK_WAIT() wait_all()\n"
     )
     src = r"""
     #include "hidden.cuh"

@@ -159,12 +159,15 @@ def test_thread_and_block_built_ins(grid, block):
     out = np.full((n, 13), -1, np.int32)
     emulate(loop_kernel("builtins"), out, grid=grid, block=block)
     bz, by, bx, tz, ty, tx = np.meshgrid(
-        np.arange(g[2]), np.arange(g[1]), np.arange(g[0]), np.arange(b[2]), np.arange(b[1]), np.arange(b[0]),
+        np.arange(g[2]),
+        np.arange(g[1]),
+        np.arange(g[0]),
+        np.arange(b[2]),
+        np.arange(b[1]),
+        np.arange(b[0]),
         indexing="ij",
     )
-    expected = np.stack(
-        [tx, ty, tz, bx, by, bz] + [np.full_like(tx, v) for v in (*b, *g, 32)], axis=-1
-    ).reshape(n, 13)
+    expected = np.stack([tx, ty, tz, bx, by, bz] + [np.full_like(tx, v) for v in (*b, *g, 32)], axis=-1).reshape(n, 13)
     np.testing.assert_array_equal(out, expected)
 
 
@@ -536,8 +539,8 @@ def test_votes_ballot_any_all_activemask(fiber_library):
     out = np.zeros((100, 5), np.uint32)
     emulate(fiber_kernel("votes"), x, out, grid=1, block=100)
     for w, lanes in enumerate((32, 32, 32, 4)):
-        rows = out[32 * w: 32 * w + lanes]
-        chunk = x[32 * w: 32 * w + lanes]
+        rows = out[32 * w : 32 * w + lanes]
+        chunk = x[32 * w : 32 * w + lanes]
         mask = 0xFFFFFFFF if lanes == 32 else (1 << lanes) - 1
         ballot = sum(1 << k for k, v in enumerate(chunk) if v & 1)
         assert (rows[:, 0] == ballot).all()
@@ -558,7 +561,7 @@ def test_partial_and_sparse_masks(fiber_library):
             assert out[t, 1] == np.int32(np.uint32(sum(1 << k for k in range(16) if x[base + k] > 0)))
         else:
             assert out[t, 0] == -1 and out[t, 1] == -1
-        expected = x[base:base + 32:2].sum() if lane % 2 == 0 else -1
+        expected = x[base : base + 32 : 2].sum() if lane % 2 == 0 else -1
         assert out[t, 2] == expected
 
 
@@ -584,7 +587,7 @@ def test_syncthreads_count_and_or(fiber_library):
 def test_reduce_and_scan_headers_match_numpy(fiber_library, block):
     rng = np.random.default_rng(block)
     n = 5000
-    x = rng.integers(-10**6, 10**6, n)
+    x = rng.integers(-(10**6), 10**6, n)
     n_blocks = -(-n // block)
     sums = np.zeros(n_blocks, np.int64)
     totals = np.zeros(1, np.int64)

@@ -75,9 +75,15 @@ def kernel(name, **kw):
 
 def test_the_packed_table_runs_under_a_serial_reference_launcher(monkeypatch):
     """The marshalled arguments follow the ABI: a ctypes loop launcher runs them too."""
-    monkeypatch.setattr(_launch, "core", types.SimpleNamespace(
-        EMU_ABI_VERSION=_launch.core.EMU_ABI_VERSION, emu_launch=serial_emu_launch,
-        emu_shadow_available=lambda: False))
+    monkeypatch.setattr(
+        _launch,
+        "core",
+        types.SimpleNamespace(
+            EMU_ABI_VERSION=_launch.core.EMU_ABI_VERSION,
+            emu_launch=serial_emu_launch,
+            emu_shadow_available=lambda: False,
+        ),
+    )
     monkeypatch.setenv("CUNUMPY_EMULATION_MEMCHECK", "0")  # the serial launcher has no runtime checks
     monkeypatch.delenv("CUNUMPY_EMULATION_SANITIZE", raising=False)
     loops = SOURCE.split("extern", 1)[0].replace("#include <cunumpy/reduce.cuh>", "") + textwrap.dedent("""

@@ -113,12 +113,15 @@ def test_a_struct_pointer_field():
     from cunumpy.arguments import CudaStruct
 
     S = CudaStruct("PushArgs", [("efield", "double*"), ("n", "int")])
-    src = S.declaration + r"""
+    src = (
+        S.declaration
+        + r"""
     extern "C" __global__ void push(PushArgs args, double* v) {
         int c = blockIdx.x * blockDim.x + threadIdx.x;
         if (c < args.n) v[c] = args.efield[c + 2];
     }
     """
+    )
     e, v = np.ones(32), np.zeros(32)
     k = CudaKernel(src, "push", structs=[S])
     with pytest.raises(kt.MemcheckError, match=r"read of 8 bytes from 'args.efield' .*element 32 "):
@@ -168,7 +171,7 @@ def test_a_fault_in_one_block_while_others_run_in_parallel():
     with pytest.raises(kt.MemcheckError, match=r"block \(37, 0, 0\).*'out' .*element 12928 "):
         run(src, "fill", out, 37, grid=64, block=128)
     assert_canaries(outer, 64 * 128)
-    assert (out[:37 * 128] == 1).all()  # the blocks before the failing one all ran
+    assert (out[: 37 * 128] == 1).all()  # the blocks before the failing one all ran
 
 
 def test_an_empty_array_is_a_null_pointer():
@@ -204,7 +207,9 @@ extern "C" __global__ void tiled(const double* x, double* out, int offset) {
 """
 
 
-@pytest.mark.parametrize("offset, element, where", [(1, 128, "0 bytes past its end"), (-1, -1, "8 bytes before its start")])
+@pytest.mark.parametrize(
+    "offset, element, where", [(1, 128, "0 bytes past its end"), (-1, -1, "8 bytes before its start")]
+)
 def test_static_shared_out_of_bounds(offset, element, where):
     x, out = np.arange(256.0), np.zeros(256)
     with pytest.raises(kt.MemcheckError) as info:
@@ -226,15 +231,21 @@ extern "C" __global__ void reverse(const double* x, double* y, int n) {
 
 def test_extern_shared_without_shared_mem():
     x, y = np.arange(256.0), np.zeros(256)
-    with pytest.raises(kt.MemcheckError, match=r"write of 8 bytes to extern __shared__ 'buffer' at byte offset 0, "
-                                               r"but the launch gave no dynamic shared memory \(shared_mem=0\)"):
+    with pytest.raises(
+        kt.MemcheckError,
+        match=r"write of 8 bytes to extern __shared__ 'buffer' at byte offset 0, "
+        r"but the launch gave no dynamic shared memory \(shared_mem=0\)",
+    ):
         run(DYNAMIC, "reverse", x, y, 256, grid=1, block=256)
 
 
 def test_extern_shared_too_small():
     x, y = np.arange(256.0), np.zeros(256)
-    with pytest.raises(kt.MemcheckError, match=r"extern __shared__ 'buffer' at byte offset 1024, 0 bytes past its end: "
-                                               r"the launch gave shared_mem=1024 bytes"):
+    with pytest.raises(
+        kt.MemcheckError,
+        match=r"extern __shared__ 'buffer' at byte offset 1024, 0 bytes past its end: "
+        r"the launch gave shared_mem=1024 bytes",
+    ):
         run(DYNAMIC, "reverse", x, y, 256, grid=1, block=256, shared_mem=1024)
     run(DYNAMIC, "reverse", x, y, 256, grid=1, block=256, shared_mem=2048)
     np.testing.assert_array_equal(y, x[::-1])
@@ -244,7 +255,7 @@ def test_extern_shared_too_small():
 
 
 @pytest.mark.parametrize("fibers", [False, True])
-@pytest.mark.parametrize("a, b", [(7, 0), (-2**31, -1)])
+@pytest.mark.parametrize("a, b", [(7, 0), (-(2**31), -1)])
 def test_integer_division_by_zero_is_an_error(fibers, a, b):
     src = r"""
     extern "C" __global__ void divide(int* out, int a, int b) {
@@ -252,8 +263,11 @@ def test_integer_division_by_zero_is_an_error(fibers, a, b):
         %s
     }
     """ % ("__syncthreads();" if fibers else "")
-    with pytest.raises(kt.KernelFaultError, match=r"kernel 'divide' failed in block \(0, 0, 0\), thread \(0, 0, 0\): "
-                                                  r"integer division by zero"):
+    with pytest.raises(
+        kt.KernelFaultError,
+        match=r"kernel 'divide' failed in block \(0, 0, 0\), thread \(0, 0, 0\): "
+        r"integer division by zero",
+    ):
         run(src, "divide", np.zeros(4, np.int32), a, b, n_threads=4)
 
 
@@ -422,8 +436,11 @@ def test_initcheck_uninitialised_shared_read():
         y[threadIdx.x] = s[threadIdx.x];   // threads 32..63 read what nobody wrote
     }
     """
-    with pytest.raises(kt.InitcheckError, match=r"read of 4 bytes of __shared__ 's' element (3[2-9]|[4-5]\d|6[0-3]) "
-                                                r".*which no thread of block 0 wrote in this launch"):
+    with pytest.raises(
+        kt.InitcheckError,
+        match=r"read of 4 bytes of __shared__ 's' element (3[2-9]|[4-5]\d|6[0-3]) "
+        r".*which no thread of block 0 wrote in this launch",
+    ):
         run(src, "k", np.zeros(64, np.float32), n_threads=64, block=64, sanitize=("initcheck",))
 
 
@@ -561,8 +578,11 @@ def test_a_timeout_stops_a_spinning_kernel(fibers):
 
     flag = np.zeros(1, np.int32)
     start = time.monotonic()
-    with pytest.raises(kt.EmulationTimeoutError, match=r"kernel 'spin' timed out: it ran longer than timeout=0.3 s "
-                                                       r"and was stopped after .* with 0 of 4 blocks finished"):
+    with pytest.raises(
+        kt.EmulationTimeoutError,
+        match=r"kernel 'spin' timed out: it ran longer than timeout=0.3 s "
+        r"and was stopped after .* with 0 of 4 blocks finished",
+    ):
         run(SPIN, "spin", flag, fibers, grid=4, block=32, timeout=0.3)
     assert time.monotonic() - start < 5
     flag[0] = 1  # the runtime works on
@@ -577,6 +597,7 @@ def test_the_timeout_variable_and_its_checks(monkeypatch):
         kt.emulate_cuda_kernel(k, flag, 0, grid=1, block=1)
     with pytest.raises(kt.EmulationTimeoutError), kt.emulated_launches():
         from cunumpy._emulation._launch import EmulationHook  # noqa: F401
+
         kt.emulate_cuda_kernel(k, flag, 0, grid=1, block=1)
     monkeypatch.setenv("CUNUMPY_EMULATION_TIMEOUT", "soon")
     with pytest.raises(ValueError, match="CUNUMPY_EMULATION_TIMEOUT must be a number of seconds, got 'soon'"):
@@ -654,8 +675,11 @@ def test_a_read_only_array_for_a_parameter_the_kernel_may_write_is_refused():
     """
     x, y = np.ones(4), np.ones(4)
     x.flags.writeable = False
-    with pytest.raises(TypeError, match=r"argument 0 \(double\* x\): the array is read-only, but the parameter is not "
-                                        r"const"):
+    with pytest.raises(
+        TypeError,
+        match=r"argument 0 \(double\* x\): the array is read-only, but the parameter is not "
+        r"const",
+    ):
         run(src, "scale", x, y, n_threads=4)
     y.flags.writeable = False
     run(src, "scale", np.ones(4), y, n_threads=4)  # a read-only array for a const parameter is fine

@@ -46,7 +46,7 @@ def sink():
 
 
 def test_fake_suite_in_subprocess():
-    rerun_under_fake_cupy(__file__, 'not in_subprocess')
+    rerun_under_fake_cupy(__file__, "not in_subprocess")
 
 
 # --------------------------------------------------------------------------- the module
@@ -56,8 +56,16 @@ def test_module_identity(cp):
     assert cp.__cunumpy_fake__ is True
     assert cp.is_available() is True
     assert xp.cupy_version_supported(cp.__version__)
-    for name in ("cupy.cuda", "cupy.cuda.runtime", "cupy.cuda.memory", "cupy.linalg", "cupy.fft",
-                 "cupy.random", "cupyx", "cupyx.scipy"):
+    for name in (
+        "cupy.cuda",
+        "cupy.cuda.runtime",
+        "cupy.cuda.memory",
+        "cupy.linalg",
+        "cupy.fft",
+        "cupy.random",
+        "cupyx",
+        "cupyx.scipy",
+    ):
         assert name in sys.modules
     assert xp.get_backend() == "cupy"
 
@@ -86,8 +94,22 @@ def test_only_cupy_names(cp):
     # CuPy 14.2 re-exports NumPy's printing helpers (set_printoptions …) but has no insert/geomspace.
     for absent in ("busday_count", "matrix", "fromregex", "ma", "datetime64", "nditer", "insert", "geomspace"):
         assert not hasattr(cp, absent), absent
-    for present in ("asnumpy", "get_array_module", "fuse", "RawKernel", "ElementwiseKernel", "float64",
-                    "newaxis", "pi", "issubdtype", "integer", "finfo", "result_type", "bool_", "arccos"):
+    for present in (
+        "asnumpy",
+        "get_array_module",
+        "fuse",
+        "RawKernel",
+        "ElementwiseKernel",
+        "float64",
+        "newaxis",
+        "pi",
+        "issubdtype",
+        "integer",
+        "finfo",
+        "result_type",
+        "bool_",
+        "arccos",
+    ):
         assert hasattr(cp, present), present
 
 
@@ -297,8 +319,14 @@ def test_unsupported_dtypes(cp):
 
 @pytest.mark.parametrize(
     "read, what",
-    [(float, "float()"), (int, "int()"), (bool, "bool()"), (complex, "complex()"),
-     (lambda a: a.item(), "item()"), (lambda a: a.tolist(), "tolist()")],
+    [
+        (float, "float()"),
+        (int, "int()"),
+        (bool, "bool()"),
+        (complex, "complex()"),
+        (lambda a: a.item(), "item()"),
+        (lambda a: a.tolist(), "tolist()"),
+    ],
 )
 def test_scalar_reads_record_implicit_sync_events(cp, sink, read, what):
     a = cp.array([2.0]).sum()
@@ -314,8 +342,13 @@ def test_scalar_reads_record_implicit_sync_events(cp, sink, read, what):
 
 @pytest.mark.parametrize(
     "convert, what",
-    [(repr, "repr()"), (str, "str()"), (lambda a: print(a), "str()"), (lambda a: f"{a}", "format()"),
-     (lambda a: repr([a]), "repr()")],
+    [
+        (repr, "repr()"),
+        (str, "str()"),
+        (lambda a: print(a), "str()"),
+        (lambda a: f"{a}", "format()"),
+        (lambda a: repr([a]), "repr()"),
+    ],
     ids=["repr", "str", "print", "f-string", "repr-of-list"],
 )
 def test_text_conversions_are_implicit_copies_and_syncs(cp, sink, convert, what, capsys):
@@ -324,7 +357,9 @@ def test_text_conversions_are_implicit_copies_and_syncs(cp, sink, convert, what,
     a = cp.arange(6.0).reshape(2, 3)
     convert(a)
     assert [(e.kind, e.nbytes, e.implicit, e.blocking) for e in sink.events] == [
-        ("to_host", 48, True, True), ("sync", None, True, True)]
+        ("to_host", 48, True, True),
+        ("sync", None, True, True),
+    ]
     assert all(e.description == f"{what} of (2, 3) float64" for e in sink.events)
     assert all(e.where.startswith(__file__) for e in sink.events)
 
@@ -445,8 +480,16 @@ def test_device(cp):
     attrs = d.attributes
     assert attrs["MaxSharedMemoryPerBlock"] == 49152 and attrs["MaxThreadsPerBlock"] == 1024
     assert attrs["WarpSize"] == 32
-    for key in ("MaxBlockDimX", "MaxBlockDimY", "MaxBlockDimZ", "MaxGridDimX", "MaxGridDimY",
-                "MaxGridDimZ", "MultiProcessorCount", "MaxSharedMemoryPerBlockOptin"):
+    for key in (
+        "MaxBlockDimX",
+        "MaxBlockDimY",
+        "MaxBlockDimZ",
+        "MaxGridDimX",
+        "MaxGridDimY",
+        "MaxGridDimZ",
+        "MultiProcessorCount",
+        "MaxSharedMemoryPerBlockOptin",
+    ):
         assert attrs[key] > 0
     with cp.cuda.Device(0) as entered:
         assert entered.id == 0
@@ -464,8 +507,10 @@ def test_runtime(cp):
     assert isinstance(props["name"], bytes) and (props["major"], props["minor"]) == (9, 0)
     assert props["sharedMemPerBlock"] == 49152
     assert rt.driverGetVersion() > 0 and rt.runtimeGetVersion() > 0
-    assert rt.deviceGetAttribute(rt.cudaDevAttrMaxSharedMemoryPerBlockOptin, 0) == \
-        cp.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
+    assert (
+        rt.deviceGetAttribute(rt.cudaDevAttrMaxSharedMemoryPerBlockOptin, 0)
+        == cp.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
+    )
     assert rt.deviceGetAttribute(rt.cudaDevAttrWarpSize, 0) == 32
     rt.setDevice(0)
     rt.deviceSynchronize()
@@ -526,9 +571,13 @@ def test_kernels_construct_but_refuse_to_run(cp, monkeypatch):
     module = cp.RawModule(code='extern "C" __global__ void k() {}')
     elementwise = cp.ElementwiseKernel("float64 x", "float64 y", "y = x", "copy")
     reduction = cp.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "total")
-    for call in (lambda: raw((1,), (1,), (cp.ones(1),)), lambda: raw.compile(),
-                 lambda: module.get_function("k")((1,), (1,), ()), lambda: elementwise(cp.ones(2)),
-                 lambda: reduction(cp.ones(2))):
+    for call in (
+        lambda: raw((1,), (1,), (cp.ones(1),)),
+        lambda: raw.compile(),
+        lambda: module.get_function("k")((1,), (1,), ()),
+        lambda: elementwise(cp.ones(2)),
+        lambda: reduction(cp.ones(2)),
+    ):
         with pytest.raises(NotImplementedError, match="CUNUMPY_EMULATION=0.*emulated_launches"):
             call()
 
@@ -537,7 +586,11 @@ def test_launch_hook_takes_over(cp, monkeypatch):
     from cunumpy._fake_cupy import _kernels
 
     seen = []
-    monkeypatch.setattr(_kernels, "_launch_hook", lambda action, kernel, args, kwargs: seen.append((action, kernel.name, kwargs)) or "done")
+    monkeypatch.setattr(
+        _kernels,
+        "_launch_hook",
+        lambda action, kernel, args, kwargs: seen.append((action, kernel.name, kwargs)) or "done",
+    )
     raw = cp.RawKernel("", "k")
     assert raw((2,), (32,), (), shared_mem=8) == "done"
     assert seen == [("launch", "k", {"shared_mem": 8})]
@@ -575,8 +628,14 @@ def test_random(cp):
     first = cp.random.rand(2).get()
     cp.random.seed(3)
     assert cp.random.rand(2).get().tolist() == first.tolist()
-    for d in (cp.random.randn(2), cp.random.random((2,)), cp.random.uniform(size=2),
-              cp.random.normal(size=2), cp.random.randint(0, 3, 2), cp.random.random()):
+    for d in (
+        cp.random.randn(2),
+        cp.random.random((2,)),
+        cp.random.uniform(size=2),
+        cp.random.normal(size=2),
+        cp.random.randint(0, 3, 2),
+        cp.random.random(),
+    ):
         assert type(d) is cp.ndarray
     a = cp.arange(5)
     cp.random.shuffle(a)

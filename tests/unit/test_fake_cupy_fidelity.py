@@ -5,7 +5,6 @@ is named in each test's docstring). In a plain run these tests skip and
 ``test_fidelity_suite_in_subprocess`` runs the file once in a fake-CuPy child.
 """
 
-
 import numpy as np
 import pytest
 from _fake_support import rerun_under_fake_cupy
@@ -24,7 +23,7 @@ def cp(device_only):
 
 
 def test_fidelity_suite_in_subprocess():
-    rerun_under_fake_cupy(__file__, 'not in_subprocess')
+    rerun_under_fake_cupy(__file__, "not in_subprocess")
 
 
 def _host(a):

@@ -116,7 +116,7 @@ def cp():
 
 
 def test_names_suite_in_subprocess():
-    rerun_under_fake_cupy(__file__, 'not in_subprocess')
+    rerun_under_fake_cupy(__file__, "not in_subprocess")
 
 
 def _public(obj) -> set:
@@ -187,7 +187,7 @@ def test_device_attributes_are_cupys(cp):
     # cunumpy.cuda.max_shared_memory_per_block reads these two keys.
     assert {"MaxSharedMemoryPerBlock", "MaxSharedMemoryPerBlockOptin"} <= set(real) & set(attributes)
     runtime = cp.cuda.runtime
-    constants = {n[len("cudaDevAttr"):]: getattr(runtime, n) for n in dir(runtime) if n.startswith("cudaDevAttr")}
+    constants = {n[len("cudaDevAttr") :]: getattr(runtime, n) for n in dir(runtime) if n.startswith("cudaDevAttr")}
     assert constants == {k: real[k] for k in constants}
     for key, code in constants.items():
         assert runtime.deviceGetAttribute(code, 0) == attributes[key]

@@ -29,7 +29,9 @@ ROWS = {
     "`requires_device_backend`": ["test_requires_device_backend"],
     "`requires_cupy`": ["test_requires_cupy"],
     "`requires_warp_shuffle`, `requires_high_dim_cuda_views`, `requires_bounds_check_views`": [
-        "test_requires_warp_shuffle", "test_requires_high_dim_cuda_views", "test_requires_bounds_check_views",
+        "test_requires_warp_shuffle",
+        "test_requires_high_dim_cuda_views",
+        "test_requires_bounds_check_views",
     ],
     "no marker": ["test_no_marker"],
 }
@@ -115,8 +117,9 @@ def _clean_environment(extra) -> dict:
 @functools.cache
 def _real_gpu() -> bool:
     code = "import cunumpy as xp; print(xp.cupy_available())"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env=_clean_environment({}), timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_clean_environment({}), timeout=120
+    )
     return result.stdout.strip() == "True"
 
 
@@ -124,7 +127,7 @@ def _table():
     """(column environments, {row label: [cell, ...]}) read from the guide."""
     lines = GUIDE.read_text(encoding="utf-8").splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("<!-- fixture-table"))
-    header, rows = lines[start + 1], lines[start + 3:]
+    header, rows = lines[start + 1], lines[start + 3 :]
     columns = []
     for cell in [c.strip() for c in header.strip("|").split("|")][1:]:
         if cell == "no variables":
@@ -155,9 +158,26 @@ def _run_project(root, env):
     record = root / "record.txt"
     record.unlink(missing_ok=True)
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-v", "-rs", "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
-         "-c", str(root / "pytest.ini"), "--rootdir", str(root), str(root)],
-        capture_output=True, text=True, cwd=root, env=_clean_environment(dict(env, CN_RECORD=str(record))),
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-v",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:hypothesispytest",
+            "-c",
+            str(root / "pytest.ini"),
+            "--rootdir",
+            str(root),
+            str(root),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env=_clean_environment(dict(env, CN_RECORD=str(record))),
         timeout=600,
     )
     outcomes = dict(re.findall(r"::(test_\w+(?:\[\w+\])?) (PASSED|FAILED|SKIPPED|ERROR)", result.stdout))
@@ -172,8 +192,13 @@ def _run_project(root, env):
 def test_the_table_lists_every_row_and_column():
     columns, table = _table()
     assert list(table) == list(ROWS)
-    assert columns == [{}, {"CUNUMPY_FAKE_CUPY": "1"}, {"CUNUMPY_BACKEND": "cupy"},
-                       {"CUNUMPY_FAKE_CUPY": "1", "CUNUMPY_BACKEND": "cupy"}, {"CUNUMPY_REQUIRE_CUDA": "1"}]
+    assert columns == [
+        {},
+        {"CUNUMPY_FAKE_CUPY": "1"},
+        {"CUNUMPY_BACKEND": "cupy"},
+        {"CUNUMPY_FAKE_CUPY": "1", "CUNUMPY_BACKEND": "cupy"},
+        {"CUNUMPY_REQUIRE_CUDA": "1"},
+    ]
     assert all(len(cells) == len(columns) for cells in table.values())
 
 

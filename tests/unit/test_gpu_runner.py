@@ -27,13 +27,13 @@ def _stub_nvidia_smi(tmp_path, output: str, code: int) -> dict:
     stub = bin_dir / "nvidia-smi"
     stub.write_text(f"#!/bin/sh\nprintf '{output}'\nexit {code}\n")
     stub.chmod(0o755)
-    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-            "TEST_GPU_OUT": str(tmp_path / "out")}
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "TEST_GPU_OUT": str(tmp_path / "out")}
 
 
 def _run(env, timeout=120):
-    return subprocess.run(["bash", str(RUN)], capture_output=True, text=True, env=env, timeout=timeout,
-                          cwd=ROOT, check=False)
+    return subprocess.run(
+        ["bash", str(RUN)], capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT, check=False
+    )
 
 
 @pytest.mark.nosan  # shell scripts: nothing for the sanitizers
@@ -42,18 +42,22 @@ def test_no_gpu_listed_is_one_line_and_exit_0(tmp_path):
     completed = _run(env)
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.splitlines() == [
-        "test-gpu: no NVIDIA GPU on this machine (nvidia-smi lists no GPU): nothing run, exit 0"]
+        "test-gpu: no NVIDIA GPU on this machine (nvidia-smi lists no GPU): nothing run, exit 0"
+    ]
     assert not (tmp_path / "out").exists()  # nothing installed, nothing written
 
 
 @pytest.mark.nosan
-@pytest.mark.skipif(shutil.which("nvidia-smi") is not None or any(Path("/dev").glob("nvidia[0-9]*")),
-                    reason="this machine has an NVIDIA driver")
+@pytest.mark.skipif(
+    shutil.which("nvidia-smi") is not None or any(Path("/dev").glob("nvidia[0-9]*")),
+    reason="this machine has an NVIDIA driver",
+)
 def test_no_driver_at_all_is_one_line_and_exit_0(tmp_path):
     completed = _run({**os.environ, "TEST_GPU_OUT": str(tmp_path / "out")})
     assert completed.returncode == 0
     assert completed.stdout.splitlines() == [
-        "test-gpu: no NVIDIA GPU on this machine (no nvidia-smi and no /dev/nvidia* device): nothing run, exit 0"]
+        "test-gpu: no NVIDIA GPU on this machine (no nvidia-smi and no /dev/nvidia* device): nothing run, exit 0"
+    ]
 
 
 @pytest.mark.nosan
@@ -79,9 +83,23 @@ def test_parity_cases_dry_run_on_the_fake_cupy(tmp_path):
     env = {**os.environ, "CUNUMPY_FAKE_CUPY": "1", "CUNUMPY_GPU_PARITY_DRY_RUN": "1"}
     env.pop("CUNUMPY_BACKEND", None)
     completed = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
-         str(ROOT / "tests" / "gpu" / "test_emulator_parity_gpu.py")],
-        capture_output=True, text=True, env=env, timeout=900, cwd=ROOT, check=False)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-rs",
+            str(ROOT / "tests" / "gpu" / "test_emulator_parity_gpu.py"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        cwd=ROOT,
+        check=False,
+    )
     assert completed.returncode == 0, completed.stdout[-4000:] + completed.stderr[-2000:]
     summary = completed.stdout.strip().splitlines()[-1]
     assert " passed" in summary and "failed" not in summary and "error" not in summary, summary

@@ -19,8 +19,7 @@ def _run(env_extra, *args):
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUNUMPY_")}
     env["CUNUMPY_EMULATION_CACHE"] = os.environ["CUNUMPY_EMULATION_CACHE"]  # the test run's own
     env.update(env_extra)
-    return subprocess.run([sys.executable, str(EXAMPLE), *args], capture_output=True, text=True, env=env,
-                          timeout=300)
+    return subprocess.run([sys.executable, str(EXAMPLE), *args], capture_output=True, text=True, env=env, timeout=300)
 
 
 def _check(result, backend_line):
@@ -38,8 +37,10 @@ def test_on_numpy():
 
 @requires_compiler
 def test_on_the_fake_cupy_the_cuda_kernel_is_emulated():
-    fake = _check(_run({"CUNUMPY_FAKE_CUPY": "1", "CUNUMPY_BACKEND": "cupy"}, *SMALL),
-                  "cupy on the fake CuPy (the CUDA kernel in the CPU emulation)")
+    fake = _check(
+        _run({"CUNUMPY_FAKE_CUPY": "1", "CUNUMPY_BACKEND": "cupy"}, *SMALL),
+        "cupy on the fake CuPy (the CUDA kernel in the CPU emulation)",
+    )
     host = _check(_run({}, *SMALL), "numpy (the host version of the kernel)")
     assert fake[1] == host[1]  # the same profile
 

@@ -108,9 +108,9 @@ def test_one_cuda_kernel_packed_from_many_threads_keeps_each_threads_pointers():
         barrier.wait()
         for _ in range(rounds):
             packed = k._plan.pack(x, v, c)[0]
-            pv = int.from_bytes(packed[off_v:off_v + 8], "little")
-            rows = int.from_bytes(packed[off_v + 8:off_v + 16], "little")
-            pc = int.from_bytes(packed[off_c:off_c + 8], "little")
+            pv = int.from_bytes(packed[off_v : off_v + 8], "little")
+            rows = int.from_bytes(packed[off_v + 8 : off_v + 16], "little")
+            pc = int.from_bytes(packed[off_c : off_c + 8], "little")
             if pv != v.data.ptr or rows != 2 or pc != c.data.ptr:
                 wrong.append(t)
 
@@ -460,9 +460,7 @@ def test_cuda_kernel_float_parameters_out_of_range_name_kernel_and_parameter():
         pytest.skip("needs the fake CuPy (CUNUMPY_FAKE_CUPY=1)")
     from cunumpy.kernels import CudaKernel
 
-    k = CudaKernel(
-        'extern "C" __global__ void kf(double* x, float f, double d, complex<float> c) {}', "kf"
-    )
+    k = CudaKernel('extern "C" __global__ void kf(double* x, float f, double d, complex<float> c) {}', "kf")
     x = cupy.zeros(2)
     for args, param in [
         ((x, 1e300, 1.0, 0j), "float f"),
@@ -484,8 +482,11 @@ def test_pack_twin_agrees_on_float_overflow():
     name = "kf"
     k = CudaKernel('extern "C" __global__ void kf(float f, double d, complex<float> c) {}', name)
     specs = tuple(ck._spec(i, p) for i, p in enumerate(k.signature))
-    plans = [m.launch_plan(name, specs, np.void, np.generic) for m in (core, _reference)] if HAVE_C_CORE else [
-        _reference.launch_plan(name, specs, np.void, np.generic)]
+    plans = (
+        [m.launch_plan(name, specs, np.void, np.generic) for m in (core, _reference)]
+        if HAVE_C_CORE
+        else [_reference.launch_plan(name, specs, np.void, np.generic)]
+    )
     for args in [(1e300, 1.0, 0j), (10**400, 1.0, 0j), (1.0, 10**400, 0j), (1.0, 1.0, complex(1e39, 0))]:
         messages = []
         for plan in plans:

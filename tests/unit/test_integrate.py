@@ -14,7 +14,7 @@ import scipy.integrate
 
 
 def test_integrate_suite_in_fake_cupy_subprocess():
-    rerun_under_fake_cupy(__file__, 'not in_fake_cupy_subprocess')
+    rerun_under_fake_cupy(__file__, "not in_fake_cupy_subprocess")
 
 
 def test_all():
@@ -92,8 +92,9 @@ def test_odeint_state_on_y0s_backend(on_backend, with_jacobian):
     assert xp.get_array_backend(solution) == on_backend and solution.shape == (7, 3)
     assert seen == {on_backend}
     host_k = np.array([1.0, 2.0, 0.5])
-    expected = scipy.integrate.odeint(_decay, np.array([1.0, 2.0, 3.0]), t, args=(host_k,),
-                                      Dfun=_decay_jacobian if with_jacobian else None)
+    expected = scipy.integrate.odeint(
+        _decay, np.array([1.0, 2.0, 3.0]), t, args=(host_k,), Dfun=_decay_jacobian if with_jacobian else None
+    )
     np.testing.assert_array_equal(xp.to_numpy(solution), expected)
 
 

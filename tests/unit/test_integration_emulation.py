@@ -10,7 +10,6 @@ runs the headline checks there in a fake-CuPy child. All kernels live in one sou
 emulation compiles it once per process (the cache directory is shared with the child).
 """
 
-
 import numpy as np
 import pytest
 from _emulation_support import requires_compiler
@@ -112,10 +111,21 @@ extern "C" __global__ void push_scaled(Particles p, const double* factor, long l
 }
 """
 
-Mixed = CudaStruct("Mixed", [
-    ("flag", "bool"), ("c", "int8_t"), ("out", "double*"), ("k", "int"), ("a", "CArray1D<float>"),
-    ("s", "short"), ("u", "unsigned long long"), ("f", "float"), ("v", "Array2D<int>"), ("last", "char"),
-])
+Mixed = CudaStruct(
+    "Mixed",
+    [
+        ("flag", "bool"),
+        ("c", "int8_t"),
+        ("out", "double*"),
+        ("k", "int"),
+        ("a", "CArray1D<float>"),
+        ("s", "short"),
+        ("u", "unsigned long long"),
+        ("f", "float"),
+        ("v", "Array2D<int>"),
+        ("last", "char"),
+    ],
+)
 PARTICLES_FIELDS = (("x", "double*"), ("v", "Array2D<double>"), ("n", "long long"), ("dt", "double"))
 Particles = CudaStruct("Particles", PARTICLES_FIELDS)
 
@@ -134,13 +144,13 @@ class ParticleArguments(CudaStructArguments):
 
 def block_sums(x, sums, n):
     for b in range(sums.shape[0]):
-        sums[b] = x[b * BLOCK:min(n, (b + 1) * BLOCK)].sum()
+        sums[b] = x[b * BLOCK : min(n, (b + 1) * BLOCK)].sum()
 
 
 def total_and_max(x, total, block_max, n):
     total[0] += x[:n].sum()
     for b in range(block_max.shape[0]):
-        block_max[b] = x[b * BLOCK:min(n, (b + 1) * BLOCK)].max()
+        block_max[b] = x[b * BLOCK : min(n, (b + 1) * BLOCK)].max()
 
 
 def _field(p, name):
@@ -579,12 +589,15 @@ def test_check_finite_scans_struct_fields_of_emulated_launches(fake, wrap):
 
 def test_device_function_kernel_with_a_struct_parameter_runs_emulated(fake):
     domain = CudaStruct("Domain", [("lo", "double"), ("hi", "double"), ("outside", "double*")])
-    header = domain.declaration + r"""
+    header = (
+        domain.declaration
+        + r"""
     __device__ double clamp_or_flag(const Domain& d, double x)
     {
         return x < d.lo ? d.outside[0] : (x > d.hi ? d.outside[1] : x);
     }
     """
+    )
     kernel = kt.device_function_kernel(header, "double clamp_or_flag(const Domain& d, double x)", structs=[domain])
     x = np.linspace(-2.0, 2.0, 9)
     out = fake.zeros(9)
@@ -601,8 +614,18 @@ def test_padded_struct_layout_matches_the_emulations_cpp_layout(cuda, device):
     to_array = cupy.asarray if device else np.asarray
     out = to_array(np.zeros(11))
     v = to_array(np.arange(12, dtype=np.int32).reshape(3, 4))[:, ::-1]
-    fields = dict(flag=True, c=-7, out=out, k=-123456, a=to_array(np.array([1.5, 2.5], np.float32)), s=-300,
-                  u=2**40 + 3, f=0.25, v=v, last=65)
+    fields = dict(
+        flag=True,
+        c=-7,
+        out=out,
+        k=-123456,
+        a=to_array(np.array([1.5, 2.5], np.float32)),
+        s=-300,
+        u=2**40 + 3,
+        f=0.25,
+        v=v,
+        last=65,
+    )
     if device:
         with kt.emulated_launches():
             cuda["read_mixed"](Mixed(**fields), 9.5, n_threads=1)

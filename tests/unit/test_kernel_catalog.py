@@ -129,7 +129,7 @@ def test_from_folder_of_one_kernel():
     k = Kernel.from_folder("kernel_pkg.axpy", dispatch="arrays", missing_cuda="fallback", block_size=64)
     assert k.name == "axpy" and k.dispatch == "arrays" and k.missing_cuda == "fallback"
     assert k.cuda_kernel.block_size == 64
-    extra = Kernel.from_folder("kernel_pkg.smooth", extra_implementations={"numba": lambda: (lambda f, o: None)})
+    extra = Kernel.from_folder("kernel_pkg.smooth", extra_implementations={"numba": lambda: lambda f, o: None})
     assert extra.implementations == ("pyccel", "numba", "numpy", "python")
 
 
@@ -143,9 +143,7 @@ def test_host_fallback_becomes_numpy_and_compile_host_fallback():
         calls.append("numpy")
         y[:n] += alpha * x[:n]
 
-    cat = KernelCatalog.from_package(
-        "kernel_pkg", compile_host=never, host_fallback={"axpy": numpy_axpy}
-    )
+    cat = KernelCatalog.from_package("kernel_pkg", compile_host=never, host_fallback={"axpy": numpy_axpy})
     assert cat["axpy"].implementations[:2] == ("pyccel", "numpy")
     with xp.use_backend("numpy"):
         y = np.zeros(3)
@@ -307,7 +305,9 @@ def _fifo(path):
     ],
     ids=["directory", "fifo", "dangling-link"],
 )
-def test_cuda_source_that_is_not_a_file_is_an_error_not_a_kernel_without_cuda(tmp_path, monkeypatch, make, error, words):
+def test_cuda_source_that_is_not_a_file_is_an_error_not_a_kernel_without_cuda(
+    tmp_path, monkeypatch, make, error, words
+):
     monkeypatch.syspath_prepend(str(tmp_path))
     package = make_package(tmp_path, {"k/__init__.py": "", "k/k_kernels.py": HOST.format(name="k")})
     source = tmp_path / package / "k" / "k_cuda.cu"

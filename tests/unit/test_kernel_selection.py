@@ -83,14 +83,18 @@ def test_device_setter_is_strict():
 
 
 def _import_with(env):
-    code = "import cunumpy.kernels as k; print(k.get_host_kernel_implementation(), k.get_device_kernel_implementation())"
+    code = (
+        "import cunumpy.kernels as k; print(k.get_host_kernel_implementation(), k.get_device_kernel_implementation())"
+    )
     child = dict(os.environ, **env)
     return subprocess.run([sys.executable, "-c", code], env=child, capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.nosan
 def test_environment_variables_read_at_import():
-    done = _import_with({"CUNUMPY_HOST_KERNEL_IMPLEMENTATION": " NumPy ", "CUNUMPY_DEVICE_KERNEL_IMPLEMENTATION": " CuDa "})
+    done = _import_with(
+        {"CUNUMPY_HOST_KERNEL_IMPLEMENTATION": " NumPy ", "CUNUMPY_DEVICE_KERNEL_IMPLEMENTATION": " CuDa "}
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["numpy", "cuda"]
     done = _import_with({"CUNUMPY_HOST_KERNEL_IMPLEMENTATION": "", "CUNUMPY_DEVICE_KERNEL_IMPLEMENTATION": ""})

@@ -15,8 +15,9 @@ import cunumpy.kernel_testing as kt
 def _run_python(code, **env):
     environment = {k: v for k, v in os.environ.items() if not k.startswith("CUNUMPY_")}
     environment.update(env)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=environment,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], env=environment, capture_output=True, text=True
+    )
 
 
 def test_import_is_light_and_leaves_xp_testing_alone():
@@ -107,9 +108,19 @@ def test_install_fake_cupy_errors():
 
 
 def test_subprocess_helper_environment(monkeypatch):
-    launcher = {"OMPI_COMM_WORLD_SIZE": "2", "PMIX_NAMESPACE": "x", "PMI_SIZE": "2", "HYDRA_X": "1",
-                "MPIR_CVAR": "1", "I_MPI_PIN": "1", "SLURM_JOB_ID": "7", "MV2_X": "1",
-                "MPI_LOCALRANKID": "0", "ALPS_APP_PE": "0", "PALS_NODEID": "1"}
+    launcher = {
+        "OMPI_COMM_WORLD_SIZE": "2",
+        "PMIX_NAMESPACE": "x",
+        "PMI_SIZE": "2",
+        "HYDRA_X": "1",
+        "MPIR_CVAR": "1",
+        "I_MPI_PIN": "1",
+        "SLURM_JOB_ID": "7",
+        "MV2_X": "1",
+        "MPI_LOCALRANKID": "0",
+        "ALPS_APP_PE": "0",
+        "PALS_NODEID": "1",
+    }
     for key, value in launcher.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("CUNUMPY_TEST_KEEP", "kept")
@@ -138,8 +149,19 @@ def test_subprocess_helper_default_threads():
 
 
 def test_mpi_launcher_prefixes():
-    for prefix in ("OMPI_", "PMIX_", "PMI_", "HYDRA_", "MPIR_", "I_MPI_", "SLURM_", "MV2_",
-                   "MPI_LOCALRANKID", "ALPS_APP_PE", "PALS_"):
+    for prefix in (
+        "OMPI_",
+        "PMIX_",
+        "PMI_",
+        "HYDRA_",
+        "MPIR_",
+        "I_MPI_",
+        "SLURM_",
+        "MV2_",
+        "MPI_LOCALRANKID",
+        "ALPS_APP_PE",
+        "PALS_",
+    ):
         assert prefix in kt.MPI_LAUNCHER_PREFIXES
 
 

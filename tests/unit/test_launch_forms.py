@@ -19,10 +19,7 @@ from cunumpy.arguments import CudaStruct
 from cunumpy.kernel_testing import fake_cupy_active
 from cunumpy.kernels import CudaKernel, _cuda_kernel as ck, _cuda_launch
 
-SRC = (
-    'extern "C" __global__ void k(const double* x, double* y, int n, Array2D<float> v, '
-    "CArray1D<int> c, float f) {}"
-)
+SRC = 'extern "C" __global__ void k(const double* x, double* y, int n, Array2D<float> v, CArray1D<int> c, float f) {}'
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -49,7 +46,7 @@ class Recorder:
         original = CudaKernel._call_slow
 
         def launch(k, cupy, dev, lim, args, packed, g, blk, shared_mem, stream):
-            self.launches.append((bytes(packed)[8 * k._plan.n_params:], g, blk, shared_mem, stream))
+            self.launches.append((bytes(packed)[8 * k._plan.n_params :], g, blk, shared_mem, stream))
             return "launched"
 
         def counted(*args, **kwargs):
@@ -294,8 +291,9 @@ def test_device_prepare_args_in_c_equals_the_python_path_and_the_twin(dev):
         slow = k._prepare_slow(*args)
         _same_values(first, again)
         _same_values(again, slow)
-        twin = _reference.launch_plan("k", tuple(ck._spec(i, p) for i, p in enumerate(k.signature)), np.void,
-                                      np.generic)
+        twin = _reference.launch_plan(
+            "k", tuple(ck._spec(i, p) for i, p in enumerate(k.signature)), np.void, np.generic
+        )
         twin.configure_prepare(np.empty, k._value_dtypes(), None, None)
         _same_values(again, twin.prepare(*args))
     values = k.prepare_args(x, y, 4, v[:, ::2], c, 2)
@@ -314,8 +312,12 @@ def test_device_prepare_args_errors_are_those_of_a_call(dev):
     k = CudaKernel(SRC, "k")
     x, y, v, c = _arrays(dev, 4)
     k.prepare_args(x, y, 4, v, c, 2.0)
-    for args in [(x, y, 4, v, c), (x, dev(np.zeros(4, np.float32)), 4, v, c, 2.0), (x, y, 2**40, v, c, 1.0),
-                 (np.zeros(4), y, 4, v, c, 1.0)]:
+    for args in [
+        (x, y, 4, v, c),
+        (x, dev(np.zeros(4, np.float32)), 4, v, c, 2.0),
+        (x, y, 2**40, v, c, 1.0),
+        (np.zeros(4), y, 4, v, c, 1.0),
+    ]:
         c_way = _outcome(k.prepare_args, *args)
         py_way = _outcome(k._prepare_slow, *args)
         call = _outcome(k, *args, n_threads=0)

@@ -102,8 +102,11 @@ def test_staging_stays_on_the_device_of_its_first_array(device_only):
     staging.copy(xp.zeros(2)).result()
     staging.copy(xp.ones(2)).result()  # the same device again
     staging._device_id = 1  # as if bound on device 1 (the fake CuPy has one device)
-    with pytest.raises(ValueError, match=r"HostStaging.copy\(\): 'array' lives on device 0, but this "
-                       r"staging is bound to device 1; use one staging per device"):
+    with pytest.raises(
+        ValueError,
+        match=r"HostStaging.copy\(\): 'array' lives on device 0, but this "
+        r"staging is bound to device 1; use one staging per device",
+    ):
         staging.copy(xp.zeros(2))
 
 

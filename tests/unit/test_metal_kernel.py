@@ -110,8 +110,9 @@ def test_mlx_path_with_a_stand_in(monkeypatch):
         seen["spec"] = spec
 
         def run(*, inputs, grid, threadgroup, output_shapes, output_dtypes, template=None, init_value=None):
-            seen["call"] = dict(grid=grid, threadgroup=threadgroup, template=template, init_value=init_value,
-                                dtypes=output_dtypes)
+            seen["call"] = dict(
+                grid=grid, threadgroup=threadgroup, template=template, init_value=init_value, dtypes=output_dtypes
+            )
             a, s = inputs
             return [(a * s[0]).reshape(output_shapes[0])]
 

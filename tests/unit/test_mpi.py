@@ -367,8 +367,11 @@ def test_mpi_staging_stays_on_the_device_of_its_first_array(device_only):
         with staging.buffer(a, cuda_aware=False):
             pass
     staging._device_id = 1  # as if bound on device 1 (the fake CuPy has one device)
-    with pytest.raises(ValueError, match=r"\(\): 'array' lives on device 0, but this staging is bound "
-                       r"to device 1; use one staging per device"):
+    with pytest.raises(
+        ValueError,
+        match=r"\(\): 'array' lives on device 0, but this staging is bound "
+        r"to device 1; use one staging per device",
+    ):
         staging.buffer(a, cuda_aware=False)
 
 
@@ -548,8 +551,12 @@ def test_exchange_needs_a_recorded_answer_only_for_device_buffers(on_backend):
 
 def test_exchange_posts_receives_first_then_sends_then_waits(on_backend):
     comm = RecordingComm()
-    mpi.exchange(comm, sends=[(xp.ones(2), 0, k) for k in range(2)],
-                 receives=[(xp.zeros(2), 0, k) for k in range(2)], cuda_aware=False)
+    mpi.exchange(
+        comm,
+        sends=[(xp.ones(2), 0, k) for k in range(2)],
+        receives=[(xp.zeros(2), 0, k) for k in range(2)],
+        cuda_aware=False,
+    )
     posted = [c for c in comm.calls if c in ("Irecv", "Isend")]
     assert posted == ["Irecv", "Irecv", "Isend", "Isend"]
 
@@ -575,8 +582,12 @@ def test_exchange_non_contiguous_buffers(on_backend, cuda_aware):
     comm = serial_comm()
     source = xp.to_cunumpy(np.arange(12.0).reshape(3, 4))
     target = xp.zeros((3, 4))
-    mpi.exchange(comm, sends=[(source[:, 1], 0, 0), (source[:, 3], 0, 1)],
-                 receives=[(target[:, 0], 0, 0), (target[:, 2], 0, 1)], cuda_aware=cuda_aware)
+    mpi.exchange(
+        comm,
+        sends=[(source[:, 1], 0, 0), (source[:, 3], 0, 1)],
+        receives=[(target[:, 0], 0, 0), (target[:, 2], 0, 1)],
+        cuda_aware=cuda_aware,
+    )
     expected = np.zeros((3, 4))
     expected[:, 0], expected[:, 2] = np.arange(12.0).reshape(3, 4)[:, 1], np.arange(12.0).reshape(3, 4)[:, 3]
     np.testing.assert_array_equal(xp.to_numpy(target), expected)
@@ -589,8 +600,12 @@ def test_exchange_short_message_keeps_the_rest_of_the_receive_buffer(on_backend,
     comm = serial_comm()
     target = xp.full((4, 3), -1.0)
     contiguous = xp.full(5, -1.0)
-    mpi.exchange(comm, sends=[(xp.ones(2), 0, 0), (xp.ones(2), 0, 1)],
-                 receives=[(target[:, 1], 0, 0), (contiguous, 0, 1)], cuda_aware=cuda_aware)
+    mpi.exchange(
+        comm,
+        sends=[(xp.ones(2), 0, 0), (xp.ones(2), 0, 1)],
+        receives=[(target[:, 1], 0, 0), (contiguous, 0, 1)],
+        cuda_aware=cuda_aware,
+    )
     expected = np.full((4, 3), -1.0)
     expected[:2, 1] = 1.0
     np.testing.assert_array_equal(xp.to_numpy(target), expected)

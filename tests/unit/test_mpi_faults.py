@@ -82,7 +82,10 @@ def run_job(tmp_path, mode, timeout=TIMEOUT, **variables):
     env.update(variables)
     return subprocess.run(
         [MPIEXEC, "-n", "2", sys.executable, str(script), mode],
-        capture_output=True, text=True, env=env, timeout=timeout,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
     )
 
 
@@ -107,10 +110,13 @@ def test_a_failure_in_exchange_aborts_the_job(tmp_path, mode):
 
 
 @needs_mpi
-@pytest.mark.parametrize("mode, error", [
-    ("descriptor", "ValueError: exchange(): sends[0] must be an (array, dest, tag) tuple"),
-    ("thread", "ValueError: a worker thread failed"),
-])
+@pytest.mark.parametrize(
+    "mode, error",
+    [
+        ("descriptor", "ValueError: exchange(): sends[0] must be an (array, dest, tag) tuple"),
+        ("thread", "ValueError: a worker thread failed"),
+    ],
+)
 def test_an_uncaught_exception_on_one_rank_ends_the_job(tmp_path, mode, error):
     start = time.monotonic()
     # was: the job never ended (rank 0 waited in exchange for a message never sent)

@@ -148,8 +148,14 @@ def test_the_program_runs_unchanged_on_the_fake_cupy(tmp_path):
     root = _project(tmp_path)
 
     def run(**env):
-        result = subprocess.run([sys.executable, "step8.py"], capture_output=True, text=True, cwd=root,
-                                env=_env(PYTHONPATH=str(root), **env), timeout=300)
+        result = subprocess.run(
+            [sys.executable, "step8.py"],
+            capture_output=True,
+            text=True,
+            cwd=root,
+            env=_env(PYTHONPATH=str(root), **env),
+            timeout=300,
+        )
         assert result.returncode == 0, result.stdout + result.stderr
         return result.stdout.split()
 
@@ -162,14 +168,33 @@ def test_the_program_runs_unchanged_on_the_fake_cupy(tmp_path):
 def test_the_tests_run_unchanged_on_the_fake_cupy(tmp_path):
     root = _project(tmp_path)
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-v", "-rs", "-p", "no:cacheprovider", "-c", str(root / "pytest.ini"),
-         "--rootdir", str(root)],
-        capture_output=True, text=True, cwd=root, env=_env(CUNUMPY_FAKE_CUPY="1", CUNUMPY_BACKEND="cupy"),
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-v",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            "-c",
+            str(root / "pytest.ini"),
+            "--rootdir",
+            str(root),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env=_env(CUNUMPY_FAKE_CUPY="1", CUNUMPY_BACKEND="cupy"),
         timeout=600,
     )
     out = result.stdout
     assert result.returncode == 0, out + result.stderr
-    for test in ("test_push_moves_every_particle[numpy]", "test_push_moves_every_particle[cupy]",
-                 "test_the_stencil_on_the_device", "test_parity[diffuse]", "test_parity[push]"):
+    for test in (
+        "test_push_moves_every_particle[numpy]",
+        "test_push_moves_every_particle[cupy]",
+        "test_the_stencil_on_the_device",
+        "test_parity[diffuse]",
+        "test_parity[push]",
+    ):
         assert f"::{test} PASSED" in out, out
     assert "SKIPPED" not in out and "5 passed" in out, out

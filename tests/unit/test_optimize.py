@@ -20,7 +20,7 @@ import scipy.optimize
 
 
 def test_optimize_suite_in_fake_cupy_subprocess():
-    rerun_under_fake_cupy(__file__, 'not in_fake_cupy_subprocess')
+    rerun_under_fake_cupy(__file__, "not in_fake_cupy_subprocess")
 
 
 def test_all():
@@ -44,19 +44,43 @@ def _ns(x):
 
 # (func, fprime, x0, args)
 NEWTON_CASES = {
-    "cube roots": (lambda x, a: x**3 - a, lambda x, a: 3 * x**2, np.linspace(0.5, 3.0, 9),
-                   (np.linspace(1.0, 8.0, 9),)),
-    "zero derivative at some points": (lambda x, a: x**2 - a, lambda x, a: 2 * x,
-                                       np.array([0.0, 1.0, 2.0, 0.0, -1.5]), (np.array([2.0, 3.0, 4.0, 5.0, 6.0]),)),
-    "no real root for some points": (lambda x, a: x**2 + a, lambda x, a: 2 * x,
-                                     np.array([0.5, 1.0, 2.0, 3.0]), (np.array([-1.0, 1.0, -4.0, 0.5]),)),
-    "already roots": (lambda x, a: x - a, lambda x, a: _ns(x).ones_like(x), np.array([1.0, 2.0]), (np.array([1.0, 2.0]),)),
-    "flat function (all derivatives zero)": (lambda x, a: x * 0 + a, lambda x, a: x * 0,
-                                             np.array([1.0, 2.0]), (np.array([1.0, 2.0]),)),
-    "Kepler": (lambda E, e: E - e * _ns(E).sin(E) - 1.0, lambda E, e: 1.0 - e * _ns(E).cos(E),
-               np.linspace(0.0, 3.0, 11), (np.linspace(0.0, 0.9, 11),)),
-    "two dimensional": (lambda x, a: x**3 - a, lambda x, a: 3 * x**2, np.linspace(0.5, 3.0, 12).reshape(3, 4),
-                        (np.linspace(1.0, 8.0, 12).reshape(3, 4),)),
+    "cube roots": (lambda x, a: x**3 - a, lambda x, a: 3 * x**2, np.linspace(0.5, 3.0, 9), (np.linspace(1.0, 8.0, 9),)),
+    "zero derivative at some points": (
+        lambda x, a: x**2 - a,
+        lambda x, a: 2 * x,
+        np.array([0.0, 1.0, 2.0, 0.0, -1.5]),
+        (np.array([2.0, 3.0, 4.0, 5.0, 6.0]),),
+    ),
+    "no real root for some points": (
+        lambda x, a: x**2 + a,
+        lambda x, a: 2 * x,
+        np.array([0.5, 1.0, 2.0, 3.0]),
+        (np.array([-1.0, 1.0, -4.0, 0.5]),),
+    ),
+    "already roots": (
+        lambda x, a: x - a,
+        lambda x, a: _ns(x).ones_like(x),
+        np.array([1.0, 2.0]),
+        (np.array([1.0, 2.0]),),
+    ),
+    "flat function (all derivatives zero)": (
+        lambda x, a: x * 0 + a,
+        lambda x, a: x * 0,
+        np.array([1.0, 2.0]),
+        (np.array([1.0, 2.0]),),
+    ),
+    "Kepler": (
+        lambda E, e: E - e * _ns(E).sin(E) - 1.0,
+        lambda E, e: 1.0 - e * _ns(E).cos(E),
+        np.linspace(0.0, 3.0, 11),
+        (np.linspace(0.0, 0.9, 11),),
+    ),
+    "two dimensional": (
+        lambda x, a: x**3 - a,
+        lambda x, a: 3 * x**2,
+        np.linspace(0.5, 3.0, 12).reshape(3, 4),
+        (np.linspace(1.0, 8.0, 12).reshape(3, 4),),
+    ),
 }
 
 
@@ -68,8 +92,7 @@ def test_newton_takes_scipys_steps(on_backend, case, method):
         fprime = None
     expected = _scipy_newton(func, x0, fprime, args)
     device_args = tuple(xp.asarray(a) for a in args)
-    result = xp.optimize.newton(func, xp.asarray(x0), fprime, args=device_args,
-                                full_output=True)
+    result = xp.optimize.newton(func, xp.asarray(x0), fprime, args=device_args, full_output=True)
     assert isinstance(result, xp.optimize.NewtonResult)
     for field in ("root", "converged", "zero_der"):
         ours = getattr(result, field)
@@ -82,9 +105,15 @@ def test_newton_tol_and_maxiter_as_scipy(on_backend):
     for tol, maxiter in ((1e-3, 50), (1e-12, 3), (1e-8, 2)):
         for derivative in (fprime, None):
             expected = _scipy_newton(func, x0, derivative, args, tol=tol, maxiter=maxiter)
-            ours = xp.optimize.newton(func, xp.asarray(x0), derivative,
-                                      args=tuple(xp.asarray(a) for a in args), tol=tol, maxiter=maxiter,
-                                      full_output=True)
+            ours = xp.optimize.newton(
+                func,
+                xp.asarray(x0),
+                derivative,
+                args=tuple(xp.asarray(a) for a in args),
+                tol=tol,
+                maxiter=maxiter,
+                full_output=True,
+            )
             np.testing.assert_array_equal(xp.to_numpy(ours.root), expected.root)
             np.testing.assert_array_equal(xp.to_numpy(ours.converged), expected.converged)
 
@@ -95,10 +124,12 @@ def test_newton_accepts_tol_zero_with_rtol(on_backend):
     func, fprime, x0, args = NEWTON_CASES["Kepler"]
     device_args = tuple(xp.asarray(a) for a in args)
     for derivative in (fprime, None):
-        ours = xp.optimize.newton(func, xp.asarray(x0), derivative, args=device_args, tol=0, rtol=1e-9,
-                                  full_output=True)
-        tiny = xp.optimize.newton(func, xp.asarray(x0), derivative, args=device_args, tol=1e-300, rtol=1e-9,
-                                  full_output=True)
+        ours = xp.optimize.newton(
+            func, xp.asarray(x0), derivative, args=device_args, tol=0, rtol=1e-9, full_output=True
+        )
+        tiny = xp.optimize.newton(
+            func, xp.asarray(x0), derivative, args=device_args, tol=1e-300, rtol=1e-9, full_output=True
+        )
         assert bool(xp.all(ours.converged))
         np.testing.assert_array_equal(xp.to_numpy(ours.root), xp.to_numpy(tiny.root))
     root = xp.optimize.newton(lambda x: x * x - 2.0, 1.0, lambda x: 2 * x, tol=0.0, rtol=1e-12)
@@ -107,10 +138,10 @@ def test_newton_accepts_tol_zero_with_rtol(on_backend):
 
 def test_newton_rtol_loosens_convergence(on_backend):
     x0 = xp.asarray([1.0e6, 2.0e6])
-    strict = xp.optimize.newton(lambda x: x**2 - 4.0e12, x0, lambda x: 2 * x, tol=1e-300, maxiter=100,
-                                full_output=True)
-    loose = xp.optimize.newton(lambda x: x**2 - 4.0e12, x0, lambda x: 2 * x, tol=1e-300, rtol=1e-3, maxiter=100,
-                               full_output=True)
+    strict = xp.optimize.newton(lambda x: x**2 - 4.0e12, x0, lambda x: 2 * x, tol=1e-300, maxiter=100, full_output=True)
+    loose = xp.optimize.newton(
+        lambda x: x**2 - 4.0e12, x0, lambda x: 2 * x, tol=1e-300, rtol=1e-3, maxiter=100, full_output=True
+    )
     assert bool(xp.all(loose.converged))
     np.testing.assert_allclose(xp.to_numpy(loose.root), [2.0e6, 2.0e6], rtol=1e-3)
     np.testing.assert_allclose(xp.to_numpy(strict.root), [2.0e6, 2.0e6], rtol=1e-12)
@@ -163,8 +194,7 @@ def test_newton_warns_with_counts(on_backend):
         xp.optimize.newton(func, xp.asarray(x0), fprime, args=tuple(xp.asarray(a) for a in args))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        xp.optimize.newton(func, xp.asarray(x0), fprime, args=tuple(xp.asarray(a) for a in args),
-                           full_output=True)
+        xp.optimize.newton(func, xp.asarray(x0), fprime, args=tuple(xp.asarray(a) for a in args), full_output=True)
         xp.optimize.newton(lambda x: x * x - 2.0, xp.asarray([1.0, 2.0]))
 
 
@@ -359,8 +389,7 @@ def _rosen_hessp(x, p):
     namespace = xp.get_array_module(x)
     hp = namespace.zeros_like(x)
     hp[0] = (1200 * x[0] ** 2 - 400 * x[1] + 2) * p[0] - 400 * x[0] * p[1]
-    hp[1:-1] = (-400 * x[:-2] * p[:-2] + (202 + 1200 * x[1:-1] ** 2 - 400 * x[2:]) * p[1:-1]
-                - 400 * x[1:-1] * p[2:])
+    hp[1:-1] = -400 * x[:-2] * p[:-2] + (202 + 1200 * x[1:-1] ** 2 - 400 * x[2:]) * p[1:-1] - 400 * x[1:-1] * p[2:]
     hp[-1] = -400 * x[-2] * p[-2] + 200 * p[-1]
     return hp
 
@@ -378,16 +407,19 @@ def test_minimize_device_callbacks_and_result(on_backend, style):
     recorder = _Recorder()
     progress = []
     if style == "intermediate_result":
+
         def callback(intermediate_result):
             progress.append(xp.get_array_backend(intermediate_result.x))
             assert isinstance(intermediate_result, scipy.optimize.OptimizeResult)
     else:
+
         def callback(xk):
             progress.append(xp.get_array_backend(xk))
 
     x0 = xp.asarray([-1.2, 1.0, 0.5])
-    result = xp.optimize.minimize(_recorded(recorder, _rosen), x0, jac=_recorded(recorder, _rosen_grad),
-                                  method="BFGS", callback=callback)
+    result = xp.optimize.minimize(
+        _recorded(recorder, _rosen), x0, jac=_recorded(recorder, _rosen_grad), method="BFGS", callback=callback
+    )
     assert recorder.backends == {on_backend}
     assert progress and set(progress) == {on_backend}
     assert xp.get_array_backend(result.x) == on_backend and xp.get_array_backend(result.jac) == on_backend
@@ -399,8 +431,13 @@ def test_minimize_device_callbacks_and_result(on_backend, style):
 
 def test_minimize_hessp_receives_x_and_p_on_the_device(on_backend):
     recorder = _Recorder()
-    result = xp.optimize.minimize(_rosen, xp.asarray([-1.2, 1.0, 0.5]), jac=_rosen_grad,
-                                  hessp=_recorded(recorder, _rosen_hessp), method="Newton-CG")
+    result = xp.optimize.minimize(
+        _rosen,
+        xp.asarray([-1.2, 1.0, 0.5]),
+        jac=_rosen_grad,
+        hessp=_recorded(recorder, _rosen_hessp),
+        method="Newton-CG",
+    )
     assert recorder.backends == {on_backend}
     np.testing.assert_allclose(xp.to_numpy(result.x), [1.0, 1.0, 1.0], rtol=1e-4)
 
@@ -412,20 +449,34 @@ def test_minimize_hess_receives_x_on_the_device(on_backend):
         recorder.see(x)
         return xp.asarray([[2.0, 0.0], [0.0, 8.0]])
 
-    result = xp.optimize.minimize(lambda x: (x[0] - 1) ** 2 + 4 * (x[1] + 2) ** 2, xp.zeros(2),
-                                  jac=lambda x: xp.stack([2 * (x[0] - 1), 8 * (x[1] + 2)]), hess=hess,
-                                  method="trust-exact")
+    result = xp.optimize.minimize(
+        lambda x: (x[0] - 1) ** 2 + 4 * (x[1] + 2) ** 2,
+        xp.zeros(2),
+        jac=lambda x: xp.stack([2 * (x[0] - 1), 8 * (x[1] + 2)]),
+        hess=hess,
+        method="trust-exact",
+    )
     assert recorder.backends == {on_backend}
     np.testing.assert_allclose(xp.to_numpy(result.x), [1.0, -2.0], atol=1e-8)
 
 
 def test_minimize_constraint_dicts_and_bounds(on_backend):
     recorder = _Recorder()
-    constraints = [{"type": "eq", "fun": _recorded(recorder, lambda x: x.sum() - 1.0),
-                    "jac": _recorded(recorder, lambda x: xp.get_array_module(x).ones((1, x.size)))},
-                   {"type": "ineq", "fun": _recorded(recorder, lambda x: x[0] - 0.1)}]
-    result = xp.optimize.minimize(lambda x: (x**2).sum(), xp.asarray([0.5, 0.3, 0.2]), method="SLSQP",
-                                  constraints=constraints, bounds=[(0.0, 1.0)] * 3)
+    constraints = [
+        {
+            "type": "eq",
+            "fun": _recorded(recorder, lambda x: x.sum() - 1.0),
+            "jac": _recorded(recorder, lambda x: xp.get_array_module(x).ones((1, x.size))),
+        },
+        {"type": "ineq", "fun": _recorded(recorder, lambda x: x[0] - 0.1)},
+    ]
+    result = xp.optimize.minimize(
+        lambda x: (x**2).sum(),
+        xp.asarray([0.5, 0.3, 0.2]),
+        method="SLSQP",
+        constraints=constraints,
+        bounds=[(0.0, 1.0)] * 3,
+    )
     assert recorder.backends == {on_backend}
     assert xp.get_array_backend(result.x) == on_backend
     np.testing.assert_allclose(xp.to_numpy(result.x), [1 / 3, 1 / 3, 1 / 3], atol=1e-6)
@@ -435,15 +486,21 @@ def test_minimize_constraint_dicts_and_bounds(on_backend):
 def test_minimize_nonlinear_and_linear_constraints(on_backend):
     recorder = _Recorder()
     nonlinear = scipy.optimize.NonlinearConstraint(
-        _recorded(recorder, lambda x: x[0] ** 2 + x[1] ** 2), 0.0, 1.0,
+        _recorded(recorder, lambda x: x[0] ** 2 + x[1] ** 2),
+        0.0,
+        1.0,
         jac=_recorded(recorder, lambda x: 2 * x[None, :]),
         hess=_recorded(recorder, lambda x, v: 2 * v[0] * xp.get_array_module(x).eye(2)),
     )
     linear = scipy.optimize.LinearConstraint(np.array([[1.0, -1.0]]), -np.inf, 0.5)  # host data
-    result = xp.optimize.minimize(lambda x: -(x[0] + x[1]), xp.asarray([0.1, 0.1]), method="trust-constr",
-                                  jac=lambda x: -xp.get_array_module(x).ones(2),
-                                  hess=lambda x: xp.get_array_module(x).zeros((2, 2)),
-                                  constraints=[nonlinear, linear])
+    result = xp.optimize.minimize(
+        lambda x: -(x[0] + x[1]),
+        xp.asarray([0.1, 0.1]),
+        method="trust-constr",
+        jac=lambda x: -xp.get_array_module(x).ones(2),
+        hess=lambda x: xp.get_array_module(x).zeros((2, 2)),
+        constraints=[nonlinear, linear],
+    )
     assert recorder.backends == {on_backend}
     assert xp.get_array_backend(result.x) == on_backend
     np.testing.assert_allclose(xp.to_numpy(result.x), [2**-0.5, 2**-0.5], atol=1e-4)

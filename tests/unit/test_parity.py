@@ -142,7 +142,9 @@ def test_a_wrong_port_fails_naming_kernel_and_path(emulation):
 
     emulation["axpy"] = wrong
     k = Kernel(axpy, CudaKernel(AXPY_SRC, "axpy"))
-    with pytest.raises(AssertionError, match=r"'axpy'.*differ in 1 of 2 array.*\n  y: 1 of 16 differ .*: \[3\] ") as info:
+    with pytest.raises(
+        AssertionError, match=r"'axpy'.*differ in 1 of 2 array.*\n  y: 1 of 16 differ .*: \[3\] "
+    ) as info:
         kt.assert_kernels_agree(k, make_axpy_args)
     assert "x:" not in str(info.value)
     # A tolerance absorbs it.
@@ -370,7 +372,8 @@ def test_hip_gap_markers():
     assert kt.warp_shuffle_available() is not xp.cuda.is_hip()
     assert kt.high_dim_cuda_views_available() == kt.bounds_check_views_available() == kt.warp_shuffle_available()
     launches = (kt.fake_cupy_active() and kt.emulation_compiler() is not None) or (
-        xp.cupy_available() and not kt.fake_cupy_active())
+        xp.cupy_available() and not kt.fake_cupy_active()
+    )
     for name in ("requires_warp_shuffle", "requires_high_dim_cuda_views", "requires_bounds_check_views"):
         mark = getattr(kt, name)
         assert mark.name == "skipif" and name in kt.__all__
@@ -420,7 +423,8 @@ def test_shape_and_multidimensional_differences():
     b[1, 2] = np.nan  # NaN in the same place agrees, as in numpy.testing.assert_allclose
     assert _mismatch("grid", a, b, 0, 0) is None
     assert _mismatch("flags", np.array([True, False]), np.array([True, True]), 0, 0).startswith(
-        "flags: 1 of 2 differ (CUDA vs host): [1] 0 vs 1")
+        "flags: 1 of 2 differ (CUDA vs host): [1] 0 vs 1"
+    )
     assert _mismatch("ids", np.array([1, 2]), np.array([1, 3]), 0.5, 0) is None  # within rtol
 
 
@@ -524,15 +528,28 @@ def test_an_off_by_one_fails_in_25_lines_naming_out(tmp_path):
         pytest.skip("needs a C++ compiler")
     (tmp_path / "test_diffuse.py").write_text(OFF_BY_ONE)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CUNUMPY_", "PYTEST_"))}
-    env.update(CUNUMPY_FAKE_CUPY="1", CUNUMPY_BACKEND="cupy",
-               CUNUMPY_EMULATION_CACHE=os.environ["CUNUMPY_EMULATION_CACHE"])
+    env.update(
+        CUNUMPY_FAKE_CUPY="1", CUNUMPY_BACKEND="cupy", CUNUMPY_EMULATION_CACHE=os.environ["CUNUMPY_EMULATION_CACHE"]
+    )
 
     def run(test):
         # pytest's default output (no -q, no -v), as a user sees it.
         result = subprocess.run(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
-             f"{tmp_path / 'test_diffuse.py'}::{test}"],
-            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300,
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "no:cacheprovider",
+                "--rootdir",
+                str(tmp_path),
+                f"{tmp_path / 'test_diffuse.py'}::{test}",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+            timeout=300,
         )
         assert result.returncode == 1, result.stdout + result.stderr
         return result.stdout

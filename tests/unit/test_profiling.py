@@ -51,8 +51,16 @@ def test_module_exports_exactly_the_documented_names():
     import cunumpy.profiling as profiling
 
     assert sorted(profiling.__all__) == sorted(
-        ["timed_region", "Timing", "nvtx_range", "count_transfers", "assert_no_transfers",
-         "TransferCounter", "TransferEvent", "TransferBudget"]
+        [
+            "timed_region",
+            "Timing",
+            "nvtx_range",
+            "count_transfers",
+            "assert_no_transfers",
+            "TransferCounter",
+            "TransferEvent",
+            "TransferBudget",
+        ]
     )
     assert profiling.TransferEvent is _transfers.TransferEvent
     assert xp.profiling is profiling
@@ -277,7 +285,9 @@ def test_report_format():
     lines = c.report().splitlines()
     first = lines[0]
     assert "4" in first
-    positions = [first.index(f"{kind}=") for kind in ("to_host", "to_device", "kernel_conversion", "fallback", "device_copy")]
+    positions = [
+        first.index(f"{kind}=") for kind in ("to_host", "to_device", "kernel_conversion", "fallback", "device_copy")
+    ]
     assert positions == sorted(positions)
     assert "to_host=2" in first and "to_device=1" in first and "fallback=0" in first
     assert lines[1:] == [

@@ -26,8 +26,6 @@ KERNELS_SRC = Path(__file__).parent / "kernels_src"
 # --------------------------------------------------------------------------- helpers
 
 
-
-
 def cupy():
     return sys.modules["cupy"]
 

@@ -13,14 +13,14 @@ import pytest
 
 import cunumpy as xp
 
-SOURCE = '''
+SOURCE = """
 from typing import Final
 
 
 def scaled_copy(x: 'Final[float[:]]', out: 'float[:]', a: 'float', n: 'int'):
     for i in range(n):
         out[i] = a * x[i]
-'''
+"""
 
 pytestmark = pytest.mark.nosan  # spawns Pyccel and a C compiler
 
@@ -34,8 +34,14 @@ def compiled(tmp_path_factory):
     work = tmp_path_factory.mktemp("pyccel_outputs")
     (work / "stub_named_kernels.py").write_text(SOURCE)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    done = subprocess.run([exe, "compile", "--language", "c", "stub_named_kernels.py"], cwd=work, env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [exe, "compile", "--language", "c", "stub_named_kernels.py"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     built = sorted(work.glob("stub_named_kernels*.so"))
     assert done.returncode == 0 and built, done.stdout + done.stderr
     sys.path.insert(0, str(work))

@@ -64,8 +64,9 @@ def _clean_environment(extra) -> dict:
 def _real_gpu() -> bool:
     """A functional (not fake) CuPy in this environment; asked in a clean interpreter."""
     code = "import cunumpy as xp; print(xp.cupy_available())"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env=_clean_environment({}), timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_clean_environment({}), timeout=120
+    )
     return result.stdout.strip() == "True"
 
 
@@ -84,9 +85,24 @@ def _pytest(root, *args, env=None):
     # nothing to do with this one.
     quiet = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-v", *quiet, "-c", str(root / "pytest.ini"), "--rootdir", str(root),
-         *args, str(root)],
-        capture_output=True, text=True, cwd=root, env=_clean_environment(env or {}), timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-v",
+            *quiet,
+            "-c",
+            str(root / "pytest.ini"),
+            "--rootdir",
+            str(root),
+            *args,
+            str(root),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env=_clean_environment(env or {}),
+        timeout=300,
     )
     outcomes = dict(re.findall(r"^\S*?(test_\w+(?:\[\w+\])?) (PASSED|FAILED|SKIPPED|ERROR)", result.stdout, re.M))
     return result.returncode, outcomes, result.stdout + result.stderr
@@ -137,16 +153,20 @@ def test_require_cuda_turns_the_skips_into_errors(tmp_path):
 def test_the_markers_are_registered(tmp_path):
     code, _, output = _pytest(_project(tmp_path), "--markers", env=ENVIRONMENTS[SESSION_ENV])
     assert code == 0, output
-    for marker in ("requires_cupy", "requires_device_backend", "requires_warp_shuffle",
-                   "requires_high_dim_cuda_views", "requires_bounds_check_views"):
+    for marker in (
+        "requires_cupy",
+        "requires_device_backend",
+        "requires_warp_shuffle",
+        "requires_high_dim_cuda_views",
+        "requires_bounds_check_views",
+    ):
         assert f"@pytest.mark.{marker}:" in output
 
 
 def test_without_the_entry_point_the_fixture_is_missing(tmp_path):
     # The control: the same project with plugin autoloading off finds no `backend`.
     # (-o addopts= drops --strict-markers, which would stop the run at the unknown markers.)
-    code, _outcomes, output = _pytest(_project(tmp_path), "-o", "addopts=",
-                                     env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    code, _outcomes, output = _pytest(_project(tmp_path), "-o", "addopts=", env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
     assert code != 0
     assert "fixture 'backend' not found" in output
 
@@ -200,8 +220,7 @@ def test_a_conftest_that_also_registers_the_helpers(tmp_path, conftest):
 
 def test_the_plugin_named_on_the_command_line_too(tmp_path):
     env_name = SESSION_ENV
-    code, outcomes, output = _pytest(_project(tmp_path), "-p", "cunumpy_pytest_plugin",
-                                     env=ENVIRONMENTS[env_name])
+    code, outcomes, output = _pytest(_project(tmp_path), "-p", "cunumpy_pytest_plugin", env=ENVIRONMENTS[env_name])
     assert code == 0, output
     assert outcomes == _expected(env_name), output
 

@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-WITHOUT_EXTENSION = r'''
+WITHOUT_EXTENSION = r"""
 import sys
 sys.modules["cunumpy._core"] = None  # the extension cannot be imported, as on Pyodide
 import numpy as np
@@ -56,12 +56,13 @@ assert xp.host_call(np.sum, np.ones(3)) == 3.0
 for heavy in ("cupy", "pyccel", "numba", "scipy"):
     assert heavy not in sys.modules, heavy
 print("ok")
-'''
+"""
 
 
 def test_package_works_without_the_c_extension():
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUNUMPY_")}
-    result = subprocess.run([sys.executable, "-c", WITHOUT_EXTENSION], capture_output=True,
-                            text=True, env=env, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_EXTENSION], capture_output=True, text=True, env=env, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"

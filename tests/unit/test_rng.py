@@ -34,8 +34,9 @@ def test_philox4x32_10_known_answers(on_backend, ctr, key, expect):
     assert out.dtype == np.uint32 and out.shape == (4,)
     assert host(out).tolist() == list(expect)
     twin = np.empty(4, np.uint32)
-    _reference.philox4x32_10_into(np.array(ctr, np.uint32), np.array([key[0]], np.uint32),
-                                  np.array([key[1]], np.uint32), twin)
+    _reference.philox4x32_10_into(
+        np.array(ctr, np.uint32), np.array([key[0]], np.uint32), np.array([key[1]], np.uint32), twin
+    )
     assert twin.tolist() == list(expect)
 
 
@@ -57,8 +58,13 @@ def test_philox4x32_10_broadcasts_keys(on_backend):
 def _blocks(seed, stream, counter):
     """Philox block words through the public block function (the definition of the layout)."""
     ctr = np.stack(
-        [np.uint64(counter) & np.uint64(0xFFFFFFFF), np.uint64(counter) >> np.uint64(32),
-         np.uint64(stream) & np.uint64(0xFFFFFFFF), np.uint64(stream) >> np.uint64(32)], axis=-1
+        [
+            np.uint64(counter) & np.uint64(0xFFFFFFFF),
+            np.uint64(counter) >> np.uint64(32),
+            np.uint64(stream) & np.uint64(0xFFFFFFFF),
+            np.uint64(stream) >> np.uint64(32),
+        ],
+        axis=-1,
     ).astype(np.uint32)
     return R.philox4x32_10(ctr, seed & 0xFFFFFFFF, seed >> 32).astype(np.uint64)
 
@@ -225,6 +231,9 @@ def test_philox_cupy_code_path_on_the_fake(device_only, monkeypatch):
     np.testing.assert_array_equal(host(u1), R.philox_uniform2(s, 5, 6)[1])
     np.testing.assert_allclose(host(R.philox_normal(d, 5, 6)), R.philox_normal(s, 5, 6), rtol=1e-14, atol=1e-14)
     ctr = np.array([c for c, _, _ in KAT], np.uint32)
-    out = R.philox4x32_10(xp.asarray(ctr), xp.asarray(np.array([k[0] for _, k, _ in KAT], np.uint32)),
-                          xp.asarray(np.array([k[1] for _, k, _ in KAT], np.uint32)))
+    out = R.philox4x32_10(
+        xp.asarray(ctr),
+        xp.asarray(np.array([k[0] for _, k, _ in KAT], np.uint32)),
+        xp.asarray(np.array([k[1] for _, k, _ in KAT], np.uint32)),
+    )
     assert host(out).tolist() == [list(e) for _, _, e in KAT]

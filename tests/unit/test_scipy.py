@@ -20,12 +20,24 @@ pytest.importorskip("scipy")
 import scipy.interpolate
 import scipy.linalg
 
-SUBPACKAGES = ["fft", "fftpack", "interpolate", "linalg", "ndimage", "signal", "sparse",
-               "sparse.csgraph", "sparse.linalg", "spatial", "special", "stats"]
+SUBPACKAGES = [
+    "fft",
+    "fftpack",
+    "interpolate",
+    "linalg",
+    "ndimage",
+    "signal",
+    "sparse",
+    "sparse.csgraph",
+    "sparse.linalg",
+    "spatial",
+    "special",
+    "stats",
+]
 
 
 def test_scipy_suite_in_fake_cupy_subprocess():
-    rerun_under_fake_cupy(__file__, 'not in_fake_cupy_subprocess')
+    rerun_under_fake_cupy(__file__, "not in_fake_cupy_subprocess")
 
 
 def _subpackage(path):
@@ -123,9 +135,17 @@ def test_missing_name_names_the_backend(on_backend):
 
 
 def test_names_absent_on_cupy_hint_at_scipy(device_only):
-    for path, name in [("special", "jv"), ("special", "erfi"), ("linalg", "solve"), ("linalg", "inv"),
-                       ("linalg", "eigh"), ("sparse.linalg", "inv"), ("interpolate", "RectBivariateSpline"),
-                       ("interpolate", "splrep"), ("interpolate", "splev")]:
+    for path, name in [
+        ("special", "jv"),
+        ("special", "erfi"),
+        ("linalg", "solve"),
+        ("linalg", "inv"),
+        ("linalg", "eigh"),
+        ("sparse.linalg", "inv"),
+        ("interpolate", "RectBivariateSpline"),
+        ("interpolate", "splrep"),
+        ("interpolate", "splev"),
+    ]:
         module = _subpackage(path)
         assert not module.available(name), (path, name)
         with pytest.raises(AttributeError, match=rf"CuPy backend.*exists in scipy\.{path}"):
@@ -202,8 +222,11 @@ def test_scipy_made_unimportable_after_use_is_not_served_from_the_cache(on_backe
     assert callable(xp.scipy.special.erf) and xp.scipy.sparse.linalg.available("cg")
     with monkeypatch.context() as patch:
         patch.setitem(sys.modules, root, None)
-        with pytest.raises(ImportError, match=rf"xp.scipy.special needs .* on the {backend} backend.*"
-                                              rf"import of {root} halted"):
+        with pytest.raises(
+            ImportError,
+            match=rf"xp.scipy.special needs .* on the {backend} backend.*"
+            rf"import of {root} halted",
+        ):
             xp.scipy.special.erf  # noqa: B018 - the attribute read must raise
         with pytest.raises(ImportError, match=rf"{backend} backend"):
             xp.scipy.sparse.linalg.resolve()
@@ -237,8 +260,9 @@ def test_nothing_is_imported_until_used():
         "assert 'scipy.sparse' not in sys.modules\n"
     )
     run_in_fake_cupy_subprocess(code, env={"CUNUMPY_BACKEND": "numpy"})
-    run_in_fake_cupy_subprocess(code.replace("'scipy.special' in", "'cupyx.scipy.special' in"),
-                                env={"CUNUMPY_BACKEND": "cupy"})
+    run_in_fake_cupy_subprocess(
+        code.replace("'scipy.special' in", "'cupyx.scipy.special' in"), env={"CUNUMPY_BACKEND": "cupy"}
+    )
 
 
 # --------------------------------------------------------------------------- solve_circulant
@@ -378,16 +402,33 @@ def _grid():
 
 
 def test_spline_classes_exist_on_both_backends(on_backend):
-    for name in ("UnivariateSpline", "make_interp_spline", "NdBSpline", "BSpline", "make_lsq_spline",
-                 "CubicSpline", "PchipInterpolator", "RegularGridInterpolator"):
+    for name in (
+        "UnivariateSpline",
+        "make_interp_spline",
+        "NdBSpline",
+        "BSpline",
+        "make_lsq_spline",
+        "CubicSpline",
+        "PchipInterpolator",
+        "RegularGridInterpolator",
+    ):
         assert xp.scipy.interpolate.available(name), name
     host_only = ("RectBivariateSpline", "splrep", "splev")
     for name in host_only:
         assert xp.scipy.interpolate.available(name) is (on_backend == "numpy"), name
 
 
-SPLINE_CLASSES = ("UnivariateSpline", "InterpolatedUnivariateSpline", "LSQUnivariateSpline", "BSpline",
-                  "NdBSpline", "CubicSpline", "PchipInterpolator", "PPoly", "RegularGridInterpolator")
+SPLINE_CLASSES = (
+    "UnivariateSpline",
+    "InterpolatedUnivariateSpline",
+    "LSQUnivariateSpline",
+    "BSpline",
+    "NdBSpline",
+    "CubicSpline",
+    "PchipInterpolator",
+    "PPoly",
+    "RegularGridInterpolator",
+)
 
 
 def test_spline_names_stay_classes(on_backend):
@@ -466,8 +507,9 @@ def test_ndbspline_and_grid_interpolation_agree_with_scipy(on_backend):
     ours = interpolate.NdBSpline((tx, ty), xp.asarray(coefficients), 3)
     theirs = scipy.interpolate.NdBSpline((host_tx, host_ty), coefficients, 3)
     _agree(ours(xp.asarray(points)), theirs(points), on_backend)
-    np.testing.assert_allclose(theirs(points), scipy.interpolate.RectBivariateSpline(x, y, values).ev(*points.T),
-                               rtol=1e-10)
+    np.testing.assert_allclose(
+        theirs(points), scipy.interpolate.RectBivariateSpline(x, y, values).ev(*points.T), rtol=1e-10
+    )
     grid = interpolate.RegularGridInterpolator((xp.asarray(x), xp.asarray(y)), xp.asarray(values))
     _agree(grid(xp.asarray(points)), scipy.interpolate.RegularGridInterpolator((x, y), values)(points), on_backend)
 

@@ -21,6 +21,7 @@ from cunumpy._native import HAVE_C_CORE, core
 
 pytestmark = pytest.mark.skipif(not HAVE_C_CORE, reason="the C core is not built")
 
+
 def rand(*shape, seed=1515):
     """Uniform floats, the same on every call with the same arguments (a case's inputs must be
     rebuilt identically for its two runs)."""
@@ -56,8 +57,11 @@ def general(monkeypatch):
         with monkeypatch.context() as mp:
             # Each part of cunumpy.algorithms looks these names up itself.
             for part in (_common, compact, morton, segments, sort):
-                for name, value in (("_ndarray", _NotAType), ("_plain_box", lambda *args: None),
-                                    ("core", NoBoundsTest())):
+                for name, value in (
+                    ("_ndarray", _NotAType),
+                    ("_plain_box", lambda *args: None),
+                    ("core", NoBoundsTest()),
+                ):
                     if hasattr(part, name):
                         mp.setattr(part, name, value)
             mp.setattr(xrng, "_philox_plain", lambda *args: None)
@@ -275,7 +279,7 @@ SEG = randint(-1, 8, N)
 
 def _out_aliasing_values():
     v = rand(N + 8, 2)
-    return [v[:N], SEG.copy(), 8], {"out": v[N - 4:]}
+    return [v[:N], SEG.copy(), 8], {"out": v[N - 4 :]}
 
 
 def _misaligned(n):
@@ -300,7 +304,7 @@ def _out_aliasing_keys():
     k = np.zeros(N + 8, np.float64)
     keys = k[:N].view(np.int64)
     keys[:] = SEG
-    return [F1.copy(), keys, 8], {"out": k[N - 4:N + 4]}
+    return [F1.copy(), keys, 8], {"out": k[N - 4 : N + 4]}
 
 
 SUM_CASES = {
@@ -344,8 +348,7 @@ SUM_CASES = {
     "out byte-swapped": (lambda: ([F1.copy(), SEG.copy(), 8], {"out": np.zeros(8, ">f8")}), ValueError),
     "out misaligned": (lambda: ([F1.copy(), SEG.copy(), 8], {"out": _misaligned(8)}), ValueError),
     "out, key out of range": (lambda: ([F1.copy(), SEG.copy(), 3], {"out": np.full(3, 7.0)}), ValueError),
-    "out (n, 3), key out of range": (lambda: ([F3.copy(), SEG.copy(), 3], {"out": np.full((3, 3), 7.0)}),
-                                     ValueError),
+    "out (n, 3), key out of range": (lambda: ([F3.copy(), SEG.copy(), 3], {"out": np.full((3, 3), 7.0)}), ValueError),
     "out, values over the keys": (_values_over_keys, "ok"),
     "out aliasing values": (_out_aliasing_values, ValueError),
     "out aliasing keys": (_out_aliasing_keys, ValueError),
@@ -358,9 +361,26 @@ def test_segment_sum_fast_path_matches_general(general, case):
     check_both_ways(general, al.segment_sum, make, expect)
 
 
-@pytest.mark.parametrize("case", ["(n,)", "(n, 3)", "float16", "byte-swapped", "strided", "out", "out wrong shape",
-                                  "out (n,)", "out float32", "out misaligned", "out, values over the keys",
-                                  "out aliasing values", "row mismatch", "list values", "subclass values"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "(n,)",
+        "(n, 3)",
+        "float16",
+        "byte-swapped",
+        "strided",
+        "out",
+        "out wrong shape",
+        "out (n,)",
+        "out float32",
+        "out misaligned",
+        "out, values over the keys",
+        "out aliasing values",
+        "row mismatch",
+        "list values",
+        "subclass values",
+    ],
+)
 def test_segment_plan_sum_fast_path_matches_general(general, case):
     make, expect = SUM_CASES[case]
 
@@ -486,8 +506,12 @@ def test_morton_box_memo_follows_the_bounds(general):
         if step == 3:
             lower[1] = -0.0
         for fn, args in ((al.morton_keys, [POS3, lower, upper, 21]), (al.morton_scales, [lower, upper, 21])):
-            check_both_ways(general, fn, lambda: ([a.copy() if isinstance(a, np.ndarray) else a for a in args], {}),  # noqa: B023 - called within the same iteration
-                            "ok")
+            check_both_ways(
+                general,
+                fn,
+                lambda: ([a.copy() if isinstance(a, np.ndarray) else a for a in args], {}),  # noqa: B023 - called within the same iteration
+                "ok",
+            )
             check_both_ways(general, fn, lambda: (list(args), {}), "ok")  # the same arrays: memo hits  # noqa: B023 - called within the same iteration
     assert 0 < len(al._BOXES) <= al._BOXES_KEPT
 

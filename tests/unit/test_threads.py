@@ -51,11 +51,13 @@ def run_python(code, env_extra=None, timeout=120):
     env = dict(os.environ)
     env.pop("CUNUMPY_NUM_THREADS", None)
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 # ---- controls --------------------------------------------------------------------------------
+
 
 def test_set_get_and_context_manager():
     T.set_num_threads(3)
@@ -71,9 +73,19 @@ def test_set_get_and_context_manager():
     assert T.get_num_threads() == 2
 
 
-@pytest.mark.parametrize("bad, exc", [(0, ValueError), (-1, ValueError), (1025, ValueError),
-                                      (2**80, ValueError), (2.0, TypeError), ("2", TypeError),
-                                      (True, TypeError), (None, TypeError)])
+@pytest.mark.parametrize(
+    "bad, exc",
+    [
+        (0, ValueError),
+        (-1, ValueError),
+        (1025, ValueError),
+        (2**80, ValueError),
+        (2.0, TypeError),
+        ("2", TypeError),
+        (True, TypeError),
+        (None, TypeError),
+    ],
+)
 def test_set_num_threads_rejects(bad, exc):
     before = T.get_num_threads()
     with pytest.raises(exc, match="'n'"):
@@ -91,8 +103,7 @@ def test_default_is_the_cpus_this_process_may_use():
 
 @pytest.mark.parametrize("value, expected", [("3", 3), (" 2 ", 2), ("1", 1)])
 def test_environment_variable(value, expected):
-    out = run_python("import cunumpy as xp; print(xp.threads.get_num_threads())",
-                     {"CUNUMPY_NUM_THREADS": value})
+    out = run_python("import cunumpy as xp; print(xp.threads.get_num_threads())", {"CUNUMPY_NUM_THREADS": value})
     assert out.returncode == 0, out.stderr
     assert int(out.stdout) == expected
 
@@ -202,6 +213,7 @@ def test_import_does_not_import_threadpoolctl():
 
 # ---- compaction --------------------------------------------------------------------------
 
+
 def compact_oracle(mask, arrays, axis=0):
     return [np.compress(mask, a, axis=axis) for a in arrays]
 
@@ -211,9 +223,14 @@ def compact_oracle(mask, arrays, axis=0):
 def test_compact_bit_identical_for_every_thread_count(n, density):
     gen = np.random.default_rng(n)
     mask = gen.random(n) < density
-    payloads = [gen.random(n), gen.random((n, 3)), gen.random((n, 2)), gen.integers(0, 9, n).astype(np.int8),
-                gen.integers(0, 2**31, n).astype(np.uint32),
-                gen.random((n, 5)).astype(np.float32)]  # 20-byte lanes: the generic move
+    payloads = [
+        gen.random(n),
+        gen.random((n, 3)),
+        gen.random((n, 2)),
+        gen.integers(0, 9, n).astype(np.int8),
+        gen.integers(0, 2**31, n).astype(np.uint32),
+        gen.random((n, 5)).astype(np.float32),
+    ]  # 20-byte lanes: the generic move
 
     def run():
         arrays = [p.copy() for p in payloads]
@@ -254,6 +271,7 @@ def test_compact_strided_mask_and_non_bool_bytes():
     nb_mask = raw.view(np.bool_)
     a = np.arange(n, dtype=np.float64)
     for m in (mask, nb_mask):
+
         def run(m=m):
             x = a.copy()
             live = A.compact_by_mask(m, x)
@@ -315,6 +333,7 @@ def test_compact_with_a_concurrent_mask_writer_never_crashes():
 
 # ---- Morton and Philox -------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("n", SIZES)
 @pytest.mark.parametrize("ndim", [2, 3])
 def test_morton_bit_identical_for_every_thread_count(n, ndim):
@@ -371,6 +390,7 @@ def test_philox4x32_bit_identical_for_every_thread_count(n):
 
 # ---- segment sums ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("n", [1, 2**18 + 3, 2**20 + 12345])
 @pytest.mark.parametrize("m", [1, 3])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -401,9 +421,9 @@ def test_segment_sum_reports_the_first_bad_key_for_every_thread_count():
 
 # ---- sort_by_key -------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("n", [1, 1001, 65_537, 300_007, 2**21 + 3])
-@pytest.mark.parametrize("bits, dtype", [(30, np.int64), (63, np.int64), (12, np.int32),
-                                         (40, np.uint64), (7, np.int8)])
+@pytest.mark.parametrize("bits, dtype", [(30, np.int64), (63, np.int64), (12, np.int32), (40, np.uint64), (7, np.int8)])
 def test_sort_by_key_bit_identical_for_every_thread_count(n, bits, dtype):
     if n == 2**21 + 3 and bits not in (30, 63):
         pytest.skip("the largest size only for the two main key widths")
@@ -419,19 +439,20 @@ def test_sort_by_key_bit_identical_for_every_thread_count(n, bits, dtype):
 
 
 @pytest.mark.parametrize("n", [65_537, 300_007])
-@pytest.mark.parametrize("pattern", ["sorted", "reversed", "equal", "few", "sorted but one",
-                                     "negative", "strided"])
+@pytest.mark.parametrize("pattern", ["sorted", "reversed", "equal", "few", "sorted but one", "negative", "strided"])
 def test_sort_by_key_patterns_bit_identical_for_every_thread_count(n, pattern):
     """Key patterns that take the other paths of the parallel passes: the sortedness scan over
     chunks (a single unsorted pair in the last chunk), equal keys, buckets left empty."""
     gen = np.random.default_rng(n)
-    keys = {"sorted": np.arange(n) * 3,
-            "reversed": np.arange(n)[::-1].copy(),
-            "equal": np.full(n, -7),
-            "few": gen.integers(0, 3, n),
-            "sorted but one": np.arange(n),
-            "negative": gen.integers(-(2**62), 2**62, n),
-            "strided": gen.integers(0, 2**33, 2 * n)[::2]}[pattern]
+    keys = {
+        "sorted": np.arange(n) * 3,
+        "reversed": np.arange(n)[::-1].copy(),
+        "equal": np.full(n, -7),
+        "few": gen.integers(0, 3, n),
+        "sorted but one": np.arange(n),
+        "negative": gen.integers(-(2**62), 2**62, n),
+        "strided": gen.integers(0, 2**33, 2 * n)[::2],
+    }[pattern]
     if pattern == "sorted but one":
         keys[n - 2], keys[n - 1] = keys[n - 1], keys[n - 2]
     payload = gen.random((n, 2))
@@ -461,13 +482,21 @@ def test_sort_by_key_payload_gathers_for_every_thread_count(n):
     axis); Fortran-ordered payloads and axis=-1 go through np.take."""
     gen = np.random.default_rng(n + 5)
     keys = gen.integers(0, 2**63 - 1, n)
-    payloads = [gen.random(n), gen.random((n, 3)), gen.integers(0, 9, n).astype(np.int8),
-                gen.random((n, 2)).astype(np.float32), gen.random((n, 5, 3)).astype(np.float16),
-                gen.integers(0, 9, n).astype(np.int16), np.asfortranarray(gen.random((n, 3))),
-                gen.random(2 * n)[::2], np.array(gen.integers(0, 9, (n, 3)), dtype="V24")]
+    payloads = [
+        gen.random(n),
+        gen.random((n, 3)),
+        gen.integers(0, 9, n).astype(np.int8),
+        gen.random((n, 2)).astype(np.float32),
+        gen.random((n, 5, 3)).astype(np.float16),
+        gen.integers(0, 9, n).astype(np.int16),
+        np.asfortranarray(gen.random((n, 3))),
+        gen.random(2 * n)[::2],
+        np.array(gen.integers(0, 9, (n, 3)), dtype="V24"),
+    ]
     component_major = gen.random((3, n))
-    first = each_count(lambda: tuple(A.sort_by_key(keys, *payloads))
-                       + tuple(A.sort_by_key(keys, component_major, axis=-1)[2:]))
+    first = each_count(
+        lambda: tuple(A.sort_by_key(keys, *payloads)) + tuple(A.sort_by_key(keys, component_major, axis=-1)[2:])
+    )
     order = np.argsort(keys, kind="stable")
     for got, p in zip(first[2:], payloads):
         assert got.tobytes() == p[order].tobytes()
@@ -491,6 +520,7 @@ def test_take_rows_rejects_bad_input(fn_name):
 
 # ---- cut-overs: small inputs stay on the calling thread, large ones use the pool ------------------
 
+
 def _pool_cases(n):
     gen = np.random.default_rng(n)
     cells = np.sort(gen.integers(0, max(n // 8, 1), n))
@@ -509,13 +539,20 @@ def _pool_cases(n):
 
 # One less than the cut-overs of src/cunumpy/_core/cutovers.h (segment_sum has none: its parts
 # decide).
-JUST_BELOW_CUTOVER = {"sort_by_key": 2**17 - 1, "segment_boundaries": 2**17 - 1,
-                      "cell_offsets": 2**17 - 1, "morton_keys": 2**15 - 1,
-                      "philox_uniform": 2**15 - 1, "compact_by_mask": 2**18 - 1}
+JUST_BELOW_CUTOVER = {
+    "sort_by_key": 2**17 - 1,
+    "segment_boundaries": 2**17 - 1,
+    "cell_offsets": 2**17 - 1,
+    "morton_keys": 2**15 - 1,
+    "philox_uniform": 2**15 - 1,
+    "compact_by_mask": 2**18 - 1,
+}
 
 
-@pytest.mark.skipif(not hasattr(_core, "_pool_jobs") or _core._pool_jobs.__module__ == "cunumpy._reference.threads",
-                    reason="needs the C core's pool")
+@pytest.mark.skipif(
+    not hasattr(_core, "_pool_jobs") or _core._pool_jobs.__module__ == "cunumpy._reference.threads",
+    reason="needs the C core's pool",
+)
 @pytest.mark.parametrize("name", sorted(_pool_cases(1)))
 def test_small_inputs_stay_on_the_calling_thread_and_large_ones_use_the_pool(name):
     _core._pool_ignore_cutover(False)
@@ -538,6 +575,7 @@ def test_small_inputs_stay_on_the_calling_thread_and_large_ones_use_the_pool(nam
 
 
 # ---- segment_boundaries ------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("n", [1, 65_536, 65_537, 300_007])
 @pytest.mark.parametrize("distinct", [1, 3, 1000, None])
@@ -599,6 +637,7 @@ def test_segment_runs_chunk_counts_are_checked(fn_name):
 
 # ---- the pure-Python twin of the controls ----------------------------------------------------
 
+
 def test_twin_controls_match_the_c_core(monkeypatch):
     from cunumpy._reference import threads as twin
 
@@ -636,6 +675,7 @@ def test_threads_module_without_the_c_core():
 
 # ---- cell_offsets ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("n", [1, 65_536, 65_537, 300_007])
 @pytest.mark.parametrize("n_cells", [1, 7, 100_000])
 def test_cell_offsets_bit_identical_for_every_thread_count(n, n_cells):
@@ -651,8 +691,11 @@ def test_cell_offsets_bit_identical_for_every_thread_count(n, n_cells):
 def test_cell_offsets_reports_the_first_bad_row_for_every_thread_count(where, kind):
     n, n_cells = 300_007, 1000
     cells = np.sort(np.random.default_rng(where).integers(0, n_cells, n))
-    cells[where] = {"unsorted": cells[where] - 1 if cells[where] > cells[where - 1] else -1,
-                    "too large": n_cells, "negative": -3}[kind]
+    cells[where] = {
+        "unsorted": cells[where] - 1 if cells[where] > cells[where - 1] else -1,
+        "too large": n_cells,
+        "negative": -3,
+    }[kind]
     if kind == "unsorted" and cells[where] >= cells[where - 1]:
         cells[where] = -1
     cells[where + 1000] = n_cells + 5  # a later bad row must not be the one reported
@@ -682,8 +725,11 @@ def test_random_streams_draws_equal_the_sequential_draws_for_every_thread_count(
     for count in COUNTS:
         ours, plain = _pair(kind)
         with T.num_threads(count):
-            got = (streams.random(size, rng=ours), streams.uniform(-2.5, 7, size, rng=ours),
-                   streams.uniform(np.float32(1.5), 3, size, rng=ours))
+            got = (
+                streams.random(size, rng=ours),
+                streams.uniform(-2.5, 7, size, rng=ours),
+                streams.uniform(np.float32(1.5), 3, size, rng=ours),
+            )
         want = (plain.random(size), plain.uniform(-2.5, 7, size), plain.uniform(np.float32(1.5), 3, size))
         for a, b in zip(got, want):
             assert a.shape == b.shape and a.tobytes() == b.tobytes(), f"{count} threads"
@@ -714,21 +760,26 @@ def test_random_streams_draws_of_other_bit_generators_stay_sequential(name):
     kind = getattr(np.random, name)
     ours, plain = (np.random.Generator(kind(5)) for _ in range(2))
     with T.num_threads(3):
-        assert R.random_streams.random(R._PARALLEL_DRAWS + 3, rng=ours).tobytes() == \
-            plain.random(R._PARALLEL_DRAWS + 3).tobytes()
+        assert (
+            R.random_streams.random(R._PARALLEL_DRAWS + 3, rng=ours).tobytes()
+            == plain.random(R._PARALLEL_DRAWS + 3).tobytes()
+        )
     assert ours.random(5).tobytes() == plain.random(5).tobytes()
 
 
-@pytest.mark.parametrize("low, high, size, exc", [
-    (0.0, np.inf, 300_000, OverflowError),       # NumPy's own range check
-    (-1e308, 1e308, 300_000, OverflowError),
-    (1.0, 0.0, 300_000, ValueError),             # high - low < 0
-    (0.0, -0.0, 300_000, ValueError),
-    (10**400, 1.0, 300_000, OverflowError),
-    (0.0, 1.0, -300_000, ValueError),            # NumPy's own size check
-    (0.0, 1.0, (300_000, -1), ValueError),
-    (0.0, 1.0, 300_000.0, TypeError),
-])
+@pytest.mark.parametrize(
+    "low, high, size, exc",
+    [
+        (0.0, np.inf, 300_000, OverflowError),  # NumPy's own range check
+        (-1e308, 1e308, 300_000, OverflowError),
+        (1.0, 0.0, 300_000, ValueError),  # high - low < 0
+        (0.0, -0.0, 300_000, ValueError),
+        (10**400, 1.0, 300_000, OverflowError),
+        (0.0, 1.0, -300_000, ValueError),  # NumPy's own size check
+        (0.0, 1.0, (300_000, -1), ValueError),
+        (0.0, 1.0, 300_000.0, TypeError),
+    ],
+)
 def test_random_streams_draw_errors_are_numpys(low, high, size, exc):
     with T.num_threads(2):
         gen = np.random.Generator(np.random.PCG64(1))
@@ -773,7 +824,7 @@ def test_random_streams_one_generator_from_many_python_threads():
     assert starts == [i * n for i in range(per_thread * 4)]
     for r in results:
         i = int(np.flatnonzero(stream == r[0])[0])
-        assert r.tobytes() == stream[i:i + n].tobytes()
+        assert r.tobytes() == stream[i : i + n].tobytes()
 
 
 @pytest.mark.parametrize("fill", [_core.bitgen_fill, __import__("cunumpy._reference", fromlist=["x"]).bitgen_fill])

@@ -318,11 +318,15 @@ def argument_sets(draw, cupy):
         else:
             setattr(a, f"cycle{len(vars(a))}", b)
     slots = list(range(len(args))) + list(kwargs or ())
-    outputs = draw(st.none() | st.lists(st.sampled_from(slots), unique=True).map(tuple) if slots else st.none() | st.just(()))
+    outputs = draw(
+        st.none() | st.lists(st.sampled_from(slots), unique=True).map(tuple) if slots else st.none() | st.just(())
+    )
     return args, kwargs, outputs, devices
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(data=st.data())
 def test_c_traversal_matches_twin(cupy, data):
     args, kwargs, outputs, devices = data.draw(argument_sets(cupy))
@@ -355,7 +359,9 @@ def test_c_traversal_matches_twin(cupy, data):
         assert c_plan == []
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(data=st.data())
 def test_reaches_device_matches_twin(cupy, data):
     args, kwargs, _, _ = data.draw(argument_sets(cupy))

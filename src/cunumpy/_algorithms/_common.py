@@ -141,9 +141,7 @@ def _axis_of(a, axis: int, index: int, n: int, per: str = "key") -> int:
     if not 0 <= ax < ndim:
         raise ValueError(f"array {index} (shape {tuple(a.shape)}) has no axis {axis}")
     if a.shape[ax] != n:
-        raise ValueError(
-            f"array {index} has {a.shape[ax]} entries along axis {axis}, expected {n} (one per {per})"
-        )
+        raise ValueError(f"array {index} has {a.shape[ax]} entries along axis {axis}, expected {n} (one per {per})")
     return ax
 
 

@@ -140,7 +140,11 @@ def _compact_views(m: np.ndarray, views: list) -> int:
 
 def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
     return (a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str) == (
-        b.__array_interface__["data"][0], b.shape, b.strides, b.dtype.str)
+        b.__array_interface__["data"][0],
+        b.shape,
+        b.strides,
+        b.dtype.str,
+    )
 
 
 def _compact_cupy(mask, arrays, axis):

@@ -62,8 +62,15 @@ def _plain_box(lower, upper, levels):
     :func:`_box_floats`) and pass every check of :func:`morton_scales`, else None (the
     general path then computes or refuses). Python float arithmetic is IEEE double
     arithmetic, so the scales are the bits morton_scales computes with NumPy."""
-    if (type(lower) is _ndarray and type(upper) is _ndarray and type(levels) is int
-            and lower.dtype == _FLOAT64 and upper.dtype == _FLOAT64 and lower.ndim == 1 and upper.ndim == 1):
+    if (
+        type(lower) is _ndarray
+        and type(upper) is _ndarray
+        and type(levels) is int
+        and lower.dtype == _FLOAT64
+        and upper.dtype == _FLOAT64
+        and lower.ndim == 1
+        and upper.ndim == 1
+    ):
         key = (lower.tobytes(), upper.tobytes(), levels)
         box = _BOXES.get(key)
         if box is None:
@@ -131,9 +138,7 @@ def morton_scales(lower: Any, upper: Any, levels: SupportsIndex) -> np.ndarray:
     lo = _host_floats(lower, "lower")
     up = _host_floats(upper, "upper")
     if lo.ndim != 1 or up.ndim != 1 or lo.shape != up.shape:
-        raise ValueError(
-            f"'lower' and 'upper' must be 1-D of equal length, got shapes {lo.shape} and {up.shape}"
-        )
+        raise ValueError(f"'lower' and 'upper' must be 1-D of equal length, got shapes {lo.shape} and {up.shape}")
     ndim = lo.shape[0]
     if ndim not in MAX_MORTON_LEVELS:
         raise ValueError(f"Morton keys need 2 or 3 dimensions, got {ndim}")
@@ -277,7 +282,11 @@ def morton_encode(*cells: Any) -> Any:
         arrays = [cp.asarray(c) for c in cells]
         for a, c in enumerate(arrays):
             _check_cells(c, a, bits, lambda x: bool(x))
-        shape = cp.broadcast_shapes(*(c.shape for c in arrays)) if hasattr(cp, "broadcast_shapes") else np.broadcast_shapes(*(c.shape for c in arrays))
+        shape = (
+            cp.broadcast_shapes(*(c.shape for c in arrays))
+            if hasattr(cp, "broadcast_shapes")
+            else np.broadcast_shapes(*(c.shape for c in arrays))
+        )
         key = cp.zeros(shape, dtype=cp.uint64)
         for a, c in enumerate(arrays):
             key |= _morton_ref.spread(c.astype(cp.uint64), ndim, xp=cp) << cp.uint64(a)

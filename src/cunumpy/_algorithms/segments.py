@@ -207,8 +207,12 @@ _SUM_PLAIN_DTYPES = (_FLOAT64, np.dtype(np.float32))
 
 def _segment_sum(values, keys, n_segments, out, plan=None):
     # Every argument exactly NumPy (and a host plan): what the dispatch below would find.
-    plain = (type(values) is _ndarray and type(keys) is _ndarray and (out is None or type(out) is _ndarray)
-             and (plan is None or plan._side == "numpy"))
+    plain = (
+        type(values) is _ndarray
+        and type(keys) is _ndarray
+        and (out is None or type(out) is _ndarray)
+        and (plan is None or plan._side == "numpy")
+    )
     if plain:
         result = _segment_sum_plain(values, keys, n_segments, out, plan is None)
         if result is not None:
@@ -225,7 +229,9 @@ def _segment_sum(values, keys, n_segments, out, plan=None):
             if plan._device is not None:
                 current = _cupy().cuda.runtime.getDevice()
                 if current != plan._device:
-                    raise ValueError(f"the SegmentPlan belongs to device {plan._device}, but device {current} is current")
+                    raise ValueError(
+                        f"the SegmentPlan belongs to device {plan._device}, but device {current} is current"
+                    )
         if side == "cupy":
             return _segment_sum_cupy(values, keys, n_segments, out, plan)
     v = values if plain else _as_host(values, side, "values")
@@ -239,7 +245,9 @@ def _segment_sum(values, keys, n_segments, out, plan=None):
     else:
         k = _host(keys) if side == "fake" else keys
     if v.shape[0] != k.shape[0]:
-        raise ValueError(f"'values' must have one row per key: {k.shape[0]} rows expected along axis 0, got {v.shape[0]}")
+        raise ValueError(
+            f"'values' must have one row per key: {k.shape[0]} rows expected along axis 0, got {v.shape[0]}"
+        )
     if plan is not None and side == "fake" and np.dtype(v.dtype) not in _DEVICE_SUM_DTYPES:
         raise TypeError(f"'values' dtype {v.dtype} is not supported on the device (float16/32/64, complex64/128)")
     shape = (n_segments, *v.shape[1:])
@@ -266,8 +274,16 @@ def _segment_sum_plain(values: np.ndarray, keys: np.ndarray, n_segments: int, ou
     path then computes or refuses). ``check_keys``: the keys come from no plan, so with an
     ``out`` they are checked before it is written, as the general path does."""
     ndim, dt, kdt = values.ndim, values.dtype, keys.dtype
-    if (ndim > 2 or ndim == 0 or keys.ndim != 1 or dt not in _SUM_PLAIN_DTYPES or not values.flags.aligned
-            or kdt.kind not in "iu" or not kdt.isnative or keys.shape[0] != values.shape[0]):
+    if (
+        ndim > 2
+        or ndim == 0
+        or keys.ndim != 1
+        or dt not in _SUM_PLAIN_DTYPES
+        or not values.flags.aligned
+        or kdt.kind not in "iu"
+        or not kdt.isnative
+        or keys.shape[0] != values.shape[0]
+    ):
         return None
     shape = (n_segments, values.shape[1]) if ndim == 2 else (n_segments,)
     if out is None:
@@ -275,8 +291,12 @@ def _segment_sum_plain(values: np.ndarray, keys: np.ndarray, n_segments: int, ou
         check_keys = False
     else:
         flags = out.flags
-        if (out.shape != shape or out.dtype != dt or not (flags.c_contiguous and flags.writeable and flags.aligned)
-                or not core.extents_disjoint((out, values, keys))):
+        if (
+            out.shape != shape
+            or out.dtype != dt
+            or not (flags.c_contiguous and flags.writeable and flags.aligned)
+            or not core.extents_disjoint((out, values, keys))
+        ):
             return None
     if ndim == 2:
         core.segment_sum_into(values, keys, out, check_keys)
@@ -298,7 +318,9 @@ def _segment_sum_cupy(values, keys, n_segments, out, plan):
         _require_1d(keys, "keys")
         _require_integer_keys(keys, "keys")
     if values.shape[0] != keys.shape[0]:
-        raise ValueError(f"'values' must have one row per key: {keys.shape[0]} rows expected along axis 0, got {values.shape[0]}")
+        raise ValueError(
+            f"'values' must have one row per key: {keys.shape[0]} rows expected along axis 0, got {values.shape[0]}"
+        )
     shape = (n_segments, *values.shape[1:])
     _check_out(out, values, None if plan is not None else keys, shape, rdt, "cupy")
     if plan is None:

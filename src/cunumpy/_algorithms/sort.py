@@ -87,8 +87,7 @@ def sort_by_key(keys: Any, *arrays: Any, axis: SupportsIndex = 0) -> tuple[Any, 
 def _take_into(h: np.ndarray, order: np.ndarray, ax: int, out: np.ndarray) -> None:
     # Rows of a C-contiguous array along its first axis move in C on the pool (the order is
     # our own, so every index is valid); anything else goes through np.take.
-    if (ax == 0 and h.flags.c_contiguous and out.flags.c_contiguous and not h.dtype.hasobject
-            and out.dtype == h.dtype):
+    if ax == 0 and h.flags.c_contiguous and out.flags.c_contiguous and not h.dtype.hasobject and out.dtype == h.dtype:
         core.take_rows(h, order, out)
     else:
         np.take(h, order, axis=ax, out=out)

@@ -167,7 +167,9 @@ class _Marshaller:
     def array(self, where, p: CudaParameter, obj, *, label=None, const=False, output=False):
         if isinstance(obj, np.ma.MaskedArray):
             raise self.error(
-                TypeError, where, p,
+                TypeError,
+                where,
+                p,
                 "a masked array cannot be passed to a kernel (the kernel would ignore the mask); pass "
                 "a.filled(value) or a.data",
             )
@@ -176,19 +178,21 @@ class _Marshaller:
             device = _device_array_type()
             if device is not None and isinstance(obj, device):
                 raise self.error(
-                    TypeError, where, p,
+                    TypeError,
+                    where,
+                    p,
                     "a CuPy device array cannot be read by the CPU emulation; pass a NumPy array (a.get())",
                 )
             raise self.error(
-                TypeError, where, p,
+                TypeError,
+                where,
+                p,
                 f"expected a NumPy array (or a fake-CuPy array), got {_type_name(obj)}",
             )
         if a.dtype.hasobject:
             raise self.error(TypeError, where, p, f"arrays of dtype {a.dtype} cannot be passed to a kernel")
         if p.dtype is not None and a.dtype != p.dtype:
-            raise self.error(
-                TypeError, where, p, f"expected dtype {p.dtype}, got {a.dtype} (arrays are never cast)"
-            )
+            raise self.error(TypeError, where, p, f"expected dtype {p.dtype}, got {a.dtype} (arrays are never cast)")
         if p.view_ndim and a.ndim != p.view_ndim:
             raise self.error(
                 TypeError, where, p, f"expected a {p.view_ndim}-dimensional array, got {a.ndim} dimensions"
@@ -197,7 +201,9 @@ class _Marshaller:
             self.out.first_shape = a.shape
         if not a.flags.writeable and not const and a.size:
             raise self.error(
-                TypeError, where, p,
+                TypeError,
+                where,
+                p,
                 "the array is read-only, but the parameter is not const, so the kernel may write it "
                 "(pass a writeable array, or declare the parameter const)",
             )
@@ -252,23 +258,31 @@ class _Marshaller:
         if isinstance(obj, np.void):
             if obj.dtype != dtype:
                 raise self.error(
-                    TypeError, f"argument {index}", p,
+                    TypeError,
+                    f"argument {index}",
+                    p,
                     f"the packed value has dtype {obj.dtype}, expected the struct's {dtype}",
                 )
             return obj
         sname = getattr(p.struct, "name", p.ctype)
         missing: type[Exception] | tuple[type[Exception], ...]
         if isinstance(obj, Mapping):
+
             def read(fname):
                 return obj[fname]
+
             missing = KeyError
         elif hasattr(type(obj), "pack") or not hasattr(type(obj), "__getitem__"):
+
             def read(fname):
                 return getattr(obj, fname)
+
             missing = AttributeError
         else:
+
             def read(fname):
                 return obj[fname]
+
             missing = (KeyError, IndexError)
         record = bytearray(dtype.itemsize)
         dtype_fields: Mapping[str, tuple] = dtype.fields or {}
@@ -294,7 +308,7 @@ class _Marshaller:
                 raise type(exc)(f"kernel '{self.name}': {where} ({f.declaration}): {detail}") from None
             off, size = plan.layout[0]
             at = dtype_fields[fname][1]
-            record[at:at + size] = packed[off:off + size]
+            record[at : at + size] = packed[off : off + size]
         return np.frombuffer(bytes(record), dtype)[0]
 
 
@@ -332,8 +346,10 @@ def _flatten(args, signature):
             out.append(obj)
             return
         t = type(obj)
-        plain = t in (int, float, bool, complex) or isinstance(obj, np.ndarray) or (
-            fake is not None and isinstance(obj, fake)
+        plain = (
+            t in (int, float, bool, complex)
+            or isinstance(obj, np.ndarray)
+            or (fake is not None and isinstance(obj, fake))
         )
         if not plain and hasattr(t, "__cuda_args__"):
             if depth >= _MAX_FLATTEN_DEPTH:
@@ -396,8 +412,8 @@ def marshal_arguments(kernel, args, outputs=()) -> MarshalledArguments:
     ctypes.memmove(base + start, packed, total)
     if n:
         pack_into(f"<{n}Q", buffer, start, *[base + start + off for off in offsets])
-        out.table = memoryview(buffer).cast("B")[start:start + 8 * n]
-        out.params = memoryview(buffer).cast("B")[start:start + total]
+        out.table = memoryview(buffer).cast("B")[start : start + 8 * n]
+        out.params = memoryview(buffer).cast("B")[start : start + total]
     out.buffer = buffer
     return out
 

@@ -47,7 +47,14 @@ _FORMAT = "cunumpy-emulation-7"
 # touches its pages in order, so a large local array cannot step over a fiber stack's guard
 # into the next stack. -g1: line tables, so that reports name the source line.
 _BASE_FLAGS = (
-    "-std=c++17", "-O2", "-fPIC", "-shared", "-fno-strict-aliasing", "-pthread", "-fstack-clash-protection", "-g1",
+    "-std=c++17",
+    "-O2",
+    "-fPIC",
+    "-shared",
+    "-fno-strict-aliasing",
+    "-pthread",
+    "-fstack-clash-protection",
+    "-g1",
     # the library's calls to its own functions (the checks' hooks above all) are bound to its own
     # definitions, never to a sanitizer runtime's preloaded into the process
     "-Wl,-Bsymbolic",
@@ -83,20 +90,30 @@ def _checks_flags(checks: int, clang: bool) -> tuple[str, ...]:
     if clang:
         kasan: tuple[str, ...] = ("-fsanitize=kernel-address", "-mllvm", "-asan-stack=0", "-mllvm", "-asan-globals=0")
         table = {
-            CHECKS_SHADOW: (*kasan, "-mllvm", f"-asan-mapping-offset={offset}", "-mllvm",
-                            "-asan-instrumentation-with-call-threshold=1000000000"),
+            CHECKS_SHADOW: (
+                *kasan,
+                "-mllvm",
+                f"-asan-mapping-offset={offset}",
+                "-mllvm",
+                "-asan-instrumentation-with-call-threshold=1000000000",
+            ),
             CHECKS_CALLS: (*kasan, "-mllvm", "-asan-instrumentation-with-call-threshold=0"),
             CHECKS_TRACK: ("-fsanitize=thread", "-mllvm", "-tsan-instrument-func-entry-exit=0"),
         }
     else:
         kasan = ("-fsanitize=kernel-address", "--param=asan-stack=0", "--param=asan-globals=0")
         table = {
-            CHECKS_SHADOW: (*kasan, f"-fasan-shadow-offset={offset}",
-                            "--param=asan-instrumentation-with-call-threshold=1000000000"),
+            CHECKS_SHADOW: (
+                *kasan,
+                f"-fasan-shadow-offset={offset}",
+                "--param=asan-instrumentation-with-call-threshold=1000000000",
+            ),
             CHECKS_CALLS: (*kasan, "--param=asan-instrumentation-with-call-threshold=0"),
             CHECKS_TRACK: ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0"),
         }
     return (*table[checks], "-fsanitize=integer-divide-by-zero", f"-DCUNUMPY_EMU_CHECKS={checks}")
+
+
 _COMPILE_TIMEOUT = 600
 
 _PRELUDE_DIR = Path(__file__).resolve().parent / "include"
@@ -331,8 +348,12 @@ def _compiler_info(command: list[str]) -> dict:
     record = _compiler_records.get(key)
     if isinstance(record, dict):
         files = record.get("files")
-        if (isinstance(files, list) and files and isinstance(record.get("identity"), str)
-                and all(isinstance(f, list) and len(f) == 2 and tuple(f[1]) == _stat_of(f[0]) for f in files)):
+        if (
+            isinstance(files, list)
+            and files
+            and isinstance(record.get("identity"), str)
+            and all(isinstance(f, list) and len(f) == 2 and tuple(f[1]) == _stat_of(f[0]) for f in files)
+        ):
             return {"identity": record["identity"], "static_ubsan": bool(record.get("static_ubsan"))}
     with _identity_lock:
         found = _identities.get(key)
@@ -341,8 +362,7 @@ def _compiler_info(command: list[str]) -> dict:
     read_at = time.time_ns()
 
     def ask(option: str, stderr=subprocess.DEVNULL) -> str:
-        return subprocess.run([*command, option], stdout=subprocess.PIPE, stderr=stderr, text=True,
-                              timeout=60).stdout
+        return subprocess.run([*command, option], stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=60).stdout
 
     try:
         version = ask("--version", stderr=subprocess.STDOUT)
@@ -393,8 +413,18 @@ class EmulationLibrary:
     """A loaded emulation library: the entry addresses of its kernels and its execution mode."""
 
     __slots__ = (
-        "_addresses", "_dll", "abi_version", "bind", "checks", "depends", "entries", "extern_shared", "fibers", "handle",
-        "key", "path",
+        "_addresses",
+        "_dll",
+        "abi_version",
+        "bind",
+        "checks",
+        "depends",
+        "entries",
+        "extern_shared",
+        "fibers",
+        "handle",
+        "key",
+        "path",
     )
 
     def __init__(self, path: Path, key: str, fibers: bool, entries, depends=(), extern_shared=()):
@@ -665,8 +695,9 @@ def _load_cached(directory: Path, key: str, entries) -> EmulationLibrary | None:
         return None  # a damaged entry: build again over it
 
 
-def _load_built(so: Path, key: str, fibers: bool, entries, depends, name: str, command,
-                extern_shared=()) -> EmulationLibrary:
+def _load_built(
+    so: Path, key: str, fibers: bool, entries, depends, name: str, command, extern_shared=()
+) -> EmulationLibrary:
     """Load a library the compiler just wrote; RuntimeError naming the kernel when it cannot
     be loaded (a compiler that wrote an empty file: 'file too short')."""
     try:
@@ -683,8 +714,12 @@ def _run(command: list[str], what: str, name: str, *, output_only: bool = False)
     going into the error message only). RuntimeError with the diagnostics if it fails."""
     try:
         done = subprocess.run(
-            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE if output_only else subprocess.STDOUT,
-            text=True, errors="replace", timeout=_COMPILE_TIMEOUT,
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE if output_only else subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            timeout=_COMPILE_TIMEOUT,
         )
     except subprocess.TimeoutExpired:
         raise RuntimeError(
@@ -701,8 +736,9 @@ def _run(command: list[str], what: str, name: str, *, output_only: bool = False)
     return done.stdout
 
 
-def build_library(unit: str, *, name: str, entries, compiler: str, flags: tuple, headers=(),
-                  checks: int = CHECKS_NONE) -> EmulationLibrary:
+def build_library(
+    unit: str, *, name: str, entries, compiler: str, flags: tuple, headers=(), checks: int = CHECKS_NONE
+) -> EmulationLibrary:
     """The library of translation unit ``unit``: from memory, from disk, or built now.
 
     ``entries`` are the kernel expressions whose stubs the unit defines, in order; ``flags``
@@ -715,8 +751,12 @@ def build_library(unit: str, *, name: str, entries, compiler: str, flags: tuple,
     info = _compiler_info(command)
     identity = info["identity"]
     clang = "clang" in identity.lower()
-    flags = (tuple(flags) + (() if clang else _GCC_FLAGS) + _checks_flags(checks, clang)
-             + _link_flags(checks, clang, info["static_ubsan"]))
+    flags = (
+        tuple(flags)
+        + (() if clang else _GCC_FLAGS)
+        + _checks_flags(checks, clang)
+        + _link_flags(checks, clang, info["static_ubsan"])
+    )
     key = _cache_key(unit, flags, identity, headers, checks)
     lib = _memory.get(key)
     if lib is not None and _depends_current(lib.depends):
@@ -766,7 +806,9 @@ def _build(directory, key, unit, name, entries, command, flags, checks=CHECKS_NO
     _write_atomic(source, unit.encode("utf-8", "surrogatepass"))
     includes = [f"-I{_PRELUDE_DIR}"]
     preprocessed = _run(
-        command + list(_BASE_FLAGS) + includes + list(flags) + ["-E", str(source)], "preprocessing", name,
+        command + list(_BASE_FLAGS) + includes + list(flags) + ["-E", str(source)],
+        "preprocessing",
+        name,
         output_only=True,
     )
     clean_dirs, clean_files = _clean_dirs(), (str(source), STUBS_FILE)
@@ -787,8 +829,11 @@ def _build(directory, key, unit, name, entries, command, flags, checks=CHECKS_NO
             obj = tmp[: -len(".so.tmp")] + ".o"
             try:
                 _run([*command, *_BASE_FLAGS, *flags, "-c", str(expanded), "-o", obj], "compilation", name)
-                _run([*command, "-shared", "-pthread", "-Wl,-Bsymbolic", "-Wl,--as-needed", obj, "-o", tmp], "linking",
-                     name)
+                _run(
+                    [*command, "-shared", "-pthread", "-Wl,-Bsymbolic", "-Wl,--as-needed", obj, "-o", tmp],
+                    "linking",
+                    name,
+                )
             finally:
                 _unlink(obj)
         else:
@@ -806,9 +851,19 @@ def _build(directory, key, unit, name, entries, command, flags, checks=CHECKS_NO
             stale = str(json.loads(meta.read_text())["library"])
         except (OSError, ValueError, KeyError, TypeError):
             stale = None
-        _write_atomic(meta, json.dumps(
-            {"fibers": fibers, "kernel": name, "depends": depends, "library": so.name,
-             "extern_shared": found.extern_shared, **fingerprint}).encode())
+        _write_atomic(
+            meta,
+            json.dumps(
+                {
+                    "fibers": fibers,
+                    "kernel": name,
+                    "depends": depends,
+                    "library": so.name,
+                    "extern_shared": found.extern_shared,
+                    **fingerprint,
+                }
+            ).encode(),
+        )
         if stale and stale != so.name and "/" not in stale:
             _unlink(directory / stale)  # a process that loaded it keeps its mapping
         _remember_digest(so, fingerprint["sha256"])

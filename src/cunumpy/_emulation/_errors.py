@@ -159,7 +159,10 @@ def _source_lines(pcs: list[tuple[str, int]], skip_dirs: tuple) -> dict:
             try:
                 done = subprocess.run(
                     [tool, "-e", lib, "-i", "-a"] + [hex(o) for o in offsets],
-                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=30,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    text=True,
+                    timeout=30,
                 )
                 texts = _parse_addr2line(done.stdout, skip_dirs)
             except (OSError, subprocess.SubprocessError):

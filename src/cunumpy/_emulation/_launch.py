@@ -49,9 +49,15 @@ DYNAMIC_SHARED_LIMIT = 232448
 # NVRTC options that carry over to the host compiler; the rest (architecture, -lineinfo,
 # --use_fast_math, ...) mean nothing there.
 _TWO_WORD = {
-    "-D": "-D", "--define-macro": "-D", "-define-macro": "-D",
-    "-U": "-U", "--undefine-macro": "-U", "-undefine-macro": "-U",
-    "-I": "-I", "--include-path": "-I", "-include-path": "-I",
+    "-D": "-D",
+    "--define-macro": "-D",
+    "-define-macro": "-D",
+    "-U": "-U",
+    "--undefine-macro": "-U",
+    "-undefine-macro": "-U",
+    "-I": "-I",
+    "--include-path": "-I",
+    "-include-path": "-I",
 }
 
 
@@ -94,9 +100,7 @@ def _resolve_compiler(compiler) -> str:
     if compiler is None:
         compiler = emulation_compiler()
         if compiler is None:
-            raise RuntimeError(
-                "CPU emulation needs a C++ compiler: none found (set CXX or install c++, e.g. g++)"
-            )
+            raise RuntimeError("CPU emulation needs a C++ compiler: none found (set CXX or install c++, e.g. g++)")
     return compiler
 
 
@@ -224,8 +228,15 @@ def library_for(kernel: CudaKernel, compiler, options: tuple, *, fresh: bool = F
     unit = translation_unit(kernel.source, entries, entries[0])
     headers = _headers_of(kernel, options_headers)
     try:
-        lib = build_library(unit, name=kernel.name, entries=entries, compiler=resolved, flags=tuple(flags), headers=headers,
-                            checks=checks)
+        lib = build_library(
+            unit,
+            name=kernel.name,
+            entries=entries,
+            compiler=resolved,
+            flags=tuple(flags),
+            headers=headers,
+            checks=checks,
+        )
     except RuntimeError as exc:
         hint = _complex_hint(kernel, headers)
         if hint:
@@ -237,7 +248,9 @@ def library_for(kernel: CudaKernel, compiler, options: tuple, *, fresh: bool = F
 
 
 _COMPLEX_USE = re.compile(r"\bcomplex\s*<")
-_COMPLEX_HEADER = re.compile(r"#\s*include\s*[<\"](?:cupy/complex\.cuh|thrust/complex\.h|cuda/std/complex|complex)[>\"]")
+_COMPLEX_HEADER = re.compile(
+    r"#\s*include\s*[<\"](?:cupy/complex\.cuh|thrust/complex\.h|cuda/std/complex|complex)[>\"]"
+)
 
 
 def _complex_hint(kernel, headers) -> str:
@@ -264,7 +277,9 @@ def _headers_of(kernel, tracked=None) -> tuple:
     tracked = list(kernel.included_headers if tracked is None else tracked)
     if kernel.include_dirs:
         for path in resolve_includes(
-            kernel.source, kernel.include_dirs, base_dir=kernel.source_dir,
+            kernel.source,
+            kernel.include_dirs,
+            base_dir=kernel.source_dir,
             angle_dirs=(*kernel.include_dirs, cuda_include_dir()),
         ):
             if path not in tracked:
@@ -297,8 +312,21 @@ def _skip_dirs() -> tuple:
     return (str(prelude_dir()), str(Path(cuda_include_dir()) / "cunumpy"))
 
 
-def _run(kernel, marshalled, grid, block, shared_mem, compiler, options, checked, *, args=None,
-         sanitize=frozenset(), timeout=None, memcheck=None):
+def _run(
+    kernel,
+    marshalled,
+    grid,
+    block,
+    shared_mem,
+    compiler,
+    options,
+    checked,
+    *,
+    args=None,
+    sanitize=frozenset(),
+    timeout=None,
+    memcheck=None,
+):
     """One launch; ``timeout`` and ``memcheck`` None: the environment's, read now."""
     if 0 in grid or 0 in block:
         return None  # nothing to launch, and nothing is compiled
@@ -369,10 +397,19 @@ def _check_finite(kernel, args):
 
 
 def emulate_cuda_kernel(
-    kernel: CudaKernel, *args: object, n_threads: int | tuple[int, ...] | None = None,
-    grid: int | tuple[int, ...] | None = None, block: int | tuple[int, ...] | None = None, compiler: str | None = None,
-    options: Iterable[str] = (), shared_mem: int = 0, checked: bool = False, sanitize: str | Iterable[str] = (),
-    timeout: float | None = None, memcheck: bool | None = None, outputs: Iterable[str | int] | None = None,
+    kernel: CudaKernel,
+    *args: object,
+    n_threads: int | tuple[int, ...] | None = None,
+    grid: int | tuple[int, ...] | None = None,
+    block: int | tuple[int, ...] | None = None,
+    compiler: str | None = None,
+    options: Iterable[str] = (),
+    shared_mem: int = 0,
+    checked: bool = False,
+    sanitize: str | Iterable[str] = (),
+    timeout: float | None = None,
+    memcheck: bool | None = None,
+    outputs: Iterable[str | int] | None = None,
 ) -> None:
     """Run a CUDA kernel on the CPU as if it were launched with these arguments.
 
@@ -455,8 +492,19 @@ def emulate_cuda_kernel(
     marshalled = marshal_arguments(kernel, args, () if outputs is None else _check_outputs(outputs, what))
     g, blk = kernel._shape(n_threads, grid, block, args, marshalled.first_shape)
     shared_mem = _check_shared_mem(kernel, shared_mem)
-    return _run(kernel, marshalled, g, blk, shared_mem, compiler, options, checked, sanitize=sanitize,
-                timeout=timeout, memcheck=memcheck)
+    return _run(
+        kernel,
+        marshalled,
+        g,
+        blk,
+        shared_mem,
+        compiler,
+        options,
+        checked,
+        sanitize=sanitize,
+        timeout=timeout,
+        memcheck=memcheck,
+    )
 
 
 def compile_for_emulation(kernel: CudaKernel, *, compiler: str | None = None, options: Iterable[str] = ()) -> Path:
@@ -535,8 +583,7 @@ def emulation_workers() -> int:
             value = 0
         if value < 1:
             raise ValueError(
-                f"{_THREADS_VARIABLE} must be a whole number >= 1 (the CPU emulator's worker threads), "
-                f"got {raw!r}"
+                f"{_THREADS_VARIABLE} must be a whole number >= 1 (the CPU emulator's worker threads), got {raw!r}"
             )
         return min(value, _MAX_WORKERS)
     from .. import threads
@@ -750,8 +797,13 @@ def fake_cupy_hook():
 
 @contextlib.contextmanager
 def emulated_launches(
-    *, compiler: str | None = None, options: Iterable[str] = (), checked: bool = False,
-    sanitize: str | Iterable[str] = (), timeout: float | None = None, memcheck: bool | None = None,
+    *,
+    compiler: str | None = None,
+    options: Iterable[str] = (),
+    checked: bool = False,
+    sanitize: str | Iterable[str] = (),
+    timeout: float | None = None,
+    memcheck: bool | None = None,
 ) -> Iterator[None]:
     """Run every CUDA kernel launch and compilation inside the block on the CPU.
 
@@ -797,8 +849,16 @@ def emulated_launches(
         timeout = check_timeout(timeout, what)
     if memcheck is not None:
         memcheck = check_memcheck(memcheck, what)
-    hook = EmulationHook(LaunchOptions(compiler=compiler, options=options, checked=bool(checked), sanitize=sanitize,
-                                       timeout=timeout, memcheck=memcheck))
+    hook = EmulationHook(
+        LaunchOptions(
+            compiler=compiler,
+            options=options,
+            checked=bool(checked),
+            sanitize=sanitize,
+            timeout=timeout,
+            memcheck=memcheck,
+        )
+    )
     previous = _context_hook.get()
     token = _context_hook.set(hook)
     try:

@@ -233,8 +233,9 @@ class RewriteFindings:
         self.shared_count = 0
 
 
-def _rewrite(text: str, extern_shared, static_shared, stack=(), found: RewriteFindings | None = None,
-             asm: bool = True) -> str:
+def _rewrite(
+    text: str, extern_shared, static_shared, stack=(), found: RewriteFindings | None = None, asm: bool = True
+) -> str:
     """Rewrite inline PTX, the ``extern __shared__`` declarations found by the pattern
     ``extern_shared`` (its match ends where the element type starts) and the function-scope
     ``__shared__`` declarations found by ``static_shared`` in ``text``, whose first character
@@ -321,9 +322,7 @@ def _user_file_rule(clean_dirs=(), clean_files=()):
     clean_files = set(map(str, clean_files))
 
     def owned(name: str, flags: str) -> bool:
-        return not (
-            "3" in flags.split() or name.startswith("<") or name in clean_files or name.startswith(clean_dirs)
-        )
+        return not ("3" in flags.split() or name.startswith("<") or name in clean_files or name.startswith(clean_dirs))
 
     return owned
 
@@ -341,8 +340,9 @@ def user_files(text: str, clean_dirs=(), clean_files=()) -> list[str]:
     return list(found)
 
 
-def rewrite_preprocessed(text: str, clean_dirs=(), clean_files=(), found: RewriteFindings | None = None,
-                         shared_dirs=()) -> str:
+def rewrite_preprocessed(
+    text: str, clean_dirs=(), clean_files=(), found: RewriteFindings | None = None, shared_dirs=()
+) -> str:
     """The preprocessed translation unit ``text`` with inline PTX, ``extern __shared__`` and
     function-scope ``__shared__`` declarations rewritten in every part that comes from a file
     of the user (see ``_user_file_rule``); in the parts from ``shared_dirs`` (cunumpy's own
@@ -505,8 +505,10 @@ _SHADOWED = ("cunumpy_emu_threadIdx", "cunumpy_emu_blockIdx", "cunumpy_emu_block
 _SHADOWED_USE = re.compile(r"\b(?:" + "|".join(_SHADOWED) + r")\b")
 _COPY_LOCALS = (
     "[[maybe_unused]] const ::cunumpy_emu::builtin_value "
-    + ", ".join(f"{name}{{cunumpy_emu_b_.{field}}}" for name, field in zip(
-        _SHADOWED, ("thread_idx", "block_idx", "block_dim", "grid_dim")))
+    + ", ".join(
+        f"{name}{{cunumpy_emu_b_.{field}}}"
+        for name, field in zip(_SHADOWED, ("thread_idx", "block_idx", "block_dim", "grid_dim"))
+    )
     + ";"
 )
 _STUB_CALL = re.compile(r"\bcunumpy_emu::run_(thread|block)<&")
@@ -522,7 +524,7 @@ def _literal_end(text: str, i: int) -> int:
     just past it."""
     c = text[i]
     if c == "'":
-        before = text[max(0, i - 3):i]
+        before = text[max(0, i - 3) : i]
         if before and (before[-1].isalnum() or before[-1] == "_") and not _CHAR_PREFIX.search(before):
             return i + 1  # a digit separator (1'000), not a character literal
     elif i > 0 and text[i - 1] == "R":
@@ -571,7 +573,7 @@ def _template_header(head: str) -> str | None:
     if not text.startswith("template"):
         return ""
     start = text.find("<")
-    if start < 0 or text[len("template"):start].strip():
+    if start < 0 or text[len("template") : start].strip():
         return None
     end = _angle_close(text, start + 1)
     return None if end < 0 else " ".join(text[: end + 1].split())
@@ -782,8 +784,9 @@ def add_entry_copies(text: str, clean_dirs=(), clean_files=()) -> str:
                 continue
             inserts.append((made[0], made[1], made[2], name))
             copied.add(name)
-        braces_of[file_name] = _braces_after(stack, events if events is not None
-                                             else _brace_events(piece, _code_mask(piece)))
+        braces_of[file_name] = _braces_after(
+            stack, events if events is not None else _brace_events(piece, _code_mask(piece))
+        )
     usable = copied - failed
     if not usable:
         return text

@@ -92,6 +92,8 @@ def host_buffer(a: Any) -> np.ndarray:
     from ._ndarray import ndarray
 
     if not fake_cupy_active() or type(a) is not ndarray:
-        what = "the fake CuPy is not active" if not fake_cupy_active() else f"got {type(a).__module__}.{type(a).__name__}"
+        what = (
+            "the fake CuPy is not active" if not fake_cupy_active() else f"got {type(a).__module__}.{type(a).__name__}"
+        )
         raise TypeError(f"host_buffer() takes an array of the fake CuPy ({what})")
     return a._a

@@ -59,8 +59,7 @@ class Call:
     def array_or_sequence(self, value, name):
         """An array, or a sequence holding device arrays (``diags([d], [0])``, grids …)."""
         if isinstance(value, (list, tuple)) and any(
-            type(v) is ndarray or (isinstance(v, (list, tuple)) and any(type(w) is ndarray for w in v))
-            for v in value
+            type(v) is ndarray or (isinstance(v, (list, tuple)) and any(type(w) is ndarray for w in v)) for v in value
         ):
             return self.sequence(value, name)
         return self.array(value, name)

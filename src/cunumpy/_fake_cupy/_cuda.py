@@ -397,6 +397,7 @@ def host_view_of_interface(obj) -> np.ndarray:
         view.flags.writeable = False
     return view
 
+
 def _c_strides(shape, itemsize):
     strides = []
     step = itemsize

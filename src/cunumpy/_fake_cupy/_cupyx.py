@@ -137,6 +137,7 @@ class _ProxyClass(type):
             raise AttributeError(f"type object {cls.__qualname__!r} has no attribute {name!r}")
         value = getattr(scipy_type, name)
         if callable(value) and not isinstance(value, type):
+
             def method(*args, **kwargs):
                 return _call(value, f"{where}()", args, kwargs)
 
@@ -184,7 +185,7 @@ def proxy_class(scipy_type, module_name: str | None = None) -> type:
         "__module__": module_name,
         "__qualname__": scipy_type.__qualname__,
         "__doc__": f"Fake ``{module_name}.{scipy_type.__name__}``: SciPy's class on the host buffers, "
-                   "holding and taking device arrays.",
+        "holding and taking device arrays.",
         "_scipy_type": scipy_type,
         "__new__": _proxy_new,
         "__init__": _proxy_init,
@@ -198,15 +199,27 @@ def proxy_class(scipy_type, module_name: str | None = None) -> type:
 
 def _proxy_operator(name):
     def method(self, *args):
-        return _call(getattr(type(self._obj), name), f"{self._where} {name}", (self._obj, *args), {},
-                     first_is_self=True)
+        return _call(
+            getattr(type(self._obj), name), f"{self._where} {name}", (self._obj, *args), {}, first_is_self=True
+        )
 
     method.__name__ = name
     return method
 
 
-for _op in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__matmul__",
-            "__rmatmul__", "__truediv__", "__neg__", "__pow__"):
+for _op in (
+    "__add__",
+    "__radd__",
+    "__sub__",
+    "__rsub__",
+    "__mul__",
+    "__rmul__",
+    "__matmul__",
+    "__rmatmul__",
+    "__truediv__",
+    "__neg__",
+    "__pow__",
+):
     setattr(HostObjectProxy, _op, _proxy_operator(_op))
 
 
@@ -302,14 +315,14 @@ class _ScipyFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     PREFIX = "cupyx.scipy."
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname.startswith(self.PREFIX) and fullname[len(self.PREFIX):] in _scipy_names.CUPYX_SCIPY:
+        if fullname.startswith(self.PREFIX) and fullname[len(self.PREFIX) :] in _scipy_names.CUPYX_SCIPY:
             cupyx = sys.modules.get("cupyx")
             if cupyx is not None and getattr(cupyx, "__cunumpy_fake__", False):
                 return importlib.util.spec_from_loader(fullname, self, is_package=True)
         return None
 
     def create_module(self, spec):
-        return build_scipy_subpackage(spec.name[len(self.PREFIX):])
+        return build_scipy_subpackage(spec.name[len(self.PREFIX) :])
 
     def exec_module(self, module):
         parent, _, child = module.__name__.rpartition(".")
@@ -342,11 +355,18 @@ def build() -> dict[str, types.ModuleType]:
     cupyx.__path__ = []
     cupyx.__cunumpy_fake__ = True
     cupyx.__dict__.update(
-        empty_pinned=empty_pinned, zeros_pinned=zeros_pinned, empty_like_pinned=empty_like_pinned,
-        zeros_like_pinned=zeros_like_pinned, scatter_add=_scatter(np.add, "scatter_add"),
-        scatter_max=_scatter(np.maximum, "scatter_max"), scatter_min=_scatter(np.minimum, "scatter_min"),
-        rsqrt=strict(lambda x: 1.0 / np.sqrt(x), "rsqrt", module="cupyx"), errstate=errstate,
-        seterr=seterr, geterr=geterr, scipy=scipy,
+        empty_pinned=empty_pinned,
+        zeros_pinned=zeros_pinned,
+        empty_like_pinned=empty_like_pinned,
+        zeros_like_pinned=zeros_like_pinned,
+        scatter_add=_scatter(np.add, "scatter_add"),
+        scatter_max=_scatter(np.maximum, "scatter_max"),
+        scatter_min=_scatter(np.minimum, "scatter_min"),
+        rsqrt=strict(lambda x: 1.0 / np.sqrt(x), "rsqrt", module="cupyx"),
+        errstate=errstate,
+        seterr=seterr,
+        geterr=geterr,
+        scipy=scipy,
     )
     if _finder not in sys.meta_path:
         sys.meta_path.append(_finder)

@@ -10,12 +10,13 @@ def _host_array_error(where: str, value) -> TypeError:
         "take device arrays: copy it explicitly with cupy.asarray() or xp.to_cupy()"
     )
 
+
 def _list_error(where: str, value) -> TypeError:
     kind = type(value).__name__
     return TypeError(
-        f"{where} got a Python {kind}; CuPy does not accept {kind}s here: "
-        "make a device array first with cupy.asarray()"
+        f"{where} got a Python {kind}; CuPy does not accept {kind}s here: make a device array first with cupy.asarray()"
     )
+
 
 class ListArgumentError(TypeError, AttributeError):
     """A list where a CuPy function calls a method of its argument: CuPy raises

@@ -25,14 +25,16 @@ __all__ = ["asnumpy", "creation_functions", "get_array_module", "place", "put", 
 _NUMPY_ONLY_KEYWORDS = frozenset(("like", "device"))
 
 
-def strict(func, name: str, *, module: str = "cupy", host_ok: bool = False, permissive: bool = False,
-           device_bool: bool = False):
+def strict(
+    func, name: str, *, module: str = "cupy", host_ok: bool = False, permissive: bool = False, device_bool: bool = False
+):
     """A CuPy-rules wrapper of the NumPy function ``func``."""
     where = f"{module}.{name}()"
     kinds = parameter_kinds(func)
     host_params = _names.HOST_DATA_PARAMETERS.get(f"{module}.{name}", frozenset())
     refusal = {"ValueError": ValueError, "LinAlgError": np.linalg.LinAlgError, None: None}[
-        _names.REFUSAL_EXCEPTIONS.get(f"{module}.{name}")]
+        _names.REFUSAL_EXCEPTIONS.get(f"{module}.{name}")
+    ]
     delegating = module == "cupy" and name in _names.METHOD_DELEGATING
 
     def kind(param, variadic=False):
@@ -164,8 +166,9 @@ class vectorize:
     """``cupy.vectorize``: NumPy's vectorize applied to the host buffers."""
 
     def __init__(self, pyfunc, otypes=None, doc=None, excluded=None, cache=False, signature=None):
-        self._vectorized = np.vectorize(pyfunc, otypes=otypes, doc=doc, excluded=excluded,
-                                        cache=cache, signature=signature)
+        self._vectorized = np.vectorize(
+            pyfunc, otypes=otypes, doc=doc, excluded=excluded, cache=cache, signature=signature
+        )
         self.pyfunc = pyfunc
         self.__doc__ = self._vectorized.__doc__
 
@@ -216,8 +219,9 @@ def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *, blocki
     """``cupy.array``: copies host data to the device; device input is copied unless ``copy=False``."""
     if type(obj) is ndarray:
         call = Call("cupy.array()")
-        return call.wrap(np.array(call.array(obj, "obj"), dtype=dtype, copy=copy if copy else None,
-                                  order=order, ndmin=ndmin))
+        return call.wrap(
+            np.array(call.array(obj, "obj"), dtype=dtype, copy=copy if copy else None, order=order, ndmin=ndmin)
+        )
     return _from_host(host_data(obj), dtype, order, ndmin)
 
 
@@ -376,6 +380,7 @@ def creation_functions() -> dict:
 
 # ------------------------------------------------------------------ ndarray methods
 
+
 def _method(name):
     numpy_method = getattr(np.ndarray, name)
 
@@ -392,7 +397,39 @@ def _method(name):
     return method
 
 
-_FORWARDED_METHODS = ["all", "any", "argmax", "argmin", "argpartition", "argsort", "choose", "clip", "compress", "conj", "conjugate", "cumprod", "cumsum", "diagonal", "dot", "flatten", "max", "mean", "min", "nonzero", "partition", "prod", "repeat", "round", "sort", "squeeze", "std", "sum", "swapaxes", "trace", "var"]
+_FORWARDED_METHODS = [
+    "all",
+    "any",
+    "argmax",
+    "argmin",
+    "argpartition",
+    "argsort",
+    "choose",
+    "clip",
+    "compress",
+    "conj",
+    "conjugate",
+    "cumprod",
+    "cumsum",
+    "diagonal",
+    "dot",
+    "flatten",
+    "max",
+    "mean",
+    "min",
+    "nonzero",
+    "partition",
+    "prod",
+    "repeat",
+    "round",
+    "sort",
+    "squeeze",
+    "std",
+    "sum",
+    "swapaxes",
+    "trace",
+    "var",
+]
 
 for _method_name in _FORWARDED_METHODS:
     setattr(ndarray, _method_name, _method(_method_name))

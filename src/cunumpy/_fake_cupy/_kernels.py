@@ -38,8 +38,17 @@ def cuda_kernel_hook():
 class RawKernel:
     """``cupy.RawKernel(code, name, options=(), ...)``."""
 
-    def __init__(self, code, name, options=(), backend="nvrtc", translate_cucomplex=False, *,
-                 enable_cooperative_groups=False, jitify=False):
+    def __init__(
+        self,
+        code,
+        name,
+        options=(),
+        backend="nvrtc",
+        translate_cucomplex=False,
+        *,
+        enable_cooperative_groups=False,
+        jitify=False,
+    ):
         self.code = code
         self.name = name
         self.options = tuple(options)
@@ -82,8 +91,18 @@ class RawKernel:
 class RawModule:
     """``cupy.RawModule(code=None, *, path=None, options=(), ...)``."""
 
-    def __init__(self, code=None, *, path=None, options=(), backend="nvrtc", translate_cucomplex=False,
-                 enable_cooperative_groups=False, name_expressions=None, jitify=False):
+    def __init__(
+        self,
+        code=None,
+        *,
+        path=None,
+        options=(),
+        backend="nvrtc",
+        translate_cucomplex=False,
+        enable_cooperative_groups=False,
+        name_expressions=None,
+        jitify=False,
+    ):
         if (code is None) == (path is None):
             raise TypeError("Exactly one of `code` and `path` keyword arguments must be given.")
         self.code = code
@@ -95,8 +114,9 @@ class RawModule:
         self.name = path or "<RawModule>"
 
     def get_function(self, name) -> RawKernel:
-        kernel = RawKernel(self.code, name, self.options, self.backend,
-                           enable_cooperative_groups=self.enable_cooperative_groups)
+        kernel = RawKernel(
+            self.code, name, self.options, self.backend, enable_cooperative_groups=self.enable_cooperative_groups
+        )
         kernel.module = self
         return kernel
 
@@ -113,8 +133,20 @@ class RawModule:
 class ElementwiseKernel:
     """``cupy.ElementwiseKernel(in_params, out_params, operation, name="kernel", ...)``."""
 
-    def __init__(self, in_params, out_params, operation, name="kernel", reduce_dims=True, preamble="",
-                 no_return=False, return_tuple=False, loop_prep="", after_loop="", options=()):
+    def __init__(
+        self,
+        in_params,
+        out_params,
+        operation,
+        name="kernel",
+        reduce_dims=True,
+        preamble="",
+        no_return=False,
+        return_tuple=False,
+        loop_prep="",
+        after_loop="",
+        options=(),
+    ):
         self.in_params = in_params
         self.out_params = out_params
         self.operation = operation
@@ -132,8 +164,20 @@ class ElementwiseKernel:
 class ReductionKernel:
     """``cupy.ReductionKernel(in_params, out_params, map_expr, reduce_expr, post_map_expr, identity, ...)``."""
 
-    def __init__(self, in_params, out_params, map_expr, reduce_expr, post_map_expr, identity,
-                 name="reduce_kernel", reduce_type=None, reduce_dims=True, preamble="", options=()):
+    def __init__(
+        self,
+        in_params,
+        out_params,
+        map_expr,
+        reduce_expr,
+        post_map_expr,
+        identity,
+        name="reduce_kernel",
+        reduce_type=None,
+        reduce_dims=True,
+        preamble="",
+        options=(),
+    ):
         self.in_params = in_params
         self.out_params = out_params
         self.map_expr = map_expr

@@ -13,6 +13,7 @@ from ._ndarray import _counterparts, ndarray
 #: The fake's names follow CuPy 14.2.0 (see ``_names``); it reports the minimum version.
 VERSION = "14.0.0"
 
+
 def _module(name: str, doc: str, attributes: dict) -> types.ModuleType:
     module = types.ModuleType(name, doc)
     module.__dict__.update(attributes)
@@ -34,8 +35,12 @@ def _main_namespace() -> dict:
         elif isinstance(obj, np.ufunc):
             names[name] = ufunc(obj, name)
         elif isinstance(obj, type):
-            special = {"ndarray": ndarray, "ufunc": ufunc, "vectorize": _functions.vectorize,
-                       "broadcast": _functions.broadcast}
+            special = {
+                "ndarray": ndarray,
+                "ufunc": ufunc,
+                "vectorize": _functions.vectorize,
+                "broadcast": _functions.broadcast,
+            }
             names[name] = special.get(name, obj)
         elif name in ("mgrid", "ogrid", "r_", "c_"):
             names[name] = _functions._IndexHelper(obj, name)
@@ -62,7 +67,9 @@ def _main_namespace() -> dict:
         else:
             names[alias] = strict(obj, alias)
     names.update(
-        NINF=-np.inf, NZERO=-0.0, PZERO=0.0,
+        NINF=-np.inf,
+        NZERO=-0.0,
+        PZERO=0.0,
         msort=strict(lambda a: np.sort(a, axis=0), "msort"),
         apply_along_axis=_functions.apply_along_axis,
         apply_over_axes=_functions.apply_over_axes,
@@ -95,12 +102,19 @@ def _cuda_modules() -> dict[str, types.ModuleType]:
         "cupy.cuda.runtime",
         "Fake CUDA runtime: one device, 16 GiB free.",
         dict(
-            getDevice=c.getDevice, setDevice=c.setDevice, getDeviceCount=c.getDeviceCount,
-            deviceSynchronize=c.deviceSynchronize, memGetInfo=c.memGetInfo,
-            getDeviceProperties=c.getDeviceProperties, deviceGetAttribute=c.deviceGetAttribute,
-            driverGetVersion=c.driverGetVersion, runtimeGetVersion=c.runtimeGetVersion,
-            streamSynchronize=c.streamSynchronize, eventSynchronize=c.eventSynchronize,
-            CUDARuntimeError=c.CUDARuntimeError, is_hip=False,
+            getDevice=c.getDevice,
+            setDevice=c.setDevice,
+            getDeviceCount=c.getDeviceCount,
+            deviceSynchronize=c.deviceSynchronize,
+            memGetInfo=c.memGetInfo,
+            getDeviceProperties=c.getDeviceProperties,
+            deviceGetAttribute=c.deviceGetAttribute,
+            driverGetVersion=c.driverGetVersion,
+            runtimeGetVersion=c.runtimeGetVersion,
+            streamSynchronize=c.streamSynchronize,
+            eventSynchronize=c.eventSynchronize,
+            CUDARuntimeError=c.CUDARuntimeError,
+            is_hip=False,
             **{f"cudaDevAttr{name}": code for name, code in c.DEVICE_ATTRIBUTE_CODES.items()},
         ),
     )
@@ -113,41 +127,77 @@ def _cuda_modules() -> dict[str, types.ModuleType]:
         "cupy.cuda.memory",
         "Fake device memory: host buffers behind MemoryPointer.",
         dict(
-            Memory=c.Memory, MemoryPointer=c.MemoryPointer, MemoryPool=c.MemoryPool, alloc=c.alloc,
-            set_allocator=c.set_allocator, get_allocator=c.get_allocator,
+            Memory=c.Memory,
+            MemoryPointer=c.MemoryPointer,
+            MemoryPool=c.MemoryPool,
+            alloc=c.alloc,
+            set_allocator=c.set_allocator,
+            get_allocator=c.get_allocator,
         ),
     )
     pinned_memory = _module(
         "cupy.cuda.pinned_memory",
         "Fake pinned memory: unavailable.",
-        dict(PinnedMemoryPool=c.PinnedMemoryPool, alloc_pinned_memory=c.alloc_pinned_memory,
-             set_pinned_memory_allocator=c.set_pinned_memory_allocator),
+        dict(
+            PinnedMemoryPool=c.PinnedMemoryPool,
+            alloc_pinned_memory=c.alloc_pinned_memory,
+            set_pinned_memory_allocator=c.set_pinned_memory_allocator,
+        ),
     )
     device = _module("cupy.cuda.device", "Fake devices.", dict(Device=c.Device, get_device_id=c.getDevice))
     stream = _module(
         "cupy.cuda.stream",
         "Fake streams and events.",
-        dict(Stream=c.Stream, ExternalStream=c.ExternalStream, Event=c.Event,
-             get_current_stream=c.get_current_stream, get_elapsed_time=c.get_elapsed_time),
+        dict(
+            Stream=c.Stream,
+            ExternalStream=c.ExternalStream,
+            Event=c.Event,
+            get_current_stream=c.get_current_stream,
+            get_elapsed_time=c.get_elapsed_time,
+        ),
     )
     nvtx = _module(
         "cupy.cuda.nvtx",
         "NVTX no-ops.",
-        dict(RangePush=c.RangePush, RangePushC=c.RangePushC, RangePop=c.RangePop, Mark=c.Mark, MarkC=c.MarkC,
-             RangeStart=c.RangeStart, RangeEnd=c.RangeEnd, available=True),
+        dict(
+            RangePush=c.RangePush,
+            RangePushC=c.RangePushC,
+            RangePop=c.RangePop,
+            Mark=c.Mark,
+            MarkC=c.MarkC,
+            RangeStart=c.RangeStart,
+            RangeEnd=c.RangeEnd,
+            available=True,
+        ),
     )
     cuda = _module(
         "cupy.cuda",
         "Fake cupy.cuda: device 0, streams that are always done, memory-pool stubs.",
         dict(
-            Device=c.Device, Stream=c.Stream, ExternalStream=c.ExternalStream, Event=c.Event,
-            get_current_stream=c.get_current_stream, get_elapsed_time=c.get_elapsed_time,
-            Memory=c.Memory, MemoryPointer=c.MemoryPointer, MemoryPool=c.MemoryPool,
-            PinnedMemoryPool=c.PinnedMemoryPool, alloc=c.alloc, alloc_pinned_memory=c.alloc_pinned_memory,
-            set_allocator=c.set_allocator, set_pinned_memory_allocator=c.set_pinned_memory_allocator,
-            get_allocator=c.get_allocator, get_device_id=c.getDevice, is_available=c.is_available,
-            runtime=runtime, driver=driver, memory=memory, pinned_memory=pinned_memory, device=device,
-            stream=stream, nvtx=nvtx,
+            Device=c.Device,
+            Stream=c.Stream,
+            ExternalStream=c.ExternalStream,
+            Event=c.Event,
+            get_current_stream=c.get_current_stream,
+            get_elapsed_time=c.get_elapsed_time,
+            Memory=c.Memory,
+            MemoryPointer=c.MemoryPointer,
+            MemoryPool=c.MemoryPool,
+            PinnedMemoryPool=c.PinnedMemoryPool,
+            alloc=c.alloc,
+            alloc_pinned_memory=c.alloc_pinned_memory,
+            set_allocator=c.set_allocator,
+            set_pinned_memory_allocator=c.set_pinned_memory_allocator,
+            get_allocator=c.get_allocator,
+            get_device_id=c.getDevice,
+            is_available=c.is_available,
+            runtime=runtime,
+            driver=driver,
+            memory=memory,
+            pinned_memory=pinned_memory,
+            device=device,
+            stream=stream,
+            nvtx=nvtx,
         ),
     )
     mods = {m.__name__: m for m in (cuda, runtime, driver, memory, pinned_memory, device, stream, nvtx)}
@@ -175,17 +225,27 @@ def _testing_module() -> types.ModuleType:
         assertion.__doc__ = f"NumPy's ``testing.{name}`` on device or host arrays."
         return assertion
 
-    return _module("cupy.testing", "Fake cupy.testing: NumPy's assertions on device arrays.",
-                   {n: forward(n) for n in _names.TESTING})
+    return _module(
+        "cupy.testing",
+        "Fake cupy.testing: NumPy's assertions on device arrays.",
+        {n: forward(n) for n in _names.TESTING},
+    )
 
 
 def _random_module() -> types.ModuleType:
     r = _random
     attributes = dict(
-        default_rng=r.default_rng, Generator=r.Generator, BitGenerator=r.BitGenerator, XORWOW=r.XORWOW,
-        MRG32k3a=r.MRG32k3a, Philox4x3210=r.Philox4x3210, RandomState=r.RandomState,
-        get_random_state=r.get_random_state, set_random_state=r.set_random_state,
-        reset_states=r.reset_states, seed=r.seed,
+        default_rng=r.default_rng,
+        Generator=r.Generator,
+        BitGenerator=r.BitGenerator,
+        XORWOW=r.XORWOW,
+        MRG32k3a=r.MRG32k3a,
+        Philox4x3210=r.Philox4x3210,
+        RandomState=r.RandomState,
+        get_random_state=r.get_random_state,
+        set_random_state=r.set_random_state,
+        reset_states=r.reset_states,
+        seed=r.seed,
     )
     attributes.update(r.legacy_functions())
     return _module("cupy.random", "Fake cupy.random: NumPy generators producing device arrays.", attributes)
@@ -193,8 +253,7 @@ def _random_module() -> types.ModuleType:
 
 def build() -> dict[str, types.ModuleType]:
     """Every fake module, keyed by its import name (nothing is registered here)."""
-    cupy = _module("cupy", "cunumpy's strict host stand-in for CuPy (no CUDA, no kernel launches).",
-                   _main_namespace())
+    cupy = _module("cupy", "cunumpy's strict host stand-in for CuPy (no CUDA, no kernel launches).", _main_namespace())
     cupy.__version__ = VERSION
     # Launches of cunumpy's CudaKernel on the fake CuPy run in the CPU emulation: the kernels
     # ask the active CuPy for the hook (cunumpy.kernels does not import the emulation).
@@ -206,14 +265,23 @@ def build() -> dict[str, types.ModuleType]:
     linalg = _strict_module("cupy.linalg", np.linalg, _names.LINALG, "Fake cupy.linalg (NumPy underneath).")
     linalg.LinAlgError = np.linalg.LinAlgError
     fft = _strict_module("cupy.fft", np.fft, _names.FFT, "Fake cupy.fft (NumPy underneath).")
-    fft.config = _module("cupy.fft.config", "cuFFT plan-cache settings (no-ops).",
-                         dict(enable_nd_planning=True, get_plan_cache=lambda: None,
-                              show_plan_cache_info=lambda: None))
-    stride_tricks = _strict_module("cupy.lib.stride_tricks", np.lib.stride_tricks, ["as_strided", "sliding_window_view"],
-                                   "Fake cupy.lib.stride_tricks.")
+    fft.config = _module(
+        "cupy.fft.config",
+        "cuFFT plan-cache settings (no-ops).",
+        dict(enable_nd_planning=True, get_plan_cache=lambda: None, show_plan_cache_info=lambda: None),
+    )
+    stride_tricks = _strict_module(
+        "cupy.lib.stride_tricks",
+        np.lib.stride_tricks,
+        ["as_strided", "sliding_window_view"],
+        "Fake cupy.lib.stride_tricks.",
+    )
     lib = _module("cupy.lib", "Fake cupy.lib.", dict(stride_tricks=stride_tricks))
-    exceptions = _module("cupy.exceptions", "NumPy's exception classes, as CuPy re-exports them.",
-                         {n: getattr(np.exceptions, n) for n in _names.EXCEPTIONS if hasattr(np.exceptions, n)})
+    exceptions = _module(
+        "cupy.exceptions",
+        "NumPy's exception classes, as CuPy re-exports them.",
+        {n: getattr(np.exceptions, n) for n in _names.EXCEPTIONS if hasattr(np.exceptions, n)},
+    )
     for module in (linalg, fft, fft.config, _random_module(), _testing_module(), lib, stride_tricks, exceptions):
         modules[module.__name__] = module
         parent, _, child = module.__name__.rpartition(".")

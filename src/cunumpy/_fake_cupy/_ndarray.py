@@ -107,7 +107,11 @@ class _Flags:
         self.f_contiguous = f_contiguous
         self.owndata = owndata
 
-    _KEYS: ClassVar[dict[str, str]] = {"C_CONTIGUOUS": "c_contiguous", "F_CONTIGUOUS": "f_contiguous", "OWNDATA": "owndata"}
+    _KEYS: ClassVar[dict[str, str]] = {
+        "C_CONTIGUOUS": "c_contiguous",
+        "F_CONTIGUOUS": "f_contiguous",
+        "OWNDATA": "owndata",
+    }
 
     def __getitem__(self, key):
         try:
@@ -594,9 +598,16 @@ for _name, (_op, _iop, _symbol) in _OPERATORS.items():
     setattr(ndarray, f"__r{_name}__", _rev)
     setattr(ndarray, f"__i{_name}__", _inplace(_iop, _symbol))
 
-for _name, _op in {"lt": operator.lt, "le": operator.le, "eq": operator.eq, "ne": operator.ne,
-                   "gt": operator.gt, "ge": operator.ge}.items():
+for _name, _op in {
+    "lt": operator.lt,
+    "le": operator.le,
+    "eq": operator.eq,
+    "ne": operator.ne,
+    "gt": operator.gt,
+    "ge": operator.ge,
+}.items():
     setattr(ndarray, f"__{_name}__", _binary(_op, _name)[0])
+
 
 def _divmod(self, other):
     o = _operand(other, "divmod")

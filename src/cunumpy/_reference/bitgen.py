@@ -28,7 +28,7 @@ def bitgen_fill(bit_generators, chunk, out, low, range_, plain):
     if n < 1 or (n - 1) // chunk + 1 != k:
         raise ValueError(f"{k} bit generators of {chunk} draws do not cover 'out' ({n} values) exactly")
     for i, bg in enumerate(bit_generators):
-        part = flat[i * chunk:(i + 1) * chunk]
+        part = flat[i * chunk : (i + 1) * chunk]
         draws = np.random.Generator(bg).random(part.size)
         # Two roundings, like NumPy's uniform: low + range * draw.
         part[...] = draws if plain else float(low) + float(range_) * draws

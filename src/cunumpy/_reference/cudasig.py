@@ -13,8 +13,18 @@ _MAX_VIEW_NDIM = 16
 _MAX_EXTERN_NESTING = 64
 
 _QUALIFIERS = frozenset(
-    ("const", "volatile", "__restrict__", "__restrict", "restrict", "__grid_constant__",
-     "struct", "class", "typename", "register")
+    (
+        "const",
+        "volatile",
+        "__restrict__",
+        "__restrict",
+        "restrict",
+        "__grid_constant__",
+        "struct",
+        "class",
+        "typename",
+        "register",
+    )
 )
 _BUILTIN = frozenset(("signed", "unsigned", "char", "short", "int", "long", "float", "double", "bool", "void"))
 _ATTRIBUTE_CALLS = frozenset(("__launch_bounds__", "__attribute__", "__declspec", "alignas", "__align__"))
@@ -270,7 +280,7 @@ def _template_params(toks, at):
         default = None
         for j, tok in enumerate(part):
             if tok == (PUNCT, "="):
-                default = part[j + 1:]
+                default = part[j + 1 :]
                 part = part[:j]
                 break
         if any(tok == (PUNCT, "...") for tok in part):
@@ -326,12 +336,12 @@ def _scalar_type(text_toks):
     if len(text.encode("utf-8", "surrogatepass")) >= 255:
         return None  # far longer than any scalar type (the C parser's buffer)
     for prefix in _TYPEDEF_PREFIXES:
-        if text.startswith(prefix) and text[len(prefix):] in _TYPEDEFS:
-            return _TYPEDEFS[text[len(prefix):]]
+        if text.startswith(prefix) and text[len(prefix) :] in _TYPEDEFS:
+            return _TYPEDEFS[text[len(prefix) :]]
     for prefix in _COMPLEX_PREFIXES:
-        rest = text[len(prefix):] if text.startswith(prefix) else None
+        rest = text[len(prefix) :] if text.startswith(prefix) else None
         if rest is not None and rest.startswith("complex<") and rest.endswith(">"):
-            inner = _tokenize(rest[len("complex<"):-1])
+            inner = _tokenize(rest[len("complex<") : -1])
             inner = [tok for tok in inner if not (tok[0] == IDENT and tok[1] in _QUALIFIERS)]
             if inner and all(k == IDENT and t in _BUILTIN for k, t in inner):
                 base = _builtin([t for _, t in inner])
@@ -361,7 +371,7 @@ def _view_type(toks):
         ndim = int(digits)
         return ndim, contiguous, parts[0]
     if base.startswith("Array") and base.endswith("D"):
-        digits = base[len("Array"):-1]
+        digits = base[len("Array") : -1]
         if not _ascii_digits(digits) or len(digits) > 2 or digits[0] == "0":
             return None
         return int(digits), contiguous, inner
@@ -538,13 +548,10 @@ def cuda_parse_signature(source, name, struct_names=(), template_args=None):
             raise ValueError(f"kernel '{name}': {exc}") from None
         required = sum(1 for p in tlist if p[2] is None)
         if template_args is None:
-            raise ValueError(
-                f"kernel '{name}' is a template with {len(tlist)} parameter(s): pass template_args"
-            )
+            raise ValueError(f"kernel '{name}' is a template with {len(tlist)} parameter(s): pass template_args")
         if not required <= len(template_args) <= len(tlist):
             raise ValueError(
-                f"kernel '{name}' takes {required} to {len(tlist)} template arguments, "
-                f"got {len(template_args)}"
+                f"kernel '{name}' takes {required} to {len(tlist)} template arguments, got {len(template_args)}"
             )
         for idx, (_, pname, _default) in enumerate(tlist):
             if pname:

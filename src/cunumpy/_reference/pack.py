@@ -56,11 +56,17 @@ _KINDS = {
     K_VIEW: _Kind(array=True, typed=True, contiguous=False, shape=True, strides=True, pack="_array"),
     K_CVIEW: _Kind(array=True, typed=True, contiguous=True, shape=True, strides=False, pack="_array"),
     K_SCALAR: _Kind(
-        array=False, typed=True, contiguous=False, shape=False, strides=False, pack="_scalar",
+        array=False,
+        typed=True,
+        contiguous=False,
+        shape=False,
+        strides=False,
+        pack="_scalar",
         scalar_sizes={S_BOOL: (1,), S_INT: (1, 2, 4, 8), S_UINT: (1, 2, 4, 8), S_FLOAT: (4, 8), S_COMPLEX: (8, 16)},
     ),
-    K_STRUCT: _Kind(array=False, typed=True, contiguous=False, shape=False, strides=False, pack="_struct",
-                    max_size=1 << 20),
+    K_STRUCT: _Kind(
+        array=False, typed=True, contiguous=False, shape=False, strides=False, pack="_struct", max_size=1 << 20
+    ),
 }
 _MAX_FLATTEN_DEPTH = 8
 _INT_FORMATS = {1: "b", 2: "h", 4: "i", 8: "q"}
@@ -183,7 +189,9 @@ class LaunchPlan:
 
     def configure_prepare(self, empty, dtypes, cupy, device_getter):
         if (
-            not callable(empty) or not isinstance(dtypes, tuple) or len(dtypes) != len(self._slots)
+            not callable(empty)
+            or not isinstance(dtypes, tuple)
+            or len(dtypes) != len(self._slots)
             or (device_getter is not None and not callable(device_getter))
         ):
             raise TypeError(
@@ -201,8 +209,9 @@ class LaunchPlan:
             raise TypeError("prepare(): call configure_prepare() first")
         empty, dtypes = self._prepare
         flat: list = []
-        self._flatten(args, flat, {"first": None, "shape": None, "composite": False, "struct_seen": False,
-                                   "expanded": False}, 0)
+        self._flatten(
+            args, flat, {"first": None, "shape": None, "composite": False, "struct_seen": False, "expanded": False}, 0
+        )
         packed, _, _ = self.pack(*args, device=device)
         out = []
         for slot, obj, dtype in zip(self._slots, flat, dtypes):
@@ -210,7 +219,7 @@ class LaunchPlan:
                 out.append(obj)
                 continue
             holder = empty(1, dtype)
-            memoryview(holder).cast("B")[:] = packed[slot.offset:slot.offset + slot.size]
+            memoryview(holder).cast("B")[:] = packed[slot.offset : slot.offset + slot.size]
             out.append(holder[0])
         return tuple(out)
 
@@ -226,9 +235,7 @@ class LaunchPlan:
                     raise TypeError("__cuda_args__ nested too deeply")
                 r = obj.__cuda_args__()
                 if not isinstance(r, tuple):
-                    raise TypeError(
-                        f"{t.__name__}.__cuda_args__() must return a tuple, not {type(r).__name__}"
-                    )
+                    raise TypeError(f"{t.__name__}.__cuda_args__() must return a tuple, not {type(r).__name__}")
                 state["expanded"] = True
                 self._flatten(r, out, state, depth + 1)
                 continue
@@ -262,7 +269,7 @@ class LaunchPlan:
             )
         buf = bytearray(self._total)
         for i, (slot, obj) in enumerate(zip(self._slots, flat)):
-            buf[slot.offset:slot.offset + slot.size] = getattr(self, _KINDS[slot.kind].pack)(i, obj, cur)
+            buf[slot.offset : slot.offset + slot.size] = getattr(self, _KINDS[slot.kind].pack)(i, obj, cur)
         first = state["first"]
         flag = state["composite"] if first is not None else state["struct_seen"]
         return bytes(buf), (state["shape"] if first is not None else None), flag
@@ -276,7 +283,8 @@ class LaunchPlan:
         duck = not is_device and _has_data_ptr(obj)
         if not is_device and not duck and not hasattr(obj, "__cuda_array_interface__"):
             raise self._error(
-                TypeError, i,
+                TypeError,
+                i,
                 f"expected a device array (an object with __cuda_array_interface__), got "
                 f"{type(obj).__module__}.{type(obj).__qualname__}; CudaKernel never copies arrays to the "
                 "device: create the array on the device (xp.asarray on the CuPy backend, xp.to_cupy or "
@@ -313,7 +321,8 @@ class LaunchPlan:
             raise self._error(TypeError, i, f"cannot read the device array: {exc}") from None
         if cur >= 0 and dev >= 0 and dev != cur:
             raise self._error(
-                ValueError, i,
+                ValueError,
+                i,
                 f"the array is on device {dev} but the launch runs on the current device {cur}; make device "
                 f"{dev} current (with cupy.cuda.Device({dev}):) or pass arrays of device {cur}",
             )
@@ -325,14 +334,16 @@ class LaunchPlan:
                 )
         if read_only:
             raise self._error(
-                TypeError, i,
+                TypeError,
+                i,
                 "the array is read-only (__cuda_array_interface__ data[1] is True) and CudaKernel cannot tell "
                 "whether the kernel writes it; pass a writable array",
             )
         itemsize = slot.itemsize if kind.typed else itemsize_of_array
         if kind.contiguous and not _c_contiguous(shape, strides, itemsize):
             raise self._error(
-                TypeError, i,
+                TypeError,
+                i,
                 "the array is not C-contiguous (e.g. a[:, 0:3]); pass xp.ascontiguousarray(a) or declare "
                 "the parameter as an ArrayND<T> view",
             )
@@ -349,9 +360,9 @@ class LaunchPlan:
                     if strides is not None:
                         if strides[k] % itemsize:
                             raise self._error(
-                                TypeError, i,
-                                f"stride {strides[k]} bytes of axis {k} is not a multiple of the item size "
-                                f"{itemsize}",
+                                TypeError,
+                                i,
+                                f"stride {strides[k]} bytes of axis {k} is not a multiple of the item size {itemsize}",
                             )
                         elem.append(strides[k] // itemsize)
                     else:
@@ -503,17 +514,13 @@ class LaunchPlan:
             if action is not None:
                 return self._number(i, obj, action)
             if isinstance(obj, self._generic_type):
-                raise self._error(
-                    TypeError, i, f"a NumPy {obj.dtype} scalar does not cast safely to {slot.dtype}"
-                )
+                raise self._error(TypeError, i, f"a NumPy {obj.dtype} scalar does not cast safely to {slot.dtype}")
         if isinstance(obj, int):
             if slot.scalar in (S_INT, S_UINT):
                 return self._int(i, int(obj))
             if slot.scalar in (S_FLOAT, S_COMPLEX):
                 return self._float(slot, self._int_as_float(i, obj), i, obj)
-            raise self._error(
-                TypeError, i, "a Python int is not accepted for a bool parameter (pass True/False)"
-            )
+            raise self._error(TypeError, i, "a Python int is not accepted for a bool parameter (pass True/False)")
         if isinstance(obj, float):
             if slot.scalar in (S_FLOAT, S_COMPLEX):
                 return self._float(slot, float(obj), i, obj)
@@ -521,23 +528,22 @@ class LaunchPlan:
         if isinstance(obj, complex):
             if slot.scalar == S_COMPLEX:
                 return self._complex(slot, complex(obj), i, obj)
-            raise self._error(
-                TypeError, i, f"a Python complex is not accepted for {_kind_name(slot)} parameter"
-            )
-        raise self._error(
-            TypeError, i, f"expected {_kind_name(slot)} scalar, got {t.__module__}.{t.__qualname__}"
-        )
+            raise self._error(TypeError, i, f"a Python complex is not accepted for {_kind_name(slot)} parameter")
+        raise self._error(TypeError, i, f"expected {_kind_name(slot)} scalar, got {t.__module__}.{t.__qualname__}")
 
     def _struct(self, i, obj, cur=-1):
         slot = self._slots[i]
         if type(obj) is not self._void_type:
             raise self._error(
-                TypeError, i,
+                TypeError,
+                i,
                 "expected a packed value of the struct (a CudaStructValue or CudaStructArguments), got "
                 f"{type(obj).__module__}.{type(obj).__qualname__}",
             )
         if obj.dtype != slot.dtype:
-            raise self._error(TypeError, i, f"the packed value has dtype {obj.dtype}, expected the struct's {slot.dtype}")
+            raise self._error(
+                TypeError, i, f"the packed value has dtype {obj.dtype}, expected the struct's {slot.dtype}"
+            )
         data = bytes(memoryview(obj))
         if len(data) != slot.size:
             raise self._error(TypeError, i, f"the packed value has {len(data)} bytes, expected {slot.size}")

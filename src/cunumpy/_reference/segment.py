@@ -75,7 +75,9 @@ def _runs_per_chunk(k) -> np.ndarray:
     nch = max(-(-n // SEGMENT_RUNS_CHUNK), 1)
     new_run = np.ones(n, dtype=bool)
     new_run[1:] = k[1:] != k[:-1]
-    return np.add.reduceat(new_run, np.arange(nch) * SEGMENT_RUNS_CHUNK).astype(np.int64) if n else np.zeros(1, np.int64)
+    return (
+        np.add.reduceat(new_run, np.arange(nch) * SEGMENT_RUNS_CHUNK).astype(np.int64) if n else np.zeros(1, np.int64)
+    )
 
 
 def segment_runs(sorted_keys, *outputs):

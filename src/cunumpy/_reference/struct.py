@@ -17,6 +17,7 @@ __all__ = [
     "struct_packer",
 ]
 
+
 class _StructPlan(_pack.LaunchPlan):
     def _error(self, exc, i, detail):
         return exc(f"struct '{self._name}': {self._slots[i].label}: {detail}")
@@ -59,7 +60,9 @@ class StructCaller:
     _caller = None
 
     def _attach(self, packer, value_type):
-        if not isinstance(packer, StructPacker) or not (isinstance(value_type, type) and issubclass(value_type, StructValue)):
+        if not isinstance(packer, StructPacker) or not (
+            isinstance(value_type, type) and issubclass(value_type, StructValue)
+        ):
             raise TypeError("_attach(packer, value_type) takes a StructPacker and a StructValue subclass")
         self._caller = (packer, value_type)
 
@@ -106,7 +109,7 @@ class StructPacker:
         buf = bytearray(self._itemsize)
         for i, (slot, obj) in enumerate(zip(self.plan._slots, values)):
             obj = _host_or_self(obj, host, slot.kind)
-            buf[slot.offset:slot.offset + slot.size] = getattr(self.plan, _pack._KINDS[slot.kind].pack)(i, obj)
+            buf[slot.offset : slot.offset + slot.size] = getattr(self.plan, _pack._KINDS[slot.kind].pack)(i, obj)
         arr = self._empty(64, self._dtype)[:1]
         memoryview(arr).cast("B")[:] = buf
         return arr[0]

@@ -28,8 +28,11 @@ def _from_environment() -> int:
     digits = text.strip(" \t")
     if digits.isascii() and digits.isdigit() and 1 <= int(digits) <= MAX_THREADS:
         return int(digits)
-    warnings.warn(f"CUNUMPY_NUM_THREADS={text!r} is not a whole number from 1 to {MAX_THREADS}; "
-                  "using one thread", RuntimeWarning, stacklevel=3)
+    warnings.warn(
+        f"CUNUMPY_NUM_THREADS={text!r} is not a whole number from 1 to {MAX_THREADS}; using one thread",
+        RuntimeWarning,
+        stacklevel=3,
+    )
     return 1
 
 

@@ -14,7 +14,6 @@ from typing import Any
 __all__ = ["HostKernel", "device_result", "enable_vectorcall", "host_arguments", "reaches_device"]
 
 
-
 def _device_type():
     cupy = sys.modules.get("cupy")
     t = getattr(cupy, "ndarray", None) if cupy is not None else None
@@ -26,9 +25,7 @@ def _check_modules(modules, fname):
         raise TypeError(f"{fname}(): 'object_modules' must be a tuple of str, not {type(modules).__name__}")
     for i, prefix in enumerate(modules):
         if not isinstance(prefix, str):
-            raise TypeError(
-                f"{fname}(): 'object_modules' must be a tuple of str, item {i} is {type(prefix).__name__}"
-            )
+            raise TypeError(f"{fname}(): 'object_modules' must be a tuple of str, item {i} is {type(prefix).__name__}")
 
 
 def _check_call_args(args, kwargs, fname):
@@ -269,8 +266,10 @@ class HostKernel:
         flags = getattr(self, "_hk_flags", 0)
         if flags & 1 and kwargs:
             return self._hk_convert(self, args, kwargs)
-        if flags & 2 and convert is None and any(
-            type(a) not in (float, int, bool) and hasattr(type(a), "__cuda_args__") for a in args
+        if (
+            flags & 2
+            and convert is None
+            and any(type(a) not in (float, int, bool) and hasattr(type(a), "__cuda_args__") for a in args)
         ):
             return self._hk_convert(self, args, kwargs if kwargs else None)
         if convert is None:

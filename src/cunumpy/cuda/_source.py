@@ -158,9 +158,7 @@ def template_arg_text(arg) -> str:
         return arg.strip()
     if isinstance(arg, (np.dtype, type)):
         return ctype_of(arg)
-    raise TypeError(
-        f"template_args: {arg!r} is neither a C type string, a NumPy dtype, an int nor a bool"
-    )
+    raise TypeError(f"template_args: {arg!r} is neither a C type string, a NumPy dtype, an int nor a bool")
 
 
 def _struct_map(structs) -> dict:
@@ -296,7 +294,10 @@ def _as_dirs(dirs, what):
 
 
 def resolve_includes(
-    source: str, include_dirs: Iterable[str | os.PathLike[str]] = (), *, base_dir: str | os.PathLike[str] | None = None,
+    source: str,
+    include_dirs: Iterable[str | os.PathLike[str]] = (),
+    *,
+    base_dir: str | os.PathLike[str] | None = None,
     angle_dirs: Iterable[str | os.PathLike[str]] = (),
 ) -> list[Path]:
     """List the headers a source includes, recursively, depth first, each once.

@@ -56,7 +56,9 @@ def _convert(value, like, dtype, strided, where):
                 return value, True
             converted = cupy.ascontiguousarray(value, dtype=wanted)
             if _transfers.sinks:
-                _transfers.record("device_copy", f"{where} {_transfers.describe(value)} -> {wanted}", int(converted.nbytes))
+                _transfers.record(
+                    "device_copy", f"{where} {_transfers.describe(value)} -> {wanted}", int(converted.nbytes)
+                )
             return converted, False
         host = np.ascontiguousarray(np.asarray(value), dtype=wanted)
         return host_to_device(host, where), False
@@ -155,7 +157,9 @@ def kernel_output(out: Any, like: Any, dtype: npt.DTypeLike | None = None, *, st
 
 
 @contextlib.contextmanager
-def kernel_outputs(*outputs: Any, like: Any, dtype: npt.DTypeLike | None = None, strided: bool = False) -> Iterator[tuple]:
+def kernel_outputs(
+    *outputs: Any, like: Any, dtype: npt.DTypeLike | None = None, strided: bool = False
+) -> Iterator[tuple]:
     """Give a kernel several output buffers, as :func:`kernel_output` does for one.
 
     Parameters
@@ -175,9 +179,7 @@ def kernel_outputs(*outputs: Any, like: Any, dtype: npt.DTypeLike | None = None,
         One buffer per output, written back after the block when it is not the output itself.
     """
     with contextlib.ExitStack() as stack:
-        buffers = tuple(
-            stack.enter_context(kernel_output(out, like, dtype, strided=strided)) for out in outputs
-        )
+        buffers = tuple(stack.enter_context(kernel_output(out, like, dtype, strided=strided)) for out in outputs)
         yield buffers
 
 

@@ -102,7 +102,10 @@ def _naming_file(exc: Exception, path: Path) -> Exception:
         data = exc.object
         line = bytes(data[: exc.start]).count(b"\n") + 1
         return UnicodeDecodeError(
-            exc.encoding, data, exc.start, exc.end,
+            exc.encoding,
+            data,
+            exc.start,
+            exc.end,
             f"{exc.reason}: {path} is not valid {exc.encoding.upper()} at byte offset {exc.start} (line {line}); "
             "CUDA sources are read as UTF-8",
         )
@@ -132,9 +135,7 @@ def _resolve_outputs(outputs, function, where):
         return None
     if isinstance(outputs, str):
         if outputs != "annotations":
-            raise ValueError(
-                f"{where}: 'outputs' must be names/indices or the string 'annotations', not {outputs!r}"
-            )
+            raise ValueError(f"{where}: 'outputs' must be names/indices or the string 'annotations', not {outputs!r}")
         return outputs_from_annotations(function)
     return outputs
 
@@ -167,7 +168,11 @@ def kernel_from_folder(
     module = _import_package(package, where)
     folder = Path(module.__file__).resolve().parent
     name = package.rpartition(".")[2]
-    for suffix, label in ((host_suffix, "host_suffix"), (cuda_suffix, "cuda_suffix"), (test_args_suffix, "test_args_suffix")):
+    for suffix, label in (
+        (host_suffix, "host_suffix"),
+        (cuda_suffix, "cuda_suffix"),
+        (test_args_suffix, "test_args_suffix"),
+    ):
         if not isinstance(suffix, str):
             raise TypeError(f"{where}: {label!r} must be a str, not {type(suffix).__name__}")
     if compile_host is not None and not callable(compile_host):

@@ -384,8 +384,7 @@ class CudaKernel:
             value = value.name  # a rule read from a kernel: the same rule for this one
         if not (value is None or callable(value) or (isinstance(value, str) and value in _N_THREADS_FROM)):
             raise TypeError(
-                "n_threads_from must be a callable, 'auto', 'first_array', 'last_axis' or None, "
-                f"not {value!r}"
+                f"n_threads_from must be a callable, 'auto', 'first_array', 'last_axis' or None, not {value!r}"
             )
         self._n_threads_from = value
         plan = getattr(self, "_plan", None)
@@ -455,9 +454,7 @@ class CudaKernel:
             return tuple(_flatten_unchecked(args))
         cupy = sys.modules.get("cupy")
         cur = _current_device_or_none(cupy)
-        plan.configure_prepare(
-            np.empty, self._value_dtypes(), cupy, _device_getter(cupy) if cupy is not None else None
-        )
+        plan.configure_prepare(np.empty, self._value_dtypes(), cupy, _device_getter(cupy) if cupy is not None else None)
         return plan.prepare(*args, device=cur)
 
     def _value_dtypes(self) -> tuple:
@@ -477,8 +474,12 @@ class CudaKernel:
     # -------------------------------------------------------------- launch shape
 
     def launch_shape(
-        self, n_threads: int | tuple[int, ...] | None = None, *, grid: int | tuple[int, ...] | None = None,
-        block: int | tuple[int, ...] | None = None, args: tuple | None = None,
+        self,
+        n_threads: int | tuple[int, ...] | None = None,
+        *,
+        grid: int | tuple[int, ...] | None = None,
+        block: int | tuple[int, ...] | None = None,
+        args: tuple | None = None,
     ) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(grid, block) of a launch; infers the size from ``args`` if given. Never compiles."""
         first = _first_shape(args) if args is not None else None
@@ -500,9 +501,7 @@ class CudaKernel:
         if mode is None:
             mode = self._n_threads_from
         if mode is None:
-            raise TypeError(
-                f"kernel '{self._name}': n_threads_from is None, so pass n_threads= or grid= explicitly"
-            )
+            raise TypeError(f"kernel '{self._name}': n_threads_from is None, so pass n_threads= or grid= explicitly")
         if callable(mode):
             return mode(tuple(args) if args is not None else ())
         if first is None:
@@ -544,9 +543,7 @@ class CudaKernel:
             for m in _HIGH_VIEWS.finditer(_COMMENTS.sub(" ", text)):
                 dims.add(int(m.group(1) or m.group(2)))
         if dims:
-            problems.append(
-                f"array views with {min(dims)} dimensions (Array5D/CArray5D and higher; at most 4 on HIP)"
-            )
+            problems.append(f"array views with {min(dims)} dimensions (Array5D/CArray5D and higher; at most 4 on HIP)")
         if "array_view.cuh" in own_names and _bounds_check_in(self.compile_options(), self._source):
             problems.append("cunumpy/array_view.cuh with CUNUMPY_BOUNDS_CHECK (debug mode or -DCUNUMPY_BOUNDS_CHECK)")
         return tuple(problems)
@@ -708,8 +705,7 @@ class CudaKernel:
         if state.max_threads is not None and threads > min(lim.threads, state.max_threads):
             self._fail(
                 lim,
-                f"{threads} threads per block exceed the compiled kernel's max_threads_per_block "
-                f"{state.max_threads}",
+                f"{threads} threads per block exceed the compiled kernel's max_threads_per_block {state.max_threads}",
             )
         total_shared = state.static_shared + shared_mem
         limit = max(lim.shared, lim.shared_optin)

@@ -15,6 +15,7 @@ from ._cuda_parse import _view_record
 
 # ------------------------------------------------------------------ shapes
 
+
 def _check_dims(value, what, *, positive=False) -> tuple:
     """1 to 3 ints as a tuple; ``positive`` for block shapes, else non-negative (sizes)."""
     kind = "a positive int or a tuple of 1 to 3 positive ints" if positive else "an int or a tuple of 1 to 3 ints"
@@ -36,11 +37,13 @@ def _check_dims(value, what, *, positive=False) -> tuple:
         raise ValueError(f"{what} must not be negative, got {dims}")
     return dims
 
+
 def _check_block(block, what="block_size") -> tuple:
     dims = _check_dims(block, what, positive=True)
     if math.prod(dims) > 1024:
         raise ValueError(f"{what} {dims} has {math.prod(dims)} threads; at most 1024 per block")
     return dims
+
 
 def _grid_for(n: tuple, block: tuple) -> tuple[tuple, tuple]:
     if len(block) == 1 and len(n) > 1:
@@ -55,9 +58,11 @@ def _grid_for(n: tuple, block: tuple) -> tuple[tuple, tuple]:
 
 # ------------------------------------------------------------------ arrays inside arguments
 
+
 def _device_type():
     cupy = sys.modules.get("cupy")
     return getattr(cupy, "ndarray", None) if cupy is not None else None
+
 
 def _struct_fields(struct):
     names = []
@@ -69,6 +74,7 @@ def _struct_fields(struct):
             names.append(name)
     return names
 
+
 def iter_arrays(args, prefix=""):
     """(path, device array) for every device array in the arguments, in argument/field order:
     plain arguments, items of ``__cuda_args__`` objects, fields of struct values and of
@@ -77,6 +83,7 @@ def iter_arrays(args, prefix=""):
     for i, obj in enumerate(args):
         path = f"{prefix}{i}"
         yield from _arrays_of(obj, path, dev, 0)
+
 
 def _other_device_array(obj) -> bool:
     """A device array that is not CuPy's: CuPy's attribute protocol (``data.ptr``) or a
@@ -88,12 +95,14 @@ def _other_device_array(obj) -> bool:
     except Exception:  # noqa: BLE001 - a user object's property may raise anything: not a device array
         return False
 
+
 def _shape_of(obj):
     try:
         shape = obj.shape if hasattr(getattr(obj, "data", None), "ptr") else obj.__cuda_array_interface__["shape"]
         return tuple(shape)
     except Exception:  # noqa: BLE001 - a user object's property may raise anything: no shape
         return ()
+
 
 class _Shaped:
     """An array's shape for the inference (test doubles and interface-only arrays)."""
@@ -102,6 +111,7 @@ class _Shaped:
 
     def __init__(self, shape):
         self.shape = shape
+
 
 def _arrays_of(obj, path, dev, depth, host=False):
     if depth > 8:
@@ -133,6 +143,7 @@ def _arrays_of(obj, path, dev, depth, host=False):
         for k, value in enumerate(items):
             yield from _arrays_of(value, f"{path}.{k}", dev, depth + 1, host)
 
+
 def _first_shape(args):
     """Shape of the first array (device or NumPy: the CPU emulation passes NumPy arrays) with
     at least one dimension, searching argument objects."""
@@ -143,6 +154,7 @@ def _first_shape(args):
             if len(shape) >= 1:
                 return shape
     return None
+
 
 def _flatten_unchecked(args):
     out = []
@@ -159,6 +171,7 @@ def _flatten_unchecked(args):
 
 # ------------------------------------------------------------------ devices
 
+
 def _cupy():
     """The imported CuPy module, importing it only when cunumpy considers it usable."""
     from .._backend import cupy_available, cupy_unavailable_reason
@@ -166,6 +179,7 @@ def _cupy():
     if not cupy_available():
         return None, cupy_unavailable_reason()
     return sys.modules["cupy"], None
+
 
 class _DeviceLimits:
     __slots__ = ("block", "grid", "id", "name", "shared", "shared_optin", "threads")
@@ -177,7 +191,9 @@ class _DeviceLimits:
     shared_optin: int
     threads: int
 
+
 _limits_cache: dict[int, _DeviceLimits] = {}
+
 
 def _device_limits(cupy, dev_id: int) -> _DeviceLimits:
     lim = _limits_cache.get(dev_id)
@@ -227,13 +243,16 @@ def _device_limits(cupy, dev_id: int) -> _DeviceLimits:
     _limits_cache[dev_id] = lim
     return lim
 
+
 def _current_device(cupy) -> int:
     try:
         return int(cupy.cuda.runtime.getDevice())
     except Exception:  # noqa: BLE001 - any driver failure means the default device
         return 0
 
+
 _getter_cache: list = [None, None]  # [cupy module, its device getter]
+
 
 def _device_getter(cupy):
     """``cupy.cuda.runtime.getDevice`` looked up once per CuPy module."""
@@ -242,6 +261,7 @@ def _device_getter(cupy):
         _getter_cache[1] = getter if callable(getter) else (lambda: 0)
         _getter_cache[0] = cupy
     return _getter_cache[1]
+
 
 def _current_device_or_none(cupy):
     """The current device id (cheap: ``runtime.getDevice``), or None without a usable CuPy."""
@@ -253,6 +273,7 @@ def _current_device_or_none(cupy):
         return None
     return dev if isinstance(dev, int) and dev >= 0 else None
 
+
 def _check_stream(name, stream, cur):
     """An explicit stream must belong to the current device (same message as the C fast path)."""
     dev = getattr(stream, "device_id", None)
@@ -261,6 +282,7 @@ def _check_stream(name, stream, cur):
             f"kernel '{name}': the stream is on device {dev} but the launch runs on the current device "
             f"{cur}; pass a stream of device {cur} or make device {dev} current"
         )
+
 
 class _Compiled:
     __slots__ = ("dynamic_set", "handle", "kernel", "max_threads", "module", "static_shared")
@@ -273,6 +295,7 @@ class _Compiled:
         self.max_threads = getattr(kernel, "max_threads_per_block", None)
         self.static_shared = getattr(kernel, "shared_size_bytes", 0) or 0
         self.dynamic_set = 0
+
 
 def _on_hip() -> bool:
     from .. import cuda as _cuda  # lazily: cunumpy.cuda may import this module
@@ -289,6 +312,7 @@ _CUDA_ERROR_INVALID_CONTEXT = 201
 
 _DEFAULT_SHARED = 49152
 
+
 def _cupy_arg(param: CudaParameter, value):
     """The value as CuPy's own launch takes it (fallback path only)."""
     if param.pointer:
@@ -303,6 +327,7 @@ def _cupy_arg(param: CudaParameter, value):
     if param.struct is not None:
         return value
     return param.dtype.type(value)  # type: ignore[union-attr]  # a scalar parameter has a dtype
+
 
 def _raise_driver_error(cupy, status, name, grid, block):
     err = None

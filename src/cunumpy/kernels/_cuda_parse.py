@@ -25,11 +25,11 @@ _S_BOOL, _S_INT, _S_UINT, _S_FLOAT, _S_COMPLEX = range(5)
 _A_INDEX, _A_TRUTH, _A_FLOAT, _A_COMPLEX = range(4)
 
 _NUMPY_SCALARS = tuple(
-    np.dtype(c).type
-    for c in ("?", "b", "B", "h", "H", "i", "I", "l", "L", "q", "Q", "e", "f", "d", "g", "F", "D", "G")
+    np.dtype(c).type for c in ("?", "b", "B", "h", "H", "i", "I", "l", "L", "q", "Q", "e", "f", "d", "g", "F", "D", "G")
 )
 
 _SCALAR_TABLES: dict = {}
+
 
 def _scalar_table(dtype: np.dtype) -> tuple[int, dict]:
     """(scalar code, {NumPy scalar type: action}) for a scalar parameter of ``dtype``; one
@@ -38,6 +38,7 @@ def _scalar_table(dtype: np.dtype) -> tuple[int, dict]:
     if found is None:
         found = _SCALAR_TABLES[dtype] = _make_scalar_table(dtype)
     return found
+
 
 def _make_scalar_table(dtype: np.dtype) -> tuple[int, dict]:
     kind = dtype.kind
@@ -58,6 +59,7 @@ def _make_scalar_table(dtype: np.dtype) -> tuple[int, dict]:
             elif src.kind == "c":
                 table[t] = _A_COMPLEX
     return code, table
+
 
 def _spec(index: int, p: CudaParameter):
     label = p.declaration
@@ -80,9 +82,11 @@ def _spec(index: int, p: CudaParameter):
     size = dtype.itemsize
     return (_K_SCALAR, label, dtype, dtype.str, size, 0, code, size, size, table)
 
+
 def _build_plan(name, signature):
     specs = tuple(_spec(i, p) for i, p in enumerate(signature))
     return core.launch_plan(name, specs, np.void, np.generic)
+
 
 def _view_record(n: int, contiguous: bool) -> np.dtype:
     """The packed form of an ArrayND<T> (data, shape, strides in elements) or CArrayND<T> view."""
@@ -97,13 +101,12 @@ def _view_record(n: int, contiguous: bool) -> np.dtype:
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 
 # Array5D<T> ... Array16D<T>, CArray5D<T> ..., ArrayView<T, 5> ... (and the contiguous variant)
-_HIGH_VIEWS = re.compile(
-    r"\bC?Array([5-9]|1[0-6])D\b|\bC?ArrayView\s*<[^<>;]*,\s*([5-9]|1[0-6])\s*>"
-)
+_HIGH_VIEWS = re.compile(r"\bC?Array([5-9]|1[0-6])D\b|\bC?ArrayView\s*<[^<>;]*,\s*([5-9]|1[0-6])\s*>")
 
 _BOUNDS_OPTION = re.compile(r"^(?:-D|--define-macro=?|-define-macro=?)\s*CUNUMPY_BOUNDS_CHECK(?:=.*)?$")
 
 _BOUNDS_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+CUNUMPY_BOUNDS_CHECK\b", re.M)
+
 
 def _bounds_check_in(options, source) -> bool:
     """CUNUMPY_BOUNDS_CHECK is defined by the compile options (``-D...``, also split in two
@@ -117,11 +120,13 @@ def _bounds_check_in(options, source) -> bool:
                 return True
     return bool(_BOUNDS_DEFINE.search(_COMMENTS.sub(" ", source)))
 
+
 def _read_text(path) -> str:
     try:
         return Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
+
 
 def _cxx_linkage(source: str, name: str) -> bool:
     """A plain (not extern "C") __global__ function, when the source can be parsed at all."""
@@ -131,12 +136,14 @@ def _cxx_linkage(source: str, name: str) -> bool:
         return False
     return not is_template and not extern_c
 
+
 def _is_template(source: str, name: str) -> bool:
     try:
         core.cuda_parse_signature(source, name, (), None)
     except ValueError as exc:
         return "is a template" in str(exc)
     return False
+
 
 def _file_kwargs(path: Path, kwargs: dict) -> dict:
     kw = dict(kwargs)

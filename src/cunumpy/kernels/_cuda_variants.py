@@ -48,6 +48,7 @@ def _compile_each(items, jobs: int) -> dict:
                 errors[key] = error
     return errors
 
+
 def _compile_jobs(jobs) -> int:
     """The thread count of a compile_all(jobs=...): an int >= 1, None for the CPU count."""
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int)):
@@ -107,8 +108,7 @@ class CudaKernelVariants:
         kernel = self._factory(*key)
         if not isinstance(kernel, CudaKernel):
             raise TypeError(
-                f"CudaKernelVariants: the factory returned {type(kernel).__name__} for key {key}, "
-                "not a CudaKernel"
+                f"CudaKernelVariants: the factory returned {type(kernel).__name__} for key {key}, not a CudaKernel"
             )
         self._kernels[key] = kernel
         return kernel

@@ -126,8 +126,7 @@ class HostImplementations:
         """The implementation ``name``; LookupError (load error chained) if absent or failing."""
         if name not in self._loaders:
             raise LookupError(
-                f"kernel {self._name!r} has no {name!r} host implementation "
-                f"(available: {', '.join(self._loaders)})"
+                f"kernel {self._name!r} has no {name!r} host implementation (available: {', '.join(self._loaders)})"
             )
         function = self._load(name)
         if function is None:
@@ -199,7 +198,10 @@ class CompiledHostKernel:
     """
 
     def __init__(
-        self, module: ModuleType | str, name: str, compiler: Callable[[ModuleType], ModuleType],
+        self,
+        module: ModuleType | str,
+        name: str,
+        compiler: Callable[[ModuleType], ModuleType],
         fallback: Callable[..., Any] | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
@@ -271,9 +273,7 @@ class CompiledHostKernel:
             function = getattr(result, self._name, None)
             if function is None:
                 if not callable(result):
-                    raise TypeError(
-                        f"the compiler returned {type(result).__name__} without a function {self._name!r}"
-                    )
+                    raise TypeError(f"the compiler returned {type(result).__name__} without a function {self._name!r}")
                 function = result
             self._function = function
             self._target = function

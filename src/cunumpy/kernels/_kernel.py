@@ -91,7 +91,9 @@ def _check_options(host_options, where):
     if host_options is None:
         return {}
     if not isinstance(host_options, Mapping):
-        raise TypeError(f"{where}: 'host_options' must be a mapping of PyccelKernel options, not {type(host_options).__name__}")
+        raise TypeError(
+            f"{where}: 'host_options' must be a mapping of PyccelKernel options, not {type(host_options).__name__}"
+        )
     return dict(host_options)
 
 

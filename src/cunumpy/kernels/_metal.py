@@ -42,9 +42,7 @@ def _mlx():
     try:
         import mlx.core as mx
     except ImportError as exc:
-        raise ImportError(
-            "MetalKernel needs MLX on an Apple-silicon Mac: pip install 'cunumpy[metal]'"
-        ) from exc
+        raise ImportError("MetalKernel needs MLX on an Apple-silicon Mac: pip install 'cunumpy[metal]'") from exc
     try:
         ok = bool(mx.metal.is_available())
     except Exception:  # noqa: BLE001 - any MLX failure means Metal is not available
@@ -79,7 +77,9 @@ def _dims(value, what, *, allow_zero=False):
         raise TypeError(f"MetalKernel: {what} must be an int or a tuple of 1 to 3 ints, not {type(value).__name__}")
     low = 0 if allow_zero else 1
     if any(v < low for v in dims):
-        raise ValueError(f"MetalKernel: {what} entries must be {'non-negative' if allow_zero else 'positive'}, got {dims}")
+        raise ValueError(
+            f"MetalKernel: {what} entries must be {'non-negative' if allow_zero else 'positive'}, got {dims}"
+        )
     return dims
 
 
@@ -213,7 +213,9 @@ class MetalKernel:
 
     def _check_dtype(self, dtype, label):
         if dtype.kind == "c":
-            raise TypeError(f"MetalKernel {self._name!r}: {label} has complex dtype {dtype}; Metal kernels take real data")
+            raise TypeError(
+                f"MetalKernel {self._name!r}: {label} has complex dtype {dtype}; Metal kernels take real data"
+            )
         if dtype == np.float64 and self._float64 == "error":
             raise TypeError(
                 f"MetalKernel {self._name!r}: {label} is float64; Metal computes in float32 "
@@ -257,7 +259,9 @@ class MetalKernel:
             )
         for label, o in zip(self._outputs, outs):
             if not isinstance(o, np.ndarray):
-                raise TypeError(f"MetalKernel {self._name!r}: output {label!r} must be a NumPy array, not {type(o).__name__}")
+                raise TypeError(
+                    f"MetalKernel {self._name!r}: output {label!r} must be a NumPy array, not {type(o).__name__}"
+                )
             if not o.flags.writeable:
                 raise ValueError(f"MetalKernel {self._name!r}: output {label!r} is read-only")
             self._check_dtype(o.dtype, f"output {label!r}")
@@ -322,7 +326,8 @@ class MetalKernel:
         results = self._compiled(**options)
         for o, r in zip(outs, results):
             host = np.asarray(r)
-            _transfers.record("to_host", f"MetalKernel {self._name} output {_transfers.describe(host)}", int(host.nbytes))
+            _transfers.record(
+                "to_host", f"MetalKernel {self._name} output {_transfers.describe(host)}", int(host.nbytes)
+            )
             np.copyto(o, host.reshape(o.shape), casting="same_kind")
         return outs[0] if len(outs) == 1 else outs
-

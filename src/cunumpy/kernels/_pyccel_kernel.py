@@ -243,9 +243,7 @@ def _convert_call(self, args, kwargs):
     def to_host(a):
         return _backend.device_to_host(a, what)
 
-    host_args, host_kwargs, n_arrays, plan = core.host_arguments(
-        args, kwargs, to_host, self._object_modules, slots
-    )
+    host_args, host_kwargs, n_arrays, plan = core.host_arguments(args, kwargs, to_host, self._object_modules, slots)
     if _transfers.sinks:
         _transfers.record("kernel_conversion", f"{self._name}: {n_arrays} arrays")
     try:
@@ -318,8 +316,12 @@ class PyccelKernel(core.HostKernel):
     """
 
     def __init__(
-        self, kernel: Callable[..., Any], use_cupy: bool | None = None, object_modules: str | Iterable[str] = (),
-        is_array: Callable[[Any], bool] | None = None, outputs: Iterable[int | str] | None = None,
+        self,
+        kernel: Callable[..., Any],
+        use_cupy: bool | None = None,
+        object_modules: str | Iterable[str] = (),
+        is_array: Callable[[Any], bool] | None = None,
+        outputs: Iterable[int | str] | None = None,
         parameters: Iterable[str] | None = None,
     ) -> None:
         if not callable(kernel):
@@ -399,8 +401,7 @@ class PyccelKernel(core.HostKernel):
         position = index + count if index < 0 else index
         if not 0 <= position < count:
             hint = (
-                "; an argument passed by keyword must be declared by name when the parameter "
-                "names are unknown"
+                "; an argument passed by keyword must be declared by name when the parameter names are unknown"
                 if params is None and kwargs
                 else ""
             )
@@ -483,7 +484,10 @@ def _annotation_is_output(annotation) -> bool:
         if any(isinstance(m, str) and _CONST.search(m) for m in annotation.__metadata__):
             return False
         return _annotation_is_output(typing.get_args(annotation)[0])
-    return not (isinstance(annotation, type) and (annotation in (int, float, bool, complex, str) or issubclass(annotation, np.generic)))
+    return not (
+        isinstance(annotation, type)
+        and (annotation in (int, float, bool, complex, str) or issubclass(annotation, np.generic))
+    )
 
 
 def outputs_from_annotations(function: Callable[..., Any]) -> tuple[str, ...] | None:
@@ -509,9 +513,7 @@ def outputs_from_annotations(function: Callable[..., Any]) -> tuple[str, ...] | 
         signature = inspect.signature(function)
     except (TypeError, ValueError):
         return None
-    parameters = [
-        p for p in signature.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-    ]
+    parameters = [p for p in signature.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     if not any(p.annotation is not inspect.Parameter.empty for p in parameters):
         return None
     return tuple(p.name for p in parameters if _annotation_is_output(p.annotation))

@@ -64,9 +64,7 @@ def _check_device(name, where: str) -> str | None:
     if name is None:
         return None
     if not isinstance(name, str) or name not in DEVICE_IMPLEMENTATIONS:
-        raise ValueError(
-            f"{where}: unknown device kernel implementation {name!r}; expected 'cuda' or None"
-        )
+        raise ValueError(f"{where}: unknown device kernel implementation {name!r}; expected 'cuda' or None")
     return name
 
 

@@ -194,7 +194,7 @@ def _available(path: str, name) -> bool:
 def _names(path: str) -> list[str]:
     names = {"available", "resolve"} | _FILL_IN_NAMES.get(path, frozenset())
     prefix = f"{path}." if path else ""
-    names |= {s[len(prefix):] for s in _SUBPACKAGES if s.startswith(prefix) and "." not in s[len(prefix):]}
+    names |= {s[len(prefix) :] for s in _SUBPACKAGES if s.startswith(prefix) and "." not in s[len(prefix) :]}
     try:
         module = _module(path)
     except ImportError:

@@ -106,7 +106,9 @@ def solve_circulant(c, b, singular="raise", tol=None, caxis=-1, baxis=0, outaxis
         try:
             tol = float(tol)
         except (TypeError, ValueError):
-            raise TypeError(f"solve_circulant(): 'tol' must be a real number or None, not {type(tol).__name__}") from None
+            raise TypeError(
+                f"solve_circulant(): 'tol' must be a real number or None, not {type(tol).__name__}"
+            ) from None
     near_zero = abs_fc <= tol
     fb = module.fft.fft(module.moveaxis(b, baxis, -1), axis=-1)
     if singular == "raise":

@@ -4,7 +4,7 @@ CUDA port does with atomics)."""
 from typing import Final
 
 
-def deposit(x: 'Final[float[:]]', rho: 'float[:]', dx: 'float', n: 'int'):
+def deposit(x: "Final[float[:]]", rho: "float[:]", dx: "float", n: "int"):
     """rho[cell of x[i]] += 1 for every particle."""
     for i in range(n):
         cell = int(x[i] / dx)

@@ -3,7 +3,7 @@
 from typing import Final
 
 
-def push(x: 'float[:]', v: 'Final[float[:]]', dt: 'float', length: 'float', n: 'int'):
+def push(x: "float[:]", v: "Final[float[:]]", dt: "float", length: "float", n: "int"):
     """x[i] += v[i] * dt, wrapped into [0, length) (|v dt| < length)."""
     for i in range(n):
         xi = x[i] + v[i] * dt

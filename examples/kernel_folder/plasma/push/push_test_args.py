@@ -5,8 +5,8 @@ import numpy as np
 import cunumpy as xp
 
 N = 1000
-N_THREADS = N           # the launch size of the CUDA side
-OUTPUTS = ("x",)        # compare only what the kernel writes
+N_THREADS = N  # the launch size of the CUDA side
+OUTPUTS = ("x",)  # compare only what the kernel writes
 RTOL = 1e-14
 
 

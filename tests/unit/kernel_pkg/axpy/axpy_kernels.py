@@ -3,7 +3,7 @@
 from typing import Final
 
 
-def axpy(alpha: 'float', x: 'Final[float[:]]', y: 'float[:]', n: 'int'):
+def axpy(alpha: "float", x: "Final[float[:]]", y: "float[:]", n: "int"):
     """y[i] += alpha * x[i] for i < n"""
     for i in range(n):
         y[i] = y[i] + alpha * x[i]
