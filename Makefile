@@ -56,13 +56,15 @@ demo: $(BUILT) $(VENV)/.req-demo
 
 test: test-docs test-unit test-fake test-sanitize test-mpi check-c test-real-cupy
 
-# The static checks (pyproject.toml configures each): ruff over the tree, mypy over
+# The static checks (pyproject.toml configures each): ruff's linter and formatter (--check:
+# run `ruff format .` before committing) over the tree, mypy over
 # src/cunumpy and the typing test tests/typing/, the import contracts of the architecture
 # (lint-imports reads src/, where the extension is not built: PYTHONPATH), the annotations of
 # the public API (none may lack one) and clang-tidy over the C core (lint-c). .ci/run runs it
 # before the tests.
 lint: $(BUILT) $(VENV)/.req-lint
 	$(PY) -m ruff check --no-cache .
+	$(PY) -m ruff format --check --no-cache .
 	$(PY) -m mypy --cache-dir build/mypy-cache
 	PYTHONPATH=src $(VENV)/bin/lint-imports --no-cache
 	$(PY) tools/check_annotations.py
