@@ -60,7 +60,8 @@ test: test-docs test-unit test-fake test-sanitize test-mpi check-c test-real-cup
 # run `ruff format .` before committing) over the tree, mypy over
 # src/cunumpy and the typing test tests/typing/, the import contracts of the architecture
 # (lint-imports reads src/, where the extension is not built: PYTHONPATH), the annotations of
-# the public API (none may lack one) and clang-tidy over the C core (lint-c). .ci/run runs it
+# the public API (none may lack one), no circle of #include among the C/C++/CUDA files
+# (tools/check_includes.py) and clang-tidy over the C core (lint-c). .ci/run runs it
 # before the tests.
 lint: $(BUILT) $(VENV)/.req-lint
 	$(PY) -m ruff check --no-cache .
@@ -68,6 +69,7 @@ lint: $(BUILT) $(VENV)/.req-lint
 	$(PY) -m mypy --cache-dir build/mypy-cache
 	PYTHONPATH=src $(VENV)/bin/lint-imports --no-cache
 	$(PY) tools/check_annotations.py
+	$(PY) tools/check_includes.py
 	$(MAKE) lint-c
 
 # clang-tidy over the C core and the emulator's runtime, src/cunumpy/_core/emu/ (.clang-tidy,
