@@ -972,8 +972,8 @@ static void emu_race_cell(emu_check *c, emu_check_worker *cw, emu_cell *cell, co
     const uint64_t tpb = c->threads_per_block;
     const uint64_t my_block = cw->block_linear;
     if (cell->stamp != c->stamp) { /* a cell of an earlier launch (or block): empty */
-        memset(cell, 0, sizeof *cell);
-        cell->stamp = c->stamp;
+        const emu_cell empty = {.stamp = c->stamp};
+        *cell = empty; /* two stores, not a call of memset */
     }
     /* against the last write. A plain read of a value written atomically is not reported: it
      * is how every atomicCAS loop starts (a GPU's aligned load is a whole value). */
@@ -1076,7 +1076,7 @@ static void emu_track_shared(emu_check *c, emu_check_worker *cw, const emu_acces
             emu_race_cell(c, cw, &cw->shared_cells[at + i], a, 1, where);
 }
 
-static void emu_track_global(emu_check *c, emu_check_worker *cw, const emu_access *a, emu_span *s, uintptr_t addr,
+static inline __attribute__((always_inline)) void emu_track_global(emu_check *c, emu_check_worker *cw, const emu_access *a, emu_span *s, uintptr_t addr,
                              size_t size)
 {
     const emu_where where = {s, NULL, addr, 0, 0};
@@ -1103,6 +1103,50 @@ static void emu_track_global(emu_check *c, emu_check_worker *cw, const emu_acces
         for (size_t i = first; i <= last && i < s->n_cells; ++i)
             emu_race_cell(c, cw, &s->cells[i], a, 0, &where);
     }
+}
+
+
+/* The tracking of a plain access to global memory, out of line (and reached by a jump), so that
+ * the path of an access that needs no tracking keeps a small frame. */
+static int emu_track_plain(emu_check *c, emu_check_worker *cw, unsigned int linear,
+                                                     emu_span *s, uintptr_t addr, size_t size, int write,
+                                                     const void *pc)
+{
+    emu_access a;
+    a.linear = linear;
+    a.block_base = cw->block_linear * c->threads_per_block;
+    a.gid = a.block_base + a.linear;
+    a.cell_id = (uint32_t)(a.gid + 1u);
+    a.epoch = (uint16_t)cw->block_epoch;
+    a.warp_gen = (uint8_t)cw->warp_gen[(a.linear / 32) & 31];
+    a.atomic = 0;
+    a.write = write;
+    a.pc = pc;
+    emu_track_global(c, cw, &a, s, addr, size);
+    return 0;
+}
+
+/* Without racecheck, the common case first, kept small: a plain access inside an argument the
+ * worker touched lately. Anything else (shared memory, atomics, a span not among the hints, an
+ * address outside every argument) takes the full path, emu_check_access. Racecheck calls that
+ * directly: its tracking is inlined there, and a layer more would cost it a tenth. */
+int emu_check_access_plain(emu_check *c, emu_check_worker *cw, const cunumpy_emu_thread *t, uintptr_t addr,
+                           size_t size, int kind, const void *pc, char *error, size_t error_size)
+{
+    const uintptr_t end = addr + (size ? size : 1);
+    if ((kind & CUNUMPY_EMU_ACCESS_ATOMIC) == 0 &&
+        (cw->arena == NULL || addr - (uintptr_t)cw->arena >= cw->arena_size)) {
+        for (int i = 0; i < EMU_SPAN_HINTS; ++i) {
+            emu_span *s = cw->span_hint[i];
+            if (s != NULL && addr >= s->lo && end <= s->hi) {
+                if (s->written != NULL) /* initcheck's table of an output-only argument */
+                    return emu_track_plain(c, cw, t ? t->linear : 0, s, addr, end - addr,
+                                           (kind & CUNUMPY_EMU_ACCESS_WRITE) != 0, pc);
+                return 0;
+            }
+        }
+    }
+    return emu_check_access(c, cw, t, addr, size, kind, pc, error, error_size);
 }
 
 int emu_check_access(emu_check *c, emu_check_worker *cw, const cunumpy_emu_thread *t, uintptr_t addr, size_t size,

@@ -857,10 +857,16 @@ static void emu_api_access(cunumpy_emu_worker *pub, const void *addr, size_t siz
     emu_worker *w = emu_worker_of(pub);
     if (__builtin_expect(!w->in_kernel || w->launch == NULL, 0))
         return; /* not a kernel's access (a library constructor, say) */
+    /* A check point: a spinning loop spends its time here, in the runtime, where the cancel
+     * signal does not stop it (it stops only the kernel library's own code). */
+    emu_check_cancel(w);
     char text[700];
-    if (__builtin_expect(emu_check_access(&w->launch->check, &w->cw, pub->current, (uintptr_t)addr, size, kind, pc,
-                                          text, sizeof text) == 0,
-                         1))
+    emu_check *c = &w->launch->check;
+    const int fine = c->racecheck ? emu_check_access(c, &w->cw, pub->current, (uintptr_t)addr, size, kind, pc, text,
+                                                     sizeof text)
+                                  : emu_check_access_plain(c, &w->cw, pub->current, (uintptr_t)addr, size, kind, pc,
+                                                           text, sizeof text);
+    if (__builtin_expect(fine == 0, 1))
         return;
     emu_memcheck_fail(w, text, pc);
 }
