@@ -548,8 +548,10 @@ def cupy_uses(source_root: pathlib.Path = ROOT / "src" / "cunumpy") -> dict[str,
                 if not isinstance(node, (ast.Attribute, ast.Call)):
                     continue
                 dotted = _dotted(node, bound)
-                if dotted is None or "." not in dotted or "__cunumpy_fake__" in dotted:
-                    continue  # (the fake's marker, read with getattr(..., False): absent on CuPy)
+                if dotted is None or "." not in dotted or ".__cunumpy_" in dotted:
+                    # the fake's own protocol (__cunumpy_fake__, __cunumpy_launch_hook__), read
+                    # with a default by getattr: absent on CuPy by design
+                    continue
                 where = f"{path.relative_to(source_root)}:{node.lineno}"
                 uses.setdefault(dotted, [])
                 if where not in uses[dotted]:
