@@ -194,8 +194,8 @@ EMU_CHECK_INTERNAL int emu_check_access(emu_check *check, emu_check_worker *cw, 
                                         size_t error_size);
 /* The same, with a short path for plain accesses to the arguments (launches without racecheck). */
 EMU_CHECK_INTERNAL int emu_check_access_plain(emu_check *check, emu_check_worker *cw, const cunumpy_emu_thread *t,
-                                        uintptr_t addr, size_t size, int kind, const void *pc, char *error,
-                                        size_t error_size);
+                                              uintptr_t addr, size_t size, int kind, const void *pc, char *error,
+                                              size_t error_size);
 
 /* Racecheck and initcheck bookkeeping of the worker's block: a new block (its tables reset),
  * a __threadfence() of a thread of the block. Barriers and __syncwarp() bump block_epoch and
