@@ -365,6 +365,23 @@ def launch_benchmarks() -> list[str]:
         if workers is None and ratio > AXPY_COPY_TARGET:
             failures.append(f"axpy {ratio:.2f}x numpy.copyto > {AXPY_COPY_TARGET}")
 
+    # A small launch: what a time loop of a test pays per step, against NumPy's a*x+y on the
+    # same 1000 doubles (the work itself is a microsecond: the rest is the launch).
+    xs, ys = x[:1000].copy(), y[:1000].copy()
+    with _workers(1):
+        kt.emulate_cuda_kernel(axpy, a, xs, ys, 1000)
+        small = _interleaved(
+            {
+                "launch": lambda: [kt.emulate_cuda_kernel(axpy, a, xs, ys, 1000) for _ in range(100)],
+                "numpy": lambda: [a * xs + ys for _ in range(100)],
+            },
+            rounds=9,
+        )
+    print(
+        f"small launch (axpy over 1000 doubles, 1 worker, memcheck): {small['launch'] * 1e4:.1f} us per launch, "
+        f"{small['launch'] / small['numpy']:.0f}x NumPy's a*x+y ({small['numpy'] * 1e4:.2f} us); {_load()}"
+    )
+
     block_sum = CudaKernel(BLOCK_SUM_SOURCE, "block_sum", block_size=256)
     out = np.zeros(1)
     kt.emulate_cuda_kernel(block_sum, x, out, N_ELEMENTS)
