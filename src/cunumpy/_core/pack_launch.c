@@ -21,7 +21,9 @@
  * goes to kernel._call_slow(*args, **kwargs), which starts over and gives the error: the
  * messages and their order are those of the general path. Packing errors and the stream's
  * device are reported here, with the general path's messages, once the sizes were read. */
-static PyObject *slow_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+/* self.<name>(*args, **kwargs) for a vectorcall's arguments (the Python paths of the kernel). */
+static PyObject *call_python_path(PyObject *name, PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames)
 {
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     PyObject *small[40];
@@ -34,10 +36,15 @@ static PyObject *slow_call(PyObject *self, PyObject *const *args, Py_ssize_t nar
     stack[0] = self;
     for (Py_ssize_t k = 0; k < nargs + nkw; k++)
         stack[1 + k] = args[k];
-    PyObject *r = PyObject_VectorcallMethod(cn_str.call_slow, stack, (size_t)(nargs + 1), kwnames);
+    PyObject *r = PyObject_VectorcallMethod(name, stack, (size_t)(nargs + 1), kwnames);
     if (stack != small)
         PyMem_Free(stack);
     return r;
+}
+
+static PyObject *slow_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    return call_python_path(cn_str.call_slow, self, args, nargs, kwnames);
 }
 
 static int kw_is(PyObject *name, PyObject *interned)
@@ -286,21 +293,7 @@ static PyObject *kernel_prepare(PyObject *self, PyObject *const *args, Py_ssize_
     }
     if (p == NULL || p->empty == NULL || cupy != p->prep_cupy) {
         Py_XDECREF(plan_obj);
-        Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-        PyObject *small[40];
-        PyObject **stack = small;
-        if (nargs + nkw + 1 > 40) {
-            stack = (PyObject **)PyMem_Malloc((size_t)(nargs + nkw + 1) * sizeof(PyObject *));
-            if (stack == NULL)
-                return PyErr_NoMemory();
-        }
-        stack[0] = self;
-        for (Py_ssize_t k = 0; k < nargs + nkw; k++)
-            stack[1 + k] = args[k];
-        PyObject *r = PyObject_VectorcallMethod(cn_str.prepare_slow, stack, (size_t)(nargs + 1), kwnames);
-        if (stack != small)
-            PyMem_Free(stack);
-        return r;
+        return call_python_path(cn_str.prepare_slow, self, args, nargs, kwnames);
     }
     /* As _current_device_or_none: a getter that fails or gives no id means "no check". */
     long long cur = -1;
