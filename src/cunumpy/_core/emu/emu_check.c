@@ -1107,6 +1107,17 @@ static inline __attribute__((always_inline)) void emu_track_global(emu_check *c,
     }
 }
 
+/* The span among the worker's last ones that holds [addr, end), or NULL. */
+static inline emu_span *emu_span_hinted(const emu_check_worker *cw, uintptr_t addr, uintptr_t end)
+{
+    for (int i = 0; i < EMU_SPAN_HINTS; ++i) {
+        emu_span *h = cw->span_hint[i];
+        if (h != NULL && addr >= h->lo && end <= h->hi)
+            return h;
+    }
+    return NULL;
+}
+
 /* The tracking of a plain access to an output-only argument under initcheck (racecheck takes
  * emu_check_access), kept out of the short path below so that it keeps a small frame. */
 static __attribute__((noinline)) int emu_track_plain(emu_check *c, emu_check_worker *cw, unsigned int linear,
@@ -1137,14 +1148,12 @@ int emu_check_access_plain(emu_check *c, emu_check_worker *cw, const cunumpy_emu
     const uintptr_t end = addr + (size ? size : 1);
     if ((kind & CUNUMPY_EMU_ACCESS_ATOMIC) == 0 &&
         (cw->arena == NULL || addr - (uintptr_t)cw->arena >= cw->arena_size)) {
-        for (int i = 0; i < EMU_SPAN_HINTS; ++i) {
-            emu_span *s = cw->span_hint[i];
-            if (s != NULL && addr >= s->lo && end <= s->hi) {
-                if (s->written != NULL) /* initcheck's table of an output-only argument */
-                    return emu_track_plain(c, cw, t ? t->linear : 0, s, addr, end - addr,
-                                           (kind & CUNUMPY_EMU_ACCESS_WRITE) != 0, pc);
-                return 0;
-            }
+        emu_span *s = emu_span_hinted(cw, addr, end);
+        if (s != NULL) {
+            if (s->written != NULL) /* initcheck's table of an output-only argument */
+                return emu_track_plain(c, cw, t ? t->linear : 0, s, addr, end - addr,
+                                       (kind & CUNUMPY_EMU_ACCESS_WRITE) != 0, pc);
+            return 0;
         }
     }
     return emu_check_access(c, cw, t, addr, size, kind, pc, error, error_size);
@@ -1194,14 +1203,7 @@ int emu_check_access(emu_check *c, emu_check_worker *cw, const cunumpy_emu_threa
         emu_check_describe(c, cw, addr, size, kind, error, error_size);
         return -1;
     }
-    emu_span *s = NULL;
-    for (int i = 0; i < EMU_SPAN_HINTS; ++i) {
-        emu_span *h = cw->span_hint[i];
-        if (h != NULL && addr >= h->lo && end <= h->hi) {
-            s = h;
-            break;
-        }
-    }
+    emu_span *s = emu_span_hinted(cw, addr, end);
     if (s == NULL) {
         s = emu_span_of(c, addr, end);
         if (s != NULL) {
