@@ -137,7 +137,7 @@ def _find_chromium():
 def _install_chromium():
     """Debian's chromium, installed once per machine (a lock serialises the test workers)."""
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        return "chromium is not installed, and installing it needs root and apt-get"
+        return "chromium is not installed (Debian: apt-get install chromium), and this test installs it only as root"
     lock_path = Path(tempfile.gettempdir()) / "cunumpy-chromium-install.lock"
     with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
