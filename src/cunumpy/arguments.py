@@ -9,6 +9,7 @@ through it. Layout checks live in ``_struct_layout`` (GPU probe or compile-time 
 
 from __future__ import annotations
 
+import abc
 import ast
 import inspect
 import os
@@ -106,12 +107,15 @@ def _check_identifier(text, what) -> str:
 # ------------------------------------------------------------------ CudaArguments
 
 
-class CudaArguments:
+class CudaArguments(metaclass=abc.ABCMeta):  # noqa: B024 - ABCMeta only for register(): nothing is abstract
     """Several consecutive kernel parameters as one object; ``__cuda_args__()`` returns them.
 
     Subclassing is optional: :class:`cunumpy.kernels.CudaKernel` flattens any object whose
     ``__cuda_args__()`` returns a tuple, and launch-size inference looks into it for the
     first array. The owner of the data builds it once per backend and reuses it.
+    :class:`CudaStructArguments` (one struct parameter) is a ``CudaArguments`` too for
+    ``isinstance`` and ``issubclass``, as in earlier releases, without inheriting ``values``
+    (a struct may have a field of that name).
 
     Parameters
     ----------
@@ -1054,6 +1058,11 @@ class CudaStructArguments:
         s = type(self).struct
         return f"<{type(self).__name__} struct {s.name if s is not None else None}>"
 
+
+# A CudaArguments for isinstance/issubclass (as in release 0.7.1, where it was a subclass),
+# registered rather than inherited: ``values``, ``_values`` and ``__len__`` of CudaArguments
+# would take names that a struct's fields may have.
+CudaArguments.register(CudaStructArguments)
 
 # ``packed`` and ``__cuda_args__`` are C descriptors: the no-change check is the hot path.
 CudaStructArguments.__cuda_args__, CudaStructArguments.packed = core.struct_arguments_descriptors(  # type: ignore[attr-defined]
