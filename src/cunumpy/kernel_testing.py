@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from ._emulation import (
     EmulationError as EmulationError,
     EmulationTimeoutError as EmulationTimeoutError,
+    EmulationUnavailable as EmulationUnavailable,
     InitcheckError as InitcheckError,
     KernelFaultError as KernelFaultError,
     MemcheckError as MemcheckError,
@@ -63,6 +64,7 @@ from ._test_requirements import (
 _EMULATION_NAMES = [
     "EmulationError",
     "EmulationTimeoutError",
+    "EmulationUnavailable",
     "InitcheckError",
     "KernelFaultError",
     "MemcheckError",

@@ -10,6 +10,7 @@ from ._build import build_count, emulation_cache_dir, emulation_compiler
 from ._errors import (
     EmulationError,
     EmulationTimeoutError,
+    EmulationUnavailable,
     InitcheckError,
     KernelFaultError,
     MemcheckError,
@@ -20,6 +21,7 @@ from ._launch import compile_for_emulation, emulate_cuda_kernel, emulated_launch
 __all__ = [
     "EmulationError",
     "EmulationTimeoutError",
+    "EmulationUnavailable",
     "InitcheckError",
     "KernelFaultError",
     "MemcheckError",
