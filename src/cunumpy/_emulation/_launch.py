@@ -28,7 +28,7 @@ from ..kernels import _cuda_kernel
 from ..kernels._cuda_kernel import CudaKernel
 from ._arguments import marshal_arguments
 from ._build import CHECKS_CALLS, CHECKS_NONE, CHECKS_SHADOW, CHECKS_TRACK, build_library, emulation_compiler
-from ._errors import emulation_error
+from ._errors import EmulationUnavailable, emulation_error
 from ._source import entry_points, translation_unit
 
 __all__ = [
@@ -669,7 +669,7 @@ class EmulationHook:
 
 class RefusingHook:
     """The fake CuPy's launch hook when the automatic emulation cannot run: launching or
-    compiling its kernel objects raises ``NotImplementedError`` with the reason
+    compiling its kernel objects raises ``EmulationUnavailable`` (a ``NotImplementedError``) with the reason
     (``CUNUMPY_EMULATION=0``, or no C++ compiler). CudaKernel launches then take the device
     path, which ends there."""
 
@@ -692,7 +692,9 @@ class RefusingHook:
             if names:
                 shown = ", ".join(repr(n) for n in names[:3]) + (", ..." if len(names) > 3 else "")
                 what = f"RawModule of kernel {shown}"
-        raise NotImplementedError(f"{what}: the fake CuPy cannot {action} CUDA kernels: {self.reason}; {self.remedy}")
+        raise EmulationUnavailable(
+            f"{what}: the fake CuPy cannot {action} CUDA kernels: {self.reason}; {self.remedy}", self.reason
+        )
 
     __call__ = fake_cupy
 
