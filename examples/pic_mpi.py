@@ -153,17 +153,20 @@ def migrate(comm, slab: Slab, levels: int, pos, vel, ids):
     lost = int(xp.count_nonzero(inside & ~(staying | moving_down | moving_up)))
     if lost:
         raise RuntimeError(f"rank {slab.rank}: {lost} particle(s) crossed more than one slab in a step; lower dt")
-    # Each direction: copies of the particles moved to the front of their arrays, pos and vel
-    # in one contiguous (n, 4) block so that one message carries them.
-    outgoing = []
-    for mask in (moving_down, moving_up):
-        block = xp.concatenate([pos, vel], axis=1)
-        moved_ids = ids.copy()
-        n = algorithms.compact_by_mask(mask, block, moved_ids)
-        outgoing.append((block[:n], moved_ids[:n]))
+    # The particles that leave for a neighbour: copies moved to the front of their arrays,
+    # pos and vel in one contiguous (n, 4) block so that one message carries them; then the
+    # few movers split by direction (compact_by_mask leaves what follows the kept entries
+    # unspecified, so each direction compacts its own copy).
+    block = xp.concatenate([pos, vel], axis=1)
+    moved_ids, down = ids.copy(), moving_down.copy()
+    n_moving = algorithms.compact_by_mask(moving_down | moving_up, block, moved_ids, down)
+    up_block, up_ids, down = block[:n_moving], moved_ids[:n_moving], down[:n_moving]
+    down_block, down_ids = up_block.copy(), up_ids.copy()
+    n_down = algorithms.compact_by_mask(down, down_block, down_ids)
+    n_up = algorithms.compact_by_mask(~down, up_block, up_ids)
+    down_block, down_ids, up_block, up_ids = down_block[:n_down], down_ids[:n_down], up_block[:n_up], up_ids[:n_up]
     n = algorithms.compact_by_mask(staying, pos, vel, ids)
     pos, vel, ids = pos[:n], vel[:n], ids[:n]
-    (down_block, down_ids), (up_block, up_ids) = outgoing
 
     counts_out = [np.array([down_ids.shape[0]], np.int64), np.array([up_ids.shape[0]], np.int64)]
     from_below, from_above = np.zeros(1, np.int64), np.zeros(1, np.int64)
