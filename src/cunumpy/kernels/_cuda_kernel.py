@@ -104,6 +104,47 @@ def _emulation_hook():
     return context_hook() if hook is None else hook
 
 
+def _split_expression(expression: str) -> tuple[str, tuple[str, ...]]:
+    """``"matrixMul<32>"`` -> ``("matrixMul", ("32",))``: the kernel's name and the template
+    arguments of a name expression, split at the top-level commas."""
+    base, _, rest = expression.partition("<")
+    base = base.strip()
+    rest = rest.strip()
+    if not base.isidentifier() or not rest.endswith(">"):
+        raise ValueError(
+            f"CudaKernel: {expression!r} is neither a kernel name nor a name expression like 'matrixMul<32>'"
+        )
+    inner = rest[:-1]
+    parts, depth, cur = [], 0, []
+    for c in inner:
+        if c in "<([":
+            depth += 1
+        elif c in ">)]":
+            depth -= 1
+        if c == "," and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(c)
+    parts.append("".join(cur).strip())
+    if depth != 0 or any(not p for p in parts):
+        raise ValueError(f"CudaKernel: malformed name expression {expression!r}")
+    return base, tuple(parts)
+
+
+class _LazyHeaders:
+    """The texts of the headers a kernel includes, read only when the signature needs them
+    (type aliases and structs in a header)."""
+
+    def __init__(self, kernel):
+        self._kernel = kernel
+
+    def __iter__(self):
+        k = self._kernel
+        paths = resolve_includes(k._source, k._include_dirs, base_dir=k._source_dir)
+        return iter([_read_text(p) for p in paths])
+
+
 # ------------------------------------------------------------------ CudaKernel
 
 
@@ -236,6 +277,9 @@ class CudaKernel:
             raise TypeError("CudaKernel: 'structs' must be a sequence of CudaStruct objects")
         self._structs = tuple(structs)
         self._source = source
+        if "<" in name and template_args is None:
+            # A name expression (CuPy's name_expressions): "matrixMul<32>", "k<float, 4>".
+            name, template_args = _split_expression(name)
         self._name = name
         self._debug = debug
         self._check_signature = bool(check_signature)
@@ -250,7 +294,12 @@ class CudaKernel:
         self._template_args = template_args
         if self._check_signature:
             params, is_template, extern_c = parse_signature_full(
-                source, name, structs=self._structs, template_args=template_args
+                source,
+                name,
+                structs=self._structs,
+                template_args=template_args,
+                headers=_LazyHeaders(self),
+                options=options,
             )
             # A plain __global__ (C++ linkage) is compiled through its name expression, as
             # CuPy's RawModule(name_expressions=...) does for templates.
