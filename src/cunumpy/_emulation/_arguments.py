@@ -402,7 +402,7 @@ def _vector_array(kernel, i, p: CudaParameter, vector: CudaVectorType, obj):
                 )
             if not a.flags.c_contiguous:
                 a = np.ascontiguousarray(a)
-            obj = a.view(vector.scalar).reshape(a.shape + (vector.length,))
+            obj = a.view(vector.scalar).reshape((*a.shape, vector.length))
         else:
             raise TypeError(
                 f"kernel '{kernel.name}': argument {i} ({p.declaration}): expected an array of dtype "

@@ -196,7 +196,7 @@ def _with_type_names(source, name, by_name, targs, headers, options):
     from ._types import VECTOR_TYPES, resolve_type_names
 
     rewritten, names = resolve_type_names(source, headers, options)
-    known = {n: None for n in by_name}
+    known = dict.fromkeys(by_name)
     for n in names:
         known.setdefault(n, None)
     raw, is_template, extern_c = core.cuda_parse_signature(rewritten, name, tuple(known), targs)

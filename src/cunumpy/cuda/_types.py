@@ -107,7 +107,9 @@ _TYPEDEF = re.compile(r"\btypedef\s+([^;{}()\[\]=]+?)\s*\b([A-Za-z_]\w*)\s*;")
 _USING = re.compile(r"\busing\s+([A-Za-z_]\w*)\s*=\s*([^;{}()\[\]]+?)\s*;")
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(?![\w(])[ \t]*([^\n]*)$", re.M)
 _TYPE_TEXT = re.compile(r"^[\w\s:*<>,]+$")
-_STRUCT_DEF = re.compile(r"\b(?:struct|class)\s+(?:__align__\s*\(\s*\d+\s*\)\s*|alignas\s*\(\s*\d+\s*\)\s*)?([A-Za-z_]\w*)\s*(?::[^{;]*)?\{")
+_STRUCT_DEF = re.compile(
+    r"\b(?:struct|class)\s+(?:__align__\s*\(\s*\d+\s*\)\s*|alignas\s*\(\s*\d+\s*\)\s*)?([A-Za-z_]\w*)\s*(?::[^{;]*)?\{"
+)
 _TYPEDEF_STRUCT = re.compile(r"\btypedef\s+struct\s*(?:[A-Za-z_]\w*)?\s*\{")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _TEXTURES = re.compile(r"\b(texture|surface|cudaTextureObject_t|cudaSurfaceObject_t)\b")
