@@ -668,8 +668,8 @@ CN_INTERNAL int cn_pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned c
         unsigned long long align = (unsigned long long)(s->ndim == 3 ? s->itemsize : (bytes < 16 ? bytes : 16));
         if (a.ptr % align != 0) {
             cn_arg_error(PyExc_TypeError, p, i,
-                         "the array's address 0x%llx is not aligned to %llu bytes, as the vector type must be",
-                         a.ptr, align);
+                         "the array's address %p is not aligned to %llu bytes, as the vector type must be",
+                         (void *)(uintptr_t)a.ptr, align);
             goto done;
         }
     }
