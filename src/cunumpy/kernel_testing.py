@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator, Mapping
 
 # --- CPU emulation (API.md section 15) --------------------------------------------------
 from ._emulation import (
+    CudaPortabilityWarning as CudaPortabilityWarning,
     EmulationError as EmulationError,
     EmulationTimeoutError as EmulationTimeoutError,
     InitcheckError as InitcheckError,
@@ -61,6 +62,7 @@ from ._test_requirements import (
 )
 
 _EMULATION_NAMES = [
+    "CudaPortabilityWarning",
     "EmulationError",
     "EmulationTimeoutError",
     "InitcheckError",

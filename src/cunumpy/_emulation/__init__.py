@@ -8,6 +8,7 @@ CUDA source is compiled by the host C++ compiler against the prelude
 
 from ._build import build_count, emulation_cache_dir, emulation_compiler
 from ._errors import (
+    CudaPortabilityWarning,
     EmulationError,
     EmulationTimeoutError,
     InitcheckError,
@@ -18,6 +19,7 @@ from ._errors import (
 from ._launch import compile_for_emulation, emulate_cuda_kernel, emulated_launches
 
 __all__ = [
+    "CudaPortabilityWarning",
     "EmulationError",
     "EmulationTimeoutError",
     "InitcheckError",
