@@ -63,7 +63,7 @@ class _HostArray:
 class MarshalledArguments:
     """The packed parameter values, the arrays they point into, and the pending copies back."""
 
-    __slots__ = ("buffer", "copies", "first_shape", "keep", "params", "regions", "table")
+    __slots__ = ("allocations", "buffer", "copies", "first_shape", "keep", "params", "regions", "table")
 
     def __init__(self):
         self.buffer = None
@@ -78,6 +78,9 @@ class MarshalledArguments:
         self.first_shape = None
         #: (lo, hi, base, itemsize, flags, name, what) of every array the kernel can reach
         self.regions: list = []
+        #: (lo, hi, start) of every region: start is the first byte of the allocation owning it
+        #: (the performance analysis counts sectors from there, as from a cudaMalloc)
+        self.allocations: list = []
 
     def write_back(self) -> None:
         """Copies back the elements the kernel changed in each copy (and only those)."""
@@ -121,6 +124,17 @@ def _extent(a: np.ndarray) -> tuple[int, int, int]:
         else:
             hi += step
     return base + lo, base + hi + a.dtype.itemsize, base
+
+
+def _allocation_start(a: np.ndarray, lo: int) -> int:
+    """The first byte of the memory that owns ``a`` (the outermost NumPy array it views)."""
+    root = a
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if root is a:
+        return lo
+    start = _extent(root)[0]
+    return start if start and start <= lo else lo
 
 
 def _what(a: np.ndarray) -> str:
@@ -248,6 +262,7 @@ class _Marshaller:
         lo, hi, base = _extent(passed)
         flags = (REGION_CONST if const else 0) | (REGION_OUTPUT_ONLY if output else 0)
         self.out.regions.append((lo, hi, base, itemsize, flags, label or where, _what(passed)))
+        self.out.allocations.append((lo, hi, _allocation_start(passed, lo)))
         strides = passed.strides if (p.view_ndim and not p.contiguous) else None
         self.last = (len(self.out.regions) - 1, passed, const or not a.flags.writeable, strides)
         return _HostArray(passed, strides)
