@@ -20,7 +20,7 @@ BUILD_FLAGS_STAMP := build/.meson-werror-$(if $(filter 1 true yes,$(WERROR)),on,
 C_SOURCES  := $(wildcard src/cunumpy/_core/*.c src/cunumpy/_core/*.h src/cunumpy/_core/*/*.c src/cunumpy/_core/*/*.h)
 PY_SOURCES := $(shell find src -name '*.py' -o -name '*.md' -o -name '*.cuh' -o -name '*.h' -o -name '*.typed' -o -path '*/_emulation/include/*' -type f 2>/dev/null)
 
-.PHONY: all lint lint-c demo docs test-docs test test-unit test-fake test-sanitize test-mpi test-c test-tsan test-emu-aarch64 test-asan check-c bench gpu-check install clean petsc test-petsc test-real-cupy fidelity test-gpu
+.PHONY: all lint lint-c demo demo-mpi docs test-docs test test-unit test-fake test-sanitize test-mpi test-c test-tsan test-emu-aarch64 test-asan check-c bench gpu-check install clean petsc test-petsc test-real-cupy fidelity test-gpu
 
 all: install
 
@@ -53,6 +53,14 @@ install: $(BUILT) $(VENV)/.req-test+mpi+compiled
 
 demo: $(BUILT) $(VENV)/.req-demo
 	$(PY) examples/demo.py
+
+# The demo's loop split over MPI ranks (examples/pic_mpi.py): one rank, then two on NumPy and
+# two on the fake CuPy, each compared bit for bit with the one-rank run.
+PIC_MPI_RUN := build/demo/pic_mpi_1rank.npz
+demo-mpi: $(BUILT) $(VENV)/.req-mpi
+	$(VENV)/bin/mpiexec -n 1 $(PY) examples/pic_mpi.py --save $(PIC_MPI_RUN)
+	$(VENV)/bin/mpiexec -n 2 $(PY) examples/pic_mpi.py --compare $(PIC_MPI_RUN)
+	CUNUMPY_FAKE_CUPY=1 CUNUMPY_BACKEND=cupy $(VENV)/bin/mpiexec -n 2 $(PY) examples/pic_mpi.py --compare $(PIC_MPI_RUN)
 
 # `make test` runs every part below, one after another, each even when an earlier one failed
 # (tools/run_parts.py): a line when a part starts, at the end one line per part (passed or

@@ -221,7 +221,7 @@ def test_trap_names_kernel_block_and_thread(lib, fibers):
     "kernel,grid,block,args,pattern",
     [
         ("barrier_divergence", (2,), (64,), (ctypes.c_int(1),), "barrier divergence"),
-        ("barrier_divergence", (2,), (64,), (ctypes.c_int(63),), "barrier divergence"),
+        ("barrier_divergence", (2,), (64,), (ctypes.c_int(62),), "barrier divergence"),
         ("deadlock", (1,), (32,), (), "inconsistent warp operations or barriers"),
         ("mask_mismatch", (2,), (32,), (), "inconsistent warp operations"),
         ("mask_exited", (1,), (32,), (), "exited"),

@@ -456,6 +456,11 @@ class EmulationLibrary:
         for k, expression in enumerate(self.entries):
             self._addresses[expression] = (symbol(f"cunumpy_emu_thread_{k}"), symbol(f"cunumpy_emu_block_{k}"))
 
+    def symbol_address(self, name: str) -> int:
+        """The address of symbol ``name`` (a ``__constant__``/``__device__`` accessor);
+        AttributeError when the library has none."""
+        return _symbol(self.handle, name)
+
     def entry(self, expression: str) -> tuple[int, int]:
         """(thread function, block function) addresses of kernel ``expression``."""
         return self._addresses[expression]
