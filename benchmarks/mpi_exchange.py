@@ -62,17 +62,19 @@ def median_times(comm, variants, iterations, repeats):
     """Median seconds per call of each variant, over calls that alternate between variants.
 
     Alternating call by call puts both variants under the same load (the development
-    machine is shared); the median drops the calls a descheduled rank stretched. The
-    slower rank's median decides.
+    machine is shared), and the order flips every round; the median drops the calls a
+    descheduled rank stretched. The slower rank's median decides.
     """
     samples = [[] for _ in variants]
+    order = list(enumerate(variants))
     for _ in range(repeats):
         comm.Barrier()
         for _ in range(iterations):
-            for slot, run in enumerate(variants):
+            for slot, run in order:
                 start = time.perf_counter()
                 run()
                 samples[slot].append(time.perf_counter() - start)
+            order.reverse()  # no variant always runs first (after the others warmed the caches)
     return [comm.allreduce(float(np.median(s)), op=MPI_MAX) for s in samples]
 
 
