@@ -180,8 +180,10 @@ static int check_plain(PyObject *receives_in, PyObject *sends_in, PyTypeObject *
         return PyErr_Occurred() ? -1 : 0;
     }
     int status = 0;
-    if (plain_descriptors(receives, array_type, host, 1, unchecked) &&
-        plain_descriptors(sends, array_type, host, 0, unchecked)) {
+    if (PyTuple_GET_SIZE(receives) == 0 && PyTuple_GET_SIZE(sends) == 0) {
+        status = 1; /* nothing to check, and nothing to ask the communicator */
+    } else if (plain_descriptors(receives, array_type, host, 1, unchecked) &&
+               plain_descriptors(sends, array_type, host, 0, unchecked)) {
         PyObject *size_object = PyObject_CallNoArgs(get_size);
         long size = size_object == NULL ? -1 : PyLong_AsLong(size_object);
         Py_XDECREF(size_object);
