@@ -14,6 +14,7 @@ import subprocess
 import threading
 
 __all__ = [
+    "CudaPortabilityWarning",
     "EmulationError",
     "EmulationTimeoutError",
     "EmulationUnavailable",
@@ -75,6 +76,16 @@ class EmulationError(RuntimeError):
         super().__init__(message)
         self.kernel = kernel
         self.kind = kind
+
+
+class CudaPortabilityWarning(UserWarning):
+    """Code that the CPU emulation runs but nvcc would not compile.
+
+    Issued once per process for each place: for example a ``__global__`` function called
+    like a device function from another kernel, which the emulation runs on the calling
+    thread. Silence it with :func:`warnings.filterwarnings` where the pattern is intended
+    (a wrapper kernel that exists only to unit-test another kernel in emulation).
+    """
 
 
 class MemcheckError(EmulationError):
