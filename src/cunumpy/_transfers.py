@@ -42,7 +42,8 @@ class TransferEvent:
     blocking : bool
         Whether the host waited for it (False for background copies).
     implicit : bool
-        True for scalar reads the fake CuPy recorded (``float(a)``, ``a.item()``).
+        True for host reads of device arrays (``float(a)``, ``a.item()``, ``print(a)``),
+        recorded on the fake CuPy and, through ``cupy.ndarray``'s methods, on a GPU.
     """
 
     kind: str

@@ -114,10 +114,11 @@ def _not_device_advice(obj) -> str:
 
     if get_backend() == "numpy" and isinstance(obj, np.ndarray):
         return (
-            "the NumPy backend is active, where CUDA kernels do not launch: to run this kernel on the CPU "
-            "with NumPy arrays, call cunumpy.kernel_testing.emulate_cuda_kernel(kernel, *args), or use the "
-            "fake CuPy, whose launches emulate automatically (CUNUMPY_FAKE_CUPY=1 CUNUMPY_BACKEND=cupy, "
-            "arrays made with xp.asarray); on a GPU, activate the CuPy backend and create the arrays there"
+            "CudaKernel never copies arrays to the device, and the NumPy backend is active: to run this "
+            "kernel on the CPU with NumPy arrays, call cunumpy.kernel_testing.emulate_cuda_kernel(kernel, "
+            "*args), or use the fake CuPy, whose launches emulate automatically (CUNUMPY_FAKE_CUPY=1 "
+            "CUNUMPY_BACKEND=cupy, arrays made with xp.asarray); on a GPU, activate the CuPy backend and "
+            "create the arrays there"
         )
     return (
         "CudaKernel never copies arrays to the device: create the array on the device (xp.asarray on the "
