@@ -405,3 +405,60 @@ def test_host_arrays_on_the_device_backend_keep_the_device_advice(cp):
     with pytest.raises(TypeError, match=r"xp\.to_cupy") as info:
         CudaKernel(FILL, "fill")(np.zeros(4), 4)
     assert "emulate_cuda_kernel" not in str(info.value)
+
+
+def test_reads_of_a_cupy_ndarray_class_are_recorded_once_a_counter_starts():
+    """The real-CuPy path (tests/realcupy has it with CuPy itself): the methods of the imported
+    ``cupy.ndarray`` are wrapped when the first counter starts; a class's inherited
+    ``object`` methods are left alone."""
+    code = textwrap.dedent(
+        """
+        import sys, types
+        import numpy as np
+
+        class ndarray:
+            def __init__(self, a):
+                self._a = np.asarray(a)
+            shape = property(lambda self: self._a.shape)
+            dtype = property(lambda self: self._a.dtype)
+            nbytes = property(lambda self: self._a.nbytes)
+            def __getitem__(self, key):
+                return ndarray(self._a[key])
+            def __gt__(self, other):
+                return ndarray(self._a > other)
+            def __float__(self):
+                return float(self._a)
+            def __bool__(self):
+                return bool(self._a)
+            def item(self):
+                return self._a.item()
+            def tolist(self):
+                return self._a.tolist()
+
+        cupy = types.ModuleType("cupy")
+        cupy.ndarray = ndarray
+        sys.modules["cupy"] = cupy
+        from cunumpy.profiling import assert_no_transfers, count_transfers
+
+        x = ndarray([1.0, 2.0, 3.0])
+        assert float(x[0]) == 1.0  # before any counter: the class is untouched
+        assert "item" in vars(ndarray) and not hasattr(ndarray.item, "__wrapped__")
+        with count_transfers() as counter:
+            float(x[0]); x[0].item(); bool(x[0] > 1); x.tolist(); repr(x)
+        print([(e.kind, e.nbytes) for e in counter.events])
+        try:
+            with assert_no_transfers():
+                if x[1] > 1:
+                    pass
+        except AssertionError as exc:
+            print("caught", "to_host" in str(exc))
+        print(ndarray.__repr__ is object.__repr__)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    events, caught, repr_untouched = out.stdout.splitlines()
+    assert events == str(
+        [("to_host", 8), ("sync", None)] * 2 + [("to_host", 1), ("sync", None), ("to_host", 24), ("sync", None)]
+    )
+    assert caught == "caught True" and repr_untouched == "True"
