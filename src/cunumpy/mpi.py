@@ -1092,6 +1092,10 @@ def exchange(
     posts nothing. Receives are posted first, in order, then sends; then every request is
     waited for, and only then are received device (or non-contiguous) buffers copied back.
     A short message fills the start of its receive buffer and leaves the rest unchanged.
+    Descriptors in the common form (a list or tuple of exact ``(array, int, int)`` tuples of
+    C-contiguous host arrays, or of device arrays for a CUDA-aware MPI) are checked and
+    posted in one call into the C core, at close to the cost of hand-written
+    ``Irecv``/``Isend``/``Waitall``.
 
     Parameters
     ----------
