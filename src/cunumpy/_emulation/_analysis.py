@@ -652,7 +652,7 @@ def build(kernel, lib, rows, grid, block, shared_mem: int, arch: str, pseudo: st
         ratio, limiter, _ = occupancy(
             arch, threads, usage["registers_per_thread"], usage["static_shared_bytes"] + shared_mem
         )
-        totals["occupancy"] = round(ratio, 4)
+        totals["occupancy"] = ratio
         totals["occupancy_limiter"] = limiter
     return KernelAnalysis(kernel.name, grid, block, shared_mem, arch, totals, lines, notes, files)
 

@@ -373,8 +373,17 @@ static void emu_an_link_blocks(emu_analysis *a, unsigned int n_threads)
         const uint32_t lane = ev.linear;
         if (lane >= n_threads)
             continue;
+        if (a->last_block[lane] == UINT32_MAX)
+            continue; /* the thread returned: the runtime's glue */
         if (ev.cls == EMU_AN_COMPARE) {
             a->last_cmp[lane] = ev.pc + 1u;
+            continue;
+        }
+        if (ev.cls == EMU_AN_EXITED) {
+            const uint32_t prev = a->last_block[lane];
+            if (prev != 0 && a->last_cmp[lane] != 0)
+                a->events[prev - 1].branch = a->last_cmp[lane] - 1u;
+            a->last_block[lane] = UINT32_MAX;
             continue;
         }
         if (ev.cls == EMU_AN_BLOCK) {
@@ -393,7 +402,7 @@ static void emu_an_link_blocks(emu_analysis *a, unsigned int n_threads)
     }
     /* the threads' last blocks: decided by their last comparison, if any */
     for (unsigned int lane = 0; lane < n_threads; ++lane)
-        if (a->last_block[lane] != 0 && a->last_cmp[lane] != 0)
+        if (a->last_block[lane] != 0 && a->last_block[lane] != UINT32_MAX && a->last_cmp[lane] != 0)
             a->events[a->last_block[lane] - 1].branch = a->last_cmp[lane] - 1u;
     a->n_events = kept;
 }
@@ -443,6 +452,9 @@ int emu_analysis_event(emu_analysis *a, const emu_check *c, const emu_check_work
     } else {
         memory = 1;
         const int atomic = (kind & CUNUMPY_EMU_ACCESS_ATOMIC) != 0, write = (kind & CUNUMPY_EMU_ACCESS_WRITE) != 0;
+        if (atomic && !write)
+            return 0; /* an atomic load: the first half of a compare-and-swap loop that implements an
+                       * atomic the GPU has as one instruction (float atomicAdd); the CAS is counted */
         const uintptr_t arena = (uintptr_t)cw->arena;
         if (cw->arena != NULL && addr >= arena && addr < arena + cw->arena_size) {
             const uintptr_t off = addr - arena;
@@ -508,6 +520,26 @@ int emu_analysis_event(emu_analysis *a, const emu_check *c, const emu_check_work
     ev->pad = 0;
     a->n_events++;
     return !memory;
+}
+
+void emu_analysis_exit(emu_analysis *a, unsigned int linear)
+{
+    if (a->failed)
+        return;
+    if (a->n_events == a->cap_events) {
+        const size_t cap = a->cap_events ? 2 * a->cap_events : 4096;
+        emu_an_event *ev = realloc(a->events, cap * sizeof *ev);
+        if (ev == NULL) {
+            a->failed = 1;
+            return;
+        }
+        a->events = ev;
+        a->cap_events = cap;
+    }
+    emu_an_event *ev = &a->events[a->n_events++];
+    memset(ev, 0, sizeof *ev);
+    ev->linear = linear;
+    ev->cls = EMU_AN_EXITED;
 }
 
 long emu_analysis_rows(emu_analysis *a, const emu_analysis_row **rows)
