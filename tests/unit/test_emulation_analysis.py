@@ -576,3 +576,43 @@ def test_to_dict_text_html(tmp_path):
     assert "tile[threadIdx.x][threadIdx.y]" in first  # the worst line first
     page = a.to_html(tmp_path / "a.html").read_text()
     assert "<!DOCTYPE html>" in page and "tile[threadIdx.x][threadIdx.y]" in page and "rgba(" in page
+
+
+PLUGIN_TEST = '''
+import numpy as np
+from cunumpy import kernel_testing as kt
+from cunumpy.kernels import CudaKernel
+
+SRC = r"""
+extern "C" __global__ void strided(float* out, const float* x) {
+    int i = threadIdx.x;
+    out[i] = x[4 * i];
+}
+"""
+
+
+def test_strided():
+    x = np.arange(256, dtype=np.float32)
+    out = np.zeros(64, dtype=np.float32)
+    kt.emulate_cuda_kernel(CudaKernel(SRC, "strided"), out, x, grid=1, block=64)
+    assert out[1] == 4
+'''
+
+
+def test_pytest_plugin_table_and_json(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "test_strided.py").write_text(PLUGIN_TEST)
+    report = tmp_path / "analysis.json"
+    env = {k: v for k, v in os.environ.items() if k not in ("CUNUMPY_EMULATION_ANALYZE", "PYTEST_XDIST_WORKER")}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "test_strided.py",
+         f"--cunumpy-analysis={report}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "cunumpy kernel analysis" in done.stdout and "out[i] = x[4 * i];" in done.stdout
+    data = json.loads(report.read_text())
+    assert data[0]["kernel"] == "strided"
+    assert (data[0]["totals"]["global_load_sectors"], data[0]["totals"]["global_load_ideal_sectors"]) == (32, 8)

@@ -242,6 +242,7 @@ static void emu_an_request(emu_analysis *a, const emu_an_event *e, size_t n)
     if (row == NULL)
         return;
     row->requests++;
+    row->lanes += n;
     emu_an_span spans[32];
     switch (e[0].cls) {
     case EMU_AN_GLOBAL_LOAD:
@@ -452,6 +453,22 @@ static void emu_an_flush(emu_analysis *a, unsigned int n_threads)
     if (emu_an_grow((void **)&a->sorted, &a->cap_sorted, n, sizeof *a->sorted) != 0 ||
         emu_an_grow((void **)&a->lane_pos, &a->cap_lane_pos, (size_t)n_threads + 1, sizeof *a->lane_pos) != 0) {
         a->failed = 1;
+        return;
+    }
+    /* already by thread (fibers that never wait run one after the other)? */
+    size_t i0 = 1;
+    while (i0 < n && a->events[i0].linear >= a->events[i0 - 1].linear)
+        ++i0;
+    if (i0 == n) {
+        size_t from = 0;
+        while (from < n) {
+            const uint32_t warp = a->events[from].linear / 32u;
+            size_t to = from + 1;
+            while (to < n && a->events[to].linear / 32u == warp)
+                ++to;
+            emu_an_warp(a, a->events + from, to - from);
+            from = to;
+        }
         return;
     }
     /* a stable counting sort by thread */

@@ -42,6 +42,7 @@ typedef struct emu_analysis_row {
     uint64_t ideal;       /* ideal sectors or wavefronts */
     uint64_t divergent;   /* branch: executions whose lanes went on to different code */
     uint64_t same_max;    /* atomic: the most lanes of one request on one address */
+    uint64_t lanes;       /* the lanes of the requests, summed */
 } emu_analysis_row;
 
 typedef struct emu_analysis emu_analysis;
