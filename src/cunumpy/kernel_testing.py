@@ -30,8 +30,10 @@ from collections.abc import Iterable, Iterator, Mapping
 
 # --- CPU emulation (API.md section 15) --------------------------------------------------
 from ._emulation import (
+    CudaPortabilityWarning as CudaPortabilityWarning,
     EmulationError as EmulationError,
     EmulationTimeoutError as EmulationTimeoutError,
+    EmulationUnavailable as EmulationUnavailable,
     InitcheckError as InitcheckError,
     KernelAnalysis as KernelAnalysis,
     KernelFaultError as KernelFaultError,
@@ -64,8 +66,10 @@ from ._test_requirements import (
 )
 
 _EMULATION_NAMES = [
+    "CudaPortabilityWarning",
     "EmulationError",
     "EmulationTimeoutError",
+    "EmulationUnavailable",
     "InitcheckError",
     "KernelAnalysis",
     "KernelFaultError",

@@ -25,8 +25,9 @@ PROGRAMS = {
         "transpose_padded: global 16384 sectors for 16384 ideal (1.00x), shared wavefronts 4096",
     ),
 }
-# Tested elsewhere: demo.py by test_demo.py, heat_cuda.py by test_heat_example.py.
-ELSEWHERE = {"demo.py", "heat_cuda.py"}
+# Tested elsewhere: demo.py by test_demo.py, heat_cuda.py by test_heat_example.py, pic_mpi.py
+# by test_pic_mpi.py.
+ELSEWHERE = {"demo.py", "heat_cuda.py", "pic_mpi.py"}
 
 pytestmark = pytest.mark.nosan  # compilers and child interpreters: nothing for the sanitizers
 

@@ -9,8 +9,10 @@ CUDA source is compiled by the host C++ compiler against the prelude
 from ._analysis import KernelAnalysis, LineAnalysis, analyzed_launches
 from ._build import build_count, emulation_cache_dir, emulation_compiler
 from ._errors import (
+    CudaPortabilityWarning,
     EmulationError,
     EmulationTimeoutError,
+    EmulationUnavailable,
     InitcheckError,
     KernelFaultError,
     MemcheckError,
@@ -19,8 +21,10 @@ from ._errors import (
 from ._launch import analyze_kernel, compile_for_emulation, emulate_cuda_kernel, emulated_launches
 
 __all__ = [
+    "CudaPortabilityWarning",
     "EmulationError",
     "EmulationTimeoutError",
+    "EmulationUnavailable",
     "InitcheckError",
     "KernelAnalysis",
     "KernelFaultError",

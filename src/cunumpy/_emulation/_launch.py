@@ -26,10 +26,10 @@ import numpy as np
 from .._native import core
 from ..kernels import _cuda_kernel
 from ..kernels._cuda_kernel import CudaKernel
-from . import _analysis
+from . import _analysis, _globals
 from ._arguments import marshal_arguments
 from ._build import CHECKS_CALLS, CHECKS_NONE, CHECKS_SHADOW, CHECKS_TRACK, build_library, emulation_compiler
-from ._errors import emulation_error
+from ._errors import EmulationUnavailable, emulation_error
 from ._source import entry_points, translation_unit
 
 __all__ = [
@@ -226,7 +226,9 @@ def library_for(kernel: CudaKernel, compiler, options: tuple, *, fresh: bool = F
     flags += host_compiler_flags(compile_options)
     flags += list(options)
     entries = entry_points(kernel.source, kernel.expression)
-    unit = translation_unit(kernel.source, entries, entries[0])
+    # The kernels of one fake-CuPy RawModule share one library (its __constant__ memory too).
+    entries += [e for e in getattr(kernel, "_module_expressions", ()) if e not in entries]
+    unit = translation_unit(kernel.source, entries, entries[0], tuple(_globals.declarations_of(kernel)))
     headers = _headers_of(kernel, options_headers)
     try:
         lib = build_library(
@@ -354,6 +356,7 @@ def _run(
             f"{lib.abi_version}, the runtime has version {runtime_abi}"
         )
     thread_fn, block_fn = lib.entry(kernel.expression)
+    _globals.apply(kernel, lib)  # __constant__/__device__ values set from Python
     grid3 = tuple(grid) + (1,) * (3 - len(grid))
     block3 = tuple(block) + (1,) * (3 - len(block))
     names = ", ".join(f"'{n}'" for n in lib.extern_shared)
@@ -739,6 +742,22 @@ class EmulationHook:
         self._library(kernel, fresh=True)
         return None
 
+    # CudaKernel.set_global / get_global
+    def set_global(self, kernel, name):
+        """Copy the value just set on ``kernel`` into the library its launches use now."""
+        _globals.apply(kernel, self._library(kernel))
+
+    def get_global(self, kernel, name):
+        """The variable in the library of the kernel's last launch (else the one its launches
+        use now): a fake-CuPy array on the fake CuPy, else a NumPy array, sharing its memory."""
+        lib = _globals.last_library(kernel) or self._library(kernel)
+        _globals.apply(kernel, lib)
+        arr = _globals.view(kernel, lib, _globals.declarations_of(kernel)[name])
+        return _device_view(arr)
+
+    def _module_global(self, module, name):
+        return _module_global_of(self, module, name)
+
     # the fake CuPy's RawKernel / RawModule / ElementwiseKernel / ReductionKernel
     def fake_cupy(self, action, obj, args, kwargs):
         kind = type(obj).__name__
@@ -753,6 +772,8 @@ class EmulationHook:
                 if not isinstance(kernel_args, tuple):
                     raise TypeError(f"RawKernel {obj.name!r}: args must be a tuple, not {type(kernel_args).__name__}")
                 return self.launch(kernel, kernel_args, g, blk, kwargs.get("shared_mem", 0))
+        if kind == "RawModule" and action == "read globals of":
+            return self._module_global(obj, args[0])
         if kind == "RawModule" and action == "compile":
             from ..cuda._source import cuda_kernel_names
 
@@ -774,9 +795,80 @@ class EmulationHook:
     __call__ = fake_cupy
 
 
+def _device_view(arr: np.ndarray):
+    """A fake-CuPy array over the memory of ``arr`` on the fake CuPy, else ``arr`` itself."""
+    cupy = sys.modules.get("cupy")
+    if cupy is None or getattr(cupy, "__cunumpy_fake__", False) is not True:
+        return arr
+    from .._fake_cupy._cuda import Memory, MemoryPointer
+
+    return cupy.ndarray(arr.shape, arr.dtype, memptr=MemoryPointer(Memory(arr.reshape(-1).view(np.uint8)), 0))
+
+
+def _set_module_expressions(kernel, module) -> None:
+    """The name expressions of the fake-CuPy RawModule a kernel comes from, normalised as
+    CudaKernel spells them, so that all its kernels build one library."""
+    names = tuple(getattr(module, "name_expressions", ()) or ()) if module is not None else ()
+    if not names:
+        return
+    out = []
+    for n in names:
+        try:
+            out.append(CudaKernel(kernel.source, n, options=kernel.options, check_signature=False).expression)
+        except (TypeError, ValueError):
+            continue
+    kernel._module_expressions = tuple(out)
+
+
+def _module_kernel(module) -> CudaKernel:
+    """A CudaKernel of a fake-CuPy RawModule's source: its library holds the module's globals."""
+    from ..cuda._source import cuda_kernel_names
+
+    code = module.code if module.code is not None else Path(module.path).read_text(encoding="utf-8")
+    for name in cuda_kernel_names(code):
+        if _cuda_kernel._is_template(code, name):
+            continue
+        try:
+            kernel = CudaKernel(code, name, options=module.options)
+        except ValueError:
+            continue
+        _set_module_expressions(kernel, module)
+        return kernel
+    for expression in getattr(module, "name_expressions", ()) or ():
+        kernel = CudaKernel(code, expression, options=module.options)
+        _set_module_expressions(kernel, module)
+        return kernel
+    raise NotImplementedError(
+        f"RawModule {getattr(module, 'name', '')!r}: the CPU emulation needs a kernel whose signature it can "
+        "read to build the module"
+    )
+
+
+def _module_global_of(hook, module, name):
+    if not isinstance(name, str):
+        raise TypeError(f"RawModule.get_global(): 'name' must be a str, not {type(name).__name__}")
+    kernel = _module_kernel(module)
+    decls = _globals.declarations_of(kernel)
+    lib = hook._library(kernel)
+    try:
+        ptr, size = _globals.address(lib, name)
+    except KeyError:
+        raise ValueError(
+            f"RawModule.get_global(): the source declares no __constant__ or __device__ variable {name!r} "
+            f"that the CPU emulation can read (found: {', '.join(sorted(decls)) or 'none'})"
+        ) from None
+    import ctypes
+
+    from .._fake_cupy._cuda import Memory, MemoryPointer
+
+    raw = (ctypes.c_char * size).from_address(ptr)
+    host = np.frombuffer(raw, dtype=np.uint8)
+    return MemoryPointer(Memory(host), 0)
+
+
 class RefusingHook:
     """The fake CuPy's launch hook when the automatic emulation cannot run: launching or
-    compiling its kernel objects raises ``NotImplementedError`` with the reason
+    compiling its kernel objects raises ``EmulationUnavailable`` (a ``NotImplementedError``) with the reason
     (``CUNUMPY_EMULATION=0``, or no C++ compiler). CudaKernel launches then take the device
     path, which ends there."""
 
@@ -799,7 +891,9 @@ class RefusingHook:
             if names:
                 shown = ", ".join(repr(n) for n in names[:3]) + (", ..." if len(names) > 3 else "")
                 what = f"RawModule of kernel {shown}"
-        raise NotImplementedError(f"{what}: the fake CuPy cannot {action} CUDA kernels: {self.reason}; {self.remedy}")
+        raise EmulationUnavailable(
+            f"{what}: the fake CuPy cannot {action} CUDA kernels: {self.reason}; {self.remedy}", self.reason
+        )
 
     __call__ = fake_cupy
 
@@ -816,6 +910,7 @@ def _raw_kernel(raw) -> CudaKernel:
         if code is None and getattr(raw.module, "path", None) is not None:
             code = Path(raw.module.path).read_text(encoding="utf-8")
         kernel = CudaKernel(code, raw.name, options=raw.options)
+        _set_module_expressions(kernel, raw.module)
         with _raw_kernels_lock:
             kernel = _raw_kernels.setdefault(raw, kernel)
     return kernel

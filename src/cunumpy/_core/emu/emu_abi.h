@@ -94,7 +94,9 @@ typedef struct cunumpy_emu_worker {
 /* Operations of cunumpy_emu_api.collective: the shuffle kinds above, then these. */
 #define CUNUMPY_EMU_OP_SYNCWARP 4
 #define CUNUMPY_EMU_OP_BALLOT 5
-#define CUNUMPY_EMU_OP_BARRIER 6 /* value: the predicate (__syncthreads_count and friends) */
+#define CUNUMPY_EMU_OP_BARRIER 6 /* value: the predicate (__syncthreads_count and friends); arg: the
+                                  * call's source line, 0 when unknown (threads alive at two lines
+                                  * at once are barrier divergence) */
 #define CUNUMPY_EMU_OP_EXIT 7    /* the thread returned: it waits for the next block */
 /* Added to an operation by a library that switches fibers itself (see collective). */
 #define CUNUMPY_EMU_OP_SWITCH 0x100
