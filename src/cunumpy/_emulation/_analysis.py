@@ -419,7 +419,18 @@ class KernelAnalysis:
         What could not be computed and why (occupancy without ``nvcc``).
     """
 
-    def __init__(self, kernel, grid, block, shared_mem, arch, totals, lines, notes, source):
+    def __init__(
+        self,
+        kernel: str,
+        grid: tuple[int, ...],
+        block: tuple[int, ...],
+        shared_mem: int,
+        arch: str,
+        totals: dict[str, Any],
+        lines: list[LineAnalysis],
+        notes: list[str],
+        source: dict[str, list[str]],
+    ) -> None:
         self.kernel: str = kernel
         self.grid: tuple[int, ...] = tuple(grid)
         self.block: tuple[int, ...] = tuple(block)
