@@ -253,8 +253,27 @@ def _parse_usage(out: str, name: str, empty: dict) -> tuple[dict[str, Any], str]
 # Source lines
 
 
+_frames_cache: dict[tuple[str, int], list[tuple[str, int]]] = {}
+_frames_lock = threading.Lock()
+
+
 def _frames(lib: str, offsets: list[int]) -> dict[int, list[tuple[str, int]]]:
-    """{offset: [(path, line), ...] innermost frame first} from addr2line."""
+    """{offset: [(path, line), ...] innermost frame first} from addr2line (cached per library
+    and offset: a library's file never changes under its name, the cache key is its hash)."""
+    with _frames_lock:
+        known = {o: _frames_cache[(lib, o)] for o in offsets if (lib, o) in _frames_cache}
+    missing = [o for o in offsets if o not in known]
+    if missing:
+        found = _run_addr2line(lib, missing)
+        with _frames_lock:
+            for o in missing:
+                if o in found:
+                    _frames_cache[(lib, o)] = found[o]
+        known.update(found)
+    return known
+
+
+def _run_addr2line(lib: str, offsets: list[int]) -> dict[int, list[tuple[str, int]]]:
     tool = shutil.which("addr2line")
     if tool is None or not offsets:
         return {}
