@@ -345,3 +345,96 @@ def test_name_expression_launches():
     a = np.ones(64, np.float64)
     emulate(CudaKernel(TEMPLATES, "scale<16, double>", block_size=16), a, 0.5, 64)
     np.testing.assert_array_equal(a, np.full(64, 8.0))
+
+
+# ------------------------------------------------------------------ cooperative groups, gaps (item 6)
+
+GROUPS = r"""
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+namespace cg = cooperative_groups;
+template <unsigned int BlockSize>
+__global__ void tile64_sums(const float* in, float* out, int n) {
+    __shared__ cg::block_tile_memory<BlockSize> scratch;
+    cg::thread_block cta = cg::this_thread_block(scratch);
+    cg::thread_block_tile<64> tile = cg::tiled_partition<64>(cta);
+    __shared__ float s[BlockSize];
+    unsigned int t = cta.thread_rank();
+    unsigned int i = blockIdx.x * BlockSize + t;
+    s[t] = i < n ? in[i] : 0.0f;
+    tile.sync();
+    for (unsigned int d = 32; d > 0; d >>= 1) {
+        if (tile.thread_rank() < d) s[t] += s[t + d];
+        tile.sync();
+    }
+    if (tile.thread_rank() == 0) out[blockIdx.x * tile.meta_group_size() + tile.meta_group_rank()] = s[t];
+}
+extern "C" __global__ void warp_sum_max(const int* in, int* out, int n) {
+    cg::thread_block_tile<32> w = cg::tiled_partition<32>(cg::this_thread_block());
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int v = i < n ? in[i] : 0;
+    int total = cg::reduce(w, v, cg::plus<int>());
+    int mx = cg::reduce(w, v, cg::greater<int>());
+    if (w.thread_rank() == 0) { atomicAdd(&out[0], total); atomicMax(&out[1], mx); }
+}
+extern "C" __global__ void count_by_label(const int* key, int* count, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        cg::coalesced_group same = cg::labeled_partition(cg::coalesced_threads(), key[i]);
+        if (same.thread_rank() == 0) atomicAdd(&count[key[i]], (int)same.size());
+    }
+}
+"""
+
+
+@requires_compiler
+def test_cooperative_groups_of_the_samples():
+    x = np.random.default_rng(1).random(1000).astype(np.float32)
+    out = np.zeros(16, np.float32)
+    emulate(CudaKernel(GROUPS, "tile64_sums<128>"), x, out, 1000, grid=8, block=128, sanitize="racecheck")
+    np.testing.assert_allclose(out, np.add.reduceat(np.pad(x, (0, 24)), np.arange(0, 1024, 64)), rtol=1e-5)
+    a = np.arange(1000, dtype=np.int32)
+    o = np.zeros(2, np.int32)
+    emulate(CudaKernel(GROUPS, "warp_sum_max"), a, o, 1000)
+    assert list(o) == [a.sum(), 999]
+    key = (np.arange(1000) % 7).astype(np.int32)
+    c = np.zeros(7, np.int32)
+    emulate(CudaKernel(GROUPS, "count_by_label"), key, c, 1000)
+    np.testing.assert_array_equal(c, np.bincount(key))
+
+
+GAPPY = r"""
+extern "C" __global__ void twice(float* a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) a[i] = 2.0f * i;
+}
+__device__ float helper(float x) { return some_intrinsic_the_emulation_lacks(x); }
+extern "C" __global__ void uses_helper(float* a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) a[i] = helper(a[i]);
+}
+extern "C" __global__ void fetch(unsigned long long tex, float* a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) a[i] = tex1Dfetch<float>(tex, i);
+}
+"""
+
+
+@requires_compiler
+def test_one_kernels_gap_never_sinks_its_neighbours():
+    a = np.zeros(8, np.float32)
+    with pytest.warns(RuntimeWarning) as record:
+        emulate(CudaKernel(GAPPY, "twice"), a, 8)
+    np.testing.assert_array_equal(a, 2 * np.arange(8))
+    text = "\n".join(str(w.message) for w in record)
+    assert "function 'helper'" in text and "line 6" in text and "some_intrinsic_the_emulation_lacks" in text
+    assert "function 'fetch'" in text and "tex1Dfetch" in text
+    with pytest.raises(NotImplementedError, match=r"kernel 'fetch' uses tex1Dfetch \(line 13\): textures and surfaces"):
+        emulate(CudaKernel(GAPPY, "fetch"), 0, a, 8)
+    with pytest.raises(RuntimeError, match="some_intrinsic_the_emulation_lacks"):
+        emulate(CudaKernel(GAPPY, "uses_helper"), a, 8)
+
+
+def test_texture_parameters_are_named():
+    with pytest.raises(ValueError, match=r"textures and surfaces \(cudaTextureObject_t\) are not supported"):
+        CudaKernel('extern "C" __global__ void k(cudaTextureObject_t t, float* a) {}', "k")

@@ -243,6 +243,13 @@ def parse_signature_full(source, name, *, structs=(), template_args=None, header
         except ValueError as again:
             if str(again).startswith("no __global__"):
                 raise exc from None
+            from ._types import texture_use
+
+            texture = texture_use(str(again))
+            if texture is not None:
+                raise ValueError(
+                    f"{again}: textures and surfaces ({texture}) are not supported; pass the data as an array"
+                ) from None
             raise again from None
     params = []
     for pname, ctype, dtype, pointer, struct_name, view_ndim, contiguous in raw:
