@@ -10,9 +10,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 
-from cuda_corpus.cases import CASES, HERE  # noqa: E402
+from cuda_corpus.cases import CASES, HERE
 
-from cunumpy.kernels import CudaKernel  # noqa: E402
+from cunumpy.kernels import CudaKernel
 
 _KERNELS: dict = {}
 

@@ -99,7 +99,15 @@ def _diagonal(ctx):
     for w, h in ((64, 64), (W, H)):
         a = _rng(3).random((h, w), dtype=np.float32)
         out = ctx.array(np.zeros(w * h, np.float32))
-        ctx.launch(ctx.kernel("transpose.cu", "transposeDiagonal"), out, ctx.array(a), w, h, grid=(w // 32, h // 32), block=(32, 8))
+        ctx.launch(
+            ctx.kernel("transpose.cu", "transposeDiagonal"),
+            out,
+            ctx.array(a),
+            w,
+            h,
+            grid=(w // 32, h // 32),
+            block=(32, 8),
+        )
         np.testing.assert_array_equal(ctx.host(out).reshape(w, h), a.T)
 
 
@@ -128,7 +136,9 @@ def _hist256(ctx):
     data = _words(5000)
     blocks = 7
     partial = ctx.array(np.zeros(blocks * 256, np.uint32))
-    ctx.launch(ctx.kernel("histogram.cu", "histogram256Kernel"), partial, ctx.array(data), data.size, grid=blocks, block=192)
+    ctx.launch(
+        ctx.kernel("histogram.cu", "histogram256Kernel"), partial, ctx.array(data), data.size, grid=blocks, block=192
+    )
     hist = ctx.array(np.zeros(256, np.uint32))
     ctx.launch(ctx.kernel("histogram.cu", "mergeHistogram256Kernel"), hist, partial, blocks, grid=256, block=256)
     np.testing.assert_array_equal(ctx.host(hist), np.bincount(_bytes_of(data), minlength=256))
@@ -139,7 +149,14 @@ def _hist64(ctx):
     data = _words(4 * 1500, seed=5)
     blocks = 5
     partial = ctx.array(np.zeros(blocks * 64, np.uint32))
-    ctx.launch(ctx.kernel("histogram.cu", "histogram64Kernel"), partial, ctx.array(data.reshape(-1, 4)), data.size // 4, grid=blocks, block=128)
+    ctx.launch(
+        ctx.kernel("histogram.cu", "histogram64Kernel"),
+        partial,
+        ctx.array(data.reshape(-1, 4)),
+        data.size // 4,
+        grid=blocks,
+        block=128,
+    )
     want = np.bincount(_bytes_of(data) >> 2, minlength=64)
     np.testing.assert_array_equal(ctx.host(partial).reshape(blocks, 64).sum(axis=0), want)
 
@@ -160,7 +177,9 @@ def _scan_naive(ctx):
     n, b = 1000, 128
     x = _rng(7).random(n, dtype=np.float32)
     out = ctx.array(np.zeros(n, np.float32))
-    ctx.launch(ctx.kernel("scan.cu", "scan_naive"), out, ctx.array(x), n, grid=math.ceil(n / b), block=b, shared_mem=2 * 4 * b)
+    ctx.launch(
+        ctx.kernel("scan.cu", "scan_naive"), out, ctx.array(x), n, grid=math.ceil(n / b), block=b, shared_mem=2 * 4 * b
+    )
     want = np.concatenate([np.cumsum(x[i : i + b], dtype=np.float64) for i in range(0, n, b)])
     np.testing.assert_allclose(ctx.host(out), want, rtol=1e-5)
 
@@ -172,7 +191,9 @@ def _scan_blelloch(ctx):
     blocks = math.ceil(n / (2 * b))
     out = ctx.array(np.zeros(n, np.float32))
     sums = ctx.array(np.zeros(blocks, np.float32))
-    ctx.launch(ctx.kernel("scan.cu", "scan_blelloch"), out, ctx.array(x), sums, n, grid=blocks, block=b, shared_mem=2 * 4 * b)
+    ctx.launch(
+        ctx.kernel("scan.cu", "scan_blelloch"), out, ctx.array(x), sums, n, grid=blocks, block=b, shared_mem=2 * 4 * b
+    )
     want = np.concatenate([np.cumsum(x[i : i + 2 * b]) - x[i : i + 2 * b] for i in range(0, n, 2 * b)])
     np.testing.assert_array_equal(ctx.host(out), want)
     np.testing.assert_array_equal(ctx.host(sums), [x[i : i + 2 * b].sum() for i in range(0, n, 2 * b)])
@@ -201,7 +222,17 @@ def _bitonic_shared(ctx):
     keys = _rng(10).integers(0, 1000, length * batches).astype(np.uint32)
     vals = np.arange(keys.size, dtype=np.uint32)
     dk, dv = ctx.array(np.zeros_like(keys)), ctx.array(np.zeros_like(vals))
-    ctx.launch(ctx.kernel("sort.cu", "bitonicSortShared"), dk, dv, ctx.array(keys), ctx.array(vals), length, 1, grid=batches, block=length // 2)
+    ctx.launch(
+        ctx.kernel("sort.cu", "bitonicSortShared"),
+        dk,
+        dv,
+        ctx.array(keys),
+        ctx.array(vals),
+        length,
+        1,
+        grid=batches,
+        block=length // 2,
+    )
     k, v = ctx.host(dk).reshape(batches, length), ctx.host(dv).reshape(batches, length)
     np.testing.assert_array_equal(k, np.sort(keys.reshape(batches, length), axis=1))
     np.testing.assert_array_equal(keys[v], k)
@@ -303,10 +334,17 @@ def _heat3d(ctx):
     nz, ny, nx = 6, 10, 12
     u = _rng(17).random((nz, ny, nx), dtype=np.float32)
     out = ctx.array(np.zeros_like(u))
-    ctx.launch(ctx.kernel("stencil.cu", "heat3d"), out, ctx.array(u), nx, ny, nz, (0.4, 0.1), grid=(1, 1), block=(16, 16))
+    ctx.launch(
+        ctx.kernel("stencil.cu", "heat3d"), out, ctx.array(u), nx, ny, nz, (0.4, 0.1), grid=(1, 1), block=(16, 16)
+    )
     want = u.astype(np.float64)
     inner = 0.4 * u[1:-1, 1:-1, 1:-1] + 0.1 * (
-        u[1:-1, 1:-1, :-2] + u[1:-1, 1:-1, 2:] + u[1:-1, :-2, 1:-1] + u[1:-1, 2:, 1:-1] + u[:-2, 1:-1, 1:-1] + u[2:, 1:-1, 1:-1]
+        u[1:-1, 1:-1, :-2]
+        + u[1:-1, 1:-1, 2:]
+        + u[1:-1, :-2, 1:-1]
+        + u[1:-1, 2:, 1:-1]
+        + u[:-2, 1:-1, 1:-1]
+        + u[2:, 1:-1, 1:-1]
     )
     want[1:-1, 1:-1, 1:-1] = inner
     np.testing.assert_allclose(ctx.host(out), want, rtol=1e-5)
@@ -429,8 +467,16 @@ def _black_scholes(ctx):
     call, put = ctx.array(np.zeros((n // 2, 2), np.float32)), ctx.array(np.zeros((n // 2, 2), np.float32))
     ctx.launch(
         ctx.kernel("options.cu", "BlackScholesGPU"),
-        call, put, ctx.array(s.reshape(-1, 2)), ctx.array(x.reshape(-1, 2)), ctx.array(t.reshape(-1, 2)), r, v, n,
-        grid=4, block=128,
+        call,
+        put,
+        ctx.array(s.reshape(-1, 2)),
+        ctx.array(x.reshape(-1, 2)),
+        ctx.array(t.reshape(-1, 2)),
+        r,
+        v,
+        n,
+        grid=4,
+        block=128,
     )
     s64, x64, t64 = s.astype(np.float64), x.astype(np.float64), t.astype(np.float64)
     d1 = (np.log(s64 / x64) + (r + 0.5 * v * v) * t64) / (v * np.sqrt(t64))
@@ -456,8 +502,14 @@ def _binomial(ctx):
     out = ctx.array(np.zeros(n))
     ctx.launch(
         ctx.kernel("options.cu", "binomialOptionsKernel"),
-        ctx.array(s), ctx.array(x), ctx.array(vdt), ctx.array(pu * df), ctx.array((1 - pu) * df), out,
-        grid=n, block=64,
+        ctx.array(s),
+        ctx.array(x),
+        ctx.array(vdt),
+        ctx.array(pu * df),
+        ctx.array((1 - pu) * df),
+        out,
+        grid=n,
+        block=64,
     )
     want = []
     for i in range(n):
@@ -477,7 +529,9 @@ def _vector_add(ctx):
     n = 5000
     a, b = _rng(24).random(n, dtype=np.float32), _rng(25).random(n, dtype=np.float32)
     c = ctx.array(np.zeros(n, np.float32))
-    ctx.launch(ctx.kernel("basics.cu", "vectorAdd"), ctx.array(a), ctx.array(b), c, n, grid=math.ceil(n / 256), block=256)
+    ctx.launch(
+        ctx.kernel("basics.cu", "vectorAdd"), ctx.array(a), ctx.array(b), c, n, grid=math.ceil(n / 256), block=256
+    )
     np.testing.assert_array_equal(ctx.host(c), a + b)
 
 
@@ -487,7 +541,16 @@ def _matrix_mul(ctx):
     a = _rng(26).random((ha, wa), dtype=np.float32)
     b = _rng(27).random((wa, wb), dtype=np.float32)
     c = ctx.array(np.zeros((ha, wb), np.float32))
-    ctx.launch(ctx.kernel("basics.cu", "MatrixMulCUDA<16>"), c, ctx.array(a), ctx.array(b), wa, wb, grid=(wb // 16, ha // 16), block=(16, 16))
+    ctx.launch(
+        ctx.kernel("basics.cu", "MatrixMulCUDA<16>"),
+        c,
+        ctx.array(a),
+        ctx.array(b),
+        wa,
+        wb,
+        grid=(wb // 16, ha // 16),
+        block=(16, 16),
+    )
     np.testing.assert_allclose(ctx.host(c), a.astype(np.float64) @ b, rtol=1e-5)
 
 
