@@ -180,6 +180,30 @@ class _Device:
         }
 
 
+PARTICLE = r"""
+struct Particle { float4 pos; float2 vel; int id; };
+extern "C" __global__ void weigh(Particle p, float* out) { out[0] = p.pos.x + p.pos.w + p.vel.y + p.id; }
+"""
+
+
+def test_vector_struct_fields_have_cuda_layout():
+    s = CudaStruct.from_source(PARTICLE, "Particle")
+    assert (s.offsets, s.itemsize, s.alignment) == ((0, 16, 24), 32, 16)
+    assert s.dtype.fields["vel"][0].names == ("x", "y")
+    with pytest.raises(ValueError, match="pointer to the vector type float2"):
+        CudaStruct("Bad", [("p", "float2*")])
+
+
+@requires_compiler
+def test_vector_struct_fields_take_tuples():
+    s = CudaStruct.from_source(PARTICLE, "Particle")
+    out = np.zeros(1, np.float32)
+    emulate(CudaKernel(PARTICLE, "weigh", structs=[s]), s(pos=(1, 2, 3, 4), vel=(5, 6), id=7), out, n_threads=1)
+    assert out[0] == 18
+    emulate(CudaKernel(PARTICLE, "weigh"), {"pos": (1, 2, 3, 4), "vel": (5, 6), "id": 8}, out, n_threads=1)
+    assert out[0] == 19
+
+
 # ------------------------------------------------------------------ structs of the source (item 3)
 
 GRAPH = r"""
