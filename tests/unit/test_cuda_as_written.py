@@ -298,6 +298,22 @@ def test_constant_memory_from_python():
     assert int(k.get_global("calls")) == 16
 
 
+@requires_compiler
+def test_initcheck_reports_a_constant_never_set():
+    src = r"""
+__constant__ float taps[4];
+__constant__ float preset[2] = {1.0f, 2.0f};
+extern "C" __global__ void read_taps(float* y) { y[threadIdx.x] = taps[threadIdx.x] + preset[1]; }
+"""
+    k = CudaKernel(src, "read_taps")
+    y = np.zeros(4, np.float32)
+    with pytest.raises(kt.InitcheckError, match="'taps' element 0"):
+        emulate(k, y, grid=1, block=4, sanitize="initcheck")
+    k.set_global("taps", [1, 2, 3, 4])
+    emulate(k, y, grid=1, block=4, sanitize="initcheck")  # set, and preset has an initializer
+    np.testing.assert_array_equal(y, [3, 4, 5, 6])
+
+
 def test_global_values_are_checked():
     k = CudaKernel(GLOBALS, "fir")
     with pytest.raises(ValueError, match=r"'taps' \(float\) has shape \(5,\), got a value of shape \(3,\)"):

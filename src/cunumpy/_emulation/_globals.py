@@ -108,3 +108,32 @@ def view(kernel, lib, decl: CudaGlobal) -> np.ndarray:
 def _last_view(kernel, decl: CudaGlobal) -> np.ndarray:
     lib = last_library(kernel)
     return view(kernel, lib, decl)
+
+
+def add_regions(kernel, lib, marshalled) -> None:
+    """The variables as memory regions of a launch: memcheck bounds them (an access past
+    one is reported), a ``__constant__`` one is read-only, and one never set from Python nor
+    initialised in the source is unwritten for initcheck (a read of it is reported)."""
+    from ._arguments import REGION_CONST, REGION_OUTPUT_ONLY
+
+    decls = declarations_of(kernel)
+    if not decls:
+        return
+    pending = getattr(kernel, "_pending_globals", None) or {}
+    with _lock:
+        applied = dict(_applied.get(str(lib.path), {}))
+    for name, decl in decls.items():
+        try:
+            ptr, size = address(lib, name)
+        except KeyError:
+            continue
+        if not ptr or not size:
+            continue
+        flags = 0
+        if decl.space == "__constant__":
+            flags |= REGION_CONST
+            if not decl.initialized and name not in pending and name not in applied:
+                flags |= REGION_OUTPUT_ONLY
+        shape = decl.shape if decl.shape is not None else (size // decl.dtype.itemsize,)
+        what = f"{decl.space} {decl.ctype}" + "".join(f"[{n}]" for n in shape)
+        marshalled.regions.append((ptr, ptr + size, ptr, decl.dtype.itemsize, flags, name, what))

@@ -412,6 +412,7 @@ def _run(
         )
     thread_fn, block_fn = lib.entry(kernel.expression)
     _globals.apply(kernel, lib)  # __constant__/__device__ values set from Python
+    _globals.add_regions(kernel, lib, marshalled)  # memcheck bounds them, initcheck sees unset constants
     grid3 = tuple(grid) + (1,) * (3 - len(grid))
     block3 = tuple(block) + (1,) * (3 - len(block))
     names = ", ".join(f"'{n}'" for n in lib.extern_shared)

@@ -35,12 +35,14 @@ class CudaGlobal(NamedTuple):
     shape: tuple[int, ...] | None
     #: the C type as written (after aliases and macros)
     ctype: str
+    #: the declaration has an initializer (``= ...``)
+    initialized: bool = False
 
 
 _DECL = re.compile(
     r"(?:^|(?<=[;}{]))\s*(?:(?:static|extern|const|volatile)\s+)*"
     r"(__constant__|__device__)\s+((?:(?:__constant__|__device__|static|const|volatile|__managed__)\s+)*)"
-    r"([^;{}()=\[\]]+?)\s*\b([A-Za-z_]\w*)\s*((?:\[[^\]]*\]\s*)*)(?:=[^;]*)?;",
+    r"([^;{}()=\[\]]+?)\s*\b([A-Za-z_]\w*)\s*((?:\[[^\]]*\]\s*)*)(=[^;]*)?;",
     re.M,
 )
 
@@ -95,7 +97,7 @@ def declared_globals(source: str, headers=(), options=()) -> dict[str, CudaGloba
                     shape = None
                 else:
                     shape = (*shape, n)
-            out[name] = CudaGlobal(name, space, dtype, shape, resolved)
+            out[name] = CudaGlobal(name, space, dtype, shape, resolved, m.group(6) is not None)
     return out
 
 
