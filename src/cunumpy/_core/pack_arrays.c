@@ -283,6 +283,7 @@ typedef struct {
     unsigned long long ptr;
     long long dev; /* device id of the memory (CuPy's data.device_id); -1 if unknown */
     int read_only; /* __cuda_array_interface__ data[1] is true */
+    int from_attrs; /* read through the attribute protocol, with strides: .flags may disagree */
 } array_info_t;
 
 static void info_clear(array_info_t *a)
@@ -318,6 +319,7 @@ static int array_info(PyObject *obj, int attrs, array_info_t *a)
                 goto fail;
             }
             a->strides_known = 1;
+            a->from_attrs = 1;
         }
         else {
             /* No strides: only an array that says it is C-contiguous can be read. */
@@ -465,6 +467,7 @@ static int raw_array_info(PyObject *obj, int host, array_info_t *a)
      * whole struct would cost more than the rest of the reading). */
     a->shape = NULL;
     a->read_only = 0;
+    a->from_attrs = 0;
     if (r.nd > MAX_NDIM) {
         a->dtype_or_typestr = NULL;
         PyErr_Format(PyExc_TypeError, "arrays with more than %d dimensions are not supported", MAX_NDIM);
@@ -490,6 +493,28 @@ static int raw_array_info(PyObject *obj, int host, array_info_t *a)
         a->read_only = !(r.flags & CN_NPY_WRITEABLE);
     }
     return 1;
+}
+
+/* 1 when `obj` says `.flags.c_contiguous` is false (an array object is not contiguous when it
+ * says so, whatever its strides say, as release 0.7.1 judged it), 0 when it says true or has no
+ * flags, -1 with an exception. */
+static int flags_say_not_contiguous(PyObject *obj)
+{
+    PyObject *flags = NULL;
+    if (cn_optional_attr(obj, cn_str.flags, &flags) < 0)
+        return -1;
+    if (flags == NULL)
+        return 0;
+    PyObject *cc = NULL;
+    int rc = cn_optional_attr(flags, cn_str.c_contiguous, &cc);
+    Py_DECREF(flags);
+    if (rc < 0)
+        return -1;
+    if (cc == NULL)
+        return 0;
+    int is_c = PyObject_IsTrue(cc);
+    Py_DECREF(cc);
+    return is_c < 0 ? -1 : !is_c;
 }
 
 static int c_contiguous(const array_info_t *a, Py_ssize_t itemsize)
@@ -703,7 +728,10 @@ CN_INTERNAL int cn_pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned c
         }
     }
     if (s->flags & CN_KIND_CONTIGUOUS) {
-        if (!c_contiguous(&a, itemsize)) {
+        int not_c = !c_contiguous(&a, itemsize);
+        if (!not_c && a.from_attrs && (not_c = flags_say_not_contiguous(obj)) < 0)
+            goto done;
+        if (not_c) {
             cn_arg_error(PyExc_TypeError, p, i,
                       "the array is not C-contiguous (e.g. a[:, 0:3]); pass xp.ascontiguousarray(a) "
                       "or declare the parameter as an ArrayND<T> view");

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ._errors import CudaPortabilityWarning
+from ._notice import slow_build_notice
 from ._source import STUBS_FILE, RewriteFindings, add_entry_copies, rewrite_preprocessed, user_files
 
 __all__ = [
@@ -783,7 +784,8 @@ def build_library(
             with _entry_lock(directory, key, name):
                 lib = _load_cached(directory, key, entries)
                 if lib is None:
-                    lib = _build(directory, key, unit, name, entries, command, flags, checks)
+                    with slow_build_notice(name, directory):  # a build over ~1 s says so, once
+                        lib = _build(directory, key, unit, name, entries, command, flags, checks)
         _memory[key] = lib
     _warn_kernel_calls(lib)
     return lib

@@ -26,10 +26,10 @@ import numpy as np
 from .._native import core
 from ..kernels import _cuda_kernel
 from ..kernels._cuda_kernel import CudaKernel
-from . import _globals
+from . import _analysis, _globals
 from ._arguments import marshal_arguments
 from ._build import CHECKS_CALLS, CHECKS_NONE, CHECKS_SHADOW, CHECKS_TRACK, build_library, emulation_compiler
-from ._errors import emulation_error
+from ._errors import EmulationUnavailable, emulation_error
 from ._source import entry_points, translation_unit
 
 __all__ = [
@@ -391,14 +391,21 @@ def _run(
     sanitize=frozenset(),
     timeout=None,
     memcheck=None,
+    analyze=None,
 ):
-    """One launch; ``timeout`` and ``memcheck`` None: the environment's, read now."""
+    """One launch; ``timeout`` and ``memcheck`` None: the environment's, read now. ``analyze``:
+    the arch of a performance analysis (None: analyzed_launches()'s or the environment's, if
+    any); an analysed launch returns its KernelAnalysis (and hands it to the collectors)."""
     if 0 in grid or 0 in block:
         return None  # nothing to launch, and nothing is compiled
     sanitize = frozenset(sanitize) | _environment_sanitize()
     timeout = check_timeout(timeout, "emulated launch") if timeout is None else timeout
     memcheck = _environment_memcheck() if memcheck is None else memcheck
-    checks = checks_mode(sanitize, memcheck)
+    if analyze is None:
+        analyze = _analysis.active_arch()
+    checks = CHECKS_TRACK if analyze is not None else checks_mode(sanitize, memcheck)
+    if analyze is not None:
+        options = tuple(options) + _analysis.ANALYSIS_FLAGS
     lib = library_for(kernel, compiler, options, checks=checks)
     runtime_abi = getattr(core, "EMU_ABI_VERSION", None)
     if runtime_abi is None or not hasattr(core, "emu_launch"):
@@ -416,17 +423,21 @@ def _run(
     grid3 = tuple(grid) + (1,) * (3 - len(grid))
     block3 = tuple(block) + (1,) * (3 - len(block))
     names = ", ".join(f"'{n}'" for n in lib.extern_shared)
+    extra = {"analysis": marshalled.allocations} if analyze is not None else {}
+    # an analysed launch runs every thread as a fiber: the thread function keeps the kernel's
+    # own control flow (the block loop's copy is the compiler's to restructure)
+    fibers = lib.fibers or analyze is not None
     try:
-        core.emu_launch(
+        rows = core.emu_launch(
             lib.bind,
             thread_fn,
-            0 if lib.fibers else block_fn,
+            0 if fibers else block_fn,
             grid3,
             block3,
             marshalled.table,
             params=marshalled.params,
             shared_mem=shared_mem,
-            fibers=lib.fibers,
+            fibers=fibers,
             checked=True,  # faults are always caught
             workers=emulation_workers(),
             kernel_name=kernel.name,
@@ -438,6 +449,7 @@ def _run(
             library=lib.handle,
             timeout=timeout,
             interruptible=threading.current_thread() is threading.main_thread(),
+            **extra,
         )
     except RuntimeError as exc:
         error = emulation_error(exc, kernel.name, _skip_dirs())
@@ -448,7 +460,27 @@ def _run(
         marshalled.write_back()
     if kernel.check_finite and args is not None:
         _check_finite(kernel, args)
-    return None
+    if analyze is None or rows is None:
+        return None
+    result = _analysis.build(
+        kernel,
+        lib,
+        rows,
+        grid3,
+        block3,
+        shared_mem,
+        analyze,
+        _analysis_file_name(kernel),
+        _skip_dirs(),
+    )
+    _analysis.deliver(result)
+    return result
+
+
+def _analysis_file_name(kernel) -> str:
+    """The pseudo file name of the kernel's source in its library's line tables."""
+    name = entry_points(kernel.source, kernel.expression)[0]
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name) + ".cu"
 
 
 def _check_finite(kernel, args):
@@ -559,7 +591,7 @@ def emulate_cuda_kernel(
     marshalled = marshal_arguments(kernel, args, () if outputs is None else _check_outputs(outputs, what))
     g, blk = kernel._shape(n_threads, grid, block, args, marshalled.first_shape)
     shared_mem = _check_shared_mem(kernel, shared_mem)
-    return _run(
+    _run(
         kernel,
         marshalled,
         g,
@@ -572,6 +604,79 @@ def emulate_cuda_kernel(
         timeout=timeout,
         memcheck=memcheck,
     )
+    return None
+
+
+def analyze_kernel(
+    kernel: CudaKernel,
+    *args: object,
+    n_threads: int | tuple[int, ...] | None = None,
+    grid: int | tuple[int, ...] | None = None,
+    block: int | tuple[int, ...] | None = None,
+    shared_mem: int = 0,
+    arch: str = "sm_90",
+    compiler: str | None = None,
+    options: Iterable[str] = (),
+) -> _analysis.KernelAnalysis:
+    """Run a launch in the CPU emulation and say how it would use the GPU.
+
+    The launch runs as :func:`emulate_cuda_kernel` runs it (the results are written into the
+    arguments the same way; memcheck stays on), while the runtime counts, per source line,
+    what the GPU's memory system and warp schedulers would see: global-memory requests and
+    32-byte sectors against the ideal, shared-memory wavefronts and bank conflicts, atomics,
+    divergent branches and active lanes, barriers; the occupancy comes from ``nvcc``'s
+    resource usage for ``arch``. The counting rules are in the performance-analysis guide.
+    These are counts, not a timing: caches, latencies, the instruction mix and clocks are
+    not modelled.
+
+    Parameters
+    ----------
+    kernel : cunumpy.kernels.CudaKernel
+        A kernel built with ``check_signature=True``.
+    *args : object
+        The kernel arguments, as for :func:`emulate_cuda_kernel`.
+    n_threads, grid, block : int or tuple of int, optional
+        The launch shape.
+    shared_mem : int, optional
+        Bytes of ``extern __shared__`` memory per block.
+    arch : str, optional
+        The GPU architecture of the occupancy figures: ``"sm_70"``, ``"sm_75"``,
+        ``"sm_80"``, ``"sm_86"``, ``"sm_89"`` or ``"sm_90"``.
+    compiler : str, optional
+        The C++ compiler (default: :func:`emulation_compiler`).
+    options : sequence of str, optional
+        Extra compiler options.
+
+    Returns
+    -------
+    KernelAnalysis
+        ``totals``, ``lines`` (per source line), ``to_text()``, ``to_dict()``, ``to_html()``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`emulate_cuda_kernel`; an unknown ``arch``.
+    MemcheckError, KernelFaultError, EmulationError
+        As :func:`emulate_cuda_kernel`.
+    """
+    what = "analyze_kernel()"
+    _check_kernel(kernel, what)
+    _check_compiler(compiler, what)
+    options = _check_options(options, what)
+    arch = _analysis.check_arch(arch, what)
+    marshalled = marshal_arguments(kernel, args)
+    g, blk = kernel._shape(n_threads, grid, block, args, marshalled.first_shape)
+    shared_mem = _check_shared_mem(kernel, shared_mem)
+    result = _run(kernel, marshalled, g, blk, shared_mem, compiler, options, False, args=args, analyze=arch)
+    if result is None:  # an empty launch: nothing ran
+        empty = _analysis.build(kernel, None, [], _dim3(g), _dim3(blk), shared_mem, arch, "", ())
+        return empty
+    return result
+
+
+def _dim3(shape) -> tuple[int, int, int]:
+    shape = tuple(shape)
+    return tuple(shape) + (1,) * (3 - len(shape))  # type: ignore[return-value]
 
 
 def compile_for_emulation(kernel: CudaKernel, *, compiler: str | None = None, options: Iterable[str] = ()) -> Path:
@@ -687,7 +792,8 @@ class EmulationHook:
             return None  # nothing to launch (CudaKernel has checked the arguments), nothing compiled
         marshalled = marshal_arguments(kernel, args)
         shared_mem = _check_shared_mem(kernel, shared_mem)
-        return _run(kernel, marshalled, grid, block, shared_mem, args=args, **self.settings.run_keywords())
+        _run(kernel, marshalled, grid, block, shared_mem, args=args, **self.settings.run_keywords())
+        return None
 
     def compile(self, kernel):
         _check_kernel(kernel, f"CudaKernel.compile() of '{kernel.name}' under the CPU emulation")
@@ -825,7 +931,7 @@ def _module_global_of(hook, module, name):
 
 class RefusingHook:
     """The fake CuPy's launch hook when the automatic emulation cannot run: launching or
-    compiling its kernel objects raises ``NotImplementedError`` with the reason
+    compiling its kernel objects raises ``EmulationUnavailable`` (a ``NotImplementedError``) with the reason
     (``CUNUMPY_EMULATION=0``, or no C++ compiler). CudaKernel launches then take the device
     path, which ends there."""
 
@@ -848,7 +954,9 @@ class RefusingHook:
             if names:
                 shown = ", ".join(repr(n) for n in names[:3]) + (", ..." if len(names) > 3 else "")
                 what = f"RawModule of kernel {shown}"
-        raise NotImplementedError(f"{what}: the fake CuPy cannot {action} CUDA kernels: {self.reason}; {self.remedy}")
+        raise EmulationUnavailable(
+            f"{what}: the fake CuPy cannot {action} CUDA kernels: {self.reason}; {self.remedy}", self.reason
+        )
 
     __call__ = fake_cupy
 

@@ -290,10 +290,12 @@ class LaunchPlan:
                 "device: create the array on the device (xp.asarray on the CuPy backend, xp.to_cupy or "
                 "xp.as_device_array) once, where the data is made",
             )
+        from_attrs = False
         try:
             if is_device or duck:
                 try:
                     info = self._attributes(obj)
+                    from_attrs = info[2] is not None
                 except Exception:
                     # Unreadable attributes: a complete interface still serves (as in pack_arrays.c).
                     if not duck or not hasattr(obj, "__cuda_array_interface__"):
@@ -340,7 +342,9 @@ class LaunchPlan:
                 "whether the kernel writes it; pass a writable array",
             )
         itemsize = slot.itemsize if kind.typed else itemsize_of_array
-        if kind.contiguous and not _c_contiguous(shape, strides, itemsize):
+        if kind.contiguous and (
+            not _c_contiguous(shape, strides, itemsize) or (from_attrs and _flags_say_not_contiguous(obj))
+        ):
             raise self._error(
                 TypeError,
                 i,
@@ -556,6 +560,15 @@ def _ints(seq, what):
     if len(seq) > _MAX_NDIM:
         raise TypeError(f"arrays with more than {_MAX_NDIM} dimensions are not supported")
     return tuple(int(v.__index__()) for v in tuple(seq))
+
+
+def _flags_say_not_contiguous(obj) -> bool:
+    """Whether ``obj.flags.c_contiguous`` is false (as pack_arrays.c's flags_say_not_contiguous:
+    an array object is not contiguous when it says so, whatever its strides say)."""
+    missing = object()
+    flags = getattr(obj, "flags", missing)
+    cc = missing if flags is missing else getattr(flags, "c_contiguous", missing)
+    return cc is not missing and not bool(cc)
 
 
 def _c_contiguous(shape, strides, itemsize) -> bool:
