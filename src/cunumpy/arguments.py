@@ -163,7 +163,7 @@ def _field_layout(p: CudaParameter):
             parts.append(("strides", "<i8", (n,)))
         dt = np.dtype(parts)
         return dt, dt.itemsize, 8
-    vector = getattr(p.struct, "length", None) and p.struct
+    vector: Any = getattr(p.struct, "length", None) and p.struct
     if vector:
         return vector.dtype, vector.dtype.itemsize, vector.alignment
     scalar: Any = p.dtype

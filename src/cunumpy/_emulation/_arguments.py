@@ -27,6 +27,7 @@ import sys
 import weakref
 from collections.abc import Mapping
 from struct import pack_into
+from typing import Any
 
 import numpy as np
 
@@ -478,11 +479,14 @@ def _vector_array(kernel, i, p: CudaParameter, vector: CudaVectorType, obj):
     layout (fields x, y, z, w) is viewed so, without a copy."""
     a = host_array(obj)
     if a is not None and a.dtype.names is not None:
-        dt = a.dtype
+        dt: Any = a.dtype
         if dt == vector.dtype or (
             dt.names == vector.field_names
             and dt.itemsize == vector.dtype.itemsize
-            and all(dt.fields[f][0] == vector.scalar and dt.fields[f][1] == vector.dtype.fields[f][1] for f in dt.names)
+            and all(
+                dt.fields[f][0] == vector.scalar and dt.fields[f][1] == vector.scalar.itemsize * k
+                for k, f in enumerate(dt.names)
+            )
         ):
             if vector.dtype.itemsize != vector.scalar.itemsize * vector.length:
                 raise TypeError(
@@ -513,7 +517,8 @@ def _check_record_dtype(kernel, i, p: CudaParameter, obj) -> None:
     a = host_array(obj)
     if a is None or a.dtype == p.dtype:
         return
-    want, got = p.dtype, a.dtype
+    want: Any = p.dtype
+    got: Any = a.dtype
     diffs = []
     if got.names is None:
         diffs.append(f"the array has dtype {got}, not a structured dtype")

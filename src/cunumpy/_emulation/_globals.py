@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import threading
 import weakref
+from typing import Any
 
 import numpy as np
 
@@ -96,8 +97,8 @@ def view(kernel, lib, decl: CudaGlobal) -> np.ndarray:
     vector type's components are a last axis of the scalar dtype."""
     ptr, size = address(lib, decl.name)
     raw = (ctypes.c_char * size).from_address(ptr)
-    flat = np.frombuffer(raw, dtype=np.uint8)
-    dtype = decl.dtype
+    flat = np.frombuffer(raw, dtype=np.uint8)  # type: ignore[call-overload]  # a ctypes buffer
+    dtype: Any = decl.dtype
     shape = decl.shape if decl.shape is not None else (size // dtype.itemsize,)
     if dtype.names is not None:
         scalar = dtype.fields[dtype.names[0]][0]

@@ -280,7 +280,7 @@ def _build_without_gaps(kernel, exc, entries, compiler, flags, headers, checks):
                 None,
             )
             texture = _gaps.texture_in(source[own[1] : own[2]]) if own is not None else None
-            if texture is not None:
+            if texture is not None and own is not None:
                 line = source.count("\n", 0, own[1]) + texture[1]
                 raise NotImplementedError(
                     f"kernel '{base}' uses {texture[0]} (line {line}): textures and surfaces are not supported by "
@@ -925,7 +925,7 @@ def _module_global_of(hook, module, name):
     from .._fake_cupy._cuda import Memory, MemoryPointer
 
     raw = (ctypes.c_char * size).from_address(ptr)
-    host = np.frombuffer(raw, dtype=np.uint8)
+    host = np.frombuffer(raw, dtype=np.uint8)  # type: ignore[call-overload]  # a ctypes buffer
     return MemoryPointer(Memory(host), 0)
 
 

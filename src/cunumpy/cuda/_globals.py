@@ -116,7 +116,7 @@ def global_value(where: str, decl: CudaGlobal, value: Any, size: int | None = No
     """``value`` as a C-contiguous array of the declaration's dtype and shape (``size``: the
     variable's bytes when the shape is not known from the text): TypeError for a dtype that
     does not cast safely or a value that changes on conversion, ValueError for a wrong shape."""
-    dtype = decl.dtype
+    dtype: Any = decl.dtype
     shape = decl.shape
     if shape is None:
         if size is None or size % dtype.itemsize:
