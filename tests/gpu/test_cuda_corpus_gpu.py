@@ -33,10 +33,13 @@ class GpuContext:
         kernel(*args, **kwargs)
 
     def array(self, host):
-        return self.cp.asarray(np.array(host, copy=True))
+        host = np.array(host, copy=True)
+        if host.dtype.names is not None:  # CuPy has no structured dtypes: the bytes
+            host = host.view(np.uint8).reshape(*host.shape, host.dtype.itemsize)
+        return self.cp.asarray(host)
 
     def host(self, a):
-        return self.cp.asnumpy(a)
+        return self.cp.asnumpy(a)  # the corpus reads back numbers only, never structs
 
     def set_global(self, kernel, name, value):
         kernel.set_global(name, value)

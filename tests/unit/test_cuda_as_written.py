@@ -255,9 +255,23 @@ def test_struct_pointers_take_structured_arrays():
         match=r"field .start. has dtype int64 instead of int32; field .count. is at offset 8 instead of 4; itemsize 12",
     ):
         emulate(k, wrong, edges, out, 3)
+    out[:] = 0
+    emulate(k, nodes.view(np.uint8).reshape(3, 8), edges, out, 3)  # the bytes, as CuPy holds them
+    np.testing.assert_array_equal(out, [3, 0, 12])
     res = np.zeros(1, np.int32)
     emulate(CudaKernel(GRAPH, "scale_node"), {"start": 6, "count": 7}, res, n_threads=1)
     assert res[0] == 42
+
+
+def test_struct_pointers_take_bytes_on_the_device_path():
+    """CuPy has no structured dtypes: a device array of uint8 with a last axis of the struct's size."""
+    k = CudaKernel(GRAPH, "degree_sum")
+    nodes = np.zeros((3, 8), np.uint8)
+    edges = np.zeros((5, 8), np.uint8)
+    out = np.zeros(3, np.float32)
+    k.prepare_args(_Device(nodes), _Device(edges), _Device(out), 3)
+    with pytest.raises(TypeError, match="or uint8 bytes with a last axis of 8"):
+        k.prepare_args(_Device(np.zeros((3, 4), np.uint8)), _Device(edges), _Device(out), 3)
 
 
 # ------------------------------------------------------------------ __constant__ / __device__ (item 4)

@@ -511,12 +511,16 @@ def _vector_array(kernel, i, p: CudaParameter, vector: CudaVectorType, obj):
     return obj, p._replace(dtype=vector.scalar)
 
 
-def _check_record_dtype(kernel, i, p: CudaParameter, obj) -> None:
-    """A pointer to a struct takes a structured array of exactly the struct's layout: a
+def _check_record_dtype(kernel, i, p: CudaParameter, obj):
+    """A pointer to a struct takes a structured array of exactly the struct's layout (or its
+    bytes: uint8 with a last axis of the struct's size, viewed as the structured array): a
     TypeError listing every difference (names, offsets, formats, itemsize) otherwise."""
     a = host_array(obj)
     if a is None or a.dtype == p.dtype:
-        return
+        return obj
+    size = p.dtype.itemsize if p.dtype is not None else 0
+    if a.dtype == np.uint8 and a.ndim >= 1 and a.shape[-1] == size and a.flags.c_contiguous:
+        return a.view(p.dtype).reshape(a.shape[:-1])
     want: Any = p.dtype
     got: Any = a.dtype
     diffs = []
@@ -573,7 +577,7 @@ def marshal_arguments(kernel, args, outputs=()) -> MarshalledArguments:
         if p.pointer and vector is not None:
             obj, p = _vector_array(kernel, i, p, vector, obj)
         elif p.pointer and p.struct is not None:
-            _check_record_dtype(kernel, i, p, obj)
+            obj = _check_record_dtype(kernel, i, p, obj)
         if p.pointer or p.view_ndim:
             is_output = i in output_set or (i - n) in output_set or (p.name and p.name in output_set)
             values.append(m.array(f"argument {i}", p, obj, label=label, const=const[i], output=bool(is_output)))
