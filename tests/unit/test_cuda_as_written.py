@@ -329,6 +329,25 @@ extern "C" __global__ void read_taps(float* y) { y[threadIdx.x] = taps[threadIdx
     np.testing.assert_array_equal(y, [3, 4, 5, 6])
 
 
+@requires_compiler
+def test_a_variable_the_preprocessor_leaves_out():
+    src = r"""
+#if 0
+__constant__ float unused[4];
+#endif
+__constant__ float used[2];
+extern "C" __global__ void k(float* y) { y[threadIdx.x] = used[threadIdx.x]; }
+"""
+    k = CudaKernel(src, "k")
+    k.set_global("used", [1, 2])
+    y = np.zeros(2, np.float32)
+    emulate(k, y, grid=1, block=2)
+    np.testing.assert_array_equal(y, [1, 2])
+    with pytest.raises(ValueError, match="'unused' is not in the compiled source"):
+        k.set_global("unused", [0, 0, 0, 0])
+        emulate(k, y, grid=1, block=2)
+
+
 def _host(a):
     return a.get() if hasattr(a, "get") else np.asarray(a)
 

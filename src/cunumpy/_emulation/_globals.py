@@ -76,7 +76,13 @@ def apply(kernel, lib) -> None:
         applied = _applied.setdefault(str(lib.path), {})
         todo = [(name, gen, data) for name, (gen, data) in pending.items() if applied.get(name, 0) < gen]
         for name, gen, data in todo:
-            ptr, size = address(lib, name)
+            try:
+                ptr, size = address(lib, name)
+            except KeyError:
+                raise ValueError(
+                    f"kernel '{kernel.name}': variable '{name}' is not in the compiled source (the "
+                    "preprocessor left it out), so it cannot be set"
+                ) from None
             if size != len(data):
                 raise ValueError(
                     f"kernel '{kernel.name}': __constant__/__device__ variable '{name}' has {size} bytes in the "
@@ -95,7 +101,12 @@ def last_library(kernel):
 def view(kernel, lib, decl: CudaGlobal) -> np.ndarray:
     """A NumPy array over variable ``decl`` in ``lib`` (it shares the library's memory); a
     vector type's components are a last axis of the scalar dtype."""
-    ptr, size = address(lib, decl.name)
+    try:
+        ptr, size = address(lib, decl.name)
+    except KeyError:
+        raise ValueError(
+            f"kernel '{kernel.name}': variable '{decl.name}' is not in the compiled source (the preprocessor left it out)"
+        ) from None
     raw = (ctypes.c_char * size).from_address(ptr)
     flat = np.frombuffer(raw, dtype=np.uint8)  # type: ignore[call-overload]  # a ctypes buffer
     dtype: Any = decl.dtype

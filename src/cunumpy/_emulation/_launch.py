@@ -241,7 +241,25 @@ def library_for(kernel: CudaKernel, compiler, options: tuple, *, fresh: bool = F
             checks=checks,
         )
     except RuntimeError as exc:
-        lib = _build_without_gaps(kernel, exc, entries, resolved, tuple(flags), headers, checks)
+        lib = None
+        if _globals.ACCESSOR_PREFIX in str(exc):
+            # A variable the text declares but the preprocessor leaves out (#if): no accessor.
+            names = tuple(_globals.declarations_of(kernel))
+            kept = tuple(n for n in names if f"{_globals.ACCESSOR_PREFIX}{n}(" not in str(exc))
+            try:
+                lib = build_library(
+                    translation_unit(kernel.source, entries, entries[0], kept),
+                    name=kernel.name,
+                    entries=entries,
+                    compiler=resolved,
+                    flags=tuple(flags),
+                    headers=headers,
+                    checks=checks,
+                )
+            except RuntimeError:
+                lib = None
+        if lib is None:
+            lib = _build_without_gaps(kernel, exc, entries, resolved, tuple(flags), headers, checks)
         if lib is None:
             hint = _complex_hint(kernel, headers)
             if hint:
