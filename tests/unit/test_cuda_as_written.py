@@ -516,3 +516,31 @@ def test_one_kernels_gap_never_sinks_its_neighbours():
 def test_texture_parameters_are_named():
     with pytest.raises(ValueError, match=r"textures and surfaces \(cudaTextureObject_t\) are not supported"):
         CudaKernel('extern "C" __global__ void k(cudaTextureObject_t t, float* a) {}', "k")
+
+
+def test_the_python_twin_packs_as_the_c_core():
+    """The pure-Python packer (used where the extension is not built) agrees with the C one."""
+    from cunumpy import _native
+    from cunumpy._reference import pack as twin
+    from cunumpy.kernels._cuda_parse import _spec
+
+    src = 'struct Node { int a; int b; };\nextern "C" __global__ void k(uint4* v, float2 f, const Node* g, int n) {}'
+    specs = tuple(_spec(i, p) for i, p in enumerate(CudaKernel(src, "k").signature))
+    v, g = np.zeros((4, 4), np.uint32), np.zeros((3, 8), np.uint8)
+    results = []
+    for core in (_native.core, twin):
+        plan = core.launch_plan("k", specs, np.void, np.generic)
+        packed, _, _ = plan.pack(_Device(v), (1.5, 2), _Device(g), 3)
+        off, size = plan.layout[1]
+        errors = []
+        for bad in [
+            (_Device(np.zeros((4, 3), np.uint32)), (1.0, 2.0), _Device(g), 3),
+            (_Device(v), (1.0, "x"), _Device(g), 3),
+            (_Device(v), (1.0, 2.0), _Device(np.zeros((3, 4), np.uint8)), 3),
+            (_Device(v), (1.0, 2.0, 3.0), _Device(g), 3),
+        ]:
+            with pytest.raises(TypeError) as info:
+                plan.pack(*bad)
+            errors.append(str(info.value).split(":")[1])
+        results.append((bytes(packed)[off : off + size], errors))
+    assert results[0] == results[1]
