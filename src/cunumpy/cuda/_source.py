@@ -295,9 +295,12 @@ def parse_cuda_signature(
     TypeError
         ``source`` or ``name`` is not a str.
     ValueError
-        A signature that cannot be checked (macros, pointer to pointer, struct by pointer,
-        unknown types; the message names the parameter), an unknown kernel, or template
-        arguments that do not fit.
+        A signature that cannot be checked (function-like macros, pointer to pointer,
+        unknown types, textures; the message names the parameter), an unknown kernel,
+        template arguments that do not fit, or a struct the source defines (pass it in
+        ``structs``; CudaKernel reads it by itself). Typedefs, ``using`` aliases,
+        object-like macros, ``uint``/``ushort``/``ulong`` and CUDA vector types are read as
+        nvcc reads them.
     """
     return parse_signature_full(source, name, structs=structs, template_args=template_args)[0]
 
