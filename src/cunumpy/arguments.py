@@ -161,7 +161,7 @@ def _field_layout(p: CudaParameter):
         parts = [("data", "<u8"), ("shape", "<i8", (n,))]
         if not p.contiguous:
             parts.append(("strides", "<i8", (n,)))
-        dt = np.dtype(parts)
+        dt = np.dtype(parts, align=True)
         return dt, dt.itemsize, 8
     scalar: Any = p.dtype
     if scalar.byteorder == ">":
@@ -261,8 +261,10 @@ class CudaStruct(core.StructCaller):
         self._alignment = align
         itemsize = (offset + align - 1) // align * align
         self._offsets = tuple(offsets)
+        # An aligned struct (``dtype.isalignedstruct``), as in earlier releases: the offsets are the
+        # C layout's, so NumPy's alignment rules hold for them.
         self._dtype = np.dtype(
-            {"names": list(self._names), "formats": formats, "offsets": offsets, "itemsize": itemsize}
+            {"names": list(self._names), "formats": formats, "offsets": offsets, "itemsize": itemsize}, align=True
         )
         self._has_views = any(p.view_ndim for p in self._fields)
         specs = []
