@@ -423,6 +423,64 @@ class CudaStruct(core.StructCaller):
     # -------------------------------------------------------------- constructors
 
     @classmethod
+    def from_source(
+        cls,
+        source: str,
+        name: str,
+        *,
+        include_dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = (),
+        options: Iterable[str] = (),
+    ) -> CudaStruct:
+        """The CudaStruct of a struct defined in CUDA source text (or the headers it includes).
+
+        Parameters
+        ----------
+        source : str
+            The CUDA source.
+        name : str
+            The struct's name (``struct Node {...};`` or ``typedef struct {...} Node;``).
+        include_dirs : path or sequence of path, optional
+            Folders searched for the source's quoted includes.
+        options : sequence of str, optional
+            Compiler options; their ``-D`` macros are read as the compiler would.
+
+        Returns
+        -------
+        CudaStruct
+            Fields, offsets and itemsize as the compiler lays the struct out; typedefs,
+            ``using`` aliases and macros in member types are resolved.
+
+        Raises
+        ------
+        TypeError
+            ``source`` or ``name`` is not a str.
+        ValueError
+            The struct is not defined, or a member cannot be passed (a C array, a nested
+            struct, a vector type, a bit field, a member function), named in the message.
+        """
+        if not isinstance(source, str):
+            raise TypeError(f"CudaStruct.from_source(): 'source' must be a str, not {type(source).__name__}")
+        if not isinstance(name, str):
+            raise TypeError(f"CudaStruct.from_source(): 'name' must be a str, not {type(name).__name__}")
+        from ._struct_layout import struct_member_decls
+        from .cuda._source import resolve_includes
+        from .cuda._types import _substitute, collect_aliases
+
+        if isinstance(include_dirs, (str, os.PathLike)):
+            include_dirs = (include_dirs,)
+        options = tuple(options)
+        headers = [p.read_text(encoding="utf-8", errors="replace") for p in resolve_includes(source, include_dirs)]
+        text = "\n".join([*headers, source])
+        decls = struct_member_decls(text, name)
+        if decls is None:
+            raise ValueError(f"CudaStruct.from_source(): the source defines no struct {name!r}")
+        if isinstance(decls, str):
+            raise ValueError(f"CudaStruct.from_source(): struct {name!r}: {decls}")
+        aliases = collect_aliases([*headers, source], options)
+        pairs = [(fname, _substitute(ctype, aliases)) for ctype, fname in decls]
+        return cls(name, pairs)
+
+    @classmethod
     def from_signature(
         cls,
         func: Callable[..., Any],

@@ -30,12 +30,17 @@ from collections.abc import Iterable, Iterator, Mapping
 
 # --- CPU emulation (API.md section 15) --------------------------------------------------
 from ._emulation import (
+    CudaPortabilityWarning as CudaPortabilityWarning,
     EmulationError as EmulationError,
     EmulationTimeoutError as EmulationTimeoutError,
+    EmulationUnavailable as EmulationUnavailable,
     InitcheckError as InitcheckError,
+    KernelAnalysis as KernelAnalysis,
     KernelFaultError as KernelFaultError,
     MemcheckError as MemcheckError,
     RacecheckError as RacecheckError,
+    analyze_kernel as analyze_kernel,
+    analyzed_launches as analyzed_launches,
     compile_for_emulation as compile_for_emulation,
     emulate_cuda_kernel as emulate_cuda_kernel,
     emulated_launches as emulated_launches,
@@ -61,12 +66,17 @@ from ._test_requirements import (
 )
 
 _EMULATION_NAMES = [
+    "CudaPortabilityWarning",
     "EmulationError",
     "EmulationTimeoutError",
+    "EmulationUnavailable",
     "InitcheckError",
+    "KernelAnalysis",
     "KernelFaultError",
     "MemcheckError",
     "RacecheckError",
+    "analyze_kernel",
+    "analyzed_launches",
     "compile_for_emulation",
     "emulate_cuda_kernel",
     "emulated_launches",

@@ -52,6 +52,8 @@ def _check_kind(function: str, kind) -> str:
 
 
 def _add_sink(sink) -> None:
+    if not _transfers.sinks:
+        _transfers.instrument_cupy_reads()  # the real CuPy's float(a), a.item(), print(a) ...
     _transfers.sinks.append(sink)
 
 

@@ -621,11 +621,17 @@ static void test_errors(void)
         v = 42;
         CHECK(LAUNCH(assert_fail, 1, d3(1, 1, 1), d3(4, 1, 1), args, 0, 0, 1) == 0);
     }
-    for (int exiters = 1; exiters <= 63; exiters += 31) {
+    for (int exiters = 0; exiters <= 62; exiters += 31) {
         void *args[] = {&exiters};
         t0 = now_s();
         expect_error("barrier divergence", LAUNCH(barrier_divergence, 1, d3(3, 1, 1), d3(64, 1, 1), args, 0, 0, 2),
                      "block (0, 0, 0)", "barrier divergence", t0);
+    }
+    {
+        /* exited threads count as arrived: one thread left alive passes both barriers */
+        int exiters = 63;
+        void *args[] = {&exiters};
+        CHECK(LAUNCH(barrier_divergence, 1, d3(3, 1, 1), d3(64, 1, 1), args, 0, 0, 2) == 0);
     }
     t0 = now_s();
     expect_error("deadlock", LAUNCH(deadlock, 1, d3(1, 1, 1), d3(32, 1, 1), NULL, 0, 0, 1), "'deadlock'", "block (0, 0, 0)",

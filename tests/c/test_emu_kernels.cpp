@@ -192,11 +192,17 @@ CUNUMPY_EMU_EXPORT_KERNEL(trap_at, k_trap_at)
 extern "C" __global__ void k_assert(int v) { assert(v == 42); }
 CUNUMPY_EMU_EXPORT_KERNEL(assert_fail, k_assert)
 
+// Exited threads count as arrived at the first barrier; the live ones then wait at two
+// different barriers at once, which is divergence.
 extern "C" __global__ void k_barrier_divergence(int exiters)
 {
     if ((int)threadIdx.x < exiters)
         return;
     __syncthreads();
+    if (threadIdx.x & 1u)
+        __syncthreads();
+    else
+        __syncthreads();
 }
 CUNUMPY_EMU_EXPORT_KERNEL(barrier_divergence, k_barrier_divergence)
 

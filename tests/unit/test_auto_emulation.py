@@ -239,16 +239,16 @@ def test_blocks_apply_to_their_own_thread_only(recorded):
         try:
             with kt.emulated_launches(checked=True, compiler="g++", options=("-DA=1",)):
                 a_inside.set()
-                b_inside.wait(10)
+                b_inside.wait(60)
                 _cuda_kernel._emulation_hook().launch(k, (np.ones(2), 2.0, 2), (1,), (2,), 0)
-                b_left.wait(10)
+                b_left.wait(60)
                 _cuda_kernel._emulation_hook().launch(k, (np.ones(2), 2.0, 2), (1,), (2,), 0)
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
     def thread_b():
         try:
-            a_inside.wait(10)
+            a_inside.wait(60)
             with kt.emulated_launches(compiler="clang++"):
                 b_inside.set()
                 _cuda_kernel._emulation_hook().launch(k, (np.ones(2), 2.0, 2), (1,), (2,), 0)
@@ -262,7 +262,7 @@ def test_blocks_apply_to_their_own_thread_only(recorded):
     for t in threads:
         t.start()
     for t in threads:
-        t.join(30)
+        t.join(120)
     assert not errors, errors
     assert sorted(recorded.runs) == [
         ("A", "scale", "g++", ("-DA=1",), True),

@@ -244,3 +244,114 @@ def test_the_block_loop_reads_no_thread_local_per_thread():
         block = block[: block.index("\n\n")]
         assert "call" in block  # the parameters are loaded by calls
         assert "__tls_get_addr" not in block
+
+
+# ------------------------------------------------------------------ a kernel calling a kernel
+#
+# nvcc rejects a call of a __global__ function from device code, but codes use the pattern to
+# unit-test a kernel in emulation (a wrapper kernel calling the kernel under test). The called
+# kernel keeps its own body, so the call runs it on the calling thread; an emptied body would
+# make the call a silent no-op (issue 33, item 1: 0 of 129 elements written).
+
+
+def test_a_kernel_called_from_a_function_keeps_its_body_and_the_call_is_recorded():
+    from cunumpy._emulation._source import RewriteFindings
+
+    unit = (
+        '# 1 "k.cu"\n'
+        'extern "C" __attribute__((visibility("hidden"))) void inner(int *y) { y[0] = 1; }\n'
+        'extern "C" __attribute__((visibility("hidden"))) void outer(int *y) {\n'
+        "    inner(y);\n"
+        "}\n"
+        f'# 1 "{STUBS_FILE}"\n'
+        "void s0(void *const *a) { cunumpy_emu::run_thread<&inner>(a); }\n"
+        "void s1(void *const *a) { cunumpy_emu::run_thread<&outer>(a); }\n"
+    )
+    found = RewriteFindings()
+    out = add_entry_copies(unit, (), (STUBS_FILE,), found)
+    assert "void inner(int *y) { y[0] = 1; }" in out  # the called kernel's own body stays
+    assert "void outer(int *y) {\n\n}" in out  # the uncalled one is emptied (lines kept)
+    assert out.count("cunumpy_emu_loop_inner(") == 1 and out.count("cunumpy_emu_loop_outer(") == 1
+    assert found.kernel_calls == [("inner", "k.cu", 3)]
+
+
+WRAPPERS = r"""
+extern "C" __global__ void inner(double dt, double* m, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) m[i] = dt * i;
+}
+extern "C" __global__ void outer(double dt, double* m, int n) {
+    inner(dt, m, n);
+}
+
+__global__ void reverse_tile(double* m, int n) {
+    __shared__ double tile[64];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    tile[threadIdx.x] = i < n ? m[i] : 0.0;
+    __syncthreads();
+    int j = blockIdx.x * blockDim.x + (blockDim.x - 1 - threadIdx.x);
+    if (i < n && j < n) m[i] = tile[blockDim.x - 1 - threadIdx.x] + 0 * j;
+}
+extern "C" __global__ void outer_with_barrier(double* m, int n) { reverse_tile(m, n); }
+"""
+
+
+@requires_compiler
+@pytest.mark.parametrize("memcheck", [True, False])
+def test_a_wrapper_kernel_runs_the_kernel_it_calls(memcheck):
+    import warnings
+
+    m = np.empty(129)  # garbage unless every element is written
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        emulate(CudaKernel(WRAPPERS, "outer"), 0.5, m, np.int32(129), n_threads=129, block=64, memcheck=memcheck)
+    np.testing.assert_array_equal(m, 0.5 * np.arange(129))
+    assert all(issubclass(w.category, kt.CudaPortabilityWarning) for w in caught)
+
+
+@requires_compiler
+def test_a_wrapper_kernel_runs_a_kernel_with_barriers_in_fiber_mode():
+    m = np.arange(128, dtype=np.float64)
+    emulate(CudaKernel(WRAPPERS, "outer_with_barrier"), m, np.int32(128), grid=2, block=64)
+    want = np.concatenate([np.arange(64)[::-1], 64 + np.arange(64)[::-1]]).astype(np.float64)
+    np.testing.assert_array_equal(m, want)
+
+
+@requires_compiler
+def test_the_call_of_a_kernel_warns_once_per_process_at_the_calling_line(tmp_path):
+    import subprocess
+    import sys
+
+    code = (
+        "import warnings, numpy as np\n"
+        "from cunumpy import kernel_testing as kt\n"
+        "from cunumpy.kernels import CudaKernel\n"
+        f"SRC = {WRAPPERS!r}\n"
+        "for _ in range(3):\n"
+        "    m = np.empty(10)\n"
+        "    kt.emulate_cuda_kernel(CudaKernel(SRC, 'outer'), 1.0, m, np.int32(10), n_threads=10)\n"
+        "    assert (m == np.arange(10)).all()\n"
+    )
+    env = {**__import__("os").environ, "CUNUMPY_EMULATION_CACHE": str(tmp_path), "PYTHONWARNINGS": "always"}
+    for _ in range(2):  # built, then loaded from the disk cache: both warn
+        run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stderr
+        assert run.stderr.count("function 'inner' is called") == 1, run.stderr
+        assert run.stderr.count("function 'reverse_tile' is called") == 1, run.stderr
+        assert (
+            ":7: CudaPortabilityWarning: the __global__ function 'inner' is called like a device function" in run.stderr
+        )
+        assert "nvcc rejects the call" in run.stderr
+
+
+@requires_compiler
+def test_a_wrapper_kernel_on_the_fake_cupy(dev):
+    import warnings
+
+    k = CudaKernel(WRAPPERS, "outer")
+    m = dev(np.full(129, -1.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kt.CudaPortabilityWarning)
+        with kt.emulated_launches():
+            k(0.5, m, np.int32(129), n_threads=129)
+    np.testing.assert_array_equal(kt.host_buffer(m), 0.5 * np.arange(129))

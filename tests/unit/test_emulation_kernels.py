@@ -439,6 +439,7 @@ extern "C" __global__ void block_sum_3d(const int* x, int* sums) {
 
 extern "C" __global__ void diverging_barrier(int* x) {
     if (threadIdx.x < 5) __syncthreads();
+    else __syncthreads();
     x[threadIdx.x] = 1;
 }
 

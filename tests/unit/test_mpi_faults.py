@@ -119,8 +119,10 @@ def test_a_failure_in_exchange_aborts_the_job(tmp_path, mode):
 )
 def test_an_uncaught_exception_on_one_rank_ends_the_job(tmp_path, mode, error):
     start = time.monotonic()
-    # was: the job never ended (rank 0 waited in exchange for a message never sent)
-    result = run_job(tmp_path, mode, timeout=60)
+    # was: the job never ended (rank 0 waited in exchange for a message never sent). A job
+    # that is not aborted ends only after the job's 120 s sleep (printing "still running") or
+    # not at all (run_job's timeout), so ending well before that sleep is the behaviour.
+    result = run_job(tmp_path, mode, timeout=300)
     elapsed = time.monotonic() - start
     assert result.returncode != 0
     assert "still running" not in result.stdout
@@ -134,4 +136,4 @@ def test_an_uncaught_exception_on_one_rank_ends_the_job(tmp_path, mode, error):
     line = "cunumpy.mpi: uncaught ValueError" + (" in thread 'worker'" if mode == "thread" else "")
     assert f"{line} on rank 1 of 2; calling MPI_Abort(MPI_COMM_WORLD, 1)" in result.stderr, result.stderr
     assert result.stderr.index(error) < result.stderr.index(line)
-    assert elapsed < 30, f"the job took {elapsed:.1f} s to end"
+    assert elapsed < 110, f"the job took {elapsed:.1f} s to end"

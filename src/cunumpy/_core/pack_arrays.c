@@ -679,6 +679,25 @@ CN_INTERNAL int cn_pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned c
             goto done;
         }
     }
+    if (s->kind == CN_K_POINTER && s->ndim > 0) {
+        /* A pointer to a CUDA vector type (uint4*, float2*): the scalar dtype with a last axis
+         * of the vector length, aligned as the vector type is. */
+        if (a.ndim < 1 || a.shape_v[a.ndim - 1] != s->ndim) {
+            cn_arg_error(PyExc_TypeError, p, i,
+                         "a vector of %d components takes an array whose last axis has length %d, got shape "
+                         "with %s %lld",
+                         s->ndim, s->ndim, a.ndim < 1 ? "no axes:" : "last axis", a.ndim < 1 ? 0LL : a.shape_v[a.ndim - 1]);
+            goto done;
+        }
+        Py_ssize_t bytes = s->itemsize * s->ndim;
+        unsigned long long align = (unsigned long long)(s->ndim == 3 ? s->itemsize : (bytes < 16 ? bytes : 16));
+        if (a.ptr % align != 0) {
+            cn_arg_error(PyExc_TypeError, p, i,
+                         "the array's address %p is not aligned to %llu bytes, as the vector type must be",
+                         (void *)(uintptr_t)a.ptr, align);
+            goto done;
+        }
+    }
     /* The parsed signature does not keep const, so whether the kernel writes the array is
      * unknown: read-only memory is refused rather than possibly written. */
     if (a.read_only) {
@@ -754,7 +773,8 @@ CN_INTERNAL int cn_pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned c
             }
         }
     }
-    if (cupy && got == 2) /* a CuPy array, not read from the C struct */
+    if (cupy && got == 2 && !(s->kind == CN_K_POINTER && s->ndim > 0)) /* a CuPy array, not read from the C struct;
+                                                                          vectors: the shape is checked each time */
         slot_remember(s, obj, a.shape, a.dev, out, s->size);
     rc = 0;
 done:

@@ -26,9 +26,12 @@ import subprocess
 import tempfile
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import IO, Any
 
+from ._errors import CudaPortabilityWarning
+from ._notice import slow_build_notice
 from ._source import STUBS_FILE, RewriteFindings, add_entry_copies, rewrite_preprocessed, user_files
 
 __all__ = [
@@ -41,7 +44,7 @@ __all__ = [
 ]
 
 #: Bump when the generated code or the cache layout changes: old entries are then ignored.
-_FORMAT = "cunumpy-emulation-7"
+_FORMAT = "cunumpy-emulation-8"
 # -fno-strict-aliasing: CUDA code reinterprets shared memory and bit patterns through pointer
 # casts, which NVRTC compiles as written. -fstack-clash-protection: a frame larger than a page
 # touches its pages in order, so a large local array cannot step over a fiber stack's guard
@@ -423,12 +426,16 @@ class EmulationLibrary:
         "extern_shared",
         "fibers",
         "handle",
+        "kernel_calls",
         "key",
         "path",
     )
 
-    def __init__(self, path: Path, key: str, fibers: bool, entries, depends=(), extern_shared=()):
+    def __init__(self, path: Path, key: str, fibers: bool, entries, depends=(), extern_shared=(), kernel_calls=()):
         self.path = path
+        #: ``(kernel, file, line)`` of each call of a ``__global__`` function from a function
+        #: body: the emulation runs it on the calling thread, nvcc rejects it
+        self.kernel_calls = tuple((str(k), str(f), int(n)) for k, f, n in kernel_calls)
         self.depends = tuple(depends)  # (path, sha256) of every user header the build read
         self.key = key
         self.fibers = fibers
@@ -448,6 +455,11 @@ class EmulationLibrary:
         self._addresses = {}
         for k, expression in enumerate(self.entries):
             self._addresses[expression] = (symbol(f"cunumpy_emu_thread_{k}"), symbol(f"cunumpy_emu_block_{k}"))
+
+    def symbol_address(self, name: str) -> int:
+        """The address of symbol ``name`` (a ``__constant__``/``__device__`` accessor);
+        AttributeError when the library has none."""
+        return _symbol(self.handle, name)
 
     def entry(self, expression: str) -> tuple[int, int]:
         """(thread function, block function) addresses of kernel ``expression``."""
@@ -682,6 +694,7 @@ def _load_cached(directory: Path, key: str, entries) -> EmulationLibrary | None:
         depends = [(str(p), str(d)) for p, d in info["depends"]]
         so = directory / str(info["library"])
         extern_shared = [str(n) for n in info.get("extern_shared", [])]
+        kernel_calls = [(str(k), str(f), int(n)) for k, f, n in info.get("kernel_calls", [])]
         size, sha256 = int(info["size"]), str(info["sha256"])
     except (OSError, ValueError, KeyError, TypeError):
         return None  # missing, unreadable, or written by an older version
@@ -690,18 +703,18 @@ def _load_cached(directory: Path, key: str, entries) -> EmulationLibrary | None:
     if not _library_intact(so, size, sha256):
         return None  # missing, truncated or altered: never handed to the dynamic loader
     try:
-        return EmulationLibrary(so, key, fibers, entries, depends, extern_shared)
+        return EmulationLibrary(so, key, fibers, entries, depends, extern_shared, kernel_calls)
     except (OSError, AttributeError):
         return None  # a damaged entry: build again over it
 
 
 def _load_built(
-    so: Path, key: str, fibers: bool, entries, depends, name: str, command, extern_shared=()
+    so: Path, key: str, fibers: bool, entries, depends, name: str, command, extern_shared=(), kernel_calls=()
 ) -> EmulationLibrary:
     """Load a library the compiler just wrote; RuntimeError naming the kernel when it cannot
     be loaded (a compiler that wrote an empty file: 'file too short')."""
     try:
-        return EmulationLibrary(so, key, fibers, entries, depends, extern_shared)
+        return EmulationLibrary(so, key, fibers, entries, depends, extern_shared, kernel_calls)
     except (OSError, AttributeError) as exc:
         raise RuntimeError(
             f"CPU emulation of kernel '{name}': the library the compiler wrote cannot be loaded ({exc}).\n"
@@ -771,9 +784,32 @@ def build_library(
             with _entry_lock(directory, key, name):
                 lib = _load_cached(directory, key, entries)
                 if lib is None:
-                    lib = _build(directory, key, unit, name, entries, command, flags, checks)
+                    with slow_build_notice(name, directory):  # a build over ~1 s says so, once
+                        lib = _build(directory, key, unit, name, entries, command, flags, checks)
         _memory[key] = lib
-        return lib
+    _warn_kernel_calls(lib)
+    return lib
+
+
+_warned_calls: set = set()
+
+
+def _warn_kernel_calls(lib: EmulationLibrary) -> None:
+    """One warning per process for each call of a ``__global__`` function from a function
+    body: the emulation runs it on the calling thread, but nvcc does not compile it."""
+    for kernel, file, line in lib.kernel_calls:
+        with _memory_lock:
+            if (kernel, file, line) in _warned_calls:
+                continue
+            _warned_calls.add((kernel, file, line))
+        warnings.warn_explicit(  # located at the call in the kernel's source
+            f"the __global__ function '{kernel}' is called like a device function; the CPU emulation runs "
+            "it on the calling thread, but nvcc rejects the call (a kernel is launched with <<<...>>>, not "
+            "called): move its body into a __device__ function that both kernels call",
+            CudaPortabilityWarning,
+            file,
+            line,
+        )
 
 
 def _clean_dirs() -> tuple:
@@ -814,7 +850,7 @@ def _build(directory, key, unit, name, entries, command, flags, checks=CHECKS_NO
     clean_dirs, clean_files = _clean_dirs(), (str(source), STUBS_FILE)
     found = RewriteFindings()
     rewritten = rewrite_preprocessed(preprocessed, clean_dirs, clean_files, found, shared_dirs=clean_dirs[1:])
-    rewritten = add_entry_copies(rewritten, clean_dirs, clean_files)
+    rewritten = add_entry_copies(rewritten, clean_dirs, clean_files, found)
     depends = [(os.path.abspath(path), _digest(path)) for path in user_files(preprocessed, clean_dirs, clean_files)]
     depends = [(path, digest) for path, digest in depends if digest is not None]
     fibers = uses_collectives(rewritten, _PRELUDE_DIR)
@@ -845,7 +881,7 @@ def _build(directory, key, unit, name, entries, command, flags, checks=CHECKS_NO
         so = directory / _library_name(key, depends)
         os.replace(tmp, so)
         tmp = so  # from here on, a failure removes the library
-        lib = _load_built(so, key, fibers, entries, depends, name, command, found.extern_shared)
+        lib = _load_built(so, key, fibers, entries, depends, name, command, found.extern_shared, found.kernel_calls)
         meta = directory / f"{key}.json"
         try:  # the build this one replaces (its headers changed): its library goes
             stale = str(json.loads(meta.read_text())["library"])
@@ -860,6 +896,7 @@ def _build(directory, key, unit, name, entries, command, flags, checks=CHECKS_NO
                     "depends": depends,
                     "library": so.name,
                     "extern_shared": found.extern_shared,
+                    "kernel_calls": found.kernel_calls,
                     **fingerprint,
                 }
             ).encode(),

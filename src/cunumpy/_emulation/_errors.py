@@ -14,14 +14,42 @@ import subprocess
 import threading
 
 __all__ = [
+    "CudaPortabilityWarning",
     "EmulationError",
     "EmulationTimeoutError",
+    "EmulationUnavailable",
     "InitcheckError",
     "KernelFaultError",
     "MemcheckError",
     "RacecheckError",
     "emulation_error",
 ]
+
+
+class EmulationUnavailable(NotImplementedError):
+    """A launch or compilation on the fake CuPy that the CPU emulation cannot run here.
+
+    Raised at the first launch (or compilation) of a CUDA kernel with the fake CuPy active
+    when the automatic emulation is off (``CUNUMPY_EMULATION=0``) or no C++ compiler is
+    found. A ``NotImplementedError`` as before; cunumpy's pytest plugin reports it as a skip
+    naming ``reason`` in tests that need a device backend (the ``cupy`` case of the
+    ``backend`` fixture, ``requires_device_backend``), unless ``CUNUMPY_REQUIRE_CUDA`` is set.
+
+    Parameters
+    ----------
+    message : str
+        The full message (what could not run, why, and what to do).
+    reason : str
+        Why the emulation cannot run, e.g. ``the automatic CPU emulation is off
+        (CUNUMPY_EMULATION=0)``.
+    """
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
+
+    def __reduce__(self):
+        return (type(self), (str(self), self.reason))
 
 
 class EmulationError(RuntimeError):
@@ -46,6 +74,16 @@ class EmulationError(RuntimeError):
         super().__init__(message)
         self.kernel = kernel
         self.kind = kind
+
+
+class CudaPortabilityWarning(UserWarning):
+    """Code that the CPU emulation runs but nvcc would not compile.
+
+    Issued once per process for each place: for example a ``__global__`` function called
+    like a device function from another kernel, which the emulation runs on the calling
+    thread. Silence it with :func:`warnings.filterwarnings` where the pattern is intended
+    (a wrapper kernel that exists only to unit-test another kernel in emulation).
+    """
 
 
 class MemcheckError(EmulationError):

@@ -223,14 +223,16 @@ def _static_shared(decl: str, k: int) -> str | None:
 
 class RewriteFindings:
     """What the rewrites of one translation unit found: the names of its ``extern __shared__``
-    arrays (for memcheck reports) and a counter for the unique names of the rewritten
-    ``__shared__`` declarations."""
+    arrays (for memcheck reports), a counter for the unique names of the rewritten
+    ``__shared__`` declarations, and the calls of a ``__global__`` function from a function
+    body (``(kernel, file, line)``: valid for the emulation, not for nvcc)."""
 
-    __slots__ = ("extern_shared", "shared_count")
+    __slots__ = ("extern_shared", "kernel_calls", "shared_count")
 
     def __init__(self):
         self.extern_shared: list[str] = []
         self.shared_count = 0
+        self.kernel_calls: list[tuple[str, str, int]] = []
 
 
 def _rewrite(
@@ -458,9 +460,10 @@ def check_kernel_name(name: str) -> None:
         )
 
 
-def translation_unit(source: str, entries, file_name: str) -> str:
+def translation_unit(source: str, entries, file_name: str, global_names=()) -> str:
     """Prelude, source and the stubs of each entry ``k``: ``cunumpy_emu_thread_<k>``
-    and ``cunumpy_emu_block_<k>`` (k is the entry's index)."""
+    and ``cunumpy_emu_block_<k>`` (k is the entry's index); one accessor per name of
+    ``global_names`` (the source's ``__constant__``/``__device__`` variables)."""
     for expression in entries:
         check_kernel_name(expression)
     body = source  # rewritten after preprocessing (rewrite_preprocessed), headers included
@@ -469,6 +472,10 @@ def translation_unit(source: str, entries, file_name: str) -> str:
     stubs = [f'#line 1 "{STUBS_FILE}"']
     for k, expression in enumerate(entries):
         stubs.append(f"CUNUMPY_EMU_EXPORT_KERNEL({k}, {expression})")
+    if global_names:
+        from ._globals import accessor_source
+
+        stubs.append(accessor_source(global_names))
     return (
         "#include <cunumpy_emu/prelude.h>\n"
         + _SUPPORT
@@ -738,10 +745,15 @@ def _entry_copy(text: str, markers: _Markers, name_at: int, name: str):
     return open_brace, close_brace, copy
 
 
-def add_entry_copies(text: str, clean_dirs=(), clean_files=()) -> str:
+def add_entry_copies(text: str, clean_dirs=(), clean_files=(), found: RewriteFindings | None = None) -> str:
     """The preprocessed, rewritten translation unit ``text`` with a copy of each exported kernel
     defined in the user's files beside its definition, and the stubs calling the copies (see
-    the comment above)."""
+    the comment above).
+
+    A kernel whose name is called inside a function body (a test wrapper kernel calling the
+    kernel under test: ``outer() { inner(dt, m, n); }``, which nvcc rejects but codes use to
+    unit-test kernels in emulation) keeps its own body, so that the call runs it on the
+    calling thread; each such call is recorded in ``found.kernel_calls``."""
     stubs = _stub_expressions(text)
     names: dict[str, None] = {}  # a set in the order of the stubs
     for _, _, expression in stubs:
@@ -756,6 +768,7 @@ def add_entry_copies(text: str, clean_dirs=(), clean_files=()) -> str:
     inserts: list[tuple[int, int, str, str]] = []
     failed: set = set()
     copied: set = set()
+    called: set = set()  # kernels called from a function body: their own bodies stay
     braces_of: dict[str, list] = {}
     bounds = [(m.start(), m.end(), _marker_file(m.group(1)), m.group(2)) for m in _LINE_MARKER.finditer(text)]
     stubs_at = text.rfind(f'"{STUBS_FILE}"')
@@ -775,7 +788,13 @@ def add_entry_copies(text: str, clean_dirs=(), clean_files=()) -> str:
             if events is None:
                 events = _brace_events(piece, _code_mask(piece))
             if FUNCTION in _braces_after(stack, events, m.start()):
-                continue  # a call inside a function
+                # a call inside a function: the kernel called as a device function
+                called.add(m.group(1))
+                if found is not None:
+                    where = markers.at(start + m.start())
+                    if where is not None:
+                        found.kernel_calls.append((m.group(1), _marker_file(where[1][1:-1]), where[0]))
+                continue
             name = m.group(1)
             made = _entry_copy(text, markers, start + m.start(), name)
             if made is False:
@@ -800,9 +819,13 @@ def add_entry_copies(text: str, clean_dirs=(), clean_files=()) -> str:
         kind = text[call_start + 4 : start - 2]  # "thread" or "block"
         text = text[:call_start] + f"run_{kind}_copy<&{expression}, &{copy_expression}>" + text[end + 1 :]
     # The copies, and the kernels' own bodies emptied (lines kept): only the copies run, so
-    # the body is compiled once and its diagnostics are not repeated.
+    # the body is compiled once and its diagnostics are not repeated. A kernel that another
+    # function calls keeps its body: emptying it would make that call a silent no-op.
     for open_brace, close_brace, copy, name in sorted(inserts, reverse=True):
         if name not in usable:
+            continue
+        if name in called:
+            text = text[: close_brace + 1] + copy + text[close_brace + 1 :]
             continue
         emptied = "{" + "\n" * text.count("\n", open_brace, close_brace) + "}"
         text = text[:open_brace] + emptied + copy + text[close_brace + 1 :]

@@ -26,6 +26,7 @@
 #undef _FORTIFY_SOURCE
 
 #include "emu_runtime.h"
+#include "emu_analysis.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -113,6 +114,7 @@ typedef struct emu_worker {
     unsigned int n_threads, ready_head, ready_count, ready_mask, barrier_waiting, done_count;
     unsigned int fibers_parked; /* fibers made in this launch and waiting for the next block */
     int barrier_sum;
+    int barrier_site; /* the source line of the __syncthreads() the waiting threads called (0: unknown) */
     size_t stacks_trim; /* the pool holds more stacks than the process may keep: shrink it */
     void *altstack;
     emu_check_worker cw; /* the __shared__ arena and the checks' per-block state */
@@ -310,7 +312,12 @@ static void emu_require_fibers(emu_worker *w, const char *what)
     }
 }
 
-/* The thread of `self` returned: checks what waits on it, then waits for the next block. */
+static void emu_barrier_release(emu_worker *w, const emu_fiber *self);
+
+/* The thread of `self` returned: checks what waits on it, then waits for the next block. An
+ * exited thread no longer takes part in the block's barriers (as on the GPUs CUDA supports,
+ * Volta and later): when every thread still alive waits at __syncthreads(), the barrier
+ * completes (`if (i >= n) return; ... __syncthreads();` works). */
 static cunumpy_emu_wait emu_thread_exit(emu_worker *w, emu_fiber *self, int library_switch)
 {
     self->state = EMU_DONE;
@@ -318,25 +325,20 @@ static cunumpy_emu_wait emu_thread_exit(emu_worker *w, emu_fiber *self, int libr
     const unsigned int lane = self->pub.linear % CUNUMPY_EMU_WARP_SIZE;
     emu_warp *warp = &w->warps[self->pub.linear / CUNUMPY_EMU_WARP_SIZE];
     warp->live &= ~(1u << lane);
-    if (w->barrier_waiting > 0) {
-        emu_set_error(w, 1,
-                      "barrier divergence: this thread exited while %u thread(s) of the block wait at "
-                      "__syncthreads()",
-                      w->barrier_waiting);
-    } else {
-        for (int g = 0; g < warp->n_groups; ++g)
-            if (warp->groups[g].mask & (1u << lane)) {
-                emu_set_error(w, 1,
-                              "inconsistent warp operations: %s with mask 0x%08x can never complete, lane %u "
-                              "exited without calling it",
-                              emu_op_names[warp->groups[g].op], warp->groups[g].mask, lane);
-                break;
-            }
-    }
+    for (int g = 0; g < warp->n_groups; ++g)
+        if (warp->groups[g].mask & (1u << lane)) {
+            emu_set_error(w, 1,
+                          "inconsistent warp operations: %s with mask 0x%08x can never complete, lane %u "
+                          "exited without calling it",
+                          emu_op_names[warp->groups[g].op], warp->groups[g].mask, lane);
+            break;
+        }
     if (w->failed) {
         emu_context_switch(&self->ctx, &w->main_ctx, 1);
         abort(); /* the fibers of a failed block are never resumed */
     }
+    if (w->barrier_waiting > 0 && w->barrier_waiting + w->done_count == w->n_threads)
+        emu_barrier_release(w, NULL);
     return emu_wait(w, self, library_switch);
 }
 
@@ -526,31 +528,72 @@ static int emu_run_block_fibers(emu_worker *w)
 
 /* ---- collectives (the ABI's api table) --------------------------------------------------- */
 
-/* A barrier that cannot be passed: loop mode, a stopped launch, threads gone. */
+/* A barrier that cannot be passed: loop mode, a stopped launch. */
 static void emu_barrier_refused(emu_worker *w) __attribute__((noinline, cold));
 static void emu_barrier_refused(emu_worker *w)
 {
     emu_require_fibers(w, "__syncthreads()");
     emu_check_cancel(w);
-    emu_set_error(w, 1,
-                  "barrier divergence: __syncthreads() reached after %u thread(s) of the block exited "
-                  "without reaching it",
-                  w->done_count);
+    emu_set_error(w, 1, "__syncthreads() refused");
     emu_abort_thread(w);
 }
 
+/* Threads alive at two different __syncthreads() of the kernel at once: divergence, even where
+ * a GPU's hardware barrier would let it pass (CUDA leaves it undefined). */
+static void emu_barrier_diverged(emu_worker *w, int site) __attribute__((noinline, cold, noreturn));
+static void emu_barrier_diverged(emu_worker *w, int site)
+{
+    unsigned int first = 0;
+    for (unsigned int i = 0; i < w->n_threads; ++i)
+        if (w->fibers[i].state == EMU_BARRIER) {
+            first = i;
+            break;
+        }
+    char coords[64];
+    emu_thread_coords(w, first, coords, sizeof coords);
+    emu_set_error(w, 1,
+                  "barrier divergence: this thread reached the __syncthreads() of line %d while %u thread(s) of the "
+                  "block (thread %s first) wait at the __syncthreads() of line %d",
+                  site, w->barrier_waiting, coords, w->barrier_site);
+    emu_abort_thread(w);
+}
+
+/* Completes the barrier the block's live threads wait at, some threads having exited: every
+ * waiting fiber but `self` (the one that goes on, or NULL) joins the ready ring in index order. */
+static void emu_barrier_release(emu_worker *w, const emu_fiber *self)
+{
+    const int sum = w->barrier_sum;
+    w->cw.block_epoch++; /* racecheck: accesses before and after are ordered */
+    w->barrier_waiting = 0;
+    w->barrier_sum = 0;
+    w->barrier_site = 0;
+    for (unsigned int i = 0; i < w->n_threads; ++i) {
+        emu_fiber *f = &w->fibers[i];
+        if (f == self) {
+            f->pub.result = (uint64_t)sum;
+        } else if (f->state == EMU_BARRIER) {
+            f->state = EMU_RUN;
+            f->pub.result = (uint64_t)sum;
+            emu_ready_push(w, i);
+        }
+    }
+}
+
 static inline __attribute__((always_inline)) cunumpy_emu_wait emu_barrier(cunumpy_emu_worker *pub, int predicate,
-                                                                           int library_switch)
+                                                                           int site, int library_switch)
 {
     emu_worker *w = emu_worker_of(pub);
-    /* one test for the three cases that fail (done_count is 0 in loop mode) */
-    if (__builtin_expect(!w->fiber_mode | (w->done_count != 0) |
-                             (atomic_load_explicit(&w->launch->cancel, memory_order_relaxed) != 0),
-                         0))
+    /* one test for the cases that fail */
+    if (__builtin_expect(!w->fiber_mode | (atomic_load_explicit(&w->launch->cancel, memory_order_relaxed) != 0), 0))
         emu_barrier_refused(w);
     emu_fiber *self = (emu_fiber *)pub->current;
+    if (w->barrier_waiting == 0)
+        w->barrier_site = site;
+    else if (__builtin_expect(site != w->barrier_site && site != 0 && w->barrier_site != 0, 0))
+        emu_barrier_diverged(w, site);
     w->barrier_sum += predicate != 0;
-    if (++w->barrier_waiting == w->n_threads) {
+    const unsigned int waiting = ++w->barrier_waiting;
+    if (waiting == w->n_threads) {
         /* Every thread of the block waits here, so none is ready and none waits elsewhere:
          * the ready ring becomes all threads in index order but this one, which goes on. */
         const int sum = w->barrier_sum;
@@ -568,6 +611,11 @@ static inline __attribute__((always_inline)) cunumpy_emu_wait emu_barrier(cunump
             w->ready[me] = w->identity[n - 1];
         w->ready_head = 0;
         w->ready_count = n - 1;
+        return emu_go_on;
+    }
+    if (__builtin_expect(waiting + w->done_count == w->n_threads, 0)) {
+        /* the others alive wait here, and the rest exited: they count as arrived */
+        emu_barrier_release(w, self);
         return emu_go_on;
     }
     self->state = EMU_BARRIER;
@@ -774,7 +822,7 @@ static cunumpy_emu_wait emu_api_collective(cunumpy_emu_worker *pub, int op, unsi
     const int library_switch = (op & CUNUMPY_EMU_OP_SWITCH) != 0;
     op &= ~CUNUMPY_EMU_OP_SWITCH;
     if (op == CUNUMPY_EMU_OP_BARRIER)
-        return emu_barrier(pub, value != 0, library_switch);
+        return emu_barrier(pub, value != 0, arg, library_switch);
     if (op >= EMU_OP_SHFL_IDX && op <= EMU_OP_BALLOT)
         return emu_warp_op(pub, op, mask, op == EMU_OP_BALLOT ? value != 0 : value, arg, width, library_switch);
     emu_worker *w = emu_worker_of(pub);
@@ -862,6 +910,14 @@ static void emu_api_access(cunumpy_emu_worker *pub, const void *addr, size_t siz
     emu_check_cancel(w);
     char text[700];
     emu_check *c = &w->launch->check;
+    emu_analysis *an = w->launch->params->analysis;
+    if (__builtin_expect(an != NULL, 0)) {
+        if (pub->current != NULL)
+            (void)emu_analysis_event(an, c, &w->cw, pub->current->linear, w->fiber_mode, (uintptr_t)addr, size, kind,
+                                     pc);
+        if (kind & CUNUMPY_EMU_ACCESS_EVENTS)
+            return; /* a basic block, a barrier, a comparison: no memory to check */
+    }
     const int fine = c->racecheck ? emu_check_access(c, &w->cw, pub->current, (uintptr_t)addr, size, kind, pc, text,
                                                      sizeof text)
                                   : emu_check_access_plain(c, &w->cw, pub->current, (uintptr_t)addr, size, kind, pc,
@@ -1347,6 +1403,8 @@ static void emu_worker_run(emu_worker *w, emu_launch *launch)
                 emu_record_error(launch, w);
                 goto stopped;
             }
+            if (p->analysis != NULL)
+                emu_analysis_block_end(p->analysis, w->n_threads);
             w->chunk_done++;
             if (++b == end)
                 break;

@@ -1,0 +1,183 @@
+"""The emulator's checks without holes: what a kernel gets wrong is reported, and what a GPU
+runs is accepted (early exit before a barrier, neighbouring arguments, the shared-histogram
+race, grouped racecheck reports, launch shapes, timeouts, warp masks)."""
+
+import os
+
+import numpy as np
+import pytest
+from _emulation_support import requires_compiler
+
+import cunumpy.kernel_testing as kt
+from cunumpy.kernels import CudaKernel
+
+pytestmark = requires_compiler
+
+
+def run(source, name, *args, **launch):
+    return kt.emulate_cuda_kernel(CudaKernel(source, name), *args, **launch)
+
+
+# ------------------------------------------------------------------ early exit before a barrier
+
+EARLY_EXIT = r"""
+extern "C" __global__ void block_sums(const double* x, double* sums, int n) {
+    __shared__ double part[128];
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;                       // the common early exit
+    part[threadIdx.x] = x[i];
+    __syncthreads();                          // exited threads count as arrived
+    if (threadIdx.x == 0) {
+        const int live = min((int)blockDim.x, n - (int)(blockIdx.x * blockDim.x));
+        double s = 0.0;
+        for (int k = 0; k < live; ++k) s += part[k];
+        sums[blockIdx.x] = s;
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("sanitize", [None, "racecheck"])
+def test_threads_that_exit_before_a_barrier_count_as_arrived(sanitize):
+    n = 300
+    x = np.arange(n, dtype=np.float64)
+    sums = np.zeros(3)
+    kw = {"sanitize": sanitize} if sanitize else {}
+    run(EARLY_EXIT, "block_sums", x, sums, n, grid=3, block=128, **kw)
+    np.testing.assert_array_equal(sums, [x[:128].sum(), x[128:256].sum(), x[256:].sum()])
+
+
+def test_syncthreads_count_after_an_early_exit_counts_the_live_threads():
+    src = r"""
+    extern "C" __global__ void count(int* out, int n) {
+        if ((int)threadIdx.x >= n) return;
+        const int c = __syncthreads_count(1);
+        if (threadIdx.x == 0) out[0] = c;
+    }
+    """
+    out = np.zeros(1, np.int32)
+    run(src, "count", out, 37, grid=1, block=64)
+    assert out[0] == 37
+
+
+def test_threads_alive_at_two_different_barriers_are_divergence():
+    src = r"""
+    extern "C" __global__ void split(int* x) {
+        if (threadIdx.x & 1) { x[threadIdx.x] = 1; __syncthreads(); }
+        else { __syncthreads(); x[threadIdx.x] = 2; }
+    }
+    """
+    with pytest.raises(
+        RuntimeError, match=r"barrier divergence: .*line 3 .*line 4|barrier divergence: .*line 4 .*line 3"
+    ):
+        run(src, "split", np.zeros(64, np.int32), grid=1, block=64)
+
+
+def test_a_thread_waiting_while_another_waits_in_a_warp_operation_is_still_an_error():
+    src = r"""
+    extern "C" __global__ void stuck(int* x) {
+        if (threadIdx.x == 0) __syncthreads();
+        else x[threadIdx.x] = __shfl_sync(0xffffffffu, 1, 0);
+    }
+    """
+    with pytest.raises(RuntimeError, match="inconsistent warp operations or barriers"):
+        run(src, "stuck", np.zeros(32, np.int32), grid=1, block=32)
+
+
+# ------------------------------------------------------------------ neighbouring arguments
+
+NEIGHBOUR = r"""
+extern "C" __global__ void poke(double* a, double* b, int at) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) a[at] = 99.0;   // past the end of a
+}
+"""
+
+
+def _neighbours():
+    """Two small arrays the way NumPy usually places them: b a few hundred bytes after a."""
+    backing = np.zeros(300)
+    a, b = backing[:100], backing[102:202]
+    return backing, a, b
+
+
+@pytest.mark.parametrize("mode", ["shadow", "no shadow", "fake cupy"])
+def test_an_access_past_one_argument_into_its_neighbour_names_the_first(mode):
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        f"""
+        import numpy as np
+        import cunumpy.kernel_testing as kt
+        from cunumpy.kernels import CudaKernel
+        src = {NEIGHBOUR!r}
+        fake = {mode == "fake cupy"!r}
+        if fake:
+            import cupy
+            kernel = cupy.RawKernel(src, "poke")
+        caught = tried = 0
+        # where NumPy puts small arrays: close together
+        pool = [cupy.zeros(100) if fake else np.zeros(100) for _ in range(40)]
+        address = (lambda x: x.data.ptr) if fake else (lambda x: x.__array_interface__["data"][0])
+        for a in pool:
+            for b in pool:
+                gap = address(b) - address(a)
+                if not 800 <= gap < 16384 or tried == 10:
+                    continue
+                tried += 1
+                try:
+                    if fake:
+                        kernel((1,), (32,), (a, b, np.int32(gap // 8)))
+                    else:
+                        kt.emulate_cuda_kernel(CudaKernel(src, "poke"), a, b, gap // 8, grid=1, block=32)
+                except kt.MemcheckError as e:
+                    assert "'a'" in str(e) and "past its end" in str(e), str(e)
+                    caught += 1
+                assert int((b != 0).sum()) == 0, "b was changed"
+        assert tried == 10, tried
+        print("caught", caught)
+        """
+    )
+    env = dict(os.environ, CUNUMPY_EMULATION_SHADOW="0" if mode == "no shadow" else "1")
+    if mode == "fake cupy":
+        env["CUNUMPY_FAKE_CUPY"] = "1"
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "caught 10" in done.stdout
+
+
+@pytest.mark.parametrize("at", [102, 150, 201])
+def test_an_access_that_lands_in_a_neighbouring_argument_is_caught(at):
+    backing, a, b = _neighbours()
+    with pytest.raises(kt.MemcheckError, match=rf"write of 8 bytes to 'a' .*element {at} .*past its end"):
+        run(NEIGHBOUR, "poke", a, b, at, grid=1, block=32)
+    assert (b == 0).all() and (backing == 0).all()
+
+
+def test_neighbouring_arguments_get_their_writes_back():
+    src = r"""
+    extern "C" __global__ void two(double* a, const double* b, double* c, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) { a[i] = b[i] + 1.0; c[i] = 2.0 * b[i]; }
+    }
+    """
+    backing = np.zeros(330)
+    a, b, c = backing[:100], backing[110:210], backing[220:320]
+    b[:] = np.arange(100)
+    run(src, "two", a, b, c, 100)
+    np.testing.assert_array_equal(a, np.arange(100) + 1.0)
+    np.testing.assert_array_equal(c, 2.0 * np.arange(100))
+    assert (backing[100:110] == 0).all() and (backing[210:220] == 0).all() and (backing[320:] == 0).all()
+
+
+def test_the_same_array_twice_stays_shared():
+    src = r"""
+    extern "C" __global__ void inplace(const double* x, double* y, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) y[i] = 2.0 * x[i];
+    }
+    """
+    x = np.arange(50.0)
+    run(src, "inplace", x, x, 50)
+    np.testing.assert_array_equal(x, 2.0 * np.arange(50.0))
