@@ -751,6 +751,7 @@ def test_verify_layout_finds_the_header_in_include_dirs(monkeypatch, tmp_path):
         L.verify_layout(include="absent.cuh", include_dirs=[d])
 
 
+@pytest.mark.nosan  # spawns nvcc, which does not run under the sanitizers' LD_PRELOAD
 def test_verify_layout_with_include_dirs_compiles_the_found_header(monkeypatch, tmp_path):
     from cunumpy import _struct_layout
 
