@@ -42,7 +42,8 @@ class TransferEvent:
     blocking : bool
         Whether the host waited for it (False for background copies).
     implicit : bool
-        True for scalar reads the fake CuPy recorded (``float(a)``, ``a.item()``).
+        True for host reads of device arrays (``float(a)``, ``a.item()``, ``print(a)``),
+        recorded on the fake CuPy and, through ``cupy.ndarray``'s methods, on a GPU.
     """
 
     kind: str
@@ -114,8 +115,11 @@ def _recording_read(name: str, original):
 
     def read(self, *args, **kwargs):
         if sinks:
-            description = f"{what} of {describe(self)}"
-            record("to_host", description, int(self.nbytes), implicit=True)
+            try:
+                description, nbytes = f"{what} of {describe(self)}", int(self.nbytes)
+            except Exception:  # noqa: BLE001 - an array-like without shape/dtype/nbytes: described by name
+                description, nbytes = f"{what} of a {type(self).__name__}", None
+            record("to_host", description, nbytes, implicit=True)
             record("sync", description, implicit=True)
         return original(self, *args, **kwargs)
 
@@ -152,7 +156,7 @@ def instrument_cupy_reads() -> bool:
     try:
         for name in _CUPY_READS:
             original = getattr(cls, name, None)
-            if original is not None:
+            if original is not None and original is not getattr(object, name, None):  # CuPy's own methods only
                 setattr(cls, name, _recording_read(name, original))
         cls.__cunumpy_reads_recorded__ = True  # type: ignore[attr-defined]  # marks the instrumented class
     except (TypeError, AttributeError):  # a static type (CuPy before 13): nothing to hook

@@ -352,3 +352,116 @@ def test_emulation_unavailable_is_a_not_implemented_error():
 
     again = pickle.loads(pickle.dumps(exc))
     assert type(again) is EmulationUnavailable and again.reason == "off" and str(again) == str(exc)
+
+
+# --------------------------------------------------------------------------- item 11: the message
+
+FILL = r"""extern "C" __global__ void fill(double* a, int n)
+{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] = i; }"""
+
+
+def test_numpy_arrays_on_the_numpy_backend_name_the_cpu_ways():
+    from cunumpy.kernels import CudaKernel
+
+    kernel = CudaKernel(FILL, "fill")
+    with xp.use_backend("numpy"), pytest.raises(TypeError) as info:
+        kernel(np.zeros(4), 4)
+    message = str(info.value)
+    assert "argument 0 (double* a): expected a device array" in message
+    assert "kernel_testing.emulate_cuda_kernel" in message and "CUNUMPY_FAKE_CUPY=1" in message
+    assert "to_cupy" not in message
+
+
+def test_the_twin_packer_gives_the_same_advice():
+    from cunumpy import _reference
+    from cunumpy._native import core
+    from cunumpy.kernels import CudaKernel, _cuda_kernel as ck
+
+    k = CudaKernel(FILL, "fill")
+    specs = tuple(ck._spec(i, p) for i, p in enumerate(k.signature))
+    messages = []
+    for impl in (core, _reference):
+        plan = impl.launch_plan("fill", specs, np.void, np.generic)
+        with xp.use_backend("numpy"), pytest.raises(TypeError) as info:
+            plan.pack(np.zeros(4), 4)
+        messages.append(str(info.value).split("expected a device array")[1])
+    assert messages[0] == messages[1] and "emulate_cuda_kernel" in messages[0]
+
+
+def test_emulate_cuda_kernel_runs_what_the_message_names():
+    from cunumpy.kernel_testing import emulate_cuda_kernel, emulation_compiler
+    from cunumpy.kernels import CudaKernel
+
+    if emulation_compiler() is None:
+        pytest.skip("the CPU emulation needs a C++ compiler")
+    a = np.zeros(4)
+    emulate_cuda_kernel(CudaKernel(FILL, "fill"), a, 4)
+    assert a.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_host_arrays_on_the_device_backend_keep_the_device_advice(cp):
+    from cunumpy.kernels import CudaKernel
+
+    with pytest.raises(TypeError, match=r"xp\.to_cupy") as info:
+        CudaKernel(FILL, "fill")(np.zeros(4), 4)
+    assert "emulate_cuda_kernel" not in str(info.value)
+
+
+def test_reads_of_a_cupy_ndarray_class_are_recorded_once_a_counter_starts():
+    """The real-CuPy path (tests/realcupy has it with CuPy itself): the methods of the imported
+    ``cupy.ndarray`` are wrapped when the first counter starts; a class's inherited
+    ``object`` methods are left alone."""
+    code = textwrap.dedent(
+        """
+        import sys, types
+        import numpy as np
+
+        class ndarray:
+            def __init__(self, a):
+                self._a = np.asarray(a)
+            shape = property(lambda self: self._a.shape)
+            dtype = property(lambda self: self._a.dtype)
+            nbytes = property(lambda self: self._a.nbytes)
+            def __getitem__(self, key):
+                return ndarray(self._a[key])
+            def __gt__(self, other):
+                return ndarray(self._a > other)
+            def __float__(self):
+                return float(self._a)
+            def __bool__(self):
+                return bool(self._a)
+            def item(self):
+                return self._a.item()
+            def tolist(self):
+                return self._a.tolist()
+
+        cupy = types.ModuleType("cupy")
+        cupy.ndarray = ndarray
+        sys.modules["cupy"] = cupy
+        from cunumpy.profiling import assert_no_transfers, count_transfers
+
+        x = ndarray([1.0, 2.0, 3.0])
+        assert float(x[0]) == 1.0  # before any counter: the class is untouched
+        assert "item" in vars(ndarray) and not hasattr(ndarray.item, "__wrapped__")
+        with count_transfers() as counter:
+            float(x[0]); x[0].item(); bool(x[0] > 1); x.tolist(); repr(x)
+        print([(e.kind, e.nbytes) for e in counter.events])
+        try:
+            with assert_no_transfers():
+                if x[1] > 1:
+                    pass
+        except AssertionError as exc:
+            print("caught", "to_host" in str(exc))
+        print(ndarray.__repr__ is object.__repr__)
+        """
+    )
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUNUMPY_")}  # no fake CuPy there
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    events, caught, repr_untouched = out.stdout.splitlines()
+    assert events == str(
+        [("to_host", 8), ("sync", None)] * 2 + [("to_host", 1), ("sync", None), ("to_host", 24), ("sync", None)]
+    )
+    assert caught == "caught True" and repr_untouched == "True"

@@ -534,15 +534,39 @@ static int c_contiguous(const array_info_t *a, Py_ssize_t itemsize)
     return 1;
 }
 
+/* The advice of not_device() for the active backend: _not_device_advice(obj) of
+   cunumpy.kernels._cuda_kernel (loaded wherever a CudaKernel exists; looked up, never
+   imported here), which on the NumPy backend names what runs a kernel on the CPU. The
+   device-backend text where that cannot be had. */
+static PyObject *not_device_advice(PyObject *obj)
+{
+    PyObject *advice = NULL;
+    PyObject *module = PyImport_GetModule(cn_str.cuda_kernel_module);
+    if (module != NULL) {
+        advice = PyObject_CallMethodOneArg(module, cn_str.not_device_advice, obj);
+        Py_DECREF(module);
+        if (advice != NULL && !PyUnicode_Check(advice))
+            Py_CLEAR(advice);
+    }
+    if (advice == NULL) {
+        PyErr_Clear();
+        advice = PyUnicode_FromString("CudaKernel never copies arrays to the device: create the array on the device "
+                                      "(xp.asarray on the CuPy backend, xp.to_cupy or xp.as_device_array) once, "
+                                      "where the data is made");
+    }
+    return advice;
+}
+
 /* Host arrays and other non-device objects get one message that says how to fix the call. */
 static PyObject *not_device(const plan_t *p, Py_ssize_t i, PyObject *obj)
 {
-    return cn_arg_error(PyExc_TypeError, p, i,
-                     "expected a device array (an object with __cuda_array_interface__), got %.200s; "
-                     "CudaKernel never copies arrays to the device: create the array on the device "
-                     "(xp.asarray on the CuPy backend, xp.to_cupy or xp.as_device_array) once, "
-                     "where the data is made",
-                     Py_TYPE(obj)->tp_name);
+    PyObject *advice = not_device_advice(obj);
+    if (advice == NULL)
+        return NULL;
+    cn_arg_error(PyExc_TypeError, p, i, "expected a device array (an object with __cuda_array_interface__), got %.200s; %U",
+                 Py_TYPE(obj)->tp_name, advice);
+    Py_DECREF(advice);
+    return NULL;
 }
 
 /* An array whose memory lives on a device other than the current one (`cur`). */

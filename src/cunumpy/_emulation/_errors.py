@@ -44,6 +44,8 @@ class EmulationUnavailable(NotImplementedError):
         (CUNUMPY_EMULATION=0)``.
     """
 
+    __module__ = "cunumpy.kernel_testing"  # where it is public (tracebacks name it so)
+
     def __init__(self, message: str, reason: str):
         super().__init__(message)
         self.reason = reason

@@ -256,7 +256,11 @@ def _random_module() -> types.ModuleType:
 
 def build() -> dict[str, types.ModuleType]:
     """Every fake module, keyed by its import name (nothing is registered here)."""
-    cupy = _module("cupy", "cunumpy's strict host stand-in for CuPy (no CUDA, no kernel launches).", _main_namespace())
+    cupy = _module(
+        "cupy",
+        "cunumpy's strict host stand-in for CuPy (no CUDA; kernel launches run in cunumpy's CPU emulation).",
+        _main_namespace(),
+    )
     cupy.__version__ = VERSION
     # Launches of cunumpy's CudaKernel on the fake CuPy run in the CPU emulation: the kernels
     # ask the active CuPy for the hook (cunumpy.kernels does not import the emulation).

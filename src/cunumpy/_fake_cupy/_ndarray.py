@@ -560,7 +560,7 @@ class flatiter:
 
     def _item(self, ind):
         base = self._base
-        return base._view(base._a[(*self._position(ind), Ellipsis)])
+        return base._view(base._a[self._position(ind) + (Ellipsis,)])  # noqa: RUF005 - a[*t, ...] needs Python 3.11
 
     @staticmethod
     def _check(ind):

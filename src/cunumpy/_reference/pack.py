@@ -27,6 +27,22 @@ __all__ = [
     "register_ndarray_type",
 ]
 
+_DEVICE_ADVICE = (
+    "CudaKernel never copies arrays to the device: create the array on the device (xp.asarray on the "
+    "CuPy backend, xp.to_cupy or xp.as_device_array) once, where the data is made"
+)
+
+
+def _not_device_advice(obj) -> str:
+    """As pack_arrays.c: the advice of the kernel module when it is loaded (never imported here)."""
+    module = sys.modules.get("cunumpy.kernels._cuda_kernel")
+    try:
+        advice = module._not_device_advice(obj) if module is not None else None
+    except Exception:  # noqa: BLE001 - as the C core, which clears any error there
+        advice = None
+    return advice if isinstance(advice, str) else _DEVICE_ADVICE
+
+
 K_POINTER, K_VOID_POINTER, K_VIEW, K_CVIEW, K_SCALAR, K_STRUCT = range(6)
 S_BOOL, S_INT, S_UINT, S_FLOAT, S_COMPLEX = range(5)
 A_INDEX, A_TRUTH, A_FLOAT, A_COMPLEX = range(4)
@@ -286,9 +302,7 @@ class LaunchPlan:
                 TypeError,
                 i,
                 f"expected a device array (an object with __cuda_array_interface__), got "
-                f"{type(obj).__module__}.{type(obj).__qualname__}; CudaKernel never copies arrays to the "
-                "device: create the array on the device (xp.asarray on the CuPy backend, xp.to_cupy or "
-                "xp.as_device_array) once, where the data is made",
+                f"{type(obj).__module__}.{type(obj).__qualname__}; {_not_device_advice(obj)}",
             )
         from_attrs = False
         try:

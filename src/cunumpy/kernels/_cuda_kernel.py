@@ -104,6 +104,28 @@ def _emulation_hook():
     return context_hook() if hook is None else hook
 
 
+def _not_device_advice(obj) -> str:
+    """What the C packer's "expected a device array" message advises for ``obj``.
+
+    On the NumPy backend a host array cannot be moved anywhere useful: the advice names what
+    runs a CUDA kernel on the CPU. Otherwise: create the array on the device.
+    """
+    from .._backend import get_backend
+
+    if get_backend() == "numpy" and isinstance(obj, np.ndarray):
+        return (
+            "CudaKernel never copies arrays to the device, and the NumPy backend is active: to run this "
+            "kernel on the CPU with NumPy arrays, call cunumpy.kernel_testing.emulate_cuda_kernel(kernel, "
+            "*args), or use the fake CuPy, whose launches emulate automatically (CUNUMPY_FAKE_CUPY=1 "
+            "CUNUMPY_BACKEND=cupy, arrays made with xp.asarray); on a GPU, activate the CuPy backend and "
+            "create the arrays there"
+        )
+    return (
+        "CudaKernel never copies arrays to the device: create the array on the device (xp.asarray on the "
+        "CuPy backend, xp.to_cupy or xp.as_device_array) once, where the data is made"
+    )
+
+
 def _split_expression(expression: str) -> tuple[str, tuple[str, ...]]:
     """``"matrixMul<32>"`` -> ``("matrixMul", ("32",))``: the kernel's name and the template
     arguments of a name expression, split at the top-level commas."""
