@@ -14,6 +14,7 @@ import contextvars
 import dataclasses
 import os
 import time
+import typing
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -92,6 +93,10 @@ def _file_loader(path: Path) -> Callable[[], list]:
     return lambda: list(CudaKernel.all_from_file(path).values())
 
 
+def _folder_loader(folder: Path) -> Callable[[], CudaKernel]:
+    return lambda: _folder_kernel(folder)
+
+
 def find_kernels(paths: Sequence[str | os.PathLike[str]]) -> list[Found]:
     """What to build for ``paths``: ``(label, source, loader)`` per kernel folder and per
     ``.cu``/``.cuh`` file. A directory is searched recursively: a folder ``<name>/`` holding
@@ -107,7 +112,7 @@ def find_kernels(paths: Sequence[str | os.PathLike[str]]) -> list[Found]:
                 here = Path(root).resolve()
                 folder_source = f"{here.name}{_FOLDER_SUFFIX}"
                 if folder_source in files:
-                    found.append((here.name, str(here / folder_source), lambda here=here: _folder_kernel(here)))
+                    found.append((here.name, str(here / folder_source), _folder_loader(here)))
                 for name in sorted(files):
                     if name.endswith(".cu") and name != folder_source:
                         file = here / name
@@ -117,7 +122,7 @@ def find_kernels(paths: Sequence[str | os.PathLike[str]]) -> list[Found]:
             if file.suffix not in (".cu", ".cuh"):
                 raise ValueError(f"{raw}: not CUDA source (a .cu or .cuh file, or a directory)")
             if file.name.endswith(_FOLDER_SUFFIX) and _is_kernel_folder(file.parent):
-                found.append((file.parent.name, str(file), lambda d=file.parent: _folder_kernel(d)))
+                found.append((file.parent.name, str(file), _folder_loader(file.parent)))
             else:
                 found.append((file.name, str(file), _file_loader(file)))
         else:
@@ -180,10 +185,10 @@ def build_kernels(
             error = f"{type(exc).__name__}: {exc}"
             failed_early.append((len(results) - 1, EmulationBuild(name, source, "failed", 0.0, error)))
             continue
-        group = []
+        group: list[tuple[int, CudaKernel]] = []
         for kernel in loaded if isinstance(loaded, list) else [loaded]:
             results.append(None)
-            group.append((len(results) - 1, kernel))
+            group.append((len(results) - 1, typing.cast(CudaKernel, kernel)))
         if group:
             groups.append((source, group))
 
@@ -200,7 +205,9 @@ def build_kernels(
 
     if groups:
         with concurrent.futures.ThreadPoolExecutor(max_workers=min(jobs, len(groups))) as pool:
-            futures = [pool.submit(contextvars.copy_context().run, run_group, *group) for group in groups]
+            futures = [
+                pool.submit(contextvars.copy_context().run, run_group, source, group) for source, group in groups
+            ]
             for future in concurrent.futures.as_completed(futures):
                 for index, result in future.result():
                     report(index, result)
