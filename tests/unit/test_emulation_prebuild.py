@@ -149,12 +149,18 @@ def test_cli_info_still_the_default():
 def test_catalog_build_emulation(tmp_path, monkeypatch):
     monkeypatch.setenv("CUNUMPY_EMULATION_CACHE", str(tmp_path / "cache"))
     monkeypatch.syspath_prepend(str(tmp_path))
-    _kernels(tmp_path, "prebuild_catalog_ok")
+    pkg = _kernels(tmp_path, "prebuild_catalog_ok")
+    (pkg / "plain").mkdir()  # a kernel folder without a CUDA port
+    (pkg / "plain" / "__init__.py").write_text("")
+    (pkg / "plain" / "plain_kernels.py").write_text("def plain(y):\n    y += 1\n")
     catalog = KernelCatalog.from_package("prebuild_catalog_ok")
     results = catalog.build_emulation(jobs=2)
     assert [(r.name, r.status) for r in results] == [("scale", "built")]
     assert results[0].source.endswith("scale_cuda.cu") and os.path.isfile(results[0].library)
     assert [r.status for r in catalog.build_emulation()] == ["cached"]
+    assert [r.status for r in catalog["scale"].build_emulation()] == ["cached"]
+    assert catalog["plain"].build_emulation() == []
+    assert catalog["scale"].build_emulation(sanitize="racecheck")[0].status == "built"  # another library
     with pytest.raises(ValueError, match="jobs"):
         catalog.build_emulation(jobs=0)
     with pytest.raises(TypeError, match="jobs"):
@@ -172,6 +178,8 @@ def test_catalog_build_emulation_names_a_failed_kernel(tmp_path, monkeypatch):
     catalog = KernelCatalog.from_package("prebuild_catalog_broken")
     with pytest.raises(RuntimeError, match=r"kernel 'scale'.*\n(.|\n)*no_such_name"):
         catalog.build_emulation(jobs=1)
+    with pytest.raises(RuntimeError, match=r"Kernel.build_emulation\(\)(.|\n)*no_such_name"):
+        catalog["scale"].build_emulation()
 
 
 @requires_compiler
