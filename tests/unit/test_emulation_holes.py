@@ -181,3 +181,99 @@ def test_the_same_array_twice_stays_shared():
     x = np.arange(50.0)
     run(src, "inplace", x, x, 50)
     np.testing.assert_array_equal(x, 2.0 * np.arange(50.0))
+
+
+# ------------------------------------------------------------------ the shared-histogram race
+
+HISTOGRAM = r"""
+extern "C" __global__ void histogram(const int* keys, unsigned int* counts, int n) {
+    __shared__ unsigned int bins[16];
+    const int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    if (t < 16) bins[t] = 0;
+    __syncthreads();
+    if (i < n) atomicAdd(&bins[keys[i] & 15], 1u);
+    BARRIER
+    if (t < 16) atomicAdd(&counts[t], bins[t]);
+}
+"""
+
+
+def test_racecheck_reports_a_plain_read_of_a_shared_histogram_that_others_still_update():
+    keys = np.arange(1024, dtype=np.int32) * 7
+    counts = np.zeros(16, np.uint32)
+    src = HISTOGRAM.replace("BARRIER", "// the __syncthreads() before the merge is missing")
+    with pytest.raises(kt.RacecheckError, match=r"hazard on __shared__ 'bins' element \d+") as info:
+        run(src, "histogram", keys, counts, 1024, grid=4, block=256, sanitize="racecheck")
+    msg = str(info.value)
+    assert "histogram.cu:7" in msg and "histogram.cu:9" in msg  # the atomic and the plain read
+    assert "__syncthreads()" in msg
+
+
+def test_racecheck_accepts_the_histogram_with_its_barrier_and_a_cas_loop():
+    keys = np.arange(1024, dtype=np.int32) * 7
+    counts = np.zeros(16, np.uint32)
+    src = HISTOGRAM.replace("BARRIER", "__syncthreads();")
+    run(src, "histogram", keys, counts, 1024, grid=4, block=256, sanitize="racecheck")
+    np.testing.assert_array_equal(counts, np.bincount(keys & 15, minlength=16))
+    cas = r"""
+    extern "C" __global__ void fmax_all(const float* x, float* out, int n) {
+        __shared__ float best;
+        if (threadIdx.x == 0) best = -1e30f;
+        __syncthreads();
+        const int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) {
+            int* p = (int*)&best;
+            int old = *p;                      // the plain read every CAS loop starts with
+            while (__int_as_float(old) < x[i]) {
+                const int seen = atomicCAS(p, old, __float_as_int(x[i]));
+                if (seen == old) break;
+                old = seen;
+            }
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) out[blockIdx.x] = best;
+    }
+    """
+    x = np.arange(512, dtype=np.float32)
+    out = np.zeros(2, np.float32)
+    run(cas, "fmax_all", x, out, 512, grid=2, block=256, sanitize="racecheck")
+    np.testing.assert_array_equal(out, [255, 511])
+
+
+# ------------------------------------------------------------------ grouped racecheck reports
+
+
+def test_racecheck_groups_hazards_by_variable_kind_and_lines_largest_first():
+    src = r"""
+    extern "C" __global__ void reverse(const float* x, float* y) {
+        __shared__ float s[256];
+        const int t = threadIdx.x;
+        s[t] = x[blockIdx.x * 256 + t];
+        // the __syncthreads() is missing
+        y[blockIdx.x * 256 + t] = s[255 - t];
+    }
+    """
+    x, y = np.ones(2048, np.float32), np.zeros(2048, np.float32)
+    with pytest.raises(kt.RacecheckError) as info:
+        run(src, "reverse", x, y, grid=8, block=256, sanitize="racecheck")
+    msg = str(info.value)
+    head, *groups = msg.split("\n  - ")
+    assert "in 2 group(s)" in head and len(groups) == 2, msg
+    counts = [int(g.split(" times)")[0].rsplit("(", 1)[1]) for g in groups]
+    assert counts == sorted(counts, reverse=True) and sum(counts) == int(head.split("found ")[1].split(" ")[0])
+    assert all("hazard on __shared__ 's' element" in g and "reverse.cu:5" in g and "reverse.cu:7" in g for g in groups)
+    # the pairs span several warps: the fix is a barrier, not __syncwarp()
+    assert "__syncwarp" not in msg and msg.count("with no __syncthreads() between them") == 2
+
+
+def test_racecheck_hints_syncwarp_only_when_every_pair_is_in_one_warp():
+    src = r"""
+    extern "C" __global__ void shift(const float* x, float* y) {
+        __shared__ float s[64];
+        const int t = threadIdx.x;
+        s[t] = x[t];
+        y[t] = s[t ^ 1];        // a neighbour in the same warp, no __syncwarp()
+    }
+    """
+    with pytest.raises(kt.RacecheckError, match=r"each pair in one warp with no __syncwarp\(\)"):
+        run(src, "shift", np.ones(64, np.float32), np.zeros(64, np.float32), grid=1, block=64, sanitize="racecheck")

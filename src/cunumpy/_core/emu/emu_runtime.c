@@ -1916,9 +1916,8 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
         const char *kind = NULL;
         const char *reports = emu_check_reports(check, &kind);
         if (reports[0] != '\0') {
-            (void)snprintf(error, error_size, "emulated kernel '%s': %s found %llu problem(s)%s:%s", params->kernel_name,
-                           kind, (unsigned long long)check->reports_total,
-                           check->n_reports >= 16 ? " (the first 16 distinct ones)" : "", reports);
+            (void)snprintf(error, error_size, "emulated kernel '%s': %s found %llu problem(s)%s", params->kernel_name,
+                           kind, (unsigned long long)check->reports_total, reports);
             *failure = strcmp(kind, "racecheck") == 0 ? EMU_FAIL_RACECHECK : EMU_FAIL_INITCHECK;
             status = -1;
         }
