@@ -277,3 +277,97 @@ def test_racecheck_hints_syncwarp_only_when_every_pair_is_in_one_warp():
     """
     with pytest.raises(kt.RacecheckError, match=r"each pair in one warp with no __syncwarp\(\)"):
         run(src, "shift", np.ones(64, np.float32), np.zeros(64, np.float32), grid=1, block=64, sanitize="racecheck")
+
+
+# ------------------------------------------------------------------ smaller holes
+
+
+@pytest.mark.parametrize("shadow", ["1", "0"])
+def test_a_read_from_an_empty_array_names_the_element_size(shadow, monkeypatch):
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import numpy as np
+        import cunumpy.kernel_testing as kt
+        from cunumpy.kernels import CudaKernel
+        src = 'extern "C" __global__ void rd(const double* x, double* y) { y[0] = x[3]; }'
+        try:
+            kt.emulate_cuda_kernel(CudaKernel(src, "rd"), np.zeros(0), np.zeros(1), grid=1, block=1)
+        except kt.MemcheckError as e:
+            print(e)
+        """
+    )
+    env = dict(os.environ, CUNUMPY_EMULATION_SHADOW=shadow)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert "read of 8 bytes from 'x' (float64, shape 0, 0 elements) at element 3" in done.stdout, (
+        done.stdout + done.stderr
+    )
+
+
+SPIN_FREE = r"""
+extern "C" __global__ void fill(double* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = 1.0;
+}
+"""
+
+
+def test_a_launch_that_finished_never_times_out():
+    out = np.zeros(64)
+    for _ in range(20):  # the watcher may fire before the launch ends: all blocks finished is a success
+        run(SPIN_FREE, "fill", out, 64, grid=1, block=64, timeout=1e-9)
+    assert (out == 1.0).all()
+
+
+def test_an_infinite_timeout_is_no_limit(monkeypatch):
+    import math
+
+    out = np.zeros(8)
+    run(SPIN_FREE, "fill", out, 8, timeout=math.inf)
+    monkeypatch.setenv("CUNUMPY_EMULATION_TIMEOUT", "inf")
+    run(SPIN_FREE, "fill", out, 8)
+    assert (out == 1.0).all()
+    with pytest.raises(ValueError, match="'timeout' must be a positive number of seconds"):
+        run(SPIN_FREE, "fill", out, 8, timeout=-math.inf)
+
+
+def test_an_explicit_empty_grid_is_an_error_and_an_inferred_one_launches_nothing():
+    out = np.zeros(8)
+    with pytest.raises(ValueError, match=r"grid \(0,\): every dimension must be at least 1"):
+        run(SPIN_FREE, "fill", out, 8, grid=0, block=32)
+    with pytest.raises(ValueError, match=r"grid \(2, 0\)"):
+        run(SPIN_FREE, "fill", out, 8, grid=(2, 0), block=32)
+    with pytest.raises(ValueError, match="block"):
+        run(SPIN_FREE, "fill", out, 8, grid=1, block=(32, 0))
+    run(SPIN_FREE, "fill", out, 0, n_threads=0)  # nothing to do: a no-op, as documented
+    run(SPIN_FREE, "fill", np.zeros(0), 0)
+    assert (out == 0).all()
+
+
+@pytest.mark.parametrize(
+    "call, reader, source",
+    [
+        ("__shfl_sync(0x0000ffffu, v, 20)", 0, 20),
+        ("__shfl_down_sync(0x0000ffffu, v, 8)", 8, 16),
+        ("__shfl_xor_sync(0x0000ffffu, v, 16)", 0, 16),
+    ],
+)
+def test_a_shuffle_reading_a_lane_outside_its_mask_is_an_error(call, reader, source):
+    src = rf"""
+    extern "C" __global__ void k(int* y) {{
+        const int v = threadIdx.x + 100;
+        if (threadIdx.x < 16) y[threadIdx.x] = {call};
+    }}
+    """
+    with pytest.raises(
+        RuntimeError, match=rf"lane {reader} \(thread .*\) reads lane {source}, which the mask does not"
+    ):
+        run(src, "k", np.zeros(32, np.int32), grid=1, block=32)
+    # a source outside the lane's segment gives the lane its own value, as on a GPU
+    ok = src.replace(call, "__shfl_down_sync(0x0000ffffu, v, 8, 8)")
+    y = np.zeros(32, np.int32)
+    run(ok, "k", y, grid=1, block=32)
+    np.testing.assert_array_equal(y[:16], np.arange(100, 116))

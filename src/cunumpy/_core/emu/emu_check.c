@@ -754,8 +754,9 @@ static int emu_describe_shared(const emu_check *c, const emu_check_worker *cw, u
 int emu_check_describe(const emu_check *c, const emu_check_worker *cw, uintptr_t addr, size_t size, int kind,
                        char *out, size_t out_size)
 {
+    /* size 0: unknown (a fault): an element of the array the address belongs to */
     if (cw != NULL && cw->arena != NULL && addr - (uintptr_t)cw->arena < cw->arena_size)
-        return emu_describe_shared(c, cw, addr, size, kind, out, out_size);
+        return emu_describe_shared(c, cw, addr, size ? size : 1, kind, out, out_size);
     /* An empty array is passed as a null pointer. */
     if (addr < 65536) {
         for (size_t i = 0; i < c->n_regions; ++i) {
@@ -764,7 +765,8 @@ int emu_check_describe(const emu_check *c, const emu_check_worker *cw, uintptr_t
                 (void)snprintf(out, out_size,
                                "%s of %zu bytes %s '%s' (%s) at element %zu: the array is empty, so the kernel got a "
                                "null pointer",
-                               emu_kind_verb(kind), size, emu_kind_prep(kind), r->name, r->what, (size_t)addr / r->itemsize);
+                               emu_kind_verb(kind), size ? size : r->itemsize, emu_kind_prep(kind), r->name, r->what,
+                               (size_t)addr / r->itemsize);
                 return 1;
             }
         }
@@ -793,6 +795,8 @@ int emu_check_describe(const emu_check *c, const emu_check_worker *cw, uintptr_t
     }
     if (best == NULL || best_gap > emu_redzone_of(best->lo, best->hi) + 4096)
         return 0;
+    if (size == 0)
+        size = best->itemsize ? best->itemsize : 1;
     char element[96], where[80];
     emu_element_text(addr, best->base, best->itemsize, element, sizeof element);
     if (addr < best->lo)

@@ -633,7 +633,9 @@ static int emu_api_syncthreads_count(cunumpy_emu_worker *pub, int predicate)
 static void emu_api_syncthreads(cunumpy_emu_worker *pub) { (void)emu_api_syncthreads_count(pub, 0); }
 
 /* Results of a completed shuffle group for every lane of `mask`, from the lanes' operands: a
- * lane whose source lane is outside its segment or not named in `mask` gets its own value.
+ * lane whose source lane is outside its segment gets its own value (as on a GPU). A source
+ * lane inside the segment that `mask` does not name is undefined on a GPU: the lane gets its
+ * own value and the function returns the first such lane (its source in bits 8 and up), or -1.
  * One loop per kind, so that the loop body has no branch on the kind. */
 #define EMU_SHUFFLE_LOOP(SOURCE_AND_VALID)                                                                             \
     for (unsigned int m = mask; m != 0u; m &= m - 1u) {                                                                \
@@ -644,13 +646,17 @@ static void emu_api_syncthreads(cunumpy_emu_worker *pub) { (void)emu_api_syncthr
         unsigned int src;                                                                                              \
         int valid;                                                                                                     \
         SOURCE_AND_VALID;                                                                                              \
-        out[lane].pub.result = valid && (mask >> src & 1u) ? warp->value[src] : warp->value[lane];                   \
+        const unsigned int named = valid ? (mask >> src) & 1u : 1u;                                                    \
+        out[lane].pub.result = valid && named ? warp->value[src] : warp->value[lane];                                  \
         out[lane].state = EMU_RUN;                                                                                     \
+        if (__builtin_expect(!named, 0) && bad < 0)                                                                    \
+            bad = (int)(lane | (src << 8));                                                                            \
     }
 
 /* ... written into the lanes' thread records (`out`: the warp's fibers), which are released. */
-static void emu_shuffle_results(emu_warp *warp, int op, unsigned int mask, emu_fiber *out)
+static int emu_shuffle_results(emu_warp *warp, int op, unsigned int mask, emu_fiber *out)
 {
+    int bad = -1;
     switch (op) {
     case EMU_OP_SHFL_IDX:
         EMU_SHUFFLE_LOOP(src = seg_start | (a & (width - 1u)); valid = 1);
@@ -665,8 +671,25 @@ static void emu_shuffle_results(emu_warp *warp, int op, unsigned int mask, emu_f
         EMU_SHUFFLE_LOOP(src = lane ^ (a & 31u); valid = src <= seg_start + width - 1u);
         break;
     }
+    return bad;
 }
 #undef EMU_SHUFFLE_LOOP
+
+/* A shuffle whose lane reads a lane its mask does not name: undefined on a GPU. */
+static void emu_shuffle_unnamed(emu_worker *w, int op, unsigned int mask, int bad) __attribute__((noinline, cold, noreturn));
+static void emu_shuffle_unnamed(emu_worker *w, int op, unsigned int mask, int bad)
+{
+    const emu_fiber *self = (const emu_fiber *)w->pub.current;
+    const unsigned int lane = (unsigned int)bad & 0xffu, src = (unsigned int)bad >> 8;
+    const unsigned int warp = self->pub.linear / CUNUMPY_EMU_WARP_SIZE;
+    char coords[64];
+    emu_thread_coords(w, warp * CUNUMPY_EMU_WARP_SIZE + lane, coords, sizeof coords);
+    emu_set_error(w, 0,
+                  "%s with mask 0x%08x: lane %u (thread %s) reads lane %u, which the mask does not name; the value "
+                  "is undefined on a GPU (name every lane read in the mask, or keep the source inside it)",
+                  emu_op_names[op], mask, lane, coords, src);
+    emu_abort_thread(w);
+}
 
 /* The checks of a warp operation, in the order their errors are reported; called when the
  * fast test in emu_warp_op failed, so one of them fails the launch. */
@@ -722,8 +745,8 @@ static inline __attribute__((always_inline)) cunumpy_emu_wait emu_warp_op(cunump
             self->pub.result = value ? bit : 0u;
         } else if (op == EMU_OP_SYNCWARP) {
             self->pub.result = 0;
-        } else {
-            emu_shuffle_results(warp, op, mask, self - lane);
+        } else if (__builtin_expect(emu_shuffle_results(warp, op, mask, self - lane) >= 0, 0)) {
+            emu_shuffle_unnamed(w, op, mask, emu_shuffle_results(warp, op, mask, self - lane));
         }
         return emu_go_on;
     }
@@ -770,7 +793,9 @@ static inline __attribute__((always_inline)) cunumpy_emu_wait emu_warp_op(cunump
             base[l].state = EMU_RUN;
         }
     } else {
-        emu_shuffle_results(warp, op, mask, base);
+        const int bad = emu_shuffle_results(warp, op, mask, base);
+        if (__builtin_expect(bad >= 0, 0))
+            emu_shuffle_unnamed(w, op, mask, bad);
     }
     /* The others go to the front of the ready ring, in lane order: the warp's next operation
      * then runs while its 32 fibers' stacks are still in the cache, instead of after every
@@ -1129,7 +1154,8 @@ static void emu_describe_fault(emu_worker *w, emu_launch *launch)
     }
     char text[700];
     const int kind = w->fault_write == 1 ? CUNUMPY_EMU_ACCESS_WRITE : 0;
-    if (emu_check_describe(&launch->check, &w->cw, addr, 1, kind, text, sizeof text)) {
+    /* size 0: not known from a fault (the description takes the element size of the array) */
+    if (emu_check_describe(&launch->check, &w->cw, addr, 0, kind, text, sizeof text)) {
         emu_set_error(w, 1, "memcheck: %s (a %s at address %p)", text, what, w->fault_address);
         w->failure = EMU_FAIL_MEMCHECK;
         return;
@@ -1895,7 +1921,9 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
     int status = 0;
     const int cancel = atomic_load(&launch.cancel);
     const unsigned long long done = (unsigned long long)atomic_load(&launch.blocks_done);
-    if (cancel != EMU_CANCEL_NONE) {
+    /* A launch whose every block finished is a success, even when the stop came in time to
+     * be seen (timeout=1e-9 on a launch that finishes anyway). */
+    if (cancel != EMU_CANCEL_NONE && (done < launch.total_blocks || launch.failed)) {
         if (cancel == EMU_CANCEL_TIMEOUT)
             (void)snprintf(error, error_size,
                            "emulated kernel '%s' timed out: it ran longer than timeout=%g s and was stopped after %.2f s, "
