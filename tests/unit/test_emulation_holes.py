@@ -371,3 +371,26 @@ def test_a_shuffle_reading_a_lane_outside_its_mask_is_an_error(call, reader, sou
     y = np.zeros(32, np.int32)
     run(ok, "k", y, grid=1, block=32)
     np.testing.assert_array_equal(y[:16], np.arange(100, 116))
+
+
+# ------------------------------------------------------------------ the checker's own memory
+
+SHADOW_WRITE = r"""
+extern "C" __global__ void poison(double* out) {
+    // the shadow byte of out[0], written through a pointer made from an integer
+    volatile unsigned char* s = (volatile unsigned char*)(0x200000000000ull + ((unsigned long long)out >> 3));
+    if (threadIdx.x == 0) *s = 0xfa;
+}
+"""
+
+
+@pytest.mark.parametrize("sanitize", [None, "racecheck"])
+def test_a_write_into_the_checks_shadow_is_a_fault_and_leaves_nothing_behind(sanitize):
+    out = np.zeros(64)
+    kw = {"sanitize": sanitize} if sanitize else {}
+    with pytest.raises(kt.KernelFaultError, match="inside the memory checks' shadow"):
+        run(SHADOW_WRITE, "poison", out, grid=1, block=32, **kw)
+    # a later, correct launch on the same memory sees no poison
+    run(SPIN_FREE, "fill", out, 64, grid=1, block=64)
+    run(SPIN_FREE, "fill", out, 64, grid=1, block=64, sanitize="racecheck")
+    assert (out == 1.0).all()

@@ -57,8 +57,22 @@ static void emu_shadow_map(void)
 #ifdef MADV_NOHUGEPAGE
     madvise(got, EMU_SHADOW_BYTES, MADV_NOHUGEPAGE);
 #endif
+    /* The shadow's own shadow is inaccessible (AddressSanitizer's shadow gap): an instrumented
+     * access to the shadow (a pointer made from an integer) faults in its check instead of
+     * changing what the checks see. */
+    uint8_t *gap = (uint8_t *)(((uintptr_t)got >> 3) + (uintptr_t)CUNUMPY_EMU_SHADOW_OFFSET);
+    if (mprotect(gap, EMU_SHADOW_BYTES >> 3, PROT_NONE) != 0) {
+        munmap(got, EMU_SHADOW_BYTES);
+        return;
+    }
     emu_shadow_state = 1;
 #endif
+}
+
+int emu_shadow_contains(uintptr_t lo, uintptr_t hi)
+{
+    const uintptr_t base = (uintptr_t)CUNUMPY_EMU_SHADOW_OFFSET;
+    return emu_shadow_state == 1 && hi > base && lo < base + EMU_SHADOW_BYTES;
 }
 
 int emu_shadow_available(void)
@@ -1262,6 +1276,13 @@ int emu_check_access(emu_check *c, emu_check_worker *cw, const cunumpy_emu_threa
         if (tracking)
             emu_track_global(c, cw, &a, s, addr, end - addr);
         return 0;
+    }
+    if (__builtin_expect(emu_shadow_contains(addr, end), 0)) {
+        (void)snprintf(error, error_size,
+                       "%s of %zu bytes %s address 0x%" PRIxPTR ", inside the memory checks' shadow (a wild pointer, "
+                       "made from an integer?)",
+                       emu_kind_verb(kind), size, emu_kind_prep(kind), addr);
+        return -1;
     }
     if (!emu_near_region(c, addr, end) || emu_own_contains(cw, addr, end) ||
         emu_ranges_contain(c->internal, c->n_internal, addr, end))

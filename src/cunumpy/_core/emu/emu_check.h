@@ -147,6 +147,9 @@ typedef struct emu_check {
 
 #define EMU_REPORT_GROUPS 64
 
+/* Whether [lo, hi) overlaps the shadow mapping (its shadow gap included). */
+EMU_CHECK_INTERNAL int emu_shadow_contains(uintptr_t lo, uintptr_t hi);
+
 /* Maps the shadow (once per process); 1 when checks mode 1 can be used. */
 EMU_CHECK_INTERNAL int emu_shadow_available(void);
 

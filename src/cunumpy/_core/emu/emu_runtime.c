@@ -907,8 +907,9 @@ static void emu_memcheck_fail(emu_worker *w, const char *text, const void *pc)
 {
     char where[320];
     emu_format_pc(pc, where, sizeof where);
-    emu_set_error(w, 1, "memcheck: %s at %s", text, where);
-    w->failure = EMU_FAIL_MEMCHECK;
+    const int shadow = strstr(text, "inside the memory checks' shadow") != NULL; /* a wild pointer: a fault */
+    emu_set_error(w, 1, "%s%s at %s", shadow ? "" : "memcheck: ", text, where);
+    w->failure = shadow ? EMU_FAIL_FAULT : EMU_FAIL_MEMCHECK;
     emu_abort_thread(w);
 }
 
@@ -1162,6 +1163,12 @@ static void emu_describe_fault(emu_worker *w, emu_launch *launch)
     }
     if (addr < 65536)
         emu_set_error(w, 1, "%s: null pointer %s (address %p)", what, access, w->fault_address);
+    else if (emu_shadow_contains(addr, addr + 1))
+        emu_set_error(w, 1,
+                      "%s: invalid %s at address %p, inside the memory checks' shadow (a wild pointer, made from an "
+                      "integer?)",
+                      what, access,
+                      (void *)((addr - (uintptr_t)CUNUMPY_EMU_SHADOW_OFFSET) << 3)); /* the gap's: the access's */
     else
         emu_set_error(w, 1,
                       "%s: invalid %s at address %p, not near any argument of the launch (a wild or dangling "
