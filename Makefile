@@ -20,7 +20,7 @@ BUILD_FLAGS_STAMP := build/.meson-werror-$(if $(filter 1 true yes,$(WERROR)),on,
 C_SOURCES  := $(wildcard src/cunumpy/_core/*.c src/cunumpy/_core/*.h src/cunumpy/_core/*/*.c src/cunumpy/_core/*/*.h)
 PY_SOURCES := $(shell find src -name '*.py' -o -name '*.md' -o -name '*.cuh' -o -name '*.h' -o -name '*.typed' -o -path '*/_emulation/include/*' -type f 2>/dev/null)
 
-.PHONY: all lint lint-c demo docs test-docs test test-unit test-fake test-sanitize test-mpi test-c test-tsan test-emu-aarch64 check-c bench gpu-check install clean petsc test-petsc test-real-cupy fidelity test-gpu
+.PHONY: all lint lint-c demo demo-mpi docs test-docs test test-unit test-fake test-sanitize test-mpi test-c test-tsan test-emu-aarch64 test-asan check-c bench gpu-check install clean petsc test-petsc test-real-cupy fidelity test-gpu
 
 all: install
 
@@ -54,7 +54,22 @@ install: $(BUILT) $(VENV)/.req-test+mpi+compiled
 demo: $(BUILT) $(VENV)/.req-demo
 	$(PY) examples/demo.py
 
-test: test-docs test-unit test-fake test-sanitize test-mpi check-c test-real-cupy
+# The demo's loop split over MPI ranks (examples/pic_mpi.py): one rank, then two on NumPy and
+# two on the fake CuPy, each compared bit for bit with the one-rank run.
+PIC_MPI_RUN := build/demo/pic_mpi_1rank.npz
+demo-mpi: $(BUILT) $(VENV)/.req-mpi
+	$(VENV)/bin/mpiexec -n 1 $(PY) examples/pic_mpi.py --save $(PIC_MPI_RUN)
+	$(VENV)/bin/mpiexec -n 2 $(PY) examples/pic_mpi.py --compare $(PIC_MPI_RUN)
+	CUNUMPY_FAKE_CUPY=1 CUNUMPY_BACKEND=cupy $(VENV)/bin/mpiexec -n 2 $(PY) examples/pic_mpi.py --compare $(PIC_MPI_RUN)
+
+# `make test` runs every part below, one after another, each even when an earlier one failed
+# (tools/run_parts.py): a line when a part starts, at the end one line per part (passed or
+# failed, minutes), and a non-zero exit status if any part failed. check-c's four parts run as
+# parts of their own. `make -k test-docs test-unit ...` is the plain-make equivalent.
+TEST_PARTS := test-docs test-unit test-fake test-sanitize test-mpi test-c test-emu-aarch64 test-tsan \
+  test-asan test-real-cupy
+test: install
+	@$(PY) tools/run_parts.py --make "$(MAKE)" $(TEST_PARTS)
 
 # The static checks (pyproject.toml configures each): ruff's linter and formatter (--check:
 # run `ruff format .` before committing) over the tree, mypy over
@@ -93,8 +108,15 @@ test-docs: docs install
 
 # test-fake runs the whole suite under the fake CuPy, so the NumPy run skips the tests that
 # re-run a file under the fake in a child process (tests/unit/_fake_support.py).
+#
+# UNIT_LOAD=N runs it while N CPU-bound processes compete for the machine (tools/load.py):
+# .ci/run runs `make test UNIT_LOAD=2`, so that no wall-clock bound of a test can pass only on
+# an idle machine. Only this part runs loaded (the NumPy-backend unit suite; the other parts
+# run the same time-related tests again), which keeps CI's total time in bounds.
+UNIT_LOAD ?= 0
 test-unit: install
-	CUNUMPY_TESTS_FAKE_SUITE=separate $(PYTEST) tests/unit
+	CUNUMPY_TESTS_FAKE_SUITE=separate $(if $(filter-out 0,$(UNIT_LOAD)),$(PY) tools/load.py $(UNIT_LOAD) --) \
+	  $(PYTEST) tests/unit
 
 test-fake: install
 	CUNUMPY_FAKE_CUPY=1 CUNUMPY_BACKEND=cupy $(PYTEST) tests/unit
@@ -128,17 +150,21 @@ test-mpi: install
 	  done; done; \
 	else echo "no MPI tests yet"; fi
 
-# The C core under AddressSanitizer and UndefinedBehaviorSanitizer: the C unit tests, then
-# the unit tests against an extension built with the sanitizers. The fake CuPy is installed
-# so the device-side C paths (traversal, launch packing) run too; `on_backend` tests cover both.
+# The C core under AddressSanitizer and UndefinedBehaviorSanitizer: the C unit tests, the
+# aarch64 and ThreadSanitizer runs, then the unit tests against an extension built with the
+# sanitizers (test-asan). The fake CuPy is installed so the device-side C paths (traversal,
+# launch packing) run too; `on_backend` tests cover both.
 check-c: $(DEPS)
+	$(MAKE) test-c
+	$(MAKE) test-emu-aarch64
+	$(MAKE) test-tsan
+	$(MAKE) test-asan
+
+test-asan: $(DEPS)
 	rm -rf $(SAN_SITE)
 	$(PY) -m pip install -q --no-build-isolation --no-deps --target $(SAN_SITE) \
 	  -Cbuild-dir=build/asan -Csetup-args=-Dbuildtype=debugoptimized $(MESON_WERROR) \
 	  -Csetup-args=-Db_sanitize=address,undefined -Csetup-args=-Db_lundef=false .
-	$(MAKE) test-c
-	$(MAKE) test-emu-aarch64
-	$(MAKE) test-tsan
 	CUNUMPY_FAKE_CUPY=1 PYTHONMALLOC=malloc PYTHONPATH=$(SAN_SITE) ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \

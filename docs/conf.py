@@ -46,6 +46,11 @@ html_theme_options = {
 html_show_sourcelink = False
 html_copy_source = False
 html_static_path = ["_static"]
+# Code blocks wrap and tables fit at any width (tests/docs/test_site.py checks 1280 px).
+html_css_files = ["cunumpy.css"]
+# The top-level pages without sub-pages get no left sidebar: the theme would show an empty
+# "Section Navigation" heading there, and the article gets the room instead.
+html_sidebars = {page: [] for page in ("index", "install", "getting-started", "changelog", "compatibility")}
 
 
 def _drop_module_docstrings(app, what, name, obj, options, lines):

@@ -31,7 +31,14 @@ import sys
 
 import pytest
 
-__all__ = ["MARKERS", "backend", "pytest_configure", "pytest_runtest_setup", "pytest_unconfigure"]
+__all__ = [
+    "MARKERS",
+    "backend",
+    "pytest_configure",
+    "pytest_runtest_makereport",
+    "pytest_runtest_setup",
+    "pytest_unconfigure",
+]
 
 #: The markers this plugin registers, with the line ``pytest --markers`` shows.
 MARKERS = {
@@ -93,9 +100,36 @@ def pytest_unconfigure(config) -> None:
     _configured = max(0, _configured - 1)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item) -> None:
-    # tryfirst: the decision comes before fixtures are set up, so the ``cupy`` case of
+def _emulation_unavailable(exc: BaseException) -> str | None:
+    """The reason of a ``cunumpy.kernel_testing.EmulationUnavailable``, else None (the class is
+    looked up where it lives, never imported here: it exists once a launch could raise it)."""
+    errors = sys.modules.get("cunumpy._emulation._errors")
+    cls = getattr(errors, "EmulationUnavailable", None)
+    if cls is None or not isinstance(exc, cls):
+        return None
+    return str(getattr(exc, "reason", "") or exc)
+
+
+def _needs_a_device_backend(item) -> bool:
+    return any(item.get_closest_marker(marker) is not None for marker in MARKERS)
+
+
+def _skip_reason(item, excinfo) -> str | None:
+    """Why a failed setup or call of ``item`` is a skip: a test that needs a device backend
+    reached a launch the fake CuPy cannot run (``CUNUMPY_EMULATION=0``, no C++ compiler);
+    None otherwise, and with ``CUNUMPY_REQUIRE_CUDA`` set (then it fails)."""
+    reason = _emulation_unavailable(excinfo.value)
+    if reason is None or not _needs_a_device_backend(item):
+        return None
+    from cunumpy.kernel_testing import cuda_required
+
+    if cuda_required():
+        return None
+    return f"CUDA kernels cannot launch on the fake CuPy: {reason}"
+
+
+def _skip_by_marker(item) -> None:
+    # Before fixtures are set up (the setup wrapper calls it first), so the ``cupy`` case of
     # ``backend`` never tries to activate a backend that is not there.
     for marker in MARKERS:
         if item.get_closest_marker(marker) is None:
@@ -108,6 +142,27 @@ def pytest_runtest_setup(item) -> None:
         if required and kernel_testing.cuda_required():
             kernel_testing._requirement_failed(what, reason)  # raises: the test errors
         pytest.skip(reason)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item) -> None:
+    _skip_by_marker(item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """An ``EmulationUnavailable`` in the setup or call of a test that needs a device backend
+    is reported as a skip naming the reason (as pytest reports ``pytest.skip``)."""
+    outcome = yield
+    if call.excinfo is None or call.when == "teardown":
+        return
+    reason = _skip_reason(item, call.excinfo)
+    if reason is None:
+        return
+    report = outcome.get_result()
+    path, lineno, _ = item.reportinfo()
+    report.outcome = "skipped"
+    report.longrepr = (str(path), (lineno or 0) + 1, f"Skipped: {reason}")
 
 
 @pytest.fixture(autouse=True)

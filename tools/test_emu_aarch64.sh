@@ -2,7 +2,8 @@
 # The emulator runtime's C tests (tests/c/test_emu*.c with their kernels) cross-compiled for
 # aarch64 and run under qemu-user, so that the hand-written aarch64 context switch is executed
 # on an x86-64 machine. Installs the cross compiler and qemu with apt-get when they are missing
-# and this runs as root; anywhere else without them it says so and skips (exit status 0).
+# and this runs as root; anywhere else without them it says so, naming the packages, and skips
+# (exit status 0), except under CI=true, where a test that cannot run fails (exit status 1).
 # Usage: tools/test_emu_aarch64.sh [build-dir]
 set -u
 cd "$(dirname "$0")/.."
@@ -18,6 +19,16 @@ if [ "$(uname -m)" = aarch64 ]; then
     exit 0
 fi
 
+# Not run: a skip (exit 0) for a user's machine, a failure under CI=true.
+skip() {
+    if [ "${CI:-}" = "true" ]; then
+        echo "test-emu-aarch64: FAILED (CI=true, where every test must run): $*"
+        exit 1
+    fi
+    echo "test-emu-aarch64: SKIPPED, $*"
+    exit 0
+}
+
 have_tools() { command -v "$CC" >/dev/null && command -v "$CXX" >/dev/null && command -v "$QEMU" >/dev/null; }
 
 if ! have_tools; then
@@ -27,12 +38,11 @@ if ! have_tools; then
         # The package lists may be missing or stale (a fresh container): update once on failure.
         apt-get install -y -q --no-install-recommends $PACKAGES >/dev/null ||
             { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $PACKAGES >/dev/null; } ||
-            { echo "test-emu-aarch64: SKIPPED, apt-get could not install $PACKAGES"; exit 0; }
-        have_tools || { echo "test-emu-aarch64: SKIPPED, $CC, $CXX or $QEMU still missing after apt-get"; exit 0; }
+            skip "apt-get could not install $PACKAGES"
+        have_tools || skip "$CC, $CXX or $QEMU still missing after apt-get installed $PACKAGES"
     else
-        echo "test-emu-aarch64: SKIPPED, $CC, $CXX or $QEMU is missing (as root with apt-get this target" \
-             "installs $PACKAGES; elsewhere install them, or a cross toolchain named by AARCH64_CC/AARCH64_CXX)"
-        exit 0
+        skip "$CC, $CXX or $QEMU is missing: install the Debian packages $PACKAGES" \
+             "(as root with apt-get this target installs them), or name a cross toolchain by AARCH64_CC/AARCH64_CXX"
     fi
 fi
 

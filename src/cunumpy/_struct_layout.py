@@ -59,11 +59,9 @@ def _struct_body(source: str, name: str):
     return None
 
 
-def find_struct_members(source: str, name: str):
-    """The members of ``struct name {...}`` in ``source`` as CudaParameters; None if the source
-    does not define it; a string saying why when a member cannot be read."""
-    from ._native import core
-
+def struct_member_decls(source: str, name: str):
+    """The members of ``struct name {...}`` in ``source`` as (C type, name) pairs; None if the
+    source does not define it; a string saying why when a member cannot be read."""
     body = _struct_body(source, name)
     if body is None:
         return None
@@ -94,6 +92,17 @@ def find_struct_members(source: str, name: str):
             decls.append((base + mm.group(1), mm.group(2)))
     if not decls:
         return "the definition has no fields"
+    return decls
+
+
+def find_struct_members(source: str, name: str):
+    """The members of ``struct name {...}`` in ``source`` as CudaParameters; None if the source
+    does not define it; a string saying why when a member cannot be read."""
+    from ._native import core
+
+    decls = struct_member_decls(source, name)
+    if decls is None or isinstance(decls, str):
+        return decls
     params = ", ".join(f"{t} {n}" for t, n in decls)
     try:
         raw, _, _ = core.cuda_parse_signature(

@@ -9,6 +9,7 @@ through it. Layout checks live in ``_struct_layout`` (GPU probe or compile-time 
 
 from __future__ import annotations
 
+import abc
 import ast
 import inspect
 import os
@@ -106,12 +107,15 @@ def _check_identifier(text, what) -> str:
 # ------------------------------------------------------------------ CudaArguments
 
 
-class CudaArguments:
+class CudaArguments(metaclass=abc.ABCMeta):  # noqa: B024 - ABCMeta only for register(): nothing is abstract
     """Several consecutive kernel parameters as one object; ``__cuda_args__()`` returns them.
 
     Subclassing is optional: :class:`cunumpy.kernels.CudaKernel` flattens any object whose
     ``__cuda_args__()`` returns a tuple, and launch-size inference looks into it for the
     first array. The owner of the data builds it once per backend and reuses it.
+    :class:`CudaStructArguments` (one struct parameter) is a ``CudaArguments`` too for
+    ``isinstance`` and ``issubclass``, as in earlier releases, without inheriting ``values``
+    (a struct may have a field of that name).
 
     Parameters
     ----------
@@ -319,13 +323,18 @@ class CudaStruct(core.StructCaller):
     def declaration(self) -> str:
         """The C definition ``struct Name { ... };`` alone, without includes.
 
+        Each field type is written as release 0.7.1 wrote it, so that generated headers stay
+        byte-identical: without qualifiers (``const``, ``volatile``, ``__restrict__``), with
+        ``complex<T>`` for ``thrust::complex<T>`` and ``cuda::std::complex<T>`` (CuPy's
+        ``<cupy/complex.cuh>`` declares it), and spaces only between words (``double*``,
+        ``Array1D<double>``).
         A struct with ``ArrayND``/``CArrayND`` fields needs ``#include <cunumpy/array_view.cuh>``
         before it (``Array1D`` is otherwise not a type); :meth:`to_header` gives the text with
         that include and a guard.
         """
         lines = [f"struct {self._name} {{"]
         for p, text in zip(self._fields, self._types):
-            lines.append(f"    {text} {p.name};")
+            lines.append(f"    {_header_type_text(text)} {p.name};")
         lines.append("};")
         return "\n".join(lines) + "\n"
 
@@ -370,7 +379,7 @@ class CudaStruct(core.StructCaller):
     ) -> str:
         """Header text (generated-file comment, include guard, includes, definition); written to ``path``."""
         if guard is None:
-            guard = f"{self._name.upper()}_CUH"
+            guard = _guard_from_name(f"{self._name}_cuh")
         text = _header_text([self], guard, includes)
         if path is not None:
             Path(path).write_text(text, encoding="utf-8")
@@ -410,6 +419,64 @@ class CudaStruct(core.StructCaller):
         return verify_layout(self, include, include_dirs=include_dirs, options=options)
 
     # -------------------------------------------------------------- constructors
+
+    @classmethod
+    def from_source(
+        cls,
+        source: str,
+        name: str,
+        *,
+        include_dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = (),
+        options: Iterable[str] = (),
+    ) -> CudaStruct:
+        """The CudaStruct of a struct defined in CUDA source text (or the headers it includes).
+
+        Parameters
+        ----------
+        source : str
+            The CUDA source.
+        name : str
+            The struct's name (``struct Node {...};`` or ``typedef struct {...} Node;``).
+        include_dirs : path or sequence of path, optional
+            Folders searched for the source's quoted includes.
+        options : sequence of str, optional
+            Compiler options; their ``-D`` macros are read as the compiler would.
+
+        Returns
+        -------
+        CudaStruct
+            Fields, offsets and itemsize as the compiler lays the struct out; typedefs,
+            ``using`` aliases and macros in member types are resolved.
+
+        Raises
+        ------
+        TypeError
+            ``source`` or ``name`` is not a str.
+        ValueError
+            The struct is not defined, or a member cannot be passed (a C array, a nested
+            struct, a vector type, a bit field, a member function), named in the message.
+        """
+        if not isinstance(source, str):
+            raise TypeError(f"CudaStruct.from_source(): 'source' must be a str, not {type(source).__name__}")
+        if not isinstance(name, str):
+            raise TypeError(f"CudaStruct.from_source(): 'name' must be a str, not {type(name).__name__}")
+        from ._struct_layout import struct_member_decls
+        from .cuda._source import resolve_includes
+        from .cuda._types import _substitute, collect_aliases
+
+        if isinstance(include_dirs, (str, os.PathLike)):
+            include_dirs = (include_dirs,)
+        options = tuple(options)
+        headers = [p.read_text(encoding="utf-8", errors="replace") for p in resolve_includes(source, include_dirs)]
+        text = "\n".join([*headers, source])
+        decls = struct_member_decls(text, name)
+        if decls is None:
+            raise ValueError(f"CudaStruct.from_source(): the source defines no struct {name!r}")
+        if isinstance(decls, str):
+            raise ValueError(f"CudaStruct.from_source(): struct {name!r}: {decls}")
+        aliases = collect_aliases([*headers, source], options)
+        pairs = [(fname, _substitute(ctype, aliases)) for ctype, fname in decls]
+        return cls(name, pairs)
 
     @classmethod
     def from_signature(
@@ -721,6 +788,37 @@ def _stored_attributes(init) -> dict:
 # ------------------------------------------------------------------ headers
 
 
+# The header text is byte-identical to what release 0.7.1 wrote for the same structs (codes commit
+# the generated headers and test that regenerating them changes nothing): this banner, the
+# field types of _header_type_text and "#endif  // GUARD" with two spaces.
+_HEADER_BANNER = "// Generated by cunumpy.arguments.CudaStruct from the Python definition; do not edit."
+_QUALIFIERS = frozenset(["const", "volatile", "__restrict__", "__restrict", "restrict"])
+_LEGACY_COMPLEX = re.compile(r"(?:(?:thrust|cuda::std)::)?complex\s*<\s*(float|double)\s*>")
+_LEGACY_VIEW = re.compile(r"\b(C?)Array([1-9]|1[0-6])D\s*<((?:[^<>]|complex<[^<>]*>)+?)>")
+_LEGACY_TOKEN = re.compile(
+    r"C?Array(?:[1-9]|1[0-6])D<[^<>]*(?:<[^<>]*>[^<>]*)?>|complex<(?:float|double)>|[A-Za-z_]\w*|\*"
+)
+
+
+def _header_type_text(text: str) -> str:
+    """A field's C type as release 0.7.1 wrote it in a declaration (``const double *`` ->
+    ``double*``, ``thrust::complex<double>`` -> ``complex<double>``, ``Array1D< const float >``
+    -> ``Array1D<float>``); the layout is the same, only the spelling is canonical."""
+
+    def view(m):
+        words = [w for w in m.group(3).split() if w not in _QUALIFIERS]
+        return f"{m.group(1)}Array{m.group(2)}D<{' '.join(words)}>"
+
+    text = _LEGACY_COMPLEX.sub(lambda m: f"complex<{m.group(1)}>", text)
+    text = _LEGACY_VIEW.sub(view, text)
+    tokens = _LEGACY_TOKEN.findall(text)
+    pointers = tokens.count("*")
+    words = [t for t in tokens if t != "*" and t not in _QUALIFIERS]
+    if words[:1] == ["struct"]:
+        words = words[1:]
+    return " ".join(words) + "*" * pointers
+
+
 def _include_line(item) -> str:
     if isinstance(item, Path):
         item = str(item)
@@ -740,9 +838,8 @@ def _header_text(structs, guard, includes) -> str:
     if isinstance(includes, (str, Path)):
         includes = (includes,)
     lines = [_include_line(i) for i in includes]
-    names = ", ".join(s.name for s in structs)
     out = [
-        f"// Generated by cunumpy.arguments from CudaStruct {names}: do not edit; regenerate instead.",
+        _HEADER_BANNER,
         f"#ifndef {guard}",
         f"#define {guard}",
         "",
@@ -757,16 +854,19 @@ def _header_text(structs, guard, includes) -> str:
     for s in structs:
         out.append(s.declaration.rstrip("\n"))
         out.append("")
-    out.append(f"#endif // {guard}")
+    out.append(f"#endif  // {guard}")
     return "\n".join(out) + "\n"
 
 
+def _guard_from_name(name: str) -> str:
+    # As release 0.7.1 derived it: non-word characters to "_", upper case, leading and trailing
+    # "_" removed, and "_" before a leading digit (``_under.cuh`` -> ``UNDER_CUH``).
+    guard = re.sub(r"\W", "_", name).upper().strip("_")
+    return guard if re.match(r"[A-Z_]", guard) else f"_{guard}"
+
+
 def _guard_from_path(path) -> str:
-    stem = Path(path).name
-    guard = re.sub(r"[^A-Za-z0-9_]", "_", stem).upper()
-    if guard[:1].isdigit():
-        guard = "_" + guard
-    return guard
+    return _guard_from_name(Path(path).name)
 
 
 def write_cuda_header(
@@ -1016,6 +1116,11 @@ class CudaStructArguments:
         s = type(self).struct
         return f"<{type(self).__name__} struct {s.name if s is not None else None}>"
 
+
+# A CudaArguments for isinstance/issubclass (as in release 0.7.1, where it was a subclass),
+# registered rather than inherited: ``values``, ``_values`` and ``__len__`` of CudaArguments
+# would take names that a struct's fields may have.
+CudaArguments.register(CudaStructArguments)
 
 # ``packed`` and ``__cuda_args__`` are C descriptors: the no-change check is the hot path.
 CudaStructArguments.__cuda_args__, CudaStructArguments.packed = core.struct_arguments_descriptors(  # type: ignore[attr-defined]

@@ -51,6 +51,7 @@ from maybempi import (
 )
 
 from . import _backend, _transfers
+from ._native import core as _native_core
 from ._staging import _check_host_dependency, _OnDevice, _producer_dependency, _shape_tuple, _staging_device
 from ._transfers import describe, record
 from .cuda import _devices
@@ -1159,6 +1160,26 @@ def exchange(
         _watch(comm)
     if cuda_aware is not None and not isinstance(cuda_aware, (bool, np.bool_)):
         raise TypeError(f"exchange(): 'cuda_aware' must be a bool or None, not {type(cuda_aware).__name__}")
+    kind = _comm_kinds.get(type(comm))
+    if kind is None:
+        kind = _remember_comm_kind(comm)
+    if kind is not None:
+        # The common case, checked in C: every descriptor an exact (array, int, int) tuple of
+        # C-contiguous host arrays, checked, posted and waited for in one call (None: not the
+        # common case, nothing posted); or, below, of device arrays for a CUDA-aware MPI.
+        proc_null, waitall = kind
+        try:
+            done = _exchange_host(receives, sends, comm.Get_size, proc_null, comm.Irecv, comm.Isend, waitall)
+        except BaseException as error:
+            _abort(comm, error)
+            raise
+        if done is not None:
+            return
+        plain = _plain_device(comm, receives, sends, cuda_aware, proc_null)
+        if plain is not None:
+            if plain[0] or plain[1]:
+                _post_plain(comm, plain[0], plain[1])
+            return
     sends = _as_list("sends", sends, "dest")
     receives = _as_list("receives", receives, "source")
     send_columns = _plain_columns(sends, receiving=False)
@@ -1203,6 +1224,71 @@ def exchange(
     _post_and_wait(comm, _columns(recv_list), _columns(send_list), statuses)
     if entries:
         _copy_back([e for e in entries if not e.is_send], aware, statuses)
+
+
+_exchange_host = _native_core.exchange_host
+_exchange_plain = _native_core.exchange_plain
+_exchange_post = _native_core.exchange_post
+
+#: (PROC_NULL, Request.Waitall) per communicator type (the stand-in's, mpi4py's); filled on
+#: first use.
+_comm_kinds: dict[type, tuple[int, Any]] = {}
+
+
+def _remember_comm_kind(comm) -> tuple[int, Any] | None:
+    """PROC_NULL and Waitall of a serial stand-in or an mpi4py communicator, remembered per
+    type; None for anything else (a test double, another binding): it takes the slow path."""
+    if is_serial(comm):
+        value, waitall = SerialMPI.PROC_NULL, SerialRequest.Waitall
+    else:
+        mpi = sys.modules.get("mpi4py.MPI")
+        comm_type = getattr(mpi, "Comm", None)
+        if not isinstance(comm_type, type) or not isinstance(comm, comm_type):
+            return None
+        value = getattr(mpi, "PROC_NULL", None)
+        waitall = getattr(getattr(mpi, "Request", None), "Waitall", None)
+    if type(value) is not int or not callable(waitall):
+        return None
+    _comm_kinds[type(comm)] = (value, waitall)
+    return value, waitall
+
+
+def _plain_device(comm, receives, sends, cuda_aware, proc_null):
+    """The common case of device buffers for a CUDA-aware MPI: ``(receives, sends)`` tuples
+    after the devices owning them were synchronised, or None (the slow path takes it)."""
+    array_type = _backend._device_type()
+    if array_type is None:
+        return None
+    plain = _exchange_plain(receives, sends, array_type, False, comm.Get_size, proc_null)
+    if plain is None or not _resolve_cuda_aware("exchange()", cuda_aware):
+        return None
+    receives, sends, checked = plain
+    device_ids = []
+    for items in (receives, sends):
+        for array, _, _ in items:
+            if not checked and not array.flags.c_contiguous:
+                return None
+            device_id = array.device.id
+            if device_id not in device_ids:
+                device_ids.append(device_id)
+    if device_ids:
+        cupy = _cupy()
+        for device_id in device_ids:
+            cupy.cuda.Device(device_id).synchronize()
+        if _transfers.sinks:
+            count = len(receives) + len(sends)
+            record("sync", f"exchange() waits for the devices of {count} device buffer(s)")
+    return receives, sends
+
+
+def _post_plain(comm, receives: tuple, sends: tuple) -> None:
+    """Post the checked descriptors and wait for them; abort the job on failure."""
+    try:
+        requests = _exchange_post(comm.Irecv, comm.Isend, receives, sends)
+        type(requests[0]).Waitall(requests)
+    except BaseException as error:
+        _abort(comm, error)
+        raise
 
 
 def _columns(items: list):

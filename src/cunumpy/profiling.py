@@ -52,6 +52,8 @@ def _check_kind(function: str, kind) -> str:
 
 
 def _add_sink(sink) -> None:
+    if not _transfers.sinks:
+        _transfers.instrument_cupy_reads()  # the real CuPy's float(a), a.item(), print(a) ...
     _transfers.sinks.append(sink)
 
 
@@ -269,7 +271,7 @@ class TransferCounter:
 
     @property
     def syncs(self) -> int:
-        """The number of host waits (and implicit scalar reads on the fake CuPy)."""
+        """The number of host waits (each host read of a device array is one, with its ``to_host`` copy)."""
         return self.count("sync")
 
     @property
@@ -377,8 +379,10 @@ class count_transfers:
 class assert_no_transfers(count_transfers):
     """Fail if the block copied data between host and device.
 
-    Forbidden: ``to_host``, ``to_device``, ``kernel_conversion`` and ``fallback`` events;
-    ``device_copy`` is allowed, and ``sync`` unless ``syncs=True``. The ``with`` statement
+    Forbidden: ``to_host``, ``to_device``, ``kernel_conversion`` and ``fallback`` events
+    (a host read such as ``float(x[0])``, ``x.item()``, ``bool(x > 1)`` or ``print(x)`` of a
+    device array is a ``to_host`` copy); ``device_copy`` is allowed, and ``sync`` unless
+    ``syncs=True``. The ``with`` statement
     binds the counter; an exception raised inside the block propagates unchanged. Also a
     decorator. An :class:`AssertionError` with the report is raised at the end of the block.
 

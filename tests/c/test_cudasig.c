@@ -108,7 +108,7 @@ static void test_errors_name_the_problem(void)
     struct {
         const char *decl, *needle;
     } bad[] = {
-        {"double** p", "pointer-to-pointer"}, {"S* s", "by pointer"},         {"MACRO(x)", "macro"},
+        {"double** p", "pointer-to-pointer"}, {"MACRO(x)", "macro"},
         {"half h", "unknown type"},          {"double& r", "reference"},       {"void v", "void"},
         {"Array17D<double> v", "1 to 16"},   {"Array2D<double>* v", "by value"},
     };

@@ -8,7 +8,10 @@ reason, except under CI=true, where a missing browser fails.
 """
 
 import fcntl
+import html
+import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -137,7 +140,7 @@ def _find_chromium():
 def _install_chromium():
     """Debian's chromium, installed once per machine (a lock serialises the test workers)."""
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        return "chromium is not installed, and installing it needs root and apt-get"
+        return "chromium is not installed (Debian: apt-get install chromium), and this test installs it only as root"
     lock_path = Path(tempfile.gettempdir()) / "cunumpy-chromium-install.lock"
     with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -204,3 +207,114 @@ def test_no_page_points_to_the_internal_specification(built_site):
     """Docstrings written for maintainers cite API.md sections; the site's readers have no API.md."""
     citing = [str(p.relative_to(built_site)) for p in _pages(built_site) if "API.md" in p.read_text(encoding="utf-8")]
     assert not citing, f"pages citing API.md: {citing}"
+
+
+# --------------------------------------------------------------------------- widths
+
+# The pages whose code blocks and tables are checked at 1280 px: the ones the browser opens
+# above, and those with the widest code and tables.
+WIDTH_PAGES = [
+    *BROWSER_PAGES,
+    "getting-started.html",
+    "tutorials/mpi-halo.html",
+    "guides/testing.html",
+    "guides/emulator.html",
+    "guides/ordering.html",
+    "guides/pyodide.html",
+    "guides/pyccel-kernel.html",
+]
+WIDTH = 1280
+
+# Run by the browser after the page has loaded: every code block (<pre>) and table that is
+# wider than its column (its content scrolls or sticks out), written into the document.
+_MEASURE = """
+<script>
+window.addEventListener("load", () => {
+  const column = document.querySelector("article.bd-article") || document.body;
+  const right = column.getBoundingClientRect().right;
+  const found = [];
+  const describe = (el) => (el.textContent || "").trim().slice(0, 60).replace(/\\s+/g, " ");
+  for (const el of column.querySelectorAll("pre, table")) {
+    const box = el.getBoundingClientRect();
+    const scroller = el.tagName === "TABLE" ? el.closest(".pst-scrollable-table-container") || el : el;
+    if (scroller.scrollWidth > scroller.clientWidth + 1 || box.right > right + 1) {
+      found.push(`${el.tagName.toLowerCase()} (${Math.round(scroller.scrollWidth)} px in ` +
+                 `${Math.round(scroller.clientWidth)} px): ${describe(el)}`);
+    }
+  }
+  const out = document.createElement("pre");
+  out.id = "cunumpy-width-check";
+  out.textContent = JSON.stringify({column: Math.round(column.getBoundingClientRect().width), found});
+  document.body.appendChild(out);
+});
+</script>
+"""
+
+
+def _overflowing(chromium, page, width):
+    """(column width, [descriptions of the code blocks and tables wider than their column])
+    of ``page`` in a ``width``-pixel window. A copy of the page with the measuring script is
+    written beside it (so that its stylesheets load) and removed again."""
+    text = page.read_text(encoding="utf-8")
+    probe = page.with_name(f".width-check-{os.getpid()}-{page.name}")
+    probe.write_text(text.replace("</body>", _MEASURE + "</body>"), encoding="utf-8")
+    try:
+        with tempfile.TemporaryDirectory() as profile:
+            done = subprocess.run(
+                [
+                    chromium,
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-dev-shm-usage",
+                    "--no-first-run",
+                    "--hide-scrollbars",
+                    f"--window-size={width},1000",
+                    f"--user-data-dir={profile}",
+                    "--virtual-time-budget=5000",
+                    "--dump-dom",
+                    probe.resolve().as_uri(),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+    finally:
+        probe.unlink()
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = re.search(r'<pre id="cunumpy-width-check"[^>]*>(.*?)</pre>', done.stdout, re.S)
+    assert found, "the measuring script did not run: " + done.stdout[-1000:]
+    result = json.loads(html.unescape(found.group(1)))
+    return result["column"], result["found"]
+
+
+@pytest.mark.parametrize("name", WIDTH_PAGES)
+def test_no_code_block_or_table_is_wider_than_its_column_at_1280_px(built_site, chromium, name):
+    page = built_site / name
+    assert page.is_file(), f"missing page {name}"
+    column, found = _overflowing(chromium, page, WIDTH)
+    assert column > 300, f"{name}: the article column is only {column} px wide at {WIDTH} px"
+    assert not found, f"{name} at {WIDTH} px, column {column} px: cut off or scrolling:\n" + "\n".join(found)
+
+
+def test_the_width_check_finds_a_code_line_that_does_not_fit(built_site, chromium, tmp_path):
+    # a page of the built site with one unbreakable code line and one over-wide table added
+    page = built_site / "install.html"
+    wide = "x" * 400
+    extra = f'<pre style="white-space: pre">{wide}</pre><table style="width: 3000px"><tr><td>t</td></tr></table>'
+    text = page.read_text(encoding="utf-8").replace("</article>", extra + "</article>", 1)
+    probe = page.with_name(f".width-check-planted-{os.getpid()}.html")
+    probe.write_text(text, encoding="utf-8")
+    try:
+        _, found = _overflowing(chromium, probe, WIDTH)
+    finally:
+        probe.unlink(missing_ok=True)
+    assert any(f.startswith("pre ") and wide[:60] in f for f in found), found
+    assert any(f.startswith("table ") for f in found), found
+
+
+def test_no_page_has_an_empty_section_navigation(built_site):
+    # the theme's left sidebar on a page without sub-pages: a heading over nothing
+    empty = re.compile(r'Section Navigation</p>\s*<div class="bd-toc-item navbar-nav"></div>')
+    found = [str(p.relative_to(built_site)) for p in _pages(built_site) if empty.search(p.read_text(encoding="utf-8"))]
+    assert not found, f"pages with an empty 'Section Navigation' heading: {found}"

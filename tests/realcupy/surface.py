@@ -227,7 +227,7 @@ CLASS_REASONS = [
     (r"cupy\.ndarray", r"scatter_add|scatter_max|scatter_min", "CuPy-only; the fake has cupyx.scatter_add/max/min"),
     (
         r"cupy\.ndarray",
-        r"byteswap|dump|dumps|tofile|flat|ptp|searchsorted",
+        r"byteswap|dump|dumps|tofile|ptp|searchsorted",
         "not imitated yet (use cupy.searchsorted, cupy.ptp, .get() for files)",
     ),
     (r"cupy\.cuda\.Device", r"\w+_handle", "library handles (cuBLAS, cuSOLVER, cuSPARSE, cuTENSOR): no host stand-in"),

@@ -154,7 +154,7 @@ def test_bad_struct_name_and_field_shapes():
 
 def test_declaration_and_equality():
     S = CudaStruct("S", [("x", "double  *"), ("n", "long long"), ("a", "Array2D<double>")])
-    assert S.declaration == "struct S {\n    double * x;\n    long long n;\n    Array2D<double> a;\n};\n"
+    assert S.declaration == "struct S {\n    double* x;\n    long long n;\n    Array2D<double> a;\n};\n"
     assert CudaStruct("S", [("x", "double*"), ("n", "long long"), ("a", "Array2D<double>")]) == S
     assert CudaStruct("S", [("x", "float*"), ("n", "long long"), ("a", "Array2D<double>")]) != S
     assert hash(S) == hash(pickle.loads(pickle.dumps(S)))
@@ -171,7 +171,7 @@ def test_to_header_text_guard_and_includes(tmp_path):
     assert "do not edit" in lines[0] and lines[0].startswith("//")
     assert lines[1:3] == ["#ifndef PUSHARGS_CUH", "#define PUSHARGS_CUH"]
     assert '#include "cunumpy/array_view.cuh"' in lines
-    assert S.declaration.rstrip("\n") in text and lines[-1] == "#endif // PUSHARGS_CUH"
+    assert S.declaration.rstrip("\n") in text and lines[-1] == "#endif  // PUSHARGS_CUH"
     path = tmp_path / "p.cuh"
     text2 = S.to_header(path, guard="MY_GUARD", includes=("extra.cuh", "<cuda/std/complex>", "#include <x.h>"))
     assert path.read_text() == text2

@@ -302,3 +302,24 @@ def test_emulation_says_why_it_cannot_run(tmp_path):
     assert "  C++ compiler:     not found: no C++ compiler: neither $CXX" in text
     assert "launches emulate by themselves: off: the automatic CPU emulation is off (CUNUMPY_EMULATION=0)" in text
     assert "(not created yet)" in text
+
+
+@pytest.mark.parametrize("args", [("info", "--json"), ("info",), ("--help",)])
+def test_a_reader_that_closes_the_pipe_early_gets_no_traceback(args):
+    # `python -m cunumpy info --json | head -1`: the reader has gone before the output is
+    # written (here: the pipe's read end is closed before the command starts)
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "cunumpy", *args],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            env=_environment(True),
+        )
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
+    assert done.stderr == "" and done.returncode in (0, 1), (done.returncode, done.stderr)

@@ -164,8 +164,9 @@ def test_structs_are_checked_against_the_source():
     assert k.signature[0].struct is k.structs[0] and S.checked == [src]
     with pytest.raises(ValueError, match="unknown type 'S'"):
         CudaKernel(src, "k")
-    with pytest.raises(ValueError, match="by pointer"):
-        CudaKernel('extern "C" __global__ void k(S* s) {}', "k", structs=[S()])
+    # A struct by pointer is an array of the struct: a structured array of its dtype.
+    (p,) = CudaKernel('extern "C" __global__ void k(S* s) {}', "k", structs=[S()]).signature
+    assert p.pointer and p.dtype == S.dtype and p.ctype == "S"
 
 
 def test_from_file_and_all_from_file(tmp_path):

@@ -147,7 +147,6 @@ def test_template_argument_errors(impl):
     "decl, reason",
     [
         ("double** p", "pointer-to-pointer"),
-        ("S* s", "by pointer"),
         ("Array2D<double>* v", "by value"),
         ("MACRO(x)", "macro"),
         ("half h", "unknown type"),

@@ -546,7 +546,7 @@ def test_attribute_protocol_in_launches_prepare_args_and_structs():
 
     a = Args(args[1], args[2])
     assert a.packed["y"]["strides"].tolist() == [6, 2]
-    a.y = Duck(y)  # a test double's changes cannot be seen in place: re-packed every time
+    a.y = Duck(y)  # another object: re-packed
     assert a.packed["y"]["strides"].tolist() == [6, 1]
     with pytest.raises(TypeError, match=r"struct 'DuckArgs': field 'x'.*expected dtype float64"):
         Args(Duck(np.zeros(3, np.float32)), args[2])
@@ -567,3 +567,130 @@ def test_unreadable_attributes_fall_back_to_a_complete_interface():
     for plan in (c_plan, py_plan):
         got = _outcome(plan, incomplete)
         assert got[0] == "TypeError" and "cannot read the device array" in got[1] and "dtype" in got[1]
+
+
+# ------------------------------------------------------------------ issue 33 item 7: .flags decide contiguity
+
+
+def test_flags_c_contiguous_false_is_refused_for_pointers_whatever_the_strides():
+    x = np.arange(5.0)
+    y = np.zeros((5, 6))
+    z = np.zeros(4, np.float32)
+    says_not = Duck(x)
+    says_not.flags = types.SimpleNamespace(c_contiguous=False)  # strides (8,) look contiguous
+    c_plan, py_plan = _plans(AXPY, "axpy")
+    for plan in (c_plan, py_plan):
+        with pytest.raises(TypeError, match=r"argument 1 \(double\* x\): the array is not C-contiguous"):
+            plan.pack(2.0, says_not, Duck(y), Duck(z), 5)
+        # A view parameter takes any strides: the flag does not matter there.
+        y_says_not = Duck(y)
+        y_says_not.flags = types.SimpleNamespace(c_contiguous=False)
+        assert plan.pack(2.0, Duck(x), y_says_not, Duck(z), 5)[1] == (5,)
+        # A CArrayND view is contiguous by declaration: refused as well.
+        z_says_not = Duck(z)
+        z_says_not.flags = types.SimpleNamespace(c_contiguous=False)
+        with pytest.raises(TypeError, match=r"argument 3 \(CArray1D<float> z\): the array is not C-contiguous"):
+            plan.pack(2.0, Duck(x), Duck(y), z_says_not, 5)
+    k = CudaKernel(AXPY, "axpy")
+    with pytest.raises(TypeError, match="not C-contiguous"):
+        k.prepare_args(2.0, says_not, Duck(y), Duck(z), 5)
+    T = CudaStruct("T", [("x", "double*"), ("n", "int")])
+    with pytest.raises(TypeError, match=r"struct 'T': field 'x'.*not C-contiguous"):
+        T(x=says_not, n=5)
+    assert T(x=Duck(x), n=5).packed["x"] == x.__array_interface__["data"][0]
+
+    class Args(CudaStructArguments):
+        struct_name = "FlagArgs"
+        fields = (("x", "double*"), ("n", "int"))
+
+        def __init__(self, x):
+            self.x, self.n = x, 5
+            self.pack()
+
+    with pytest.raises(TypeError, match=r"struct 'FlagArgs': field 'x'.*not C-contiguous"):
+        Args(says_not)
+
+
+# ------------------------------------------------------------------ issue 33 item 7: packed identity
+
+
+def _identity_classes():
+    from cunumpy import _reference
+
+    S = CudaStruct("IdArgs", [("x", "double*"), ("y", "Array2D<double>"), ("n", "int")])
+    twin_args, twin_packed = _reference.struct_arguments_descriptors(CudaStructArguments, "_cunumpy_struct_state")
+    twin = _reference.struct_packer(
+        S.name,
+        tuple((s[0], f"field '{p.name}'", *s[2:]) for s, p in ((_spec_of(p), p) for p in S.fields)),
+        S.offsets,
+        S.itemsize,
+        S.dtype,
+        S.field_names,
+        np.void,
+        np.generic,
+        np.empty,
+    )
+
+    class C(CudaStructArguments):
+        struct_name = "IdArgs"
+        fields = (("x", "double*"), ("y", "Array2D<double>"), ("n", "int"))
+
+    class Twin(CudaStructArguments):
+        __cuda_args__ = twin_args
+        packed = twin_packed
+
+    Twin._cunumpy_packer = twin
+    return C, Twin
+
+
+def _spec_of(p):
+    from cunumpy.kernels._cuda_parse import _spec
+
+    return _spec(0, p)
+
+
+@pytest.mark.parametrize("make", [Duck, InterfaceOnly], ids=["attributes", "interface"])
+def test_struct_arguments_packed_is_the_same_object_while_no_field_changed(make):
+    x, y = np.arange(5.0), np.zeros((5, 6))
+    for cls in _identity_classes():
+        a = cls()
+        a.x, a.y, a.n = make(x), make(y[:, ::2]), 5
+        first = a.packed
+        assert a.packed is first and a.__cuda_args__()[0] is first, cls
+        # Every change the packer would see re-packs.
+        if make is Duck:
+            a.y.shape, a.y.strides = (5, 2), y[:, ::3].strides  # changed in place
+        else:
+            a.y.__cuda_array_interface__ = dict(a.y.__cuda_array_interface__, shape=(5, 2), strides=(48, 24))
+        second = a.packed
+        assert second is not first and second["y"]["shape"].tolist() == [5, 2], cls
+        assert second["y"]["strides"].tolist() == [6, 3] and a.packed is second, cls
+        if make is Duck:
+            other = np.arange(5.0)
+            a.x.data = types.SimpleNamespace(ptr=other.__array_interface__["data"][0])
+            assert int(a.packed["x"]) == other.__array_interface__["data"][0], cls
+            a.x.dtype = np.dtype(np.float32)
+            with pytest.raises(TypeError, match="expected dtype float64"):
+                a.packed  # noqa: B018 - the property packs
+            a.x.dtype = np.dtype(np.float64)
+            a.packed  # noqa: B018 - the property packs
+            a.x.flags = types.SimpleNamespace(c_contiguous=False)
+            with pytest.raises(TypeError, match="not C-contiguous"):
+                a.packed  # noqa: B018 - the property packs
+
+
+def test_prepare_args_passes_the_packed_struct_through():
+    C, _twin = _identity_classes()
+    k = CudaKernel(
+        C.struct.to_header() + 'extern "C" __global__ void k(IdArgs a, double s) {}', "k", structs=[C.struct]
+    )
+    a = C()
+    a.x, a.y, a.n = Duck(np.arange(5.0)), Duck(np.zeros((5, 6))), 5
+    values = k.prepare_args(a, 2.0)
+    assert values[0] is a.packed and k.prepare_args(a, 3.0)[0] is values[0]
+
+
+def test_struct_arguments_is_a_cuda_arguments():
+    C, _twin = _identity_classes()
+    assert issubclass(CudaStructArguments, xp.arguments.CudaArguments)
+    assert isinstance(C(), xp.arguments.CudaArguments)

@@ -254,7 +254,7 @@ def test_divergence_is_an_error_not_a_hang(lib, kernel, grid, block, args, patte
     t0 = time.monotonic()
     with pytest.raises(RuntimeError, match=f"'{kernel}' failed in block \\(0, 0, 0\\).*{pattern}"):
         launch(lib, kernel, grid, block, Args(*args) if args else None, fibers=True, workers=1)
-    assert time.monotonic() - t0 < 10.0
+    assert time.monotonic() - t0 < 60.0  # found, not waited out: milliseconds expected
 
 
 def test_collective_in_loop_mode_is_an_error(lib):

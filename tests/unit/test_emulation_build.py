@@ -471,3 +471,79 @@ def test_a_changed_compiler_rebuilds(tmp_path, monkeypatch):
     assert wrapper.stat().st_size == before.st_size and wrapper.stat().st_mtime_ns == before.st_mtime_ns
     _forget_records()
     assert run() == 3.0 and _build.build_count() == built + 1
+
+
+# ------------------------------------------------------------------ the notice of a slow build
+
+
+def _unique_kernel(tmp_path, name="noticed"):
+    value = abs(hash(str(tmp_path))) % 1_000_000  # a new cache key in every test
+    return CudaKernel(f'extern "C" __global__ void {name}(double* x) {{ x[0] = {value}; }}', name)
+
+
+@requires_compiler
+def test_a_build_over_the_threshold_says_which_kernel_and_where_once(tmp_path, monkeypatch, caplog):
+    import logging
+
+    monkeypatch.setenv("CUNUMPY_EMULATION_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CUNUMPY_EMULATION_NOTICE_AFTER", "0")  # every build is "slow"
+    k = _unique_kernel(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="cunumpy.emulation"):
+        kt.emulate_cuda_kernel(k, np.zeros(1), grid=(1,), block=(1,))
+        kt.emulate_cuda_kernel(k, np.zeros(1), grid=(1,), block=(1,))  # built: nothing more
+    lines = [r.getMessage() for r in caplog.records if r.name == "cunumpy.emulation"]
+    assert len(lines) == 1, lines
+    assert "compiling the CPU emulation of CUDA kernel 'noticed'" in lines[0]
+    assert f"cached in {tmp_path / 'cache'}" in lines[0]
+
+
+@requires_compiler
+def test_a_build_under_the_threshold_or_with_the_notice_off_says_nothing(tmp_path, monkeypatch, caplog):
+    import logging
+
+    monkeypatch.setenv("CUNUMPY_EMULATION_CACHE", str(tmp_path / "cache"))
+    with caplog.at_level(logging.WARNING, logger="cunumpy.emulation"):
+        monkeypatch.setenv("CUNUMPY_EMULATION_NOTICE_AFTER", "off")
+        kt.emulate_cuda_kernel(_unique_kernel(tmp_path, "quiet_a"), np.zeros(1), grid=(1,), block=(1,))
+        monkeypatch.setenv("CUNUMPY_EMULATION_NOTICE_AFTER", "600")  # far above any build
+        kt.emulate_cuda_kernel(_unique_kernel(tmp_path, "quiet_b"), np.zeros(1), grid=(1,), block=(1,))
+    assert not [r for r in caplog.records if r.name == "cunumpy.emulation"]
+    monkeypatch.setenv("CUNUMPY_EMULATION_NOTICE_AFTER", "soon")
+    with pytest.raises(
+        ValueError, match="CUNUMPY_EMULATION_NOTICE_AFTER must be a number of seconds or 'off', got 'soon'"
+    ):
+        kt.emulate_cuda_kernel(_unique_kernel(tmp_path, "quiet_c"), np.zeros(1), grid=(1,), block=(1,))
+
+
+@pytest.mark.nosan  # a child process with a slow compiler; the logic is Python
+@requires_compiler
+def test_a_slow_first_build_prints_one_line_on_stderr_unless_silenced(tmp_path):
+    # The default threshold (1 s) against a compiler that takes 1.5 s a run: a program that
+    # configured no logging gets the line on stderr; setLevel(ERROR) silences it.
+    real = kt.emulation_compiler()
+    slow = tmp_path / "slow-cxx"
+    slow.write_text(f'#!/bin/sh\nsleep 1.5\nexec {real} "$@"\n')
+    slow.chmod(0o755)
+    code = textwrap.dedent("""
+        import logging, sys
+        import numpy as np
+        import cunumpy.kernel_testing as kt
+        from cunumpy.kernels import CudaKernel
+        if sys.argv[1] == "quiet":
+            logging.getLogger("cunumpy.emulation").setLevel(logging.ERROR)
+        k = CudaKernel('extern "C" __global__ void slowly(double* x) { x[0] = 2; }', "slowly")
+        out = np.zeros(1)
+        kt.emulate_cuda_kernel(k, out, grid=(1,), block=(1,))
+        print("RESULT", out[0])
+    """)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUNUMPY_EMULATION_")}
+    for mode in ("loud", "quiet"):
+        env.update(CXX=str(slow), CUNUMPY_EMULATION_CACHE=str(tmp_path / f"cache-{mode}"))
+        done = subprocess.run([sys.executable, "-c", code, mode], env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0 and "RESULT 2.0" in done.stdout, done.stderr
+        lines = [line for line in done.stderr.splitlines() if "compiling the CPU emulation" in line]
+        if mode == "loud":
+            assert len(lines) == 1, done.stderr
+            assert "'slowly'" in lines[0] and str(tmp_path / "cache-loud") in lines[0]
+        else:
+            assert lines == [], done.stderr

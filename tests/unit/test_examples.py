@@ -21,8 +21,9 @@ PROGRAMS = {
     "mpi_halo.py": (["--steps=50"], "largest error"),
     "kernel_folder/run_plasma.py": ([], "charge: 4000 of 4000 particles"),
 }
-# Tested elsewhere: demo.py by test_demo.py, heat_cuda.py by test_heat_example.py.
-ELSEWHERE = {"demo.py", "heat_cuda.py"}
+# Tested elsewhere: demo.py by test_demo.py, heat_cuda.py by test_heat_example.py, pic_mpi.py
+# by test_pic_mpi.py.
+ELSEWHERE = {"demo.py", "heat_cuda.py", "pic_mpi.py"}
 
 pytestmark = pytest.mark.nosan  # compilers and child interpreters: nothing for the sanitizers
 

@@ -872,11 +872,12 @@ def test_the_wait_before_an_abort_ends_when_the_pipe_is_read(tmp_path):
         read_end, write_end = os.pipe()
         start = time.monotonic()
         try:
-            assert mpi._wait_for_pipe_readers([file.fileno(), closed, write_end], timeout=5) is True
+            assert mpi._wait_for_pipe_readers([file.fileno(), closed, write_end], timeout=600) is True
         finally:
             os.close(read_end)
             os.close(write_end)
-        assert time.monotonic() - start < 1
+        # it returns at once instead of waiting out the timeout: the bound is a tenth of it
+        assert time.monotonic() - start < 60
 
 
 def test_set_abort_on_exception_checks_its_argument():

@@ -126,8 +126,10 @@ def test_a_failure_in_exchange_aborts_the_job(tmp_path, mode):
 )
 def test_an_uncaught_exception_on_one_rank_ends_the_job(tmp_path, mode, error):
     start = time.monotonic()
-    # was: the job never ended (rank 0 waited in exchange for a message never sent)
-    result = run_job(tmp_path, mode, timeout=60)
+    # was: the job never ended (rank 0 waited in exchange for a message never sent). A job
+    # that is not aborted ends only after the job's 120 s sleep (printing "still running") or
+    # not at all (run_job's timeout), so ending well before that sleep is the behaviour.
+    result = run_job(tmp_path, mode, timeout=300)
     elapsed = time.monotonic() - start
     assert result.returncode != 0
     assert "still running" not in result.stdout
@@ -141,17 +143,17 @@ def test_an_uncaught_exception_on_one_rank_ends_the_job(tmp_path, mode, error):
     line = "cunumpy.mpi: uncaught ValueError" + (" in thread 'worker'" if mode == "thread" else "")
     assert f"{line} on rank 1 of 2; calling MPI_Abort(MPI_COMM_WORLD, 1)" in result.stderr, result.stderr
     assert result.stderr.index(error) < result.stderr.index(line)
-    assert elapsed < 30, f"the job took {elapsed:.1f} s to end"
+    assert elapsed < 110, f"the job took {elapsed:.1f} s to end"
 
 
 @needs_mpi
 def test_a_rank_ending_with_a_non_zero_sys_exit_ends_the_job(tmp_path):
     start = time.monotonic()
     # was: the job never ended (a SystemExit does not reach sys.excepthook)
-    result = run_job(tmp_path, "exit", timeout=60)
+    result = run_job(tmp_path, "exit", timeout=300)
     assert result.returncode != 0
     assert "still running" not in result.stdout
     assert "cunumpy.mpi: sys.exit(3) on rank 1 of 2; calling MPI_Abort(MPI_COMM_WORLD, 3)" in result.stderr, (
         result.stderr
     )
-    assert time.monotonic() - start < 30
+    assert time.monotonic() - start < 110

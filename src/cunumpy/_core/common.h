@@ -56,6 +56,7 @@ CN_INTERNAL int cn_register_segment(PyObject *module);
 CN_INTERNAL int cn_register_sort(PyObject *module);
 CN_INTERNAL int cn_register_compact(PyObject *module);
 CN_INTERNAL int cn_register_extents(PyObject *module);
+CN_INTERNAL int cn_register_mpi_post(PyObject *module);
 CN_INTERNAL int cn_register_struct(PyObject *module);
 CN_INTERNAL int cn_register_emu(PyObject *module);
 CN_INTERNAL int cn_register_thread_pool(PyObject *module);

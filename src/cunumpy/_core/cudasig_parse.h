@@ -819,12 +819,7 @@ static int parse_param(const tok_t *t0, size_t n0, const toks_t *structs, const 
         sb_puts(err, "pointer-to-pointer parameters cannot be checked");
         goto done;
     }
-    if (pointer && out->kind.struct_name != NULL) {
-        sb_puts(err, "struct '");
-        sb_put(err, out->kind.struct_name->p, out->kind.struct_name->len);
-        sb_puts(err, "' passed by pointer cannot be checked (pass it by value)");
-        goto done;
-    }
+    /* A struct by pointer is an array of that struct (a structured array of its dtype). */
     if (pointer && out->kind.view_ndim) {
         sb_puts(err, "array views are passed by value, not by pointer");
         goto done;

@@ -53,7 +53,7 @@ static int cn_exec(PyObject *module)
         cn_register_pack,    cn_register_morton,   cn_register_philox,
         cn_register_segment, cn_register_sort,     cn_register_compact,
         cn_register_extents, cn_register_struct,  cn_register_bitgen,
-        cn_register_emu,
+        cn_register_emu,     cn_register_mpi_post,
         cn_register_thread_pool,
     };
     for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {

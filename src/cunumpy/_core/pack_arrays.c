@@ -283,6 +283,7 @@ typedef struct {
     unsigned long long ptr;
     long long dev; /* device id of the memory (CuPy's data.device_id); -1 if unknown */
     int read_only; /* __cuda_array_interface__ data[1] is true */
+    int from_attrs; /* read through the attribute protocol, with strides: .flags may disagree */
 } array_info_t;
 
 static void info_clear(array_info_t *a)
@@ -318,6 +319,7 @@ static int array_info(PyObject *obj, int attrs, array_info_t *a)
                 goto fail;
             }
             a->strides_known = 1;
+            a->from_attrs = 1;
         }
         else {
             /* No strides: only an array that says it is C-contiguous can be read. */
@@ -465,6 +467,7 @@ static int raw_array_info(PyObject *obj, int host, array_info_t *a)
      * whole struct would cost more than the rest of the reading). */
     a->shape = NULL;
     a->read_only = 0;
+    a->from_attrs = 0;
     if (r.nd > MAX_NDIM) {
         a->dtype_or_typestr = NULL;
         PyErr_Format(PyExc_TypeError, "arrays with more than %d dimensions are not supported", MAX_NDIM);
@@ -492,6 +495,28 @@ static int raw_array_info(PyObject *obj, int host, array_info_t *a)
     return 1;
 }
 
+/* 1 when `obj` says `.flags.c_contiguous` is false (an array object is not contiguous when it
+ * says so, whatever its strides say, as release 0.7.1 judged it), 0 when it says true or has no
+ * flags, -1 with an exception. */
+static int flags_say_not_contiguous(PyObject *obj)
+{
+    PyObject *flags = NULL;
+    if (cn_optional_attr(obj, cn_str.flags, &flags) < 0)
+        return -1;
+    if (flags == NULL)
+        return 0;
+    PyObject *cc = NULL;
+    int rc = cn_optional_attr(flags, cn_str.c_contiguous, &cc);
+    Py_DECREF(flags);
+    if (rc < 0)
+        return -1;
+    if (cc == NULL)
+        return 0;
+    int is_c = PyObject_IsTrue(cc);
+    Py_DECREF(cc);
+    return is_c < 0 ? -1 : !is_c;
+}
+
 static int c_contiguous(const array_info_t *a, Py_ssize_t itemsize)
 {
     if (!a->strides_known)
@@ -509,15 +534,39 @@ static int c_contiguous(const array_info_t *a, Py_ssize_t itemsize)
     return 1;
 }
 
+/* The advice of not_device() for the active backend: _not_device_advice(obj) of
+   cunumpy.kernels._cuda_kernel (loaded wherever a CudaKernel exists; looked up, never
+   imported here), which on the NumPy backend names what runs a kernel on the CPU. The
+   device-backend text where that cannot be had. */
+static PyObject *not_device_advice(PyObject *obj)
+{
+    PyObject *advice = NULL;
+    PyObject *module = PyImport_GetModule(cn_str.cuda_kernel_module);
+    if (module != NULL) {
+        advice = PyObject_CallMethodOneArg(module, cn_str.not_device_advice, obj);
+        Py_DECREF(module);
+        if (advice != NULL && !PyUnicode_Check(advice))
+            Py_CLEAR(advice);
+    }
+    if (advice == NULL) {
+        PyErr_Clear();
+        advice = PyUnicode_FromString("CudaKernel never copies arrays to the device: create the array on the device "
+                                      "(xp.asarray on the CuPy backend, xp.to_cupy or xp.as_device_array) once, "
+                                      "where the data is made");
+    }
+    return advice;
+}
+
 /* Host arrays and other non-device objects get one message that says how to fix the call. */
 static PyObject *not_device(const plan_t *p, Py_ssize_t i, PyObject *obj)
 {
-    return cn_arg_error(PyExc_TypeError, p, i,
-                     "expected a device array (an object with __cuda_array_interface__), got %.200s; "
-                     "CudaKernel never copies arrays to the device: create the array on the device "
-                     "(xp.asarray on the CuPy backend, xp.to_cupy or xp.as_device_array) once, "
-                     "where the data is made",
-                     Py_TYPE(obj)->tp_name);
+    PyObject *advice = not_device_advice(obj);
+    if (advice == NULL)
+        return NULL;
+    cn_arg_error(PyExc_TypeError, p, i, "expected a device array (an object with __cuda_array_interface__), got %.200s; %U",
+                 Py_TYPE(obj)->tp_name, advice);
+    Py_DECREF(advice);
+    return NULL;
 }
 
 /* An array whose memory lives on a device other than the current one (`cur`). */
@@ -654,6 +703,25 @@ CN_INTERNAL int cn_pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned c
             goto done;
         }
     }
+    if (s->kind == CN_K_POINTER && s->ndim > 0) {
+        /* A pointer to a CUDA vector type (uint4*, float2*): the scalar dtype with a last axis
+         * of the vector length, aligned as the vector type is. */
+        if (a.ndim < 1 || a.shape_v[a.ndim - 1] != s->ndim) {
+            cn_arg_error(PyExc_TypeError, p, i,
+                         "a vector of %d components takes an array whose last axis has length %d, got shape "
+                         "with %s %lld",
+                         s->ndim, s->ndim, a.ndim < 1 ? "no axes:" : "last axis", a.ndim < 1 ? 0LL : a.shape_v[a.ndim - 1]);
+            goto done;
+        }
+        Py_ssize_t bytes = s->itemsize * s->ndim;
+        unsigned long long align = (unsigned long long)(s->ndim == 3 ? s->itemsize : (bytes < 16 ? bytes : 16));
+        if (a.ptr % align != 0) {
+            cn_arg_error(PyExc_TypeError, p, i,
+                         "the array's address %p is not aligned to %llu bytes, as the vector type must be",
+                         (void *)(uintptr_t)a.ptr, align);
+            goto done;
+        }
+    }
     /* The parsed signature does not keep const, so whether the kernel writes the array is
      * unknown: read-only memory is refused rather than possibly written. */
     if (a.read_only) {
@@ -684,7 +752,10 @@ CN_INTERNAL int cn_pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned c
         }
     }
     if (s->flags & CN_KIND_CONTIGUOUS) {
-        if (!c_contiguous(&a, itemsize)) {
+        int not_c = !c_contiguous(&a, itemsize);
+        if (!not_c && a.from_attrs && (not_c = flags_say_not_contiguous(obj)) < 0)
+            goto done;
+        if (not_c) {
             cn_arg_error(PyExc_TypeError, p, i,
                       "the array is not C-contiguous (e.g. a[:, 0:3]); pass xp.ascontiguousarray(a) "
                       "or declare the parameter as an ArrayND<T> view");
@@ -726,7 +797,8 @@ CN_INTERNAL int cn_pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned c
             }
         }
     }
-    if (cupy && got == 2) /* a CuPy array, not read from the C struct */
+    if (cupy && got == 2 && !(s->kind == CN_K_POINTER && s->ndim > 0)) /* a CuPy array, not read from the C struct;
+                                                                          vectors: the shape is checked each time */
         slot_remember(s, obj, a.shape, a.dev, out, s->size);
     rc = 0;
 done:

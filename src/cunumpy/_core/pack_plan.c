@@ -807,7 +807,8 @@ CN_INTERNAL int cn_register_pack(PyObject *module)
         {&cn_str.grid, "grid"}, {&cn_str.block, "block"}, {&cn_str.shared_mem, "shared_mem"},
         {&cn_str.stream, "stream"}, {&cn_str.device_id, "device_id"}, {&cn_str.device, "device"},
         {&cn_str.mask, "mask"}, {&cn_str.flags, "flags"}, {&cn_str.c_contiguous, "c_contiguous"},
-        {&cn_str.id, "id"},
+        {&cn_str.id, "id"}, {&cn_str.cuda_kernel_module, "cunumpy.kernels._cuda_kernel"},
+        {&cn_str.not_device_advice, "_not_device_advice"},
     };
     if (cn_intern_strings(names, sizeof(names) / sizeof(names[0])) < 0)
         return -1;

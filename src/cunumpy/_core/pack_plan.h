@@ -121,6 +121,7 @@ struct cn_pack_strings {
     PyObject *device_id, *device, *mask, *flags, *c_contiguous, *id;
     PyObject *prepare_slow, *cupy;
     PyObject *plan, *call_slow, *launch_fast, *n_threads, *grid, *block, *shared_mem, *stream;
+    PyObject *cuda_kernel_module, *not_device_advice;
 };
 CN_INTERNAL extern struct cn_pack_strings cn_str;
 

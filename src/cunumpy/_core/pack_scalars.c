@@ -246,14 +246,103 @@ python_complex:
     return -1;
 }
 
+/* A NumPy floating scalar (np.float32, np.float16): its dtype's kind is 'f'. */
+static int vector_real_scalar(PyObject *item)
+{
+    PyObject *dt = PyObject_GetAttrString(item, "dtype");
+    if (dt == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *kind = PyObject_GetAttrString(dt, "kind");
+    Py_DECREF(dt);
+    if (kind == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int real = PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, "f") == 0;
+    Py_DECREF(kind);
+    return real;
+}
+
+/* A CUDA vector type by value (float2, uint4) from a tuple: each component a Python or NumPy
+ * number of the vector's kind (an int for integer vectors; an int or a float for floating ones),
+ * converted by NumPy into a structured scalar of the vector's dtype (out of range: OverflowError). */
+static int pack_vector_tuple(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned char *out)
+{
+    slot_t *s = &p->slots[i];
+    Py_ssize_t n = PyTuple_GET_SIZE(obj);
+    if (n != s->ndim) {
+        cn_arg_error(PyExc_TypeError, p, i, "expected a tuple of %d numbers, got %zd", s->ndim, n);
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *item = PyTuple_GET_ITEM(obj, k);
+        int ok = PyIndex_Check(item);
+        if (!ok && s->scalar == S_FLOAT)
+            ok = PyFloat_Check(item) || vector_real_scalar(item);
+        if (!ok) {
+            cn_arg_error(PyExc_TypeError, p, i, "component %zd: expected %s, got %.200s", k,
+                         s->scalar == S_FLOAT ? "a real number" : "an integer", Py_TYPE(item)->tp_name);
+            return -1;
+        }
+    }
+    PyObject *kw = Py_BuildValue("{sO}", "dtype", s->dtype);
+    if (kw == NULL)
+        return -1;
+    PyObject *targs = PyTuple_Pack(1, obj);
+    if (targs == NULL) {
+        Py_DECREF(kw);
+        return -1;
+    }
+    PyObject *value = PyObject_Call(p->void_type, targs, kw);
+    Py_DECREF(targs);
+    Py_DECREF(kw);
+    if (value == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            PyObject *why = NULL, *type, *tb;
+            PyErr_Fetch(&type, &why, &tb);
+            cn_arg_error(PyExc_OverflowError, p, i, "a component is out of range for dtype %S: %S", s->dtype,
+                         why ? why : Py_None);
+            Py_XDECREF(type);
+            Py_XDECREF(why);
+            Py_XDECREF(tb);
+        }
+        return -1;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(value, &view, PyBUF_SIMPLE) < 0) {
+        Py_DECREF(value);
+        return -1;
+    }
+    int rc = 0;
+    if (view.len != s->size) {
+        cn_arg_error(PyExc_TypeError, p, i, "the vector value has %zd bytes, expected %zd", view.len, s->size);
+        rc = -1;
+    }
+    else {
+        memcpy(out, view.buf, (size_t)view.len);
+    }
+    PyBuffer_Release(&view);
+    Py_DECREF(value);
+    return rc;
+}
+
 CN_INTERNAL int cn_pack_struct(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned char *out, const flat_t *f,
                                int host)
 {
     slot_t *s = &p->slots[i];
+    if (s->ndim > 0 && PyTuple_Check(obj))
+        return pack_vector_tuple(p, i, obj, out);
     if (Py_TYPE(obj) != (PyTypeObject *)p->void_type) {
-        cn_arg_error(PyExc_TypeError, p, i,
-                  "expected a packed value of the struct (a CudaStructValue or CudaStructArguments), got %.200s",
-                  Py_TYPE(obj)->tp_name);
+        if (s->ndim > 0)
+            cn_arg_error(PyExc_TypeError, p, i,
+                         "expected a tuple of %d numbers or a structured scalar of dtype %S, got %.200s", s->ndim,
+                         s->dtype, Py_TYPE(obj)->tp_name);
+        else
+            cn_arg_error(PyExc_TypeError, p, i,
+                         "expected a packed value of the struct (a CudaStructValue or CudaStructArguments), got %.200s",
+                         Py_TYPE(obj)->tp_name);
         return -1;
     }
     PyObject *dt = PyObject_GetAttr(obj, cn_str.dtype);

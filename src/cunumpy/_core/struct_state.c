@@ -11,6 +11,8 @@
 #include <string.h>
 
 static PyObject *s_shape_attr, *s_packer_attr, *s_state_attr;
+static PyObject *s_data_attr, *s_ptr_attr, *s_strides_attr, *s_dtype_attr, *s_flags_attr, *s_c_contiguous_attr,
+    *s_cai_attr;
 
 /* ---------------------------------------------------------------- CudaStructArguments state */
 
@@ -41,8 +43,11 @@ enum { READ_DICT = 0, READ_GETATTR = 1 };
 /* What can change under a fixed identity: nothing (scalars, structs, CuPy pointers: a CuPy
  * array's address never changes), the C struct of a NumPy array (host arrays and the host
  * arrays of the fake CuPy: `a.shape = ...` changes them in place), the shape of another
- * device array in a view field (CuPy changes shape and strides together, in place). */
-enum { SIG_NONE = 0, SIG_NDARRAY = 1, SIG_SHAPE = 2 };
+ * device array in a view field (CuPy changes shape and strides together, in place), and for
+ * any other array object (a test double of a CuPy array, an object with only a
+ * __cuda_array_interface__) everything the packer reads from it: its data pointer, shape,
+ * strides, dtype and flags.c_contiguous, or its whole interface dict. */
+enum { SIG_NONE = 0, SIG_NDARRAY = 1, SIG_SHAPE = 2, SIG_OBJECT = 3 };
 
 typedef struct {
     PyObject *value; /* borrowed from the state's `values` */
@@ -50,6 +55,7 @@ typedef struct {
     int sig;
     PyObject *shape; /* SIG_SHAPE: the shape it was packed with */
     PyObject *descr; /* SIG_NDARRAY: the dtype object (held: compared by identity) */
+    PyObject *seen;  /* SIG_OBJECT: what the packer read from the object (compared with ==) */
     char *data;
     int nd, flags;
     Py_ssize_t dims[16], strides[16];
@@ -76,6 +82,7 @@ static void state_dealloc(state_t *s)
     for (Py_ssize_t i = 0; i < Py_SIZE(s); i++) {
         Py_XDECREF(s->fields[i].shape);
         Py_XDECREF(s->fields[i].descr);
+        Py_XDECREF(s->fields[i].seen);
     }
     Py_XDECREF(s->packer);
     Py_XDECREF(s->values);
@@ -159,6 +166,60 @@ static PyObject *get_attr_fast(PyObject *obj, PyObject *dict, PyObject *name)
     return PyObject_GetAttr(obj, name);
 }
 
+/* getattr(obj, name), or None when it has no such attribute; NULL with another error. */
+static PyObject *attr_or_none(PyObject *obj, PyObject *name)
+{
+    PyObject *v = NULL;
+    if (cn_optional_attr(obj, name, &v) < 0)
+        return NULL;
+    return v != NULL ? v : Py_NewRef(Py_None);
+}
+
+/* What the packer reads from an array object that is neither a NumPy array nor a CuPy array:
+ * (data.ptr, shape, strides, dtype, flags.c_contiguous) through CuPy's attribute protocol, or
+ * a copy of its __cuda_array_interface__. New reference, or NULL with an exception. */
+static PyObject *object_signature(PyObject *v)
+{
+    PyObject *data = NULL, *ptr = NULL;
+    if (cn_optional_attr(v, s_data_attr, &data) < 0)
+        return NULL;
+    if (data != NULL) {
+        int rc = cn_optional_attr(data, s_ptr_attr, &ptr);
+        Py_DECREF(data);
+        if (rc < 0)
+            return NULL;
+    }
+    if (ptr == NULL) {
+        PyObject *cai = PyObject_GetAttr(v, s_cai_attr);
+        if (cai == NULL)
+            return NULL;
+        PyObject *copy = PyDict_Check(cai) ? PyDict_Copy(cai) : NULL;
+        if (copy == NULL && !PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "__cuda_array_interface__ is not a dict");
+        Py_DECREF(cai);
+        return copy;
+    }
+    PyObject *items[5] = {ptr, NULL, NULL, NULL, NULL};
+    PyObject *flags = NULL;
+    if ((items[1] = attr_or_none(v, s_shape_attr)) == NULL || (items[2] = attr_or_none(v, s_strides_attr)) == NULL ||
+        (items[3] = attr_or_none(v, s_dtype_attr)) == NULL || (flags = attr_or_none(v, s_flags_attr)) == NULL ||
+        (items[4] = attr_or_none(flags, s_c_contiguous_attr)) == NULL) {
+        for (int j = 0; j < 5; j++)
+            Py_XDECREF(items[j]);
+        Py_XDECREF(flags);
+        return NULL;
+    }
+    Py_DECREF(flags);
+    PyObject *t = PyTuple_New(5);
+    for (int j = 0; j < 5; j++) {
+        if (t != NULL)
+            PyTuple_SET_ITEM(t, j, items[j]);
+        else
+            Py_DECREF(items[j]);
+    }
+    return t;
+}
+
 /* Record in `f` what of field value `v` (slot i) can change in place. 0, or -1 with an
  * exception; sets *always when the value is an array object whose changes cannot be seen. */
 static int field_signature(cn_packer_t *k, Py_ssize_t i, PyObject *v, field_state_t *f, int *always)
@@ -179,7 +240,15 @@ static int field_signature(cn_packer_t *k, Py_ssize_t i, PyObject *v, field_stat
         return 0;
     }
     if (!cn_is_device(v)) {
-        *always = 1;
+        /* Another array object: what the packer reads from it, compared at each check; an
+         * object that cannot be read so is re-packed every time (packing reports the error). */
+        f->seen = object_signature(v);
+        if (f->seen == NULL) {
+            PyErr_Clear();
+            *always = 1;
+            return 0;
+        }
+        f->sig = SIG_OBJECT;
         return 0;
     }
     if (!(flags & CN_KIND_SHAPE))
@@ -217,6 +286,18 @@ static inline int same_signature(const field_state_t *f, PyObject *v)
             if (r.dims[d] != f->dims[d] || r.strides[d] != f->strides[d])
                 return 0;
         return 1;
+    }
+    if (f->sig == SIG_OBJECT) {
+        PyObject *now = object_signature(v);
+        if (now == NULL) {
+            PyErr_Clear(); /* unreadable now: re-packing reports why */
+            return 0;
+        }
+        int eq = PyObject_RichCompareBool(now, f->seen, Py_EQ);
+        Py_DECREF(now);
+        if (eq < 0)
+            PyErr_Clear(); /* an uncomparable value counts as changed */
+        return eq > 0;
     }
     return same_shape(f, v);
 }
@@ -548,7 +629,16 @@ static PyMethodDef struct_state_methods[] = {
 CN_INTERNAL int cn_register_struct_state(PyObject *module)
 {
     const cn_string_t names[] = {
-        {&s_shape_attr, "shape"}, {&s_packer_attr, "_cunumpy_packer"}, {&s_state_attr, "_cunumpy_struct_state"}};
+        {&s_shape_attr, "shape"},
+        {&s_packer_attr, "_cunumpy_packer"},
+        {&s_state_attr, "_cunumpy_struct_state"},
+        {&s_data_attr, "data"},
+        {&s_ptr_attr, "ptr"},
+        {&s_strides_attr, "strides"},
+        {&s_dtype_attr, "dtype"},
+        {&s_flags_attr, "flags"},
+        {&s_c_contiguous_attr, "c_contiguous"},
+        {&s_cai_attr, "__cuda_array_interface__"}};
     if (cn_intern_strings(names, sizeof(names) / sizeof(names[0])) < 0)
         return -1;
     if (PyType_Ready(&state_type) < 0)

@@ -6,26 +6,33 @@ CUDA source is compiled by the host C++ compiler against the prelude
 ``cunumpy.kernel_testing``.
 """
 
+from ._analysis import KernelAnalysis, LineAnalysis, analyzed_launches
 from ._build import build_count, emulation_cache_dir, emulation_compiler
 from ._errors import (
     CudaPortabilityWarning,
     EmulationError,
     EmulationTimeoutError,
+    EmulationUnavailable,
     InitcheckError,
     KernelFaultError,
     MemcheckError,
     RacecheckError,
 )
-from ._launch import compile_for_emulation, emulate_cuda_kernel, emulated_launches
+from ._launch import analyze_kernel, compile_for_emulation, emulate_cuda_kernel, emulated_launches
 
 __all__ = [
     "CudaPortabilityWarning",
     "EmulationError",
     "EmulationTimeoutError",
+    "EmulationUnavailable",
     "InitcheckError",
+    "KernelAnalysis",
     "KernelFaultError",
+    "LineAnalysis",
     "MemcheckError",
     "RacecheckError",
+    "analyze_kernel",
+    "analyzed_launches",
     "build_count",
     "compile_for_emulation",
     "emulate_cuda_kernel",

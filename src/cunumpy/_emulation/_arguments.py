@@ -32,6 +32,7 @@ import numpy as np
 
 from .._native import core
 from ..cuda._source import CudaParameter, _matching_bracket
+from ..cuda._types import CudaVectorType
 from ..kernels import _cuda_kernel
 from ._source import _split_declarators
 
@@ -62,7 +63,7 @@ class _HostArray:
 class MarshalledArguments:
     """The packed parameter values, the arrays they point into, and the pending copies back."""
 
-    __slots__ = ("buffer", "copies", "first_shape", "keep", "params", "regions", "table")
+    __slots__ = ("allocations", "buffer", "copies", "first_shape", "keep", "params", "regions", "table")
 
     def __init__(self):
         self.buffer = None
@@ -77,6 +78,9 @@ class MarshalledArguments:
         self.first_shape = None
         #: (lo, hi, base, itemsize, flags, name, what) of every array the kernel can reach
         self.regions: list = []
+        #: (lo, hi, start) of every region: start is the first byte of the allocation owning it
+        #: (the performance analysis counts sectors from there, as from a cudaMalloc)
+        self.allocations: list = []
 
     def write_back(self) -> None:
         """Copies back the elements the kernel changed in each copy (and only those)."""
@@ -120,6 +124,17 @@ def _extent(a: np.ndarray) -> tuple[int, int, int]:
         else:
             hi += step
     return base + lo, base + hi + a.dtype.itemsize, base
+
+
+def _allocation_start(a: np.ndarray, lo: int) -> int:
+    """The first byte of the memory that owns ``a`` (the outermost NumPy array it views)."""
+    root = a
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if root is a:
+        return lo
+    start = _extent(root)[0]
+    return start if start and start <= lo else lo
 
 
 def _what(a: np.ndarray) -> str:
@@ -234,6 +249,9 @@ class _Marshaller:
         if usable and a.dtype.kind == "c" and a.size and a.__array_interface__["data"][0] % itemsize:
             # complex<T> is aligned to its size (as on the GPU); NumPy only aligns to T.
             usable = False
+        vector = p.struct if isinstance(p.struct, CudaVectorType) else None
+        if usable and vector is not None and a.size and a.__array_interface__["data"][0] % vector.alignment:
+            usable = False  # a vector array is aligned as its vector type (NumPy may not be)
         if usable:
             passed = a
         else:
@@ -244,6 +262,7 @@ class _Marshaller:
         lo, hi, base = _extent(passed)
         flags = (REGION_CONST if const else 0) | (REGION_OUTPUT_ONLY if output else 0)
         self.out.regions.append((lo, hi, base, itemsize, flags, label or where, _what(passed)))
+        self.out.allocations.append((lo, hi, _allocation_start(passed, lo)))
         strides = passed.strides if (p.view_ndim and not p.contiguous) else None
         self.last = (len(self.out.regions) - 1, passed, const or not a.flags.writeable, strides)
         return _HostArray(passed, strides)
@@ -453,6 +472,70 @@ def _flatten(args, signature):
     return out, expanded[0]
 
 
+def _vector_array(kernel, i, p: CudaParameter, vector: CudaVectorType, obj):
+    """A pointer to a CUDA vector type: (the array as the scalar dtype with a last axis of the
+    vector length, the parameter with that element dtype). A structured array of the vector's
+    layout (fields x, y, z, w) is viewed so, without a copy."""
+    a = host_array(obj)
+    if a is not None and a.dtype.names is not None:
+        dt = a.dtype
+        if dt == vector.dtype or (
+            dt.names == vector.field_names
+            and dt.itemsize == vector.dtype.itemsize
+            and all(dt.fields[f][0] == vector.scalar and dt.fields[f][1] == vector.dtype.fields[f][1] for f in dt.names)
+        ):
+            if vector.dtype.itemsize != vector.scalar.itemsize * vector.length:
+                raise TypeError(
+                    f"kernel '{kernel.name}': argument {i} ({p.declaration}): a structured array of "
+                    f"{vector.name} (padded to {vector.dtype.itemsize} bytes) cannot be passed; pass an array of "
+                    f"dtype {vector.scalar} with a last axis of length {vector.length}"
+                )
+            if not a.flags.c_contiguous:
+                a = np.ascontiguousarray(a)
+            obj = a.view(vector.scalar).reshape((*a.shape, vector.length))
+        else:
+            raise TypeError(
+                f"kernel '{kernel.name}': argument {i} ({p.declaration}): expected an array of dtype "
+                f"{vector.scalar} with a last axis of length {vector.length}, or a structured array of dtype "
+                f"{vector.dtype}; got dtype {dt}"
+            )
+    elif a is not None and a.dtype == vector.scalar and (a.ndim < 1 or a.shape[-1] != vector.length):
+        raise TypeError(
+            f"kernel '{kernel.name}': argument {i} ({p.declaration}): a {vector.name} array needs a last axis of "
+            f"length {vector.length}, got shape {a.shape}"
+        )
+    return obj, p._replace(dtype=vector.scalar)
+
+
+def _check_record_dtype(kernel, i, p: CudaParameter, obj) -> None:
+    """A pointer to a struct takes a structured array of exactly the struct's layout: a
+    TypeError listing every difference (names, offsets, formats, itemsize) otherwise."""
+    a = host_array(obj)
+    if a is None or a.dtype == p.dtype:
+        return
+    want, got = p.dtype, a.dtype
+    diffs = []
+    if got.names is None:
+        diffs.append(f"the array has dtype {got}, not a structured dtype")
+    else:
+        if got.names != want.names:
+            diffs.append(f"fields {list(got.names)} instead of {list(want.names)}")
+        for f in want.names:
+            if got.names is not None and f in got.fields:
+                gt, go = got.fields[f][:2]
+                wt, wo = want.fields[f][:2]
+                if gt != wt:
+                    diffs.append(f"field '{f}' has dtype {gt} instead of {wt}")
+                if go != wo:
+                    diffs.append(f"field '{f}' is at offset {go} instead of {wo}")
+        if got.itemsize != want.itemsize:
+            diffs.append(f"itemsize {got.itemsize} instead of {want.itemsize}")
+    raise TypeError(
+        f"kernel '{kernel.name}': argument {i} ({p.declaration}): the structured array does not match the "
+        f"layout of struct {p.ctype}: {'; '.join(diffs) or f'dtype {got} instead of {want}'}"
+    )
+
+
 def marshal_arguments(kernel, args, outputs=()) -> MarshalledArguments:
     """Check ``args`` against ``kernel``'s signature and pack them for the emulation.
 
@@ -481,10 +564,17 @@ def marshal_arguments(kernel, args, outputs=()) -> MarshalledArguments:
     values = []
     for i, (p, obj) in enumerate(zip(signature, flat)):
         label = p.name or f"argument {i}"
+        vector = p.struct if isinstance(p.struct, CudaVectorType) else None
+        if p.pointer and vector is not None:
+            obj, p = _vector_array(kernel, i, p, vector, obj)
+        elif p.pointer and p.struct is not None:
+            _check_record_dtype(kernel, i, p, obj)
         if p.pointer or p.view_ndim:
             is_output = i in output_set or (i - n) in output_set or (p.name and p.name in output_set)
             values.append(m.array(f"argument {i}", p, obj, label=label, const=const[i], output=bool(is_output)))
             m.movable.append((len(values) - 1, *m.last))
+        elif vector is not None:
+            values.append(obj)  # a tuple or a structured scalar: checked and packed by the C packer
         elif p.struct is not None:
             values.append(m.struct(i, p, obj, label=label))
         else:

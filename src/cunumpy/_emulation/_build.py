@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ._errors import CudaPortabilityWarning
+from ._notice import slow_build_notice
 from ._source import STUBS_FILE, RewriteFindings, add_entry_copies, rewrite_preprocessed, user_files
 
 __all__ = [
@@ -455,6 +456,11 @@ class EmulationLibrary:
         for k, expression in enumerate(self.entries):
             self._addresses[expression] = (symbol(f"cunumpy_emu_thread_{k}"), symbol(f"cunumpy_emu_block_{k}"))
 
+    def symbol_address(self, name: str) -> int:
+        """The address of symbol ``name`` (a ``__constant__``/``__device__`` accessor);
+        AttributeError when the library has none."""
+        return _symbol(self.handle, name)
+
     def entry(self, expression: str) -> tuple[int, int]:
         """(thread function, block function) addresses of kernel ``expression``."""
         return self._addresses[expression]
@@ -778,7 +784,8 @@ def build_library(
             with _entry_lock(directory, key, name):
                 lib = _load_cached(directory, key, entries)
                 if lib is None:
-                    lib = _build(directory, key, unit, name, entries, command, flags, checks)
+                    with slow_build_notice(name, directory):  # a build over ~1 s says so, once
+                        lib = _build(directory, key, unit, name, entries, command, flags, checks)
         _memory[key] = lib
     _warn_kernel_calls(lib)
     return lib

@@ -17,12 +17,41 @@ __all__ = [
     "CudaPortabilityWarning",
     "EmulationError",
     "EmulationTimeoutError",
+    "EmulationUnavailable",
     "InitcheckError",
     "KernelFaultError",
     "MemcheckError",
     "RacecheckError",
     "emulation_error",
 ]
+
+
+class EmulationUnavailable(NotImplementedError):
+    """A launch or compilation on the fake CuPy that the CPU emulation cannot run here.
+
+    Raised at the first launch (or compilation) of a CUDA kernel with the fake CuPy active
+    when the automatic emulation is off (``CUNUMPY_EMULATION=0``) or no C++ compiler is
+    found. A ``NotImplementedError`` as before; cunumpy's pytest plugin reports it as a skip
+    naming ``reason`` in tests that need a device backend (the ``cupy`` case of the
+    ``backend`` fixture, ``requires_device_backend``), unless ``CUNUMPY_REQUIRE_CUDA`` is set.
+
+    Parameters
+    ----------
+    message : str
+        The full message (what could not run, why, and what to do).
+    reason : str
+        Why the emulation cannot run, e.g. ``the automatic CPU emulation is off
+        (CUNUMPY_EMULATION=0)``.
+    """
+
+    __module__ = "cunumpy.kernel_testing"  # where it is public (tracebacks name it so)
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
+
+    def __reduce__(self):
+        return (type(self), (str(self), self.reason))
 
 
 class EmulationError(RuntimeError):

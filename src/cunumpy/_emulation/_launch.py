@@ -26,9 +26,10 @@ import numpy as np
 from .._native import core
 from ..kernels import _cuda_kernel
 from ..kernels._cuda_kernel import CudaKernel
+from . import _analysis, _globals
 from ._arguments import marshal_arguments
 from ._build import CHECKS_CALLS, CHECKS_NONE, CHECKS_SHADOW, CHECKS_TRACK, build_library, emulation_compiler
-from ._errors import emulation_error
+from ._errors import EmulationUnavailable, emulation_error
 from ._source import entry_points, translation_unit
 
 __all__ = [
@@ -227,7 +228,9 @@ def library_for(kernel: CudaKernel, compiler, options: tuple, *, fresh: bool = F
     flags += host_compiler_flags(compile_options)
     flags += list(options)
     entries = entry_points(kernel.source, kernel.expression)
-    unit = translation_unit(kernel.source, entries, entries[0])
+    # The kernels of one fake-CuPy RawModule share one library (its __constant__ memory too).
+    entries += [e for e in getattr(kernel, "_module_expressions", ()) if e not in entries]
+    unit = translation_unit(kernel.source, entries, entries[0], tuple(_globals.declarations_of(kernel)))
     headers = _headers_of(kernel, options_headers)
     try:
         lib = build_library(
@@ -328,14 +331,21 @@ def _run(
     sanitize=frozenset(),
     timeout=None,
     memcheck=None,
+    analyze=None,
 ):
-    """One launch; ``timeout`` and ``memcheck`` None: the environment's, read now."""
+    """One launch; ``timeout`` and ``memcheck`` None: the environment's, read now. ``analyze``:
+    the arch of a performance analysis (None: analyzed_launches()'s or the environment's, if
+    any); an analysed launch returns its KernelAnalysis (and hands it to the collectors)."""
     if 0 in grid or 0 in block:
         return None  # nothing to launch, and nothing is compiled
     sanitize = frozenset(sanitize) | _environment_sanitize()
     timeout = check_timeout(timeout, "emulated launch") if timeout is None else timeout
     memcheck = _environment_memcheck() if memcheck is None else memcheck
-    checks = checks_mode(sanitize, memcheck)
+    if analyze is None:
+        analyze = _analysis.active_arch()
+    checks = CHECKS_TRACK if analyze is not None else checks_mode(sanitize, memcheck)
+    if analyze is not None:
+        options = tuple(options) + _analysis.ANALYSIS_FLAGS
     lib = library_for(kernel, compiler, options, checks=checks)
     runtime_abi = getattr(core, "EMU_ABI_VERSION", None)
     if runtime_abi is None or not hasattr(core, "emu_launch"):
@@ -348,20 +358,25 @@ def _run(
             f"{lib.abi_version}, the runtime has version {runtime_abi}"
         )
     thread_fn, block_fn = lib.entry(kernel.expression)
+    _globals.apply(kernel, lib)  # __constant__/__device__ values set from Python
     grid3 = tuple(grid) + (1,) * (3 - len(grid))
     block3 = tuple(block) + (1,) * (3 - len(block))
     names = ", ".join(f"'{n}'" for n in lib.extern_shared)
+    extra = {"analysis": marshalled.allocations} if analyze is not None else {}
+    # an analysed launch runs every thread as a fiber: the thread function keeps the kernel's
+    # own control flow (the block loop's copy is the compiler's to restructure)
+    fibers = lib.fibers or analyze is not None
     try:
-        core.emu_launch(
+        rows = core.emu_launch(
             lib.bind,
             thread_fn,
-            0 if lib.fibers else block_fn,
+            0 if fibers else block_fn,
             grid3,
             block3,
             marshalled.table,
             params=marshalled.params,
             shared_mem=shared_mem,
-            fibers=lib.fibers,
+            fibers=fibers,
             checked=True,  # faults are always caught
             workers=emulation_workers(),
             kernel_name=kernel.name,
@@ -373,6 +388,7 @@ def _run(
             library=lib.handle,
             timeout=timeout,
             interruptible=threading.current_thread() is threading.main_thread(),
+            **extra,
         )
     except RuntimeError as exc:
         error = emulation_error(exc, kernel.name, _skip_dirs())
@@ -383,7 +399,27 @@ def _run(
         marshalled.write_back()
     if kernel.check_finite and args is not None:
         _check_finite(kernel, args)
-    return None
+    if analyze is None or rows is None:
+        return None
+    result = _analysis.build(
+        kernel,
+        lib,
+        rows,
+        grid3,
+        block3,
+        shared_mem,
+        analyze,
+        _analysis_file_name(kernel),
+        _skip_dirs(),
+    )
+    _analysis.deliver(result)
+    return result
+
+
+def _analysis_file_name(kernel) -> str:
+    """The pseudo file name of the kernel's source in its library's line tables."""
+    name = entry_points(kernel.source, kernel.expression)[0]
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name) + ".cu"
 
 
 def _check_finite(kernel, args):
@@ -499,7 +535,7 @@ def emulate_cuda_kernel(
         # a GPU refuses an empty grid (an inferred launch over zero elements launches nothing)
         raise ValueError(f"{what}: grid {g}: every dimension must be at least 1, as on a GPU")
     shared_mem = _check_shared_mem(kernel, shared_mem)
-    return _run(
+    _run(
         kernel,
         marshalled,
         g,
@@ -512,6 +548,79 @@ def emulate_cuda_kernel(
         timeout=timeout,
         memcheck=memcheck,
     )
+    return None
+
+
+def analyze_kernel(
+    kernel: CudaKernel,
+    *args: object,
+    n_threads: int | tuple[int, ...] | None = None,
+    grid: int | tuple[int, ...] | None = None,
+    block: int | tuple[int, ...] | None = None,
+    shared_mem: int = 0,
+    arch: str = "sm_90",
+    compiler: str | None = None,
+    options: Iterable[str] = (),
+) -> _analysis.KernelAnalysis:
+    """Run a launch in the CPU emulation and say how it would use the GPU.
+
+    The launch runs as :func:`emulate_cuda_kernel` runs it (the results are written into the
+    arguments the same way; memcheck stays on), while the runtime counts, per source line,
+    what the GPU's memory system and warp schedulers would see: global-memory requests and
+    32-byte sectors against the ideal, shared-memory wavefronts and bank conflicts, atomics,
+    divergent branches and active lanes, barriers; the occupancy comes from ``nvcc``'s
+    resource usage for ``arch``. The counting rules are in the performance-analysis guide.
+    These are counts, not a timing: caches, latencies, the instruction mix and clocks are
+    not modelled.
+
+    Parameters
+    ----------
+    kernel : cunumpy.kernels.CudaKernel
+        A kernel built with ``check_signature=True``.
+    *args : object
+        The kernel arguments, as for :func:`emulate_cuda_kernel`.
+    n_threads, grid, block : int or tuple of int, optional
+        The launch shape.
+    shared_mem : int, optional
+        Bytes of ``extern __shared__`` memory per block.
+    arch : str, optional
+        The GPU architecture of the occupancy figures: ``"sm_70"``, ``"sm_75"``,
+        ``"sm_80"``, ``"sm_86"``, ``"sm_89"`` or ``"sm_90"``.
+    compiler : str, optional
+        The C++ compiler (default: :func:`emulation_compiler`).
+    options : sequence of str, optional
+        Extra compiler options.
+
+    Returns
+    -------
+    KernelAnalysis
+        ``totals``, ``lines`` (per source line), ``to_text()``, ``to_dict()``, ``to_html()``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`emulate_cuda_kernel`; an unknown ``arch``.
+    MemcheckError, KernelFaultError, EmulationError
+        As :func:`emulate_cuda_kernel`.
+    """
+    what = "analyze_kernel()"
+    _check_kernel(kernel, what)
+    _check_compiler(compiler, what)
+    options = _check_options(options, what)
+    arch = _analysis.check_arch(arch, what)
+    marshalled = marshal_arguments(kernel, args)
+    g, blk = kernel._shape(n_threads, grid, block, args, marshalled.first_shape)
+    shared_mem = _check_shared_mem(kernel, shared_mem)
+    result = _run(kernel, marshalled, g, blk, shared_mem, compiler, options, False, args=args, analyze=arch)
+    if result is None:  # an empty launch: nothing ran
+        empty = _analysis.build(kernel, None, [], _dim3(g), _dim3(blk), shared_mem, arch, "", ())
+        return empty
+    return result
+
+
+def _dim3(shape) -> tuple[int, int, int]:
+    shape = tuple(shape)
+    return tuple(shape) + (1,) * (3 - len(shape))  # type: ignore[return-value]
 
 
 def compile_for_emulation(kernel: CudaKernel, *, compiler: str | None = None, options: Iterable[str] = ()) -> Path:
@@ -627,7 +736,8 @@ class EmulationHook:
             return None  # nothing to launch (CudaKernel has checked the arguments), nothing compiled
         marshalled = marshal_arguments(kernel, args)
         shared_mem = _check_shared_mem(kernel, shared_mem)
-        return _run(kernel, marshalled, grid, block, shared_mem, args=args, **self.settings.run_keywords())
+        _run(kernel, marshalled, grid, block, shared_mem, args=args, **self.settings.run_keywords())
+        return None
 
     def compile(self, kernel):
         _check_kernel(kernel, f"CudaKernel.compile() of '{kernel.name}' under the CPU emulation")
@@ -638,6 +748,22 @@ class EmulationHook:
         _check_kernel(kernel, f"CudaKernel.recompile() of '{kernel.name}' under the CPU emulation")
         self._library(kernel, fresh=True)
         return None
+
+    # CudaKernel.set_global / get_global
+    def set_global(self, kernel, name):
+        """Copy the value just set on ``kernel`` into the library its launches use now."""
+        _globals.apply(kernel, self._library(kernel))
+
+    def get_global(self, kernel, name):
+        """The variable in the library of the kernel's last launch (else the one its launches
+        use now): a fake-CuPy array on the fake CuPy, else a NumPy array, sharing its memory."""
+        lib = _globals.last_library(kernel) or self._library(kernel)
+        _globals.apply(kernel, lib)
+        arr = _globals.view(kernel, lib, _globals.declarations_of(kernel)[name])
+        return _device_view(arr)
+
+    def _module_global(self, module, name):
+        return _module_global_of(self, module, name)
 
     # the fake CuPy's RawKernel / RawModule / ElementwiseKernel / ReductionKernel
     def fake_cupy(self, action, obj, args, kwargs):
@@ -655,6 +781,8 @@ class EmulationHook:
                 if not isinstance(kernel_args, tuple):
                     raise TypeError(f"RawKernel {obj.name!r}: args must be a tuple, not {type(kernel_args).__name__}")
                 return self.launch(kernel, kernel_args, g, blk, kwargs.get("shared_mem", 0))
+        if kind == "RawModule" and action == "read globals of":
+            return self._module_global(obj, args[0])
         if kind == "RawModule" and action == "compile":
             from ..cuda._source import cuda_kernel_names
 
@@ -676,9 +804,80 @@ class EmulationHook:
     __call__ = fake_cupy
 
 
+def _device_view(arr: np.ndarray):
+    """A fake-CuPy array over the memory of ``arr`` on the fake CuPy, else ``arr`` itself."""
+    cupy = sys.modules.get("cupy")
+    if cupy is None or getattr(cupy, "__cunumpy_fake__", False) is not True:
+        return arr
+    from .._fake_cupy._cuda import Memory, MemoryPointer
+
+    return cupy.ndarray(arr.shape, arr.dtype, memptr=MemoryPointer(Memory(arr.reshape(-1).view(np.uint8)), 0))
+
+
+def _set_module_expressions(kernel, module) -> None:
+    """The name expressions of the fake-CuPy RawModule a kernel comes from, normalised as
+    CudaKernel spells them, so that all its kernels build one library."""
+    names = tuple(getattr(module, "name_expressions", ()) or ()) if module is not None else ()
+    if not names:
+        return
+    out = []
+    for n in names:
+        try:
+            out.append(CudaKernel(kernel.source, n, options=kernel.options, check_signature=False).expression)
+        except (TypeError, ValueError):
+            continue
+    kernel._module_expressions = tuple(out)
+
+
+def _module_kernel(module) -> CudaKernel:
+    """A CudaKernel of a fake-CuPy RawModule's source: its library holds the module's globals."""
+    from ..cuda._source import cuda_kernel_names
+
+    code = module.code if module.code is not None else Path(module.path).read_text(encoding="utf-8")
+    for name in cuda_kernel_names(code):
+        if _cuda_kernel._is_template(code, name):
+            continue
+        try:
+            kernel = CudaKernel(code, name, options=module.options)
+        except ValueError:
+            continue
+        _set_module_expressions(kernel, module)
+        return kernel
+    for expression in getattr(module, "name_expressions", ()) or ():
+        kernel = CudaKernel(code, expression, options=module.options)
+        _set_module_expressions(kernel, module)
+        return kernel
+    raise NotImplementedError(
+        f"RawModule {getattr(module, 'name', '')!r}: the CPU emulation needs a kernel whose signature it can "
+        "read to build the module"
+    )
+
+
+def _module_global_of(hook, module, name):
+    if not isinstance(name, str):
+        raise TypeError(f"RawModule.get_global(): 'name' must be a str, not {type(name).__name__}")
+    kernel = _module_kernel(module)
+    decls = _globals.declarations_of(kernel)
+    lib = hook._library(kernel)
+    try:
+        ptr, size = _globals.address(lib, name)
+    except KeyError:
+        raise ValueError(
+            f"RawModule.get_global(): the source declares no __constant__ or __device__ variable {name!r} "
+            f"that the CPU emulation can read (found: {', '.join(sorted(decls)) or 'none'})"
+        ) from None
+    import ctypes
+
+    from .._fake_cupy._cuda import Memory, MemoryPointer
+
+    raw = (ctypes.c_char * size).from_address(ptr)
+    host = np.frombuffer(raw, dtype=np.uint8)
+    return MemoryPointer(Memory(host), 0)
+
+
 class RefusingHook:
     """The fake CuPy's launch hook when the automatic emulation cannot run: launching or
-    compiling its kernel objects raises ``NotImplementedError`` with the reason
+    compiling its kernel objects raises ``EmulationUnavailable`` (a ``NotImplementedError``) with the reason
     (``CUNUMPY_EMULATION=0``, or no C++ compiler). CudaKernel launches then take the device
     path, which ends there."""
 
@@ -701,7 +900,9 @@ class RefusingHook:
             if names:
                 shown = ", ".join(repr(n) for n in names[:3]) + (", ..." if len(names) > 3 else "")
                 what = f"RawModule of kernel {shown}"
-        raise NotImplementedError(f"{what}: the fake CuPy cannot {action} CUDA kernels: {self.reason}; {self.remedy}")
+        raise EmulationUnavailable(
+            f"{what}: the fake CuPy cannot {action} CUDA kernels: {self.reason}; {self.remedy}", self.reason
+        )
 
     __call__ = fake_cupy
 
@@ -718,6 +919,7 @@ def _raw_kernel(raw) -> CudaKernel:
         if code is None and getattr(raw.module, "path", None) is not None:
             code = Path(raw.module.path).read_text(encoding="utf-8")
         kernel = CudaKernel(code, raw.name, options=raw.options)
+        _set_module_expressions(kernel, raw.module)
         with _raw_kernels_lock:
             kernel = _raw_kernels.setdefault(raw, kernel)
     return kernel

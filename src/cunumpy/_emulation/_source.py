@@ -460,9 +460,10 @@ def check_kernel_name(name: str) -> None:
         )
 
 
-def translation_unit(source: str, entries, file_name: str) -> str:
+def translation_unit(source: str, entries, file_name: str, global_names=()) -> str:
     """Prelude, source and the stubs of each entry ``k``: ``cunumpy_emu_thread_<k>``
-    and ``cunumpy_emu_block_<k>`` (k is the entry's index)."""
+    and ``cunumpy_emu_block_<k>`` (k is the entry's index); one accessor per name of
+    ``global_names`` (the source's ``__constant__``/``__device__`` variables)."""
     for expression in entries:
         check_kernel_name(expression)
     body = source  # rewritten after preprocessing (rewrite_preprocessed), headers included
@@ -471,6 +472,10 @@ def translation_unit(source: str, entries, file_name: str) -> str:
     stubs = [f'#line 1 "{STUBS_FILE}"']
     for k, expression in enumerate(entries):
         stubs.append(f"CUNUMPY_EMU_EXPORT_KERNEL({k}, {expression})")
+    if global_names:
+        from ._globals import accessor_source
+
+        stubs.append(accessor_source(global_names))
     return (
         "#include <cunumpy_emu/prelude.h>\n"
         + _SUPPORT

@@ -32,6 +32,21 @@ def fake_cupy_active() -> bool:
     return cupy is not None and getattr(cupy, "__cunumpy_fake__", False) is True
 
 
+def __getattr__(name: str) -> Any:
+    # Earlier releases called fake_cupy_active() is_active(); code written for them imports it.
+    if name == "is_active":
+        import warnings
+
+        warnings.warn(
+            "cunumpy._fake_cupy.is_active is the name of earlier releases; use "
+            "cunumpy._fake_cupy.fake_cupy_active instead",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return fake_cupy_active
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def install_fake_cupy() -> ModuleType:
     """Install the fake ``cupy`` module and return it (idempotent).
 

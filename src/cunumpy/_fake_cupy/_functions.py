@@ -331,6 +331,48 @@ def place(arr, mask, vals):
     np.place(host, np.asarray(host_data(mask)), np.asarray(host_data(vals)))
 
 
+def _histogram_bins(call, bins, where):
+    """``bins`` of ``histogramdd``/``histogram2d``: a count, a 1-D device array, or a sequence
+    of counts and 1-D device arrays (one per dimension), as CuPy takes them; host edges
+    raise ValueError as in CuPy ("array-like bins not supported")."""
+    if isinstance(bins, (list, tuple)):
+        return [_histogram_bins(call, b, where) for b in bins]
+    if type(bins) is ndarray:
+        return call.array(bins, "bins")
+    if isinstance(bins, np.ndarray) and bins.ndim > 0:
+        raise ValueError(f"{where}: array-like bins not supported (host {bins.dtype} array): pass device arrays")
+    return bins
+
+
+def _histogram_sample(call, sample, name):
+    """A device array, or a sequence of 1-D device arrays (CuPy stacks them)."""
+    if isinstance(sample, (list, tuple)) and type(sample) is not ndarray:
+        return [call.array(v, name) for v in sample]
+    return call.array(sample, name)
+
+
+def histogramdd(sample, bins=10, range=None, weights=None, density=False):
+    """``cupy.histogramdd``: ``bins`` a count, or one count or 1-D device array of edges per
+    dimension (a list or tuple); ``sample`` a device array or a sequence of them."""
+    call = Call("cupy.histogramdd()")
+    host_sample = _histogram_sample(call, sample, "sample")
+    host_bins = _histogram_bins(call, bins, "cupy.histogramdd()")
+    host_weights = None if weights is None else call.host_or_device(weights, "weights")
+    return call.wrap(np.histogramdd(host_sample, host_bins, range=range, weights=host_weights, density=density))
+
+
+def histogram2d(x, y, bins=10, range=None, weights=None, density=None):
+    """``cupy.histogram2d``: ``bins`` a count, a device array of edges, or a pair of them."""
+    call = Call("cupy.histogram2d()")
+    host_x = call.array(x, "x")
+    host_y = call.array(y, "y")
+    if isinstance(bins, (list, tuple)) and len(bins) not in (1, 2):
+        raise ValueError("cupy.histogram2d(): array-like bins not supported: pass a device array of edges")
+    host_bins = _histogram_bins(call, bins, "cupy.histogram2d()")
+    host_weights = None if weights is None else call.host_or_device(weights, "weights")
+    return call.wrap(np.histogram2d(host_x, host_y, host_bins, range=range, weights=host_weights, density=density))
+
+
 def asnumpy(a, stream=None, order="C", out=None, blocking=True):
     """A NumPy array of ``a`` (a copy for device arrays)."""
     if type(a) is ndarray:

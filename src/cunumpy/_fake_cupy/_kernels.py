@@ -3,7 +3,8 @@
 Calling or compiling one goes to the launch hook: :data:`_launch_hook` when set (tests set
 one), else the CPU emulation's hook of the calling thread and context (API.md section 15):
 an ``emulated_launches()`` block's, else the automatic emulation, which refuses with
-``NotImplementedError`` when ``CUNUMPY_EMULATION=0`` or no C++ compiler is found.
+``EmulationUnavailable`` (a ``NotImplementedError``) when ``CUNUMPY_EMULATION=0`` or no C++
+compiler is found.
 """
 
 from __future__ import annotations

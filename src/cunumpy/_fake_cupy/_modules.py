@@ -8,7 +8,7 @@ import numpy as np
 
 from . import _cuda, _functions, _kernels, _names, _random
 from ._functions import strict, ufunc
-from ._ndarray import _counterparts, ndarray
+from ._ndarray import _counterparts, flatiter, ndarray
 
 #: The fake's names follow CuPy 14.2.0 (see ``_names``); it reports the minimum version.
 VERSION = "14.0.0"
@@ -37,6 +37,7 @@ def _main_namespace() -> dict:
         elif isinstance(obj, type):
             special = {
                 "ndarray": ndarray,
+                "flatiter": flatiter,
                 "ufunc": ufunc,
                 "vectorize": _functions.vectorize,
                 "broadcast": _functions.broadcast,
@@ -75,6 +76,8 @@ def _main_namespace() -> dict:
         apply_over_axes=_functions.apply_over_axes,
         piecewise=_functions.piecewise,
         take=_functions.take,
+        histogramdd=_functions.histogramdd,
+        histogram2d=_functions.histogram2d,
         put=_functions.put,
         place=_functions.place,
         asnumpy=_functions.asnumpy,
@@ -253,7 +256,11 @@ def _random_module() -> types.ModuleType:
 
 def build() -> dict[str, types.ModuleType]:
     """Every fake module, keyed by its import name (nothing is registered here)."""
-    cupy = _module("cupy", "cunumpy's strict host stand-in for CuPy (no CUDA, no kernel launches).", _main_namespace())
+    cupy = _module(
+        "cupy",
+        "cunumpy's strict host stand-in for CuPy (no CUDA; kernel launches run in cunumpy's CPU emulation).",
+        _main_namespace(),
+    )
     cupy.__version__ = VERSION
     # Launches of cunumpy's CudaKernel on the fake CuPy run in the CPU emulation: the kernels
     # ask the active CuPy for the hook (cunumpy.kernels does not import the emulation).

@@ -2,7 +2,8 @@
 
 The host buffer (``_a``) plays the part of device memory. Nothing converts the array to
 NumPy implicitly: ``numpy.asarray`` raises, operators refuse host arrays, and every scalar
-read is reported as an implicit ``sync`` event, like the device wait it stands for.
+read is reported as an implicit ``to_host`` copy and ``sync``, like the ``get()`` it
+stands for in CuPy.
 """
 
 from __future__ import annotations
@@ -17,25 +18,22 @@ from .. import _transfers
 from ._cuda import Device, MemoryPointer, host_array_at, host_view_of_interface
 from ._errors import _host_array_error, _list_error
 
-__all__ = ["ndarray", "record_implicit_copy", "record_implicit_sync"]
+__all__ = ["flatiter", "ndarray", "record_implicit_copy"]
 
 _UNSUPPORTED_KINDS = "OSUVMm"
 _SCALARS = (bool, int, float, complex, np.generic)
 
 
-def record_implicit_sync(what: str, a) -> None:
-    """A scalar read from device memory: one implicit ``sync`` event."""
-    if _transfers.sinks:
-        _transfers.record("sync", f"{what} of {tuple(a.shape)} {a.dtype}", implicit=True)
-
-
-def record_implicit_copy(what: str, a) -> None:
-    """A text conversion (``repr``, ``str``, ``print``, ``format``): CuPy copies the whole
-    array to the host (``self.get()``) and waits for it, so one implicit ``to_host`` event
-    of ``a.nbytes`` and one implicit ``sync``. ``assert_no_transfers()`` catches it."""
+def record_implicit_copy(what: str, a, nbytes: int | None = None) -> None:
+    """A read of device memory by the host: scalar conversions (``float``, ``int``,
+    ``bool``, ``complex``, ``operator.index``, ``item()``), ``tolist()``, ``tobytes()``,
+    membership and text conversions (``repr``, ``str``, ``print``, ``format``). CuPy copies
+    the array to the host for each (``self.get()``) and waits for it, so one implicit
+    ``to_host`` event of ``a.nbytes`` (``nbytes`` when given) and one implicit ``sync``:
+    ``assert_no_transfers()`` catches them."""
     if _transfers.sinks:
         description = f"{what} of {tuple(a.shape)} {a.dtype}"
-        _transfers.record("to_host", description, int(a._a.nbytes), implicit=True)
+        _transfers.record("to_host", description, int(a._a.nbytes if nbytes is None else nbytes), implicit=True)
         _transfers.record("sync", description, implicit=True)
 
 
@@ -57,6 +55,29 @@ def _operand(other, op: str):
 def _scalar_result(value):
     """Operator results: NumPy scalars become 0-d device arrays, as in CuPy."""
     return ndarray._wrap(value if isinstance(value, np.ndarray) else np.asarray(value))
+
+
+def _cupy_ufunc(numpy_ufunc):
+    """The fake-CuPy ufunc standing for a NumPy or SciPy ufunc, or None.
+
+    ``cupy.<name>`` first; a ufunc of ``scipy.special`` (an imported SciPy's) falls back to
+    the fake ``cupyx.scipy.special.<name>``, as CuPy's ``__array_ufunc__`` does.
+    """
+    import importlib
+    import sys
+
+    name = getattr(numpy_ufunc, "__name__", "")
+    target = getattr(sys.modules.get("cupy"), name, None)
+    if target is not None and hasattr(target, "reduce"):
+        return target
+    special = sys.modules.get("scipy.special")
+    if special is None or getattr(special, name, None) is not numpy_ufunc:
+        return None
+    fake_special = importlib.import_module("cupyx.scipy.special")
+    if not getattr(fake_special, "__cunumpy_fake__", False):
+        return None
+    target = getattr(fake_special, name, None)
+    return target if target is not None and hasattr(target, "reduce") else None
 
 
 def _binary(op, symbol):
@@ -192,14 +213,13 @@ class ndarray:
     def __array_ufunc__(self, numpy_ufunc, method, *inputs, **kwargs):
         """NumPy ufuncs on device arrays run the CuPy ufunc of the same name, as in CuPy.
 
-        The CuPy ufunc then applies CuPy's argument rules (a host array among the inputs
-        or as ``out`` raises TypeError); a ufunc CuPy lacks is declined (NotImplemented,
-        so NumPy raises TypeError).
+        A SciPy ufunc (``scipy.special.erfinv``) runs the ``cupyx.scipy.special`` ufunc of
+        the same name, as CuPy dispatches it. The CuPy ufunc then applies CuPy's argument
+        rules (a host array among the inputs or as ``out`` raises TypeError); a ufunc CuPy
+        lacks is declined (NotImplemented, so NumPy raises TypeError).
         """
-        import sys
-
-        target = getattr(sys.modules.get("cupy"), getattr(numpy_ufunc, "__name__", ""), None)
-        if target is None or not hasattr(target, "reduce"):
+        target = _cupy_ufunc(numpy_ufunc)
+        if target is None:
             return NotImplemented
         out = kwargs.get("out")
         if isinstance(out, tuple):  # NumPy always passes out= as a tuple; CuPy takes one array
@@ -347,42 +367,42 @@ class ndarray:
 
     def item(self, *args):
         value = self._a.item(*args)
-        record_implicit_sync("item()", self)
+        record_implicit_copy("item()", self)
         return value
 
     def tolist(self):
         value = self._a.tolist()
-        record_implicit_sync("tolist()", self)
+        record_implicit_copy("tolist()", self)
         return value
 
     def tobytes(self, order="C"):
         value = self._a.tobytes(order)
-        record_implicit_sync("tobytes()", self)
+        record_implicit_copy("tobytes()", self)
         return value
 
     def __bool__(self):
         value = bool(self._a)
-        record_implicit_sync("bool()", self)
+        record_implicit_copy("bool()", self)
         return value
 
     def __float__(self):
         value = float(self._a)
-        record_implicit_sync("float()", self)
+        record_implicit_copy("float()", self)
         return value
 
     def __int__(self):
         value = int(self._a)
-        record_implicit_sync("int()", self)
+        record_implicit_copy("int()", self)
         return value
 
     def __complex__(self):
         value = complex(self._a)
-        record_implicit_sync("complex()", self)
+        record_implicit_copy("complex()", self)
         return value
 
     def __index__(self):
         value = operator.index(self._a)
-        record_implicit_sync("index()", self)
+        record_implicit_copy("index()", self)
         return value
 
     def __format__(self, spec):
@@ -425,7 +445,7 @@ class ndarray:
     def __contains__(self, value):
         o = _operand(value, "in")
         found = False if o is NotImplemented else bool(o in self._a)
-        record_implicit_sync("in", self)
+        record_implicit_copy("in", self, 1)  # CuPy: bool((self == value).any())
         return found
 
     def __repr__(self):
@@ -477,6 +497,97 @@ class ndarray:
 
     def fill(self, value):
         self._a.fill(_value(value, "fill"))
+
+    @property
+    def flat(self):
+        """A :class:`flatiter` over the array (CuPy's ``cupy.flatiter``)."""
+        return flatiter(self)
+
+
+class flatiter:
+    """``cupy.flatiter``: the flat view of ``a.flat``, as CuPy has it.
+
+    Indexes with an integer (a 0-d device array), a slice (a 1-D device copy) or ``...``;
+    assigns through the same indices. Other indices (tuples, arrays, booleans) raise
+    IndexError, as in CuPy. Iteration yields 0-d device arrays.
+    """
+
+    __module__ = "cupy"
+    __slots__ = ("_base", "_index")
+
+    def __init__(self, a):
+        if type(a) is not ndarray:
+            raise TypeError(f"cupy.flatiter takes a cupy.ndarray, not {type(a).__name__}")
+        self._base = a
+        self._index = 0
+
+    @property
+    def base(self):
+        return self._base
+
+    @property
+    def index(self):
+        return self._index
+
+    @property
+    def coords(self):
+        raise NotImplementedError("cupy.flatiter.coords is not supported (as in CuPy)")
+
+    def copy(self):
+        """A flattened copy of the base array."""
+        return ndarray._wrap(self._base._a.flatten())
+
+    def __len__(self):
+        return self._base.size
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        base = self._base
+        if self._index >= base.size:
+            raise StopIteration
+        value = self._item(self._index)
+        self._index += 1
+        return value
+
+    def _position(self, ind):
+        size = self._base.size
+        i = operator.index(ind)
+        if i < -size or i >= size:
+            raise IndexError(f"index {i} is out of bounds for size {size}")
+        return np.unravel_index(i % size if size else 0, self._base.shape)
+
+    def _item(self, ind):
+        base = self._base
+        return base._view(base._a[self._position(ind) + (Ellipsis,)])  # noqa: RUF005 - a[*t, ...] needs Python 3.11
+
+    @staticmethod
+    def _check(ind):
+        if ind is Ellipsis:
+            return slice(None)
+        if isinstance(ind, (bool, np.bool_, tuple)) or not isinstance(ind, (slice, int, np.integer)):
+            raise IndexError("unsupported iterator index")
+        return ind
+
+    def __getitem__(self, ind):
+        ind = self._check(ind)
+        if isinstance(ind, slice):
+            return ndarray._wrap(self._base._a.reshape(-1, order="C")[ind].copy())
+        return self._item(ind)
+
+    def __setitem__(self, ind, value):
+        ind = self._check(ind)
+        base = self._base
+        if isinstance(ind, slice):
+            flat_positions = np.arange(base.size)[ind]
+            host = _value(value, "flat")
+            if isinstance(host, np.ndarray) and host.ndim > 0:
+                # CuPy repeats a shorter value over the slice, as NumPy's flat assignment does
+                host = np.resize(host.reshape(-1), flat_positions.size)
+            base._a[np.unravel_index(flat_positions, base.shape)] = host
+            return
+        base._a[self._position(ind)] = _value(value, "flat")
 
 
 def _value(value, what):

@@ -9,6 +9,7 @@ from .compact import *  # noqa: F403
 from .cudasig import *  # noqa: F403
 from .extents import *  # noqa: F403
 from .morton import *  # noqa: F403
+from .mpi_post import *  # noqa: F403
 from .pack import *  # noqa: F403
 from .philox import *  # noqa: F403
 from .scan import *  # noqa: F403

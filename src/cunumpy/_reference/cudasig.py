@@ -485,8 +485,7 @@ def _parse_param(toks, struct_names, tparams, targs):
     ctype, dtype, struct, view_ndim, contiguous = kind
     if pointer > 1:
         return "pointer-to-pointer parameters cannot be checked"
-    if pointer and struct:
-        return f"struct '{struct}' passed by pointer cannot be checked (pass it by value)"
+    # A struct by pointer is an array of that struct (a structured array of its dtype).
     if pointer and view_ndim:
         return "array views are passed by value, not by pointer"
     if dtype == "" and not struct:  # void

@@ -27,6 +27,22 @@ __all__ = [
     "register_ndarray_type",
 ]
 
+_DEVICE_ADVICE = (
+    "CudaKernel never copies arrays to the device: create the array on the device (xp.asarray on the "
+    "CuPy backend, xp.to_cupy or xp.as_device_array) once, where the data is made"
+)
+
+
+def _not_device_advice(obj) -> str:
+    """As pack_arrays.c: the advice of the kernel module when it is loaded (never imported here)."""
+    module = sys.modules.get("cunumpy.kernels._cuda_kernel")
+    try:
+        advice = module._not_device_advice(obj) if module is not None else None
+    except Exception:  # noqa: BLE001 - as the C core, which clears any error there
+        advice = None
+    return advice if isinstance(advice, str) else _DEVICE_ADVICE
+
+
 K_POINTER, K_VOID_POINTER, K_VIEW, K_CVIEW, K_SCALAR, K_STRUCT = range(6)
 S_BOOL, S_INT, S_UINT, S_FLOAT, S_COMPLEX = range(5)
 A_INDEX, A_TRUTH, A_FLOAT, A_COMPLEX = range(4)
@@ -286,14 +302,14 @@ class LaunchPlan:
                 TypeError,
                 i,
                 f"expected a device array (an object with __cuda_array_interface__), got "
-                f"{type(obj).__module__}.{type(obj).__qualname__}; CudaKernel never copies arrays to the "
-                "device: create the array on the device (xp.asarray on the CuPy backend, xp.to_cupy or "
-                "xp.as_device_array) once, where the data is made",
+                f"{type(obj).__module__}.{type(obj).__qualname__}; {_not_device_advice(obj)}",
             )
+        from_attrs = False
         try:
             if is_device or duck:
                 try:
                     info = self._attributes(obj)
+                    from_attrs = info[2] is not None
                 except Exception:
                     # Unreadable attributes: a complete interface still serves (as in pack_arrays.c).
                     if not duck or not hasattr(obj, "__cuda_array_interface__"):
@@ -340,7 +356,9 @@ class LaunchPlan:
                 "whether the kernel writes it; pass a writable array",
             )
         itemsize = slot.itemsize if kind.typed else itemsize_of_array
-        if kind.contiguous and not _c_contiguous(shape, strides, itemsize):
+        if kind.contiguous and (
+            not _c_contiguous(shape, strides, itemsize) or (from_attrs and _flags_say_not_contiguous(obj))
+        ):
             raise self._error(
                 TypeError,
                 i,
@@ -556,6 +574,15 @@ def _ints(seq, what):
     if len(seq) > _MAX_NDIM:
         raise TypeError(f"arrays with more than {_MAX_NDIM} dimensions are not supported")
     return tuple(int(v.__index__()) for v in tuple(seq))
+
+
+def _flags_say_not_contiguous(obj) -> bool:
+    """Whether ``obj.flags.c_contiguous`` is false (as pack_arrays.c's flags_say_not_contiguous:
+    an array object is not contiguous when it says so, whatever its strides say)."""
+    missing = object()
+    flags = getattr(obj, "flags", missing)
+    cc = missing if flags is missing else getattr(flags, "c_contiguous", missing)
+    return cc is not missing and not bool(cc)
 
 
 def _c_contiguous(shape, strides, itemsize) -> bool:

@@ -80,6 +80,26 @@ class StructCaller:
         return value_type(self, packed, tuple(values[n] for n in packer.names))
 
 
+_MISSING = object()
+
+
+def _object_signature(v):
+    ptr = getattr(getattr(v, "data", None), "ptr", _MISSING)
+    if ptr is _MISSING:
+        cai = v.__cuda_array_interface__
+        if not isinstance(cai, dict):
+            raise TypeError("__cuda_array_interface__ is not a dict")
+        return ("cai", dict(cai))
+    flags = getattr(v, "flags", None)
+    return (
+        ptr,
+        getattr(v, "shape", None),
+        getattr(v, "strides", None),
+        getattr(v, "dtype", None),
+        getattr(flags, "c_contiguous", None),
+    )
+
+
 class StructState:
     __slots__ = ("always", "host", "packed", "packer", "shapes", "values")
     always: Any
@@ -153,7 +173,14 @@ class StructPacker:
         if not kind.array:
             return None, False
         if not _pack._is_device(v):
-            return None, True
+            if type(v).__module__ == "numpy":  # NumPy host arrays: re-packed every time
+                return None, True
+            # Another array object: what the packer reads from it (as struct_state.c's
+            # object_signature); an unreadable one is re-packed every time.
+            try:
+                return _object_signature(v), False
+            except Exception:  # noqa: BLE001 - packing reports why it cannot be read
+                return None, True
         if not kind.shape:
             return None, False
         return v.shape, False
@@ -183,8 +210,13 @@ class StructPacker:
                 if v is not state.values[i]:
                     break
                 key = state.shapes[i]
-                if key is not None and self._shape_key(i, v)[0] != key:
-                    break
+                if key is not None:
+                    try:
+                        changed = bool(self._shape_key(i, v)[0] != key)
+                    except Exception:  # noqa: BLE001 - an uncomparable value counts as changed
+                        changed = True
+                    if changed:
+                        break
             else:
                 return state.packed
         return self.repack(obj, state.host)

@@ -185,8 +185,41 @@ def _dtype(name):
     return dt
 
 
-def parse_signature_full(source, name, *, structs=(), template_args=None):
-    """(parameters, is_template, extern_c) with the template arguments substituted."""
+#: Parser messages after which reading the type names as nvcc does (aliases, macros, vector
+#: types, structs of the source) may let the signature be checked.
+_RETRY = ("unknown type", "looks like a macro")
+
+
+def _with_type_names(source, name, by_name, targs, headers, options):
+    """Parse again with the type names resolved as the compiler sees them: (raw parameters,
+    is_template, extern_c, {struct name: CudaStruct or CudaVectorType})."""
+    from ._types import VECTOR_TYPES, resolve_type_names
+
+    rewritten, names = resolve_type_names(source, headers, options)
+    known = dict.fromkeys(by_name)
+    for n in names:
+        known.setdefault(n, None)
+    raw, is_template, extern_c = core.cuda_parse_signature(rewritten, name, tuple(known), targs)
+    found = {}
+    for item in raw:
+        sname = item[4]
+        if sname is None or sname in by_name or sname in found:
+            continue
+        if sname in VECTOR_TYPES:
+            found[sname] = VECTOR_TYPES[sname]
+        else:
+            from ..arguments import CudaStruct
+
+            found[sname] = CudaStruct.from_source("\n".join([*headers, source]), sname, options=options)
+    return raw, is_template, extern_c, found
+
+
+def parse_signature_full(source, name, *, structs=(), template_args=None, headers=(), options=()):
+    """(parameters, is_template, extern_c) with the template arguments substituted.
+
+    ``headers`` (texts) and ``options`` (``-D`` macros) are read with the source when the
+    signature uses type names the parser does not know by itself: typedefs, ``using``
+    aliases, macros, CUDA's vector types and structs defined in the source."""
     if not isinstance(source, str):
         raise TypeError(f"parse_cuda_signature(): 'source' must be a str, not {type(source).__name__}")
     if not isinstance(name, str):
@@ -197,15 +230,23 @@ def parse_signature_full(source, name, *, structs=(), template_args=None):
         if isinstance(template_args, (str, bytes)) or not hasattr(template_args, "__iter__"):
             template_args = (template_args,)
         targs = tuple(template_arg_text(a) for a in template_args)
+    found: dict = {}
     try:
         raw, is_template, extern_c = core.cuda_parse_signature(source, name, tuple(by_name), targs)
-    except ValueError:
+    except ValueError as exc:
         # The C messages quote source text as C strings: a NUL would cut them short.
         _refuse_nul(source, "parse_cuda_signature()")
-        raise
+        if not any(r in str(exc) for r in _RETRY):
+            raise
+        try:
+            raw, is_template, extern_c, found = _with_type_names(source, name, by_name, targs, headers, options)
+        except ValueError as again:
+            if str(again).startswith("no __global__"):
+                raise exc from None
+            raise again from None
     params = []
     for pname, ctype, dtype, pointer, struct_name, view_ndim, contiguous in raw:
-        struct = by_name.get(struct_name) if struct_name is not None else None
+        struct = (by_name.get(struct_name) or found.get(struct_name)) if struct_name is not None else None
         dt = np.dtype(struct.dtype) if struct is not None else _dtype(dtype)
         params.append(CudaParameter(pname, ctype, dt, pointer, struct, view_ndim or None, contiguous))
     for struct in by_name.values():

@@ -104,6 +104,69 @@ def _emulation_hook():
     return context_hook() if hook is None else hook
 
 
+def _not_device_advice(obj) -> str:
+    """What the C packer's "expected a device array" message advises for ``obj``.
+
+    On the NumPy backend a host array cannot be moved anywhere useful: the advice names what
+    runs a CUDA kernel on the CPU. Otherwise: create the array on the device.
+    """
+    from .._backend import get_backend
+
+    if get_backend() == "numpy" and isinstance(obj, np.ndarray):
+        return (
+            "CudaKernel never copies arrays to the device, and the NumPy backend is active: to run this "
+            "kernel on the CPU with NumPy arrays, call cunumpy.kernel_testing.emulate_cuda_kernel(kernel, "
+            "*args), or use the fake CuPy, whose launches emulate automatically (CUNUMPY_FAKE_CUPY=1 "
+            "CUNUMPY_BACKEND=cupy, arrays made with xp.asarray); on a GPU, activate the CuPy backend and "
+            "create the arrays there"
+        )
+    return (
+        "CudaKernel never copies arrays to the device: create the array on the device (xp.asarray on the "
+        "CuPy backend, xp.to_cupy or xp.as_device_array) once, where the data is made"
+    )
+
+
+def _split_expression(expression: str) -> tuple[str, tuple[str, ...]]:
+    """``"matrixMul<32>"`` -> ``("matrixMul", ("32",))``: the kernel's name and the template
+    arguments of a name expression, split at the top-level commas."""
+    base, _, rest = expression.partition("<")
+    base = base.strip()
+    rest = rest.strip()
+    if not base.isidentifier() or not rest.endswith(">"):
+        raise ValueError(
+            f"CudaKernel: {expression!r} is neither a kernel name nor a name expression like 'matrixMul<32>'"
+        )
+    inner = rest[:-1]
+    parts, depth, cur = [], 0, []
+    for c in inner:
+        if c in "<([":
+            depth += 1
+        elif c in ">)]":
+            depth -= 1
+        if c == "," and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(c)
+    parts.append("".join(cur).strip())
+    if depth != 0 or any(not p for p in parts):
+        raise ValueError(f"CudaKernel: malformed name expression {expression!r}")
+    return base, tuple(parts)
+
+
+class _LazyHeaders:
+    """The texts of the headers a kernel includes, read only when the signature needs them
+    (type aliases and structs in a header)."""
+
+    def __init__(self, kernel):
+        self._kernel = kernel
+
+    def __iter__(self):
+        k = self._kernel
+        paths = resolve_includes(k._source, k._include_dirs, base_dir=k._source_dir)
+        return iter([_read_text(p) for p in paths])
+
+
 # ------------------------------------------------------------------ CudaKernel
 
 
@@ -236,6 +299,9 @@ class CudaKernel:
             raise TypeError("CudaKernel: 'structs' must be a sequence of CudaStruct objects")
         self._structs = tuple(structs)
         self._source = source
+        if "<" in name and template_args is None:
+            # A name expression (CuPy's name_expressions): "matrixMul<32>", "k<float, 4>".
+            name, template_args = _split_expression(name)
         self._name = name
         self._debug = debug
         self._check_signature = bool(check_signature)
@@ -250,7 +316,12 @@ class CudaKernel:
         self._template_args = template_args
         if self._check_signature:
             params, is_template, extern_c = parse_signature_full(
-                source, name, structs=self._structs, template_args=template_args
+                source,
+                name,
+                structs=self._structs,
+                template_args=template_args,
+                headers=_LazyHeaders(self),
+                options=options,
             )
             # A plain __global__ (C++ linkage) is compiled through its name expression, as
             # CuPy's RawModule(name_expressions=...) does for templates.
@@ -557,6 +628,131 @@ class CudaKernel:
                 f"kernel '{self._name}' uses {'; '.join(problems)}: not supported on HIP/ROCm "
                 "(this CuPy is a ROCm build); nothing was compiled"
             )
+
+    # -------------------------------------------------------------- __constant__ / __device__
+
+    def _global_declaration(self, name, what):
+        from ..cuda._globals import declared_globals
+
+        if not isinstance(name, str):
+            raise TypeError(f"CudaKernel.{what}(): 'name' must be a str, not {type(name).__name__}")
+        decls = getattr(self, "_global_declarations", None)
+        if decls is None:
+            decls = self._global_declarations = declared_globals(self._source, list(_LazyHeaders(self)), self._options)
+        decl = decls.get(name)
+        if decl is None:
+            raise ValueError(
+                f"CudaKernel.{what}(): kernel '{self._name}': the source declares no __constant__ or __device__ "
+                f"variable {name!r} of a scalar, complex or vector type (declared: {', '.join(sorted(decls)) or 'none'})"
+            )
+        return decl
+
+    def set_global(self, name: str, value: Any) -> None:
+        """Set a ``__constant__`` or ``__device__`` variable of the kernel's source.
+
+        Parameters
+        ----------
+        name : str
+            The variable's name.
+        value : array_like
+            Its value: the declared shape (``()`` for a scalar, the extents of a C array) and
+            a dtype that casts to the declared one without changing the value (Python numbers
+            are checked by value); a vector type takes a last axis of its length.
+
+        Raises
+        ------
+        TypeError
+            ``name`` is not a str, or the value does not fit the declared type.
+        ValueError
+            The source declares no such variable, or the value's shape differs.
+
+        Notes
+        -----
+        On a GPU the value is copied into the compiled module (compiling it first); under the
+        CPU emulation into the emulation library, and again into any other library a later
+        launch of this kernel uses (sanitizer builds); as in CUDA, kernels sharing a source
+        share its variables, and a value written by a kernel stays until it is set again.
+        """
+        from ..cuda._globals import global_value, next_generation
+
+        decl = self._global_declaration(name, "set_global")
+        arr = global_value(f"CudaKernel.set_global() of kernel '{self._name}'", decl, value)
+        pending = getattr(self, "_pending_globals", None)
+        if pending is None:
+            pending = self._pending_globals = {}
+        pending[name] = (next_generation(), arr.tobytes())
+        hook = _emulation_hook()
+        if hook is not None:
+            setter = getattr(hook, "set_global", None)
+            if setter is not None:
+                setter(self, name)
+            return
+        cupy, _reason = _cupy()
+        if cupy is None:
+            return  # no GPU: the CPU emulation's next launch of this kernel copies it in
+        ptr = self._module_global(cupy, name)
+        ptr.copy_from_host(arr.ctypes.data, arr.nbytes)
+
+    def get_global(self, name: str) -> Any:
+        """The ``__constant__`` or ``__device__`` variable ``name``: an array sharing its memory.
+
+        Parameters
+        ----------
+        name : str
+            The variable's name.
+
+        Returns
+        -------
+        array
+            On a GPU (and on the fake CuPy) a CuPy array over the variable in the compiled
+            module; under ``emulate_cuda_kernel`` without CuPy a NumPy array over it in the
+            emulation library of the kernel's last launch (before any launch: a copy of the
+            value set, else ``RuntimeError``). A vector type's components are a last axis.
+
+        Raises
+        ------
+        TypeError
+            ``name`` is not a str.
+        ValueError
+            The source declares no such variable.
+        RuntimeError
+            Neither a GPU nor an emulated launch has made the variable exist yet.
+        """
+        decl = self._global_declaration(name, "get_global")
+        hook = _emulation_hook()
+        if hook is not None and getattr(hook, "get_global", None) is not None:
+            return hook.get_global(self, name)
+        cupy, reason = _cupy()
+        if cupy is not None:
+            ptr = self._module_global(cupy, name)
+            dtype, shape = decl.dtype, decl.shape
+            if shape is None:
+                shape = (ptr.mem.size // dtype.itemsize,) if hasattr(ptr, "mem") else (1,)
+            if dtype.names is not None:
+                scalar = dtype.fields[dtype.names[0]][0]
+                return cupy.ndarray((*shape, len(dtype.names)), scalar, memptr=ptr)
+            return cupy.ndarray(shape, dtype, memptr=ptr)
+        lib = getattr(self, "_emulated_library", None)
+        if lib is not None:
+            return lib(self, decl)
+        pending = getattr(self, "_pending_globals", None) or {}
+        if name in pending:
+            data = pending[name][1]
+            n = len(data) // decl.dtype.itemsize
+            shape = decl.shape if decl.shape is not None else (n,)
+            if decl.dtype.names is not None:
+                scalar = decl.dtype.fields[decl.dtype.names[0]][0]
+                return np.frombuffer(data, dtype=scalar).reshape((*shape, len(decl.dtype.names))).copy()
+            return np.frombuffer(data, dtype=decl.dtype).reshape(shape).copy()
+        raise RuntimeError(
+            f"CudaKernel.get_global(): kernel '{self._name}': variable {name!r} exists only on a GPU ({reason}) or "
+            "after an emulated launch"
+        )
+
+    def _module_global(self, cupy, name):
+        self._reject_on_hip()
+        state = self._compile(cupy, _current_device(cupy))
+        return state.module.get_global(name)
 
     def compile(self, *, log_stream: Any = None) -> Any:
         """Compile for the current device (cached per device) and return CuPy's raw kernel."""

@@ -14,6 +14,7 @@ import numpy as np
 
 from .._native import core
 from ..cuda._source import CudaParameter
+from ..cuda._types import CudaVectorType
 
 # ------------------------------------------------------------------ plan specs
 
@@ -64,15 +65,26 @@ def _make_scalar_table(dtype: np.dtype) -> tuple[int, dict]:
 def _spec(index: int, p: CudaParameter):
     label = p.declaration
     dtype: Any = p.dtype  # None only for void*
+    vector = p.struct if isinstance(p.struct, CudaVectorType) else None
     if p.pointer:
         if dtype is None:
             return (_K_VOID_POINTER, label, None, "", 0, 0, 0, 8, 8, {})
+        if vector is not None:
+            # An array of the scalar dtype whose last axis is the vector length (the C packer
+            # checks the axis and the alignment); structured arrays are viewed so by callers.
+            sc = vector.scalar
+            return (_K_POINTER, label, sc, sc.str, sc.itemsize, vector.length, 0, 8, 8, {})
         return (_K_POINTER, label, dtype, dtype.str, dtype.itemsize, 0, 0, 8, 8, {})
     if p.view_ndim:
         n = p.view_ndim
         if p.contiguous:
             return (_K_CVIEW, label, dtype, dtype.str, dtype.itemsize, n, 0, 8 * (1 + n), 8, {})
         return (_K_VIEW, label, dtype, dtype.str, dtype.itemsize, n, 0, 8 * (1 + 2 * n), 8, {})
+    if vector is not None:
+        # By value: a structured scalar of the vector's dtype, or a tuple the C packer converts.
+        code = {"i": _S_INT, "u": _S_UINT}.get(vector.scalar.kind, _S_FLOAT)
+        dt = vector.dtype
+        return (_K_STRUCT, label, dt, dt.str, dt.itemsize, vector.length, code, dt.itemsize, vector.alignment, {})
     if p.struct is not None:
         dt = dtype
         # The C alignment (a complex<double> field aligns the struct to 16, NumPy says 8).

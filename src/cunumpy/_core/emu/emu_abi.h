@@ -113,6 +113,14 @@ typedef struct cunumpy_emu_wait {
 /* Access kinds for cunumpy_emu_api.access and bad_access (bits). */
 #define CUNUMPY_EMU_ACCESS_WRITE 1
 #define CUNUMPY_EMU_ACCESS_ATOMIC 2
+/* Events of a library built for performance analysis (checks mode 3 with CUNUMPY_EMU_ANALYSIS;
+ * addr is NULL and size 0): a basic block of the kernel's code starts (GCC's
+ * -fsanitize-coverage=trace-pc), a thread reaches a block-wide barrier, a comparison is made
+ * (-fsanitize-coverage=trace-cmp). */
+#define CUNUMPY_EMU_ACCESS_BLOCK 16
+#define CUNUMPY_EMU_ACCESS_BARRIER 32
+#define CUNUMPY_EMU_ACCESS_COMPARE 64
+#define CUNUMPY_EMU_ACCESS_EVENTS (CUNUMPY_EMU_ACCESS_BLOCK | CUNUMPY_EMU_ACCESS_BARRIER | CUNUMPY_EMU_ACCESS_COMPARE)
 
 /* How a kernel library checks its memory accesses (the prelude's CUNUMPY_EMU_CHECKS):
  *   0  not at all (the explicit performance option);

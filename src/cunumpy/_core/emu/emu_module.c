@@ -4,6 +4,7 @@
  * ctypes function pointers are). */
 #include "../common.h"
 
+#include "emu_analysis.h"
 #include "emu_runtime.h"
 
 #include <limits.h>
@@ -188,11 +189,78 @@ static const char *emu_failure_name(emu_failure f)
     }
 }
 
+/* analysis=: None, or a sequence of (lo, hi, start) int triples (the arguments' bytes and the
+ * first byte of the allocation owning them). */
+static int emu_read_analysis(PyObject *obj, emu_analysis **out)
+{
+    *out = NULL;
+    if (obj == Py_None)
+        return 0;
+    PyObject *seq = PySequence_Fast(obj, "emu_launch(): 'analysis' must be None or a sequence of (lo, hi, start)");
+    if (seq == NULL)
+        return -1;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    uintptr_t *triples = malloc((size_t)(n > 0 ? n : 1) * 3 * sizeof *triples);
+    if (triples == NULL) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        unsigned long long lo, hi, start;
+        if (!PyTuple_Check(item) || !PyArg_ParseTuple(item, "KKK", &lo, &hi, &start)) {
+            if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
+                PyErr_Clear();
+                PyErr_SetString(PyExc_TypeError, "emu_launch(): 'analysis' entries must be (lo, hi, start) tuples");
+            }
+            free(triples);
+            Py_DECREF(seq);
+            return -1;
+        }
+        triples[3 * i] = (uintptr_t)lo;
+        triples[3 * i + 1] = (uintptr_t)hi;
+        triples[3 * i + 2] = (uintptr_t)start;
+    }
+    Py_DECREF(seq);
+    *out = emu_analysis_new(triples, (size_t)n);
+    free(triples);
+    if (*out == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* The rows of a finished analysis as a list of (pc, class, requests, a, ideal, divergent, same_max). */
+static PyObject *emu_analysis_result(emu_analysis *an)
+{
+    const emu_analysis_row *rows = NULL;
+    const long n = emu_analysis_rows(an, &rows);
+    if (n < 0)
+        return PyErr_NoMemory();
+    PyObject *list = PyList_New(n);
+    if (list == NULL)
+        return NULL;
+    for (long i = 0; i < n; ++i) {
+        const emu_analysis_row *r = &rows[i];
+        PyObject *t = Py_BuildValue("(kiKKKKK)", (unsigned long)r->pc, r->cls, (unsigned long long)r->requests,
+                                    (unsigned long long)r->a, (unsigned long long)r->ideal,
+                                    (unsigned long long)r->divergent, (unsigned long long)r->same_max);
+        if (t == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, t);
+    }
+    return list;
+}
+
 PyDoc_STRVAR(emu_launch_doc,
              "emu_launch(bind, thread_fn, block_fn, grid, block, args, *, params=None, shared_mem=0,\n"
              "           fibers=False, checked=False, workers=0, kernel_name='kernel', checks=0,\n"
              "           racecheck=False, initcheck=False, regions=None, dynamic_shared_name='',\n"
-             "           library=0, timeout=0.0, interruptible=False)\n--\n\n"
+             "           library=0, timeout=0.0, interruptible=False, analysis=None)\n--\n\n"
              "Run an emulated CUDA kernel launch (see src/cunumpy/_core/emu/emu_abi.h). bind, thread_fn\n"
              "and block_fn are addresses of a kernel library's cunumpy_emu_bind, cunumpy_emu_thread_<k>\n"
              "and cunumpy_emu_block_<k> (block_fn may be 0 with fibers=True, thread_fn 0 without);\n"
@@ -207,7 +275,10 @@ PyDoc_STRVAR(emu_launch_doc,
              "CUNUMPY_EMULATION_THREADS or the CPU count. The GIL is released while blocks run. A\n"
              "failure raises RuntimeError(message) whose attribute kind is one of 'error', 'memcheck',\n"
              "'fault', 'racecheck', 'initcheck', 'timeout'; an interrupted launch raises what Python's\n"
-             "SIGINT handler raises (KeyboardInterrupt).");
+             "SIGINT handler raises (KeyboardInterrupt). analysis (checks=3): a sequence of (lo, hi, start)\n"
+             "triples (an argument's bytes, its allocation's first byte) turns on the performance analysis\n"
+             "(emu_analysis.h); the launch then returns a list of (pc, class, requests, a, ideal, divergent,\n"
+             "same_max) rows instead of None.");
 
 static PyObject *emu_launch(PyObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -215,19 +286,19 @@ static PyObject *emu_launch(PyObject *self, PyObject *args, PyObject *kwargs)
     static char *keywords[] = {"bind",      "thread_fn",  "block_fn",   "grid",    "block",     "args",
                                "params",    "shared_mem", "fibers",     "checked", "workers",   "kernel_name",
                                "checks",    "racecheck",  "initcheck",  "regions", "dynamic_shared_name",
-                               "library",   "timeout",    "interruptible", NULL};
+                               "library",   "timeout",    "interruptible", "analysis", NULL};
     PyObject *bind_obj, *thread_obj, *block_obj, *grid_obj, *blockdim_obj, *args_obj;
     PyObject *params_obj = Py_None, *shared_obj = NULL, *workers_obj = NULL, *name_obj = NULL;
-    PyObject *regions_obj = Py_None, *library_obj = NULL;
+    PyObject *regions_obj = Py_None, *library_obj = NULL, *analysis_obj = Py_None;
     const char *dynamic_name = "";
     Py_ssize_t shared_mem = 0, workers = 0;
     int fibers = 0, checked = 0, checks = 0, racecheck = 0, initcheck = 0, interruptible = 0;
     double timeout = 0.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO|$OOppOOippOsOdp:emu_launch", keywords, &bind_obj,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO|$OOppOOippOsOdpO:emu_launch", keywords, &bind_obj,
                                      &thread_obj, &block_obj, &grid_obj, &blockdim_obj, &args_obj, &params_obj,
                                      &shared_obj, &fibers, &checked, &workers_obj, &name_obj, &checks, &racecheck,
                                      &initcheck, &regions_obj, &dynamic_name, &library_obj, &timeout,
-                                     &interruptible))
+                                     &interruptible, &analysis_obj))
         return NULL;
     if ((shared_obj != NULL && emu_read_size(shared_obj, "shared_mem", &shared_mem) < 0) ||
         (workers_obj != NULL && emu_read_size(workers_obj, "workers", &workers) < 0))
@@ -338,6 +409,13 @@ static PyObject *emu_launch(PyObject *self, PyObject *args, PyObject *kwargs)
         free(param_copy);
         return NULL;
     }
+    emu_analysis *analysis = NULL;
+    if (checks == 3 && emu_read_analysis(analysis_obj, &analysis) < 0) {
+        free(arg_copy);
+        free(param_copy);
+        free(regions);
+        return NULL;
+    }
 
     p.bind = (cunumpy_emu_bind_fn)bind;
     p.thread_fn = (cunumpy_emu_thread_fn)thread_fn;
@@ -357,6 +435,7 @@ static PyObject *emu_launch(PyObject *self, PyObject *args, PyObject *kwargs)
     p.library = library;
     p.timeout = timeout;
     p.interruptible = interruptible;
+    p.analysis = analysis;
     char error[8192];
     emu_failure failure = EMU_FAIL_NONE;
     int status;
@@ -367,6 +446,7 @@ static PyObject *emu_launch(PyObject *self, PyObject *args, PyObject *kwargs)
     free(param_copy);
     free(regions);
     if (status != 0) {
+        emu_analysis_free(analysis);
         if (failure == EMU_FAIL_INTERRUPT && PyErr_CheckSignals() < 0)
             return NULL; /* Python's SIGINT handler raised (KeyboardInterrupt) */
         /* RuntimeError(message) with the reason as its `kind` attribute. */
@@ -383,6 +463,11 @@ static PyObject *emu_launch(PyObject *self, PyObject *args, PyObject *kwargs)
         PyErr_SetObject(PyExc_RuntimeError, exc);
         Py_DECREF(exc);
         return NULL;
+    }
+    if (analysis != NULL) {
+        PyObject *result = emu_analysis_result(analysis);
+        emu_analysis_free(analysis);
+        return result;
     }
     Py_RETURN_NONE;
 }

@@ -26,6 +26,7 @@
 #undef _FORTIFY_SOURCE
 
 #include "emu_runtime.h"
+#include "emu_analysis.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -935,6 +936,14 @@ static void emu_api_access(cunumpy_emu_worker *pub, const void *addr, size_t siz
     emu_check_cancel(w);
     char text[700];
     emu_check *c = &w->launch->check;
+    emu_analysis *an = w->launch->params->analysis;
+    if (__builtin_expect(an != NULL, 0)) {
+        if (pub->current != NULL)
+            (void)emu_analysis_event(an, c, &w->cw, pub->current->linear, w->fiber_mode, (uintptr_t)addr, size, kind,
+                                     pc);
+        if (kind & CUNUMPY_EMU_ACCESS_EVENTS)
+            return; /* a basic block, a barrier, a comparison: no memory to check */
+    }
     const int fine = c->racecheck ? emu_check_access(c, &w->cw, pub->current, (uintptr_t)addr, size, kind, pc, text,
                                                      sizeof text)
                                   : emu_check_access_plain(c, &w->cw, pub->current, (uintptr_t)addr, size, kind, pc,
@@ -1427,6 +1436,8 @@ static void emu_worker_run(emu_worker *w, emu_launch *launch)
                 emu_record_error(launch, w);
                 goto stopped;
             }
+            if (p->analysis != NULL)
+                emu_analysis_block_end(p->analysis, w->n_threads);
             w->chunk_done++;
             if (++b == end)
                 break;

@@ -220,6 +220,7 @@ typedef struct emu_launch_params {
     /* stopping */
     double timeout;    /* seconds; 0: none */
     int interruptible; /* called from the main thread: SIGINT stops the launch */
+    struct emu_analysis *analysis; /* performance analysis (emu_analysis.h, checks 3), or NULL */
 } emu_launch_params;
 
 /* Why a launch failed (the Python layer picks the exception class from it). */

@@ -250,4 +250,39 @@ CUNUMPY_EMU_HOOK void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__
 CUNUMPY_EMU_HOOK void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 #endif
 
+// Performance analysis (checks mode 3 built with CUNUMPY_EMU_ANALYSIS and GCC's or Clang's
+// -fsanitize-coverage=trace-pc,trace-cmp): the start of every basic block, every comparison and
+// every block-wide barrier is an event for the runtime's analysis (emu_analysis.h), at the code address that made it.
+#if CUNUMPY_EMU_CHECKS == 3 && defined(CUNUMPY_EMU_ANALYSIS)
+CUNUMPY_EMU_HOOK void __sanitizer_cov_trace_pc(void)
+{
+    cunumpy_emu::note_access(nullptr, 0, CUNUMPY_EMU_ACCESS_BLOCK, CUNUMPY_EMU_PC);
+}
+// -fsanitize-coverage=trace-cmp: the comparison that decides a branch (its line is the branch's)
+#define CUNUMPY_EMU_NOTE_CMP(name, T)                                                                                  \
+    CUNUMPY_EMU_HOOK void name(T, T) { cunumpy_emu::note_access(nullptr, 0, CUNUMPY_EMU_ACCESS_COMPARE, CUNUMPY_EMU_PC); }
+CUNUMPY_EMU_NOTE_CMP(__sanitizer_cov_trace_cmp1, unsigned char)
+CUNUMPY_EMU_NOTE_CMP(__sanitizer_cov_trace_cmp2, unsigned short)
+CUNUMPY_EMU_NOTE_CMP(__sanitizer_cov_trace_cmp4, unsigned int)
+CUNUMPY_EMU_NOTE_CMP(__sanitizer_cov_trace_cmp8, unsigned long long)
+CUNUMPY_EMU_NOTE_CMP(__sanitizer_cov_trace_const_cmp1, unsigned char)
+CUNUMPY_EMU_NOTE_CMP(__sanitizer_cov_trace_const_cmp2, unsigned short)
+CUNUMPY_EMU_NOTE_CMP(__sanitizer_cov_trace_const_cmp4, unsigned int)
+CUNUMPY_EMU_NOTE_CMP(__sanitizer_cov_trace_const_cmp8, unsigned long long)
+CUNUMPY_EMU_NOTE_CMP(__sanitizer_cov_trace_cmpf, float)
+CUNUMPY_EMU_NOTE_CMP(__sanitizer_cov_trace_cmpd, double)
+#undef CUNUMPY_EMU_NOTE_CMP
+CUNUMPY_EMU_HOOK void __sanitizer_cov_trace_switch(unsigned long long, unsigned long long *)
+{
+    cunumpy_emu::note_access(nullptr, 0, CUNUMPY_EMU_ACCESS_COMPARE, CUNUMPY_EMU_PC);
+}
+CUNUMPY_EMU_HOOK void cunumpy_emu_note_barrier(void)
+{
+    cunumpy_emu::note_access(nullptr, 0, CUNUMPY_EMU_ACCESS_BARRIER, CUNUMPY_EMU_PC);
+}
+#define CUNUMPY_EMU_NOTE_BARRIER() cunumpy_emu_note_barrier()
+#else
+#define CUNUMPY_EMU_NOTE_BARRIER() ((void)0)
+#endif
+
 #endif // CUNUMPY_EMU_CHECKS_H

@@ -73,7 +73,15 @@ __attribute__((visibility("hidden"))) inline thread_local cunumpy_emu_worker *cu
 
 // The library's own entry points are never instrumented by the memory checks (checks.h): they
 // run outside a launch's kernel code (binding a worker, or unbinding it with nullptr).
-#define CUNUMPY_EMU_NOINSTR __attribute__((no_sanitize("kernel-address", "address", "thread")))
+// With CUNUMPY_EMU_ANALYSIS (performance analysis) they are not traced either (checks.h).
+#if defined(CUNUMPY_EMU_ANALYSIS) && defined(__clang__)
+#define CUNUMPY_EMU_NOCOVERAGE __attribute__((no_sanitize("coverage")))
+#elif defined(CUNUMPY_EMU_ANALYSIS)
+#define CUNUMPY_EMU_NOCOVERAGE __attribute__((no_sanitize_coverage))
+#else
+#define CUNUMPY_EMU_NOCOVERAGE
+#endif
+#define CUNUMPY_EMU_NOINSTR __attribute__((no_sanitize("kernel-address", "address", "thread"))) CUNUMPY_EMU_NOCOVERAGE
 
 extern "C" __attribute__((visibility("default"), used)) CUNUMPY_EMU_NOINSTR inline int cunumpy_emu_abi_version(void)
 {
@@ -353,17 +361,20 @@ CUNUMPY_EMU_BUILTIN std::uint64_t collective(cunumpy_emu_worker *w, int op, unsi
 // threads alive at two different __syncthreads() at once are barrier divergence.
 static __inline__ void __syncthreads(int __cunumpy_line = __builtin_LINE())
 {
+    CUNUMPY_EMU_NOTE_BARRIER();
     (void)::cunumpy_emu::collective(::cunumpy_emu::worker(), CUNUMPY_EMU_OP_BARRIER, 0u, 0u, __cunumpy_line, 0);
 }
 
 static __inline__ int __syncthreads_count(int predicate, int __cunumpy_line = __builtin_LINE())
 {
+    CUNUMPY_EMU_NOTE_BARRIER();
     return (int)::cunumpy_emu::collective(::cunumpy_emu::worker(), CUNUMPY_EMU_OP_BARRIER, 0u, predicate != 0,
                                           __cunumpy_line, 0);
 }
 
 static __inline__ int __syncthreads_and(int predicate, int __cunumpy_line = __builtin_LINE())
 {
+    CUNUMPY_EMU_NOTE_BARRIER();
     cunumpy_emu_worker *w = ::cunumpy_emu::worker();
     const uint3 d = ::cunumpy_emu::load_dim3(&w->block_dim);
     const int n = (int)(d.x * d.y * d.z);
@@ -372,6 +383,7 @@ static __inline__ int __syncthreads_and(int predicate, int __cunumpy_line = __bu
 
 static __inline__ int __syncthreads_or(int predicate, int __cunumpy_line = __builtin_LINE())
 {
+    CUNUMPY_EMU_NOTE_BARRIER();
     return ::cunumpy_emu::collective(::cunumpy_emu::worker(), CUNUMPY_EMU_OP_BARRIER, 0u, predicate != 0,
                                      __cunumpy_line, 0) != 0;
 }
