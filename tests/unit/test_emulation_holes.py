@@ -404,3 +404,55 @@ def test_a_write_into_the_checks_shadow_is_a_fault_and_leaves_nothing_behind(san
     run(SPIN_FREE, "fill", out, 64, grid=1, block=64)
     run(SPIN_FREE, "fill", out, 64, grid=1, block=64, sanitize="racecheck")
     assert (out == 1.0).all()
+
+
+SPIN = r"""
+extern "C" __global__ void spin(int* flag, int fibers) {
+    if (fibers) __syncthreads();
+    while (*(volatile int*)flag == 0) { }   // nobody ever sets it
+}
+"""
+
+
+@pytest.mark.parametrize("fibers", [0, 1])
+def test_a_signal_handler_that_raises_stops_a_launch_as_ctrl_c_does(fibers):
+    import re
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        f"""
+        import signal, time
+        import numpy as np
+        import cunumpy.kernel_testing as kt
+        from cunumpy.kernels import CudaKernel
+
+        class Alarm(Exception):
+            pass
+
+        def on_alarm(signum, frame):
+            raise Alarm()
+
+        k = CudaKernel({SPIN!r}, "spin")
+        flag = np.zeros(1, np.int32)
+        kt.compile_for_emulation(k)
+        signal.signal(signal.SIGALRM, on_alarm)
+        signal.alarm(1)
+        start = time.monotonic()
+        try:
+            kt.emulate_cuda_kernel(k, flag, {fibers}, grid=8, block=32, timeout=200)
+        except Alarm:
+            print("ALARM after %.3f s" % (time.monotonic() - start))
+        flag[0] = 1
+        kt.emulate_cuda_kernel(k, flag, {fibers}, grid=8, block=32)
+        print("RUNS ON")
+        """
+    )
+    env = dict(os.environ, CUNUMPY_EMULATION_THREADS="2")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    # was: the handler ran when timeout= (200 s) stopped the launch; the bound is 60x the alarm
+    found = re.search(r"ALARM after ([0-9.]+) s", done.stdout)
+    assert found and float(found.group(1)) < 60, done.stdout + done.stderr
+    assert "RUNS ON" in done.stdout

@@ -980,7 +980,14 @@ static const cunumpy_emu_api emu_api = {
 #define EMU_SIGNAL_CANCEL (-1)
 
 static _Thread_local emu_worker *emu_tls_worker;
-static struct sigaction emu_previous_segv, emu_previous_bus, emu_previous_fpe, emu_previous_cancel, emu_previous_int;
+static struct sigaction emu_previous_segv, emu_previous_bus, emu_previous_fpe, emu_previous_cancel;
+/* The signals that stop a launch of the main thread when Python handles them (a Python handler
+ * runs only between bytecodes, so it would run when the launch ends): Ctrl-C, and a handler of
+ * SIGALRM (signal.alarm) or SIGTERM that raises. The launch stops, then the handler runs. */
+static const int emu_interrupt_signals[3] = {SIGINT, SIGALRM, SIGTERM};
+static struct sigaction emu_previous_interrupt[3];
+static int emu_interrupt_installed[3];
+static volatile sig_atomic_t emu_interrupt_signal; /* the signal that stopped the last launch */
 static _Atomic(emu_launch *) emu_interrupt_launch; /* the launch SIGINT stops */
 
 static uintptr_t emu_context_pc(void *context)
@@ -1073,7 +1080,10 @@ static void emu_kick_workers(emu_launch *launch);
 
 static void emu_interrupt_handler(int sig, siginfo_t *info, void *context)
 {
-    emu_chain(&emu_previous_int, sig, info, context); /* Python records the signal */
+    for (int i = 0; i < 3; ++i)
+        if (emu_interrupt_signals[i] == sig)
+            emu_chain(&emu_previous_interrupt[i], sig, info, context); /* Python records the signal */
+    emu_interrupt_signal = sig;
     emu_launch *launch = atomic_load(&emu_interrupt_launch);
     if (launch == NULL)
         return;
@@ -1097,17 +1107,25 @@ static void emu_install_handlers(int interruptible)
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
     sigaction(EMU_CANCEL_SIGNAL, &sa, &emu_previous_cancel);
     if (interruptible) {
-        struct sigaction now;
-        sigaction(SIGINT, NULL, &now);
-        /* Only over a handler (Python's): never turn an ignored or default SIGINT into one. */
-        if ((now.sa_flags & SA_SIGINFO) || (now.sa_handler != SIG_DFL && now.sa_handler != SIG_IGN)) {
-            sa.sa_sigaction = emu_interrupt_handler;
-            sigaction(SIGINT, &sa, &emu_previous_int);
-        } else {
-            interruptible = 0;
+        /* Only over a handler (Python's, the same function for every signal it handles): never
+         * turn an ignored or default disposition into one. */
+        struct sigaction python;
+        sigaction(SIGINT, NULL, &python);
+        for (int i = 0; i < 3; ++i) {
+            struct sigaction now;
+            sigaction(emu_interrupt_signals[i], NULL, &now);
+            const int handled = (now.sa_flags & SA_SIGINFO) || (now.sa_handler != SIG_DFL && now.sa_handler != SIG_IGN);
+            const int same = (now.sa_flags & SA_SIGINFO) == (python.sa_flags & SA_SIGINFO) &&
+                             ((now.sa_flags & SA_SIGINFO) ? now.sa_sigaction == python.sa_sigaction
+                                                          : now.sa_handler == python.sa_handler);
+            emu_interrupt_installed[i] = handled && (i == 0 || same);
+            if (emu_interrupt_installed[i]) {
+                sa.sa_sigaction = emu_interrupt_handler;
+                sigaction(emu_interrupt_signals[i], &sa, &emu_previous_interrupt[i]);
+            }
         }
+        emu_interrupt_signal = 0;
     }
-    (void)interruptible;
 }
 
 static void emu_restore_handlers(int interruptible)
@@ -1116,8 +1134,11 @@ static void emu_restore_handlers(int interruptible)
     sigaction(SIGBUS, &emu_previous_bus, NULL);
     sigaction(SIGFPE, &emu_previous_fpe, NULL);
     sigaction(EMU_CANCEL_SIGNAL, &emu_previous_cancel, NULL);
-    if (interruptible && (emu_previous_int.sa_flags & SA_SIGINFO || emu_previous_int.sa_handler != SIG_DFL))
-        sigaction(SIGINT, &emu_previous_int, NULL);
+    for (int i = 0; interruptible && i < 3; ++i)
+        if (emu_interrupt_installed[i]) {
+            sigaction(emu_interrupt_signals[i], &emu_previous_interrupt[i], NULL);
+            emu_interrupt_installed[i] = 0;
+        }
 }
 
 /* ---- describing a fault ---------------------------------------------------------------------- */
@@ -1950,8 +1971,11 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
                            (unsigned long long)launch.total_blocks);
         else
             (void)snprintf(error, error_size,
-                           "emulated kernel '%s' was interrupted (SIGINT) after %.2f s, with %llu of %llu blocks finished",
-                           params->kernel_name, emu_elapsed(&launch.started), done, (unsigned long long)launch.total_blocks);
+                           "emulated kernel '%s' was interrupted (%s) after %.2f s, with %llu of %llu blocks finished",
+                           params->kernel_name,
+                           emu_interrupt_signal == SIGALRM ? "SIGALRM"
+                                                           : (emu_interrupt_signal == SIGTERM ? "SIGTERM" : "SIGINT"),
+                           emu_elapsed(&launch.started), done, (unsigned long long)launch.total_blocks);
         *failure = cancel == EMU_CANCEL_TIMEOUT ? EMU_FAIL_TIMEOUT : EMU_FAIL_INTERRUPT;
         status = -1;
     } else if (launch.failed) {
