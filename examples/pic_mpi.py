@@ -200,13 +200,15 @@ def migrate(comm, slab: Slab, levels: int, pos, vel, ids):
     return pos, vel, ids
 
 
-def simulate(comm, proc_null: int, n_particles: int, levels: int, steps: int, sweeps: int, phases: Phases) -> dict:
+def simulate(
+    comm, proc_null: int, n_particles: int, levels: int, steps: int, sweeps: int, phases: Phases, dt: float = 0.004
+) -> dict:
     """Run the loop on this rank; every rank returns the same history (host values)."""
     n_side = 1 << levels
     slab = Slab(comm, n_side, proc_null)
     rows = slab.rows
     h = 1.0 / n_side
-    dt, thermal, charge_total = 0.004, 0.05, 10.0
+    thermal, charge_total = 0.05, 10.0
     charge = charge_total / n_particles  # per particle; charge over mass is 1 for all
     omega = 2.0 / (1.0 + np.sin(np.pi * h))  # the optimal SOR factor of the Poisson problem
 
@@ -284,6 +286,7 @@ def parse_arguments(argv=None):
     parser.add_argument("--levels", type=int, default=6, help="the grid is 2**levels cells a side (default 6)")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--sweeps", type=int, default=8, help="red-black SOR sweeps per step (default 8)")
+    parser.add_argument("--dt", type=float, default=0.004, help="time step (default 0.004)")
     parser.add_argument("--save", help="rank 0 writes the history and the final state to this .npz")
     parser.add_argument("--compare", help="rank 0 compares the history and final state with this .npz (--save)")
     parser.add_argument("--json", action="store_true", help="rank 0 prints one JSON line of figures")
@@ -291,6 +294,8 @@ def parse_arguments(argv=None):
     for name in ("particles", "levels", "steps", "sweeps"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
+    if not 0.0 < args.dt <= 1.0:
+        parser.error("--dt must be in (0, 1]")
     if not 2 <= args.levels <= 10:
         parser.error("--levels must be between 2 and 10")
     return args
@@ -309,7 +314,7 @@ def main(argv=None) -> int:
     comm.Barrier()
     start = time.perf_counter()
     with profiling.count_transfers() as transfers:
-        result = simulate(comm, MPI.PROC_NULL, n_particles, args.levels, args.steps, args.sweeps, phases)
+        result = simulate(comm, MPI.PROC_NULL, n_particles, args.levels, args.steps, args.sweeps, phases, args.dt)
     elapsed = time.perf_counter() - start
     # The slowest rank's time per phase decides the wall time.
     slowest = {name: max(comm.allgather(seconds)) for name, seconds in phases.seconds.items()}

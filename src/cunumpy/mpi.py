@@ -1127,6 +1127,10 @@ def exchange(
     posts nothing. Receives are posted first, in order, then sends; then every request is
     waited for, and only then are received device (or non-contiguous) buffers copied back.
     A short message fills the start of its receive buffer and leaves the rest unchanged.
+    Descriptors in the common form (a list or tuple of exact ``(array, int, int)`` tuples of
+    C-contiguous host arrays, or of device arrays for a CUDA-aware MPI) are checked and
+    posted in one call into the C core, at close to the cost of hand-written
+    ``Irecv``/``Isend``/``Waitall``.
 
     Parameters
     ----------
@@ -1160,14 +1164,14 @@ def exchange(
         _watch(comm)
     if cuda_aware is not None and not isinstance(cuda_aware, (bool, np.bool_)):
         raise TypeError(f"exchange(): 'cuda_aware' must be a bool or None, not {type(cuda_aware).__name__}")
-    kind = _comm_kinds.get(type(comm))
-    if kind is None:
-        kind = _remember_comm_kind(comm)
-    if kind is not None:
+    comm_kind = _comm_kinds.get(type(comm))
+    if comm_kind is None:
+        comm_kind = _remember_comm_kind(comm)
+    if comm_kind is not None:
         # The common case, checked in C: every descriptor an exact (array, int, int) tuple of
         # C-contiguous host arrays, checked, posted and waited for in one call (None: not the
         # common case, nothing posted); or, below, of device arrays for a CUDA-aware MPI.
-        proc_null, waitall = kind
+        proc_null, waitall = comm_kind
         try:
             done = _exchange_host(receives, sends, comm.Get_size, proc_null, comm.Irecv, comm.Isend, waitall)
         except BaseException as error:
@@ -1238,6 +1242,8 @@ _comm_kinds: dict[type, tuple[int, Any]] = {}
 def _remember_comm_kind(comm) -> tuple[int, Any] | None:
     """PROC_NULL and Waitall of a serial stand-in or an mpi4py communicator, remembered per
     type; None for anything else (a test double, another binding): it takes the slow path."""
+    value: Any
+    waitall: Any
     if is_serial(comm):
         value, waitall = SerialMPI.PROC_NULL, SerialRequest.Waitall
     else:

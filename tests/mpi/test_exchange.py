@@ -218,3 +218,36 @@ def test_a_rank_raising_inside_mpi_buffer_copies_nothing_back_and_unlocks(comm, 
     with staging.buffer(target, send=False, recv=True) as rbuf:
         comm.Sendrecv(xp.to_numpy(outgoing), dest=right, sendtag=9, recvbuf=rbuf, source=left, recvtag=9)
     np.testing.assert_array_equal(xp.to_numpy(target), np.full(3, float(left)))
+
+
+def test_open_boundaries_mixed_dtypes_and_empty_messages(comm, cuda_aware):
+    """The descriptors of examples/pic_mpi.py: rows of phi to the neighbours of a non-periodic
+    chain (PROC_NULL at the walls, whose halo stays as it was), particle counts as host int64
+    arrays, and messages of zero elements. Each exchange is the common form (the C path)."""
+    from mpi4py import MPI
+
+    rank, size = comm.Get_rank(), comm.Get_size()
+    below = rank - 1 if rank > 0 else MPI.PROC_NULL
+    above = rank + 1 if rank < size - 1 else MPI.PROC_NULL
+    phi = xp.to_cunumpy(np.full((4, 3), -1.0))
+    phi[1:-1] = xp.to_cunumpy(np.full((2, 3), float(rank)))
+    xp.mpi.exchange(
+        comm,
+        sends=[(phi[-2], above, 0), (phi[1], below, 1)],
+        receives=[(phi[0], below, 0), (phi[-1], above, 1)],
+        cuda_aware=cuda_aware,
+    )
+    got = xp.to_numpy(phi)
+    np.testing.assert_array_equal(got[0], np.full(3, rank - 1.0 if rank > 0 else -1.0))
+    np.testing.assert_array_equal(got[-1], np.full(3, rank + 1.0 if rank < size - 1 else -1.0))
+    counts = [np.array([10 * rank + 1], np.int64), np.array([10 * rank + 2], np.int64)]
+    got_below, got_above = np.full(1, -7, np.int64), np.full(1, -7, np.int64)
+    empty_out, empty_in = xp.zeros((0, 4)), xp.zeros((0, 4))
+    xp.mpi.exchange(
+        comm,
+        sends=[(counts[0], below, 2), (counts[1], above, 3)],
+        receives=[(got_below, below, 3), (got_above, above, 2)],
+    )
+    xp.mpi.exchange(comm, sends=[(empty_out, above, 4)], receives=[(empty_in, below, 4)], cuda_aware=cuda_aware)
+    assert int(got_below[0]) == (10 * (rank - 1) + 2 if rank > 0 else -7)
+    assert int(got_above[0]) == (10 * (rank + 1) + 1 if rank < size - 1 else -7)

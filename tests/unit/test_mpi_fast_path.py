@@ -72,6 +72,7 @@ def test_exchange_plain_asks_the_size_only_after_the_structure_passed(impl):
         return 2
 
     assert fn([(np.zeros(2), 0)], [], np.ndarray, True, get_size, -1) is None
+    assert fn([], (), np.ndarray, True, get_size, -1) == ((), (), True)  # nothing to ask
     assert calls == []
     assert fn([(np.zeros(2), 1, 0)], [], np.ndarray, True, get_size, -1) is not None
     assert calls == [1]

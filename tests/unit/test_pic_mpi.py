@@ -20,8 +20,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = ROOT / "examples" / "pic_mpi.py"
-#: 16 x 16 cells (4 rows a slab on 4 ranks), few steps, a fast blob so that particles cross.
-ARGS = ["--particles=3000", "--levels=4", "--steps=8", "--sweeps=4"]
+#: 16 x 16 cells (4 rows a slab on 4 ranks), few steps, a long time step so that particles
+#: cross between slabs and, from step 5, leave the box (the count changes).
+ARGS = ["--particles=3000", "--levels=4", "--steps=8", "--sweeps=4", "--dt=0.04"]
 COMPARED = ("alive", "kinetic", "field", "phi_sum", "phi", "ids", "pos", "vel")
 
 pytestmark = pytest.mark.nosan  # child interpreters under mpiexec: nothing for the sanitizers
@@ -64,6 +65,7 @@ def test_the_answer_does_not_depend_on_the_rank_count(tmp_path):
     assert one["alive"].shape == (8,) and one["ids"].shape[0] == one["alive"][-1]
     assert len(np.unique(one["ids"])) == one["ids"].shape[0]  # no particle lost or doubled
     assert int(one["migrated"][0]) == 0
+    assert one["alive"][-1] < one["alive"][0], "no particle left the box: the count per step is not tested"
     for n in (2, 4):
         for key in COMPARED:
             assert np.array_equal(runs[n][key], one[key]), f"{key} differs between 1 and {n} ranks"
@@ -81,3 +83,20 @@ def test_bad_arguments_are_refused_with_a_message():
         [sys.executable, str(PROGRAM), "--levels=1"], capture_output=True, text=True, timeout=300, cwd=ROOT
     )
     assert done.returncode == 2 and "--levels" in done.stderr
+
+
+def test_a_particle_crossing_two_slabs_ends_the_job_with_a_message(tmp_path):
+    """The migration sends to neighbours only: a time step so long that particles jump over a
+    slab is a RuntimeError on the rank that sees it, and the job ends (MPI_Abort) instead of
+    hanging the other ranks."""
+    mpiexec = _mpiexec()
+    args = ["--particles=3000", "--levels=4", "--steps=4", "--sweeps=2", "--dt=0.3"]
+    done = subprocess.run(
+        [mpiexec, "-n", "4", sys.executable, str(PROGRAM), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert done.returncode != 0
+    assert "crossed more than one slab in a step; lower dt" in done.stderr, done.stderr

@@ -180,8 +180,10 @@ static int check_plain(PyObject *receives_in, PyObject *sends_in, PyTypeObject *
         return PyErr_Occurred() ? -1 : 0;
     }
     int status = 0;
-    if (plain_descriptors(receives, array_type, host, 1, unchecked) &&
-        plain_descriptors(sends, array_type, host, 0, unchecked)) {
+    if (PyTuple_GET_SIZE(receives) == 0 && PyTuple_GET_SIZE(sends) == 0) {
+        status = 1; /* nothing to check, and nothing to ask the communicator */
+    } else if (plain_descriptors(receives, array_type, host, 1, unchecked) &&
+               plain_descriptors(sends, array_type, host, 0, unchecked)) {
         PyObject *size_object = PyObject_CallNoArgs(get_size);
         long size = size_object == NULL ? -1 : PyLong_AsLong(size_object);
         Py_XDECREF(size_object);
@@ -201,7 +203,7 @@ static int check_plain(PyObject *receives_in, PyObject *sends_in, PyTypeObject *
 }
 
 PyDoc_STRVAR(exchange_plain_doc,
-             "exchange_plain(receives, sends, array_type, host, get_size, proc_null) -> tuple | None\n\n"
+             "exchange_plain(receives, sends, array_type, host, get_size, proc_null)\n--\n\n"
              "(receives, sends, checked) when every descriptor of an exchange is in the common form,\n"
              "receives and sends as tuples, else None. checked is False when some device array could\n"
              "not be read in C (a real CuPy array: the caller checks its contiguity). get_size() is\n"
@@ -234,7 +236,7 @@ static PyObject *exchange_plain(PyObject *Py_UNUSED(module), PyObject *const *ar
 }
 
 PyDoc_STRVAR(exchange_host_doc,
-             "exchange_host(receives, sends, get_size, proc_null, irecv, isend, waitall) -> bool | None\n\n"
+             "exchange_host(receives, sends, get_size, proc_null, irecv, isend, waitall)\n--\n\n"
              "The whole common case of a host exchange in one call: None, with nothing posted, when a\n"
              "descriptor is not in the common form or get_size() failed (the slow path then reports\n"
              "it); else every receive and send posted, waitall(requests) called, and True returned\n"
@@ -281,7 +283,7 @@ done:
 }
 
 PyDoc_STRVAR(exchange_post_doc,
-             "exchange_post(irecv, isend, receives, sends) -> list\n\n"
+             "exchange_post(irecv, isend, receives, sends)\n--\n\n"
              "Post every receive with irecv(array, rank, tag), then every send with isend(...);\n"
              "receives and sends are the tuples exchange_plain() returned. The list of requests.");
 

@@ -44,6 +44,8 @@ def exchange_plain(receives, sends, array_type, host, get_size, proc_null):
     receives, sends = tuple(receives), tuple(sends)
     if not _plain(receives, array_type, host, True) or not _plain(sends, array_type, host, False):
         return None
+    if not receives and not sends:
+        return receives, sends, True
     size = int(get_size())
     for _, rank, _ in receives + sends:
         if not 0 <= rank < size and rank != proc_null:

@@ -101,11 +101,12 @@ def _build_plan(name, signature):
 
 
 def _view_record(n: int, contiguous: bool) -> np.dtype:
-    """The packed form of an ArrayND<T> (data, shape, strides in elements) or CArrayND<T> view."""
+    """The packed form of an ArrayND<T> (data, shape, strides in elements) or CArrayND<T> view:
+    an aligned record (``isalignedstruct``), as the C struct is."""
     fields = [("data", "<u8"), ("shape", "<i8", (n,))]
     if not contiguous:
         fields.append(("strides", "<i8", (n,)))
-    return np.dtype(fields)
+    return np.dtype(fields, align=True)
 
 
 # ------------------------------------------------------------------ the source text
