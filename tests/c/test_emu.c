@@ -5,6 +5,7 @@
 #include "emu/emu_check.c"
 #include "emu/emu_fiber.c"
 #include "emu/emu_runtime.c"
+#include "emu/emu_analysis.c" /* the runtime calls its hooks */
 
 #include <fenv.h>
 #include <math.h>
