@@ -103,18 +103,29 @@ def find_struct_members(source: str, name: str):
     decls = struct_member_decls(source, name)
     if decls is None or isinstance(decls, str):
         return decls
+    from .cuda._types import VECTOR_TYPES
+
     params = ", ".join(f"{t} {n}" for t, n in decls)
+    vectors = tuple(v for v in VECTOR_TYPES if v in params)
     try:
         raw, _, _ = core.cuda_parse_signature(
-            f'extern "C" __global__ void cunumpy_members({params}) {{}}', "cunumpy_members", (), None
+            f'extern "C" __global__ void cunumpy_members({params}) {{}}', "cunumpy_members", vectors, None
         )
     except ValueError as exc:
         return f"a member cannot be checked ({exc})"
     import numpy as np
 
     return [
-        CudaParameter(n, ct, np.dtype(dt) if dt is not None else None, bool(ptr), None, int(nd) or None, bool(c))
-        for n, ct, dt, ptr, _s, nd, c in raw
+        CudaParameter(
+            n,
+            ct,
+            VECTOR_TYPES[s].dtype if s is not None else (np.dtype(dt) if dt is not None else None),
+            bool(ptr),
+            VECTOR_TYPES[s] if s is not None else None,
+            int(nd) or None,
+            bool(c),
+        )
+        for n, ct, dt, ptr, s, nd, c in raw
     ]
 
 

@@ -163,6 +163,9 @@ def _field_layout(p: CudaParameter):
             parts.append(("strides", "<i8", (n,)))
         dt = np.dtype(parts, align=True)
         return dt, dt.itemsize, 8
+    vector: Any = getattr(p.struct, "length", None) and p.struct
+    if vector:
+        return vector.dtype, vector.dtype.itemsize, vector.alignment
     scalar: Any = p.dtype
     if scalar.byteorder == ">":
         scalar = scalar.newbyteorder("<")
@@ -191,19 +194,32 @@ def _parse_fields(struct_name, fields):
             raise ValueError(f"CudaStruct {struct_name!r}: field {fname!r} has unsupported type {ctype!r}")
         names.append(fname)
         texts.append(" ".join(ctype.split()))
+    from .cuda._types import VECTOR_TYPES
+
     params = []
     for fname, text in zip(names, texts):
         source = f'extern "C" __global__ void cunumpy_field({text} {fname}) {{}}'
+        vectors = tuple(n for n in VECTOR_TYPES if n in text)
         try:
-            raw, _, _ = core.cuda_parse_signature(source, "cunumpy_field", (), None)
+            raw, _, _ = core.cuda_parse_signature(source, "cunumpy_field", vectors, None)
         except ValueError as exc:
             raise ValueError(
                 f"CudaStruct {struct_name!r}: field {fname!r} has unsupported type {text!r} ({exc}); allowed: "
-                "the scalar C types of CudaKernel, pointers to them, void*, ArrayND<T> and CArrayND<T> (N <= 16)"
+                "the scalar C types of CudaKernel, pointers to them, void*, ArrayND<T> and CArrayND<T> (N <= 16), "
+                "CUDA vector types (float2, uint4, ...) by value"
             ) from None
         if len(raw) != 1:
             raise ValueError(f"CudaStruct {struct_name!r}: field {fname!r} has unsupported type {text!r}")
-        _pname, ctype, dtype, pointer, _sname, view_ndim, contiguous = raw[0]
+        _pname, ctype, dtype, pointer, sname, view_ndim, contiguous = raw[0]
+        if sname is not None:
+            if pointer:
+                raise ValueError(
+                    f"CudaStruct {struct_name!r}: field {fname!r} is a pointer to the vector type {sname}, which a "
+                    "struct field cannot take; pass it as a kernel parameter, or as a pointer to its scalar type"
+                )
+            vector = VECTOR_TYPES[sname]
+            params.append(CudaParameter(fname, ctype, vector.dtype, False, vector, None, False))
+            continue
         dt = np.dtype(dtype) if dtype is not None else None
         params.append(CudaParameter(fname, ctype, dt, bool(pointer), None, int(view_ndim) or None, bool(contiguous)))
     return tuple(params), tuple(texts)

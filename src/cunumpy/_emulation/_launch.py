@@ -243,13 +243,93 @@ def library_for(kernel: CudaKernel, compiler, options: tuple, *, fresh: bool = F
             checks=checks,
         )
     except RuntimeError as exc:
-        hint = _complex_hint(kernel, headers)
-        if hint:
-            raise RuntimeError(f"{exc}\n{hint}") from None
-        raise
+        lib = None
+        if _globals.ACCESSOR_PREFIX in str(exc):
+            # A variable the text declares but the preprocessor leaves out (#if): no accessor.
+            names = tuple(_globals.declarations_of(kernel))
+            kept = tuple(n for n in names if f"{_globals.ACCESSOR_PREFIX}{n}(" not in str(exc))
+            try:
+                lib = build_library(
+                    translation_unit(kernel.source, entries, entries[0], kept),
+                    name=kernel.name,
+                    entries=entries,
+                    compiler=resolved,
+                    flags=tuple(flags),
+                    headers=headers,
+                    checks=checks,
+                )
+            except RuntimeError:
+                lib = None
+        if lib is None:
+            lib = _build_without_gaps(kernel, exc, entries, resolved, tuple(flags), headers, checks)
+        if lib is None:
+            hint = _complex_hint(kernel, headers)
+            if hint:
+                raise RuntimeError(f"{exc}\n{hint}") from None
+            raise
     with _per_kernel_lock:
         memo[memo_key] = lib
     return lib
+
+
+def _build_without_gaps(kernel, exc, entries, compiler, flags, headers, checks):
+    """After a failed build: the library built without the other functions of the source that
+    the emulation cannot build (warning once for each), or None when the gap is the launched
+    kernel's own (the original error stands). A texture or surface in the launched kernel is a
+    NotImplementedError naming it."""
+    from . import _gaps
+
+    file_name = _source_file_name(entries[0])
+    source = kernel.source
+    base = kernel.name
+    dropped_all: list = []
+    message = str(exc)
+    for _ in range(8):
+        errors = _gaps.errors_in(message, file_name)
+        if not errors:
+            break
+        result = _gaps.leave_out(source, errors, base)
+        if result is None:
+            own = next(
+                (
+                    (name, s, e)
+                    for name, s, e in _gaps.top_level_functions(source)
+                    if name == base
+                    and any(source.count("\n", 0, s) < line <= source.count("\n", 0, e) + 1 for line, _ in errors)
+                ),
+                None,
+            )
+            texture = _gaps.texture_in(source[own[1] : own[2]]) if own is not None else None
+            if texture is not None and own is not None:
+                line = source.count("\n", 0, own[1]) + texture[1]
+                raise NotImplementedError(
+                    f"kernel '{base}' uses {texture[0]} (line {line}): textures and surfaces are not supported by "
+                    "the CPU emulation; pass the data as an array (a pointer or an ArrayND<T> view)"
+                ) from None
+            break
+        source, dropped = result
+        dropped_all += dropped
+        names = {name for name, _, _ in dropped}
+        kept = [e for e in entries if e.split("<", 1)[0].strip() not in names]
+        if not kept or kernel.expression not in kept:
+            break
+        unit = translation_unit(source, kept, entries[0], tuple(_globals.declarations_of(kernel)))
+        try:
+            lib = build_library(
+                unit, name=kernel.name, entries=kept, compiler=compiler, flags=flags, headers=headers, checks=checks
+            )
+        except RuntimeError as again:
+            message = str(again)
+            entries = kept
+            continue
+        _gaps.warn_left_out(kernel.name, kernel.source, dropped_all)
+        return lib
+    return None
+
+
+def _source_file_name(first_entry: str) -> str:
+    """The name the translation unit's line directive gives the source (see _source)."""
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in first_entry) + ".cu"
 
 
 _COMPLEX_USE = re.compile(r"\bcomplex\s*<")
@@ -359,6 +439,7 @@ def _run(
         )
     thread_fn, block_fn = lib.entry(kernel.expression)
     _globals.apply(kernel, lib)  # __constant__/__device__ values set from Python
+    _globals.add_regions(kernel, lib, marshalled)  # memcheck bounds them, initcheck sees unset constants
     grid3 = tuple(grid) + (1,) * (3 - len(grid))
     block3 = tuple(block) + (1,) * (3 - len(block))
     names = ", ".join(f"'{n}'" for n in lib.extern_shared)
@@ -871,7 +952,7 @@ def _module_global_of(hook, module, name):
     from .._fake_cupy._cuda import Memory, MemoryPointer
 
     raw = (ctypes.c_char * size).from_address(ptr)
-    host = np.frombuffer(raw, dtype=np.uint8)
+    host = np.frombuffer(raw, dtype=np.uint8)  # type: ignore[call-overload]  # a ctypes buffer
     return MemoryPointer(Memory(host), 0)
 
 

@@ -74,6 +74,10 @@ def _spec(index: int, p: CudaParameter):
             # checks the axis and the alignment); structured arrays are viewed so by callers.
             sc = vector.scalar
             return (_K_POINTER, label, sc, sc.str, sc.itemsize, vector.length, 0, 8, 8, {})
+        if p.struct is not None:
+            # A struct: a structured array of its layout, or uint8 bytes with a last axis of its
+            # size (the C packer's negative ndim), as CuPy has no structured dtypes.
+            return (_K_POINTER, label, dtype, dtype.str, dtype.itemsize, -dtype.itemsize, 0, 8, 8, {})
         return (_K_POINTER, label, dtype, dtype.str, dtype.itemsize, 0, 0, 8, 8, {})
     if p.view_ndim:
         n = p.view_ndim
