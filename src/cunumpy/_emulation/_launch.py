@@ -153,8 +153,10 @@ def check_timeout(timeout, what) -> float:
     if isinstance(timeout, (bool, np.bool_)) or not isinstance(timeout, (int, float, np.integer, np.floating)):
         raise TypeError(f"{what}: 'timeout' must be a number of seconds or None, not {type(timeout).__name__}")
     timeout = float(timeout)
+    if timeout == math.inf:
+        return 0.0  # no limit
     if not math.isfinite(timeout) or timeout <= 0 or timeout > 1e9:
-        raise ValueError(f"{what}: 'timeout' must be a positive number of seconds, got {timeout}")
+        raise ValueError(f"{what}: 'timeout' must be a positive number of seconds (math.inf: no limit), got {timeout}")
     return timeout
 
 
@@ -563,7 +565,7 @@ def emulate_cuda_kernel(
         ``CUNUMPY_EMULATION_SANITIZE`` adds to it.
     timeout : float, optional
         Stop the launch after this many seconds (default: ``CUNUMPY_EMULATION_TIMEOUT``, or
-        none).
+        none; ``math.inf``: none). A launch whose blocks all finished is never stopped.
     memcheck : bool, optional
         ``False`` is the performance option that turns memcheck off (default:
         ``CUNUMPY_EMULATION_MEMCHECK``, on).
@@ -582,7 +584,9 @@ def emulate_cuda_kernel(
         A kernel without signature checking, a wrong argument count or type, a missing struct
         field, a read-only array for a parameter the kernel may write, a masked array.
     ValueError
-        An unknown sanitizer, a bad timeout, a kernel name no CUDA compiler accepts.
+        An unknown sanitizer, a bad timeout, a kernel name no CUDA compiler accepts, an
+        explicit ``grid=`` with a zero dimension (a launch inferred over zero elements
+        launches nothing).
     MemcheckError
         An access outside an argument, a struct's pointer field or shared memory.
     KernelFaultError
@@ -608,6 +612,9 @@ def emulate_cuda_kernel(
     memcheck = check_memcheck(memcheck, what)
     marshalled = marshal_arguments(kernel, args, () if outputs is None else _check_outputs(outputs, what))
     g, blk = kernel._shape(n_threads, grid, block, args, marshalled.first_shape)
+    if grid is not None and 0 in g:
+        # a GPU refuses an empty grid (an inferred launch over zero elements launches nothing)
+        raise ValueError(f"{what}: grid {g}: every dimension must be at least 1, as on a GPU")
     shared_mem = _check_shared_mem(kernel, shared_mem)
     _run(
         kernel,
@@ -850,6 +857,8 @@ class EmulationHook:
                 grid, block, kernel_args = args
                 g = _cuda_kernel._check_dims(grid, "grid")
                 blk = _cuda_kernel._check_block(block, "block")
+                if 0 in g:  # CuPy's launch fails on a GPU (CUDA_ERROR_INVALID_VALUE)
+                    raise ValueError(f"RawKernel {obj.name!r}: grid {g}: every dimension must be at least 1")
                 if not isinstance(kernel_args, tuple):
                     raise TypeError(f"RawKernel {obj.name!r}: args must be a tuple, not {type(kernel_args).__name__}")
                 return self.launch(kernel, kernel_args, g, blk, kwargs.get("shared_mem", 0))
