@@ -425,6 +425,9 @@ def _separate_neighbours(m: _Marshaller, values: list) -> None:
             out.copies.insert(0, (passed, copy, None))
         clo, chi, cbase = _extent(copy)
         regions[i] = (clo, chi, cbase, *regions[i][3:])
+        # the performance analysis: the copy keeps the argument's offset in its allocation
+        old_lo, _, alloc_start = out.allocations[i]
+        out.allocations[i] = (clo, chi, clo - (old_lo - alloc_start))
         values[vi] = _HostArray(copy, copy.strides if strides is not None else None)
 
 

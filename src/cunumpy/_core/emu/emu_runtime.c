@@ -851,8 +851,11 @@ static cunumpy_emu_wait emu_api_collective(cunumpy_emu_worker *pub, int op, unsi
     if (op >= EMU_OP_SHFL_IDX && op <= EMU_OP_BALLOT)
         return emu_warp_op(pub, op, mask, op == EMU_OP_BALLOT ? value != 0 : value, arg, width, library_switch);
     emu_worker *w = emu_worker_of(pub);
-    if (op == CUNUMPY_EMU_OP_EXIT && w->fiber_mode)
+    if (op == CUNUMPY_EMU_OP_EXIT && w->fiber_mode) {
+        if (w->launch->params->analysis != NULL)
+            emu_analysis_exit(w->launch->params->analysis, pub->current->linear);
         return emu_thread_exit(w, (emu_fiber *)pub->current, library_switch);
+    }
     emu_set_error(w, 1, "unknown collective operation %d", op);
     emu_abort_thread(w);
 }
