@@ -190,7 +190,7 @@ class _Marshaller:
         self.outputs = outputs
         self.out = MarshalledArguments()
         #: (region index, passed array, read only, strides) of the last array
-        self.last = None
+        self.last: tuple = ()
         #: (value index, region index, passed array, read only, strides) of each array parameter
         self.movable: list = []
 

@@ -700,8 +700,8 @@ def analyze_kernel(
 
 
 def _dim3(shape) -> tuple[int, int, int]:
-    shape = tuple(shape)
-    return tuple(shape) + (1,) * (3 - len(shape))  # type: ignore[return-value]
+    x, y, z = (*tuple(shape), 1, 1, 1)[:3]
+    return (x, y, z)
 
 
 def compile_for_emulation(kernel: CudaKernel, *, compiler: str | None = None, options: Iterable[str] = ()) -> Path:
