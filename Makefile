@@ -20,7 +20,7 @@ BUILD_FLAGS_STAMP := build/.meson-werror-$(if $(filter 1 true yes,$(WERROR)),on,
 C_SOURCES  := $(wildcard src/cunumpy/_core/*.c src/cunumpy/_core/*.h src/cunumpy/_core/*/*.c src/cunumpy/_core/*/*.h)
 PY_SOURCES := $(shell find src -name '*.py' -o -name '*.md' -o -name '*.cuh' -o -name '*.h' -o -name '*.typed' -o -path '*/_emulation/include/*' -type f 2>/dev/null)
 
-.PHONY: all lint lint-c demo demo-mpi docs test-docs test test-unit test-fake test-sanitize test-mpi test-c test-tsan test-emu-aarch64 test-asan check-c bench gpu-check install clean petsc test-petsc test-real-cupy fidelity test-gpu
+.PHONY: all lint lint-c demo demo-mpi docs test-docs test test-unit wheel test-wheel test-fake test-sanitize test-mpi test-c test-tsan test-emu-aarch64 test-asan check-c bench gpu-check install clean petsc test-petsc test-real-cupy fidelity test-gpu
 
 all: install
 
@@ -204,6 +204,20 @@ test-c:
 # check-c (and `make test`) runs it.
 test-emu-aarch64:
 	bash tools/test_emu_aarch64.sh
+
+# A binary wheel with the C core prebuilt, in dist/: it installs without a compiler (the CPU
+# emulation of CUDA kernels still needs one at run time). Built from the same build directory
+# as `make install`, so it costs a few seconds after it. test-wheel installs it into a fresh
+# venv with every compiler replaced by one that fails and binary wheels only, then runs a
+# smoke test outside the checkout (tools/wheel_smoke.sh); .ci/run runs it after `make test`.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+wheel: $(DEPS) $(BUILD_FLAGS_STAMP)
+	rm -f dist/cunumpy-$(VERSION)-*.whl
+	$(PY) -m pip wheel -q --no-build-isolation --no-deps -Cbuild-dir=build/release $(MESON_WERROR) -w dist .
+	@ls dist/cunumpy-$(VERSION)-*.whl
+
+test-wheel: wheel
+	bash tools/wheel_smoke.sh $(PYTHON) $$(ls dist/cunumpy-$(VERSION)-*.whl) build/wheel-venv
 
 # PETSc and petsc4py, built from their PyPI sdists (no binary wheels exist; Debian's
 # python3-petsc4py is built for NumPy 1 and does not import with NumPy 2). Measured on the

@@ -31,6 +31,10 @@ reference   the same kernels through the reference implementation's emulator (cu
 checks      the memory checks: memcheck against memcheck=False, racecheck and initcheck, one
             worker, thread CPU time (sanitized launches run their blocks on one worker;
             targets: 1.3x and 30x).
+analysis    the performance analysis (kernel_testing.analyze_kernel) of a copy of 1M floats
+            against a plain emulated launch of the same kernel (memcheck on, one worker, as
+            the analysed launch runs), with racecheck beside it, interleaved rounds, wall
+            time including the mapping to source lines (target: at most 60x).
 
     .venv/bin/python benchmarks/emulator.py [--only PART ...] [--reference PYTHON]
 """
@@ -805,7 +809,45 @@ def checks_benchmarks() -> list[str]:
     return failures
 
 
-PARTS = ("switch", "runtime", "launch", "startup", "scaling", "reference", "checks")
+ANALYSIS_TARGET = 60.0
+ANALYSIS_ELEMENTS = 1 << 20
+ANALYSIS_SOURCE = r"""
+extern "C" __global__ void copy(float* out, const float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        out[i] = x[i];
+}
+"""
+
+
+def analysis_benchmarks() -> list[str]:
+    """analyze_kernel of a 1M-float copy against the plain launch (and racecheck) of it."""
+    from cunumpy import kernel_testing as kt
+    from cunumpy.kernels import CudaKernel
+
+    n = ANALYSIS_ELEMENTS
+    x = np.arange(n, dtype=np.float32)
+    out = np.zeros_like(x)
+    copy = CudaKernel(ANALYSIS_SOURCE, "copy", block_size=256)
+    cases = {
+        "plain": lambda: kt.emulate_cuda_kernel(copy, out, x, np.int32(n)),
+        "racecheck": lambda: kt.emulate_cuda_kernel(copy, out, x, np.int32(n), sanitize=("racecheck",)),
+        "analysis": lambda: kt.analyze_kernel(copy, out, x, np.int32(n)),
+    }
+    with _workers(1):
+        for fn in cases.values():
+            fn()  # compile each variant (and run nvcc once) before timing
+        best = _interleaved(cases, rounds=3)
+    ratio = best["analysis"] / best["plain"]
+    print(
+        f"[analysis] copy of {n} floats, one worker: plain {best['plain'] * 1e3:.1f} ms, racecheck "
+        f"{best['racecheck'] * 1e3:.1f} ms ({best['racecheck'] / best['plain']:.1f}x), analysis "
+        f"{best['analysis'] * 1e3:.1f} ms: ratio {ratio:.1f} (target <= {ANALYSIS_TARGET:g}); {_load()}"
+    )
+    return [f"[analysis] ratio {ratio:.1f} > {ANALYSIS_TARGET:g}"] if ratio > ANALYSIS_TARGET else []
+
+
+PARTS = ("switch", "runtime", "launch", "startup", "scaling", "reference", "checks", "analysis")
 
 
 def main() -> int:
@@ -842,6 +884,8 @@ def main() -> int:
         failures += reference_benchmarks(args.reference)
     if "checks" in parts:
         failures += checks_benchmarks()
+    if "analysis" in parts:
+        failures += analysis_benchmarks()
     for failure in failures:
         print("MISSED:", failure)
     return 1 if failures else 0

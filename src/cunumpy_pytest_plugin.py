@@ -11,7 +11,12 @@ Any project with cunumpy installed gets, without a conftest:
   ``requires_warp_shuffle``, ``requires_high_dim_cuda_views``,
   ``requires_bounds_check_views`` (CUDA kernels can launch, and not on HIP/ROCm), with the
   skip rules (and the ``CUNUMPY_REQUIRE_CUDA`` errors) of the objects of the same names in
-  ``cunumpy.kernel_testing``.
+  ``cunumpy.kernel_testing``;
+* with ``CUNUMPY_EMULATION_ANALYZE=1`` (or an arch name; ``--cunumpy-analysis=PATH`` sets it
+  to 1 when unset), every emulated launch of the run is analysed (performance analysis): a
+  short table of the costliest lines (excess sectors, bank conflicts, divergence) at the end
+  of the session, and all the analyses as JSON in PATH (under pytest-xdist each worker writes
+  its own file, PATH.gwN).
 
 This module sits beside the package, not inside it, because importing ``cunumpy.<anything>``
 runs ``cunumpy/__init__``: NumPy, the C core, and CuPy itself under CUNUMPY_BACKEND=cupy.
@@ -27,6 +32,7 @@ that module in ``pytest_plugins``) overrides this fixture with the equivalent on
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
@@ -34,9 +40,11 @@ import pytest
 __all__ = [
     "MARKERS",
     "backend",
+    "pytest_addoption",
     "pytest_configure",
     "pytest_runtest_makereport",
     "pytest_runtest_setup",
+    "pytest_terminal_summary",
     "pytest_unconfigure",
 ]
 
@@ -88,11 +96,45 @@ _import_the_package_as_usual()
 _configured = 0
 
 
+def pytest_addoption(parser) -> None:
+    group = parser.getgroup("cunumpy")
+    group.addoption(
+        "--cunumpy-analysis",
+        metavar="PATH",
+        default=None,
+        help="write the performance analysis of every emulated launch as JSON to PATH "
+        "(sets CUNUMPY_EMULATION_ANALYZE=1 when unset)",
+    )
+
+
 def pytest_configure(config) -> None:
     global _configured
     _configured += 1
     for name, description in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {description}")
+    path = config.getoption("cunumpy_analysis", None)
+    if path and not os.environ.get("CUNUMPY_EMULATION_ANALYZE", "").strip():
+        os.environ["CUNUMPY_EMULATION_ANALYZE"] = "1"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """The analysis table of the session's emulated launches (CUNUMPY_EMULATION_ANALYZE)."""
+    analysis = sys.modules.get("cunumpy._emulation._analysis")
+    path = config.getoption("cunumpy_analysis", None)
+    if analysis is None:
+        if not path:
+            return
+        try:
+            from cunumpy._emulation import _analysis as analysis
+        except ImportError:
+            return
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if path and worker:
+        path = f"{path}.{worker}"
+    text = analysis.session_report(path)
+    if text:
+        terminalreporter.write_sep("=", "cunumpy kernel analysis")
+        terminalreporter.write_line(text)
 
 
 def pytest_unconfigure(config) -> None:

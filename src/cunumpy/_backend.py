@@ -727,7 +727,8 @@ def require_version(minimum: str) -> None:
     Parameters
     ----------
     minimum : str
-        The oldest acceptable version, such as ``"0.4.0"``.
+        The oldest acceptable version, such as ``"0.8.0"`` (which also refuses the earlier
+        release 0.7.1 of the package index).
 
     Raises
     ------
@@ -746,9 +747,12 @@ def require_version(minimum: str) -> None:
     if current.endswith("+unknown"):
         return
     if _numeric_release(current) < _numeric_release(minimum):
+        # `pip install --upgrade cunumpy` would not help: the package index's cunumpy is the
+        # earlier implementation (0.7.1), numbered below this one (0.8.0 and later).
         raise ImportError(
-            f"cunumpy {minimum} or newer is required, but {current} is installed; "
-            "upgrade with: pip install --upgrade cunumpy"
+            f"cunumpy {minimum} or newer is required, but {current} is installed; upgrade with `make install` "
+            "in a checkout of this cunumpy, or `pip install` of the wheel `make wheel` builds (the cunumpy on "
+            "the package index is the earlier release 0.7.1); `python -m cunumpy info` shows which is installed"
         )
 
 

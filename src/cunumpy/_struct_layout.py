@@ -103,18 +103,29 @@ def find_struct_members(source: str, name: str):
     decls = struct_member_decls(source, name)
     if decls is None or isinstance(decls, str):
         return decls
+    from .cuda._types import VECTOR_TYPES
+
     params = ", ".join(f"{t} {n}" for t, n in decls)
+    vectors = tuple(v for v in VECTOR_TYPES if v in params)
     try:
         raw, _, _ = core.cuda_parse_signature(
-            f'extern "C" __global__ void cunumpy_members({params}) {{}}', "cunumpy_members", (), None
+            f'extern "C" __global__ void cunumpy_members({params}) {{}}', "cunumpy_members", vectors, None
         )
     except ValueError as exc:
         return f"a member cannot be checked ({exc})"
     import numpy as np
 
     return [
-        CudaParameter(n, ct, np.dtype(dt) if dt is not None else None, bool(ptr), None, int(nd) or None, bool(c))
-        for n, ct, dt, ptr, _s, nd, c in raw
+        CudaParameter(
+            n,
+            ct,
+            VECTOR_TYPES[s].dtype if s is not None else (np.dtype(dt) if dt is not None else None),
+            bool(ptr),
+            VECTOR_TYPES[s] if s is not None else None,
+            int(nd) or None,
+            bool(c),
+        )
+        for n, ct, dt, ptr, s, nd, c in raw
     ]
 
 
@@ -389,6 +400,26 @@ def _gpu_layout(struct, include, include_dirs, options) -> dict:
     return _compare(struct, _result(struct, [int(v) for v in out.get()]), "GPU probe")
 
 
+_INCLUDE_LINE = re.compile(r'\s*#\s*include\s*([<"])(.+?)[>"]\s*$')
+
+
+def _find_header(include, include_dirs) -> str:
+    """The absolute path of header ``include`` (a path, a file name or an ``#include`` line), as
+    the compiler finds it: relative to the working directory, then in each of ``include_dirs``
+    in order (as release 0.7.1 took it)."""
+    text = os.fspath(include)
+    m = _INCLUDE_LINE.match(text)
+    name = m.group(2).strip() if m else text
+    candidates = [Path(name)]
+    if not Path(name).is_absolute():
+        candidates += [Path(d, name) for d in include_dirs]
+    for path in candidates:
+        if path.is_file():
+            return str(path.resolve())
+    where = ", ".join(repr(str(p)) for p in candidates)
+    raise ValueError(f"CudaStruct.verify_layout(): header {text!r} does not exist (looked for {where})")
+
+
 def verify_layout(struct, include=None, *, include_dirs=(), options=()) -> dict:
     if isinstance(include_dirs, (str, os.PathLike)):
         include_dirs = (include_dirs,)
@@ -397,9 +428,7 @@ def verify_layout(struct, include=None, *, include_dirs=(), options=()) -> dict:
         options = (options,)
     options = tuple(options)
     if include is not None:
-        include = str(include)
-        if not Path(include).is_file():
-            raise ValueError(f"CudaStruct.verify_layout(): header {include!r} does not exist")
+        include = _find_header(include, include_dirs)
     if _gpu_usable():
         return _gpu_layout(struct, include, include_dirs, options)
     return _compile_time_layout(struct, include, include_dirs, options)

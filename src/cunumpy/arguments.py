@@ -161,8 +161,11 @@ def _field_layout(p: CudaParameter):
         parts = [("data", "<u8"), ("shape", "<i8", (n,))]
         if not p.contiguous:
             parts.append(("strides", "<i8", (n,)))
-        dt = np.dtype(parts)
+        dt = np.dtype(parts, align=True)
         return dt, dt.itemsize, 8
+    vector: Any = getattr(p.struct, "length", None) and p.struct
+    if vector:
+        return vector.dtype, vector.dtype.itemsize, vector.alignment
     scalar: Any = p.dtype
     if scalar.byteorder == ">":
         scalar = scalar.newbyteorder("<")
@@ -191,19 +194,32 @@ def _parse_fields(struct_name, fields):
             raise ValueError(f"CudaStruct {struct_name!r}: field {fname!r} has unsupported type {ctype!r}")
         names.append(fname)
         texts.append(" ".join(ctype.split()))
+    from .cuda._types import VECTOR_TYPES
+
     params = []
     for fname, text in zip(names, texts):
         source = f'extern "C" __global__ void cunumpy_field({text} {fname}) {{}}'
+        vectors = tuple(n for n in VECTOR_TYPES if n in text)
         try:
-            raw, _, _ = core.cuda_parse_signature(source, "cunumpy_field", (), None)
+            raw, _, _ = core.cuda_parse_signature(source, "cunumpy_field", vectors, None)
         except ValueError as exc:
             raise ValueError(
                 f"CudaStruct {struct_name!r}: field {fname!r} has unsupported type {text!r} ({exc}); allowed: "
-                "the scalar C types of CudaKernel, pointers to them, void*, ArrayND<T> and CArrayND<T> (N <= 16)"
+                "the scalar C types of CudaKernel, pointers to them, void*, ArrayND<T> and CArrayND<T> (N <= 16), "
+                "CUDA vector types (float2, uint4, ...) by value"
             ) from None
         if len(raw) != 1:
             raise ValueError(f"CudaStruct {struct_name!r}: field {fname!r} has unsupported type {text!r}")
-        _pname, ctype, dtype, pointer, _sname, view_ndim, contiguous = raw[0]
+        _pname, ctype, dtype, pointer, sname, view_ndim, contiguous = raw[0]
+        if sname is not None:
+            if pointer:
+                raise ValueError(
+                    f"CudaStruct {struct_name!r}: field {fname!r} is a pointer to the vector type {sname}, which a "
+                    "struct field cannot take; pass it as a kernel parameter, or as a pointer to its scalar type"
+                )
+            vector = VECTOR_TYPES[sname]
+            params.append(CudaParameter(fname, ctype, vector.dtype, False, vector, None, False))
+            continue
         dt = np.dtype(dtype) if dtype is not None else None
         params.append(CudaParameter(fname, ctype, dt, bool(pointer), None, int(view_ndim) or None, bool(contiguous)))
     return tuple(params), tuple(texts)
@@ -261,8 +277,10 @@ class CudaStruct(core.StructCaller):
         self._alignment = align
         itemsize = (offset + align - 1) // align * align
         self._offsets = tuple(offsets)
+        # An aligned struct (``dtype.isalignedstruct``), as in earlier releases: the offsets are the
+        # C layout's, so NumPy's alignment rules hold for them.
         self._dtype = np.dtype(
-            {"names": list(self._names), "formats": formats, "offsets": offsets, "itemsize": itemsize}
+            {"names": list(self._names), "formats": formats, "offsets": offsets, "itemsize": itemsize}, align=True
         )
         self._has_views = any(p.view_ndim for p in self._fields)
         specs = []
@@ -377,7 +395,10 @@ class CudaStruct(core.StructCaller):
         guard: str | None = None,
         includes: Iterable[str | os.PathLike[str]] = (),
     ) -> str:
-        """Header text (generated-file comment, include guard, includes, definition); written to ``path``."""
+        """Header text (generated-file comment, include guard, includes, definition); written to ``path``.
+
+        The guard is ``<NAME>_CUH`` by default; the text is byte-identical to release 0.7.1's
+        for the same struct (see :func:`write_cuda_header`)."""
         if guard is None:
             guard = _guard_from_name(f"{self._name}_cuh")
         text = _header_text([self], guard, includes)
@@ -878,7 +899,10 @@ def write_cuda_header(
 ) -> str:
     """Write several structs, in order, to one header and return its text.
 
-    Commit the header and keep a test that regenerates it and compares the text.
+    Commit the header and keep a test that regenerates it and compares the text. The text is
+    byte for byte what release 0.7.1 wrote for the same structs (its banner line,
+    ``#endif  // GUARD``, field types without qualifiers: see :attr:`CudaStruct.declaration`),
+    so headers generated with that release regenerate unchanged.
 
     Parameters
     ----------

@@ -199,15 +199,23 @@ def _make_requires_cupy():
 
 
 def _make_requires_device_backend():
+    # The condition is a bool, as in earlier releases (code reads ``mark.args[0]``; a string
+    # condition is true to anything but pytest's own evaluation). Only the error of
+    # CUNUMPY_REQUIRE_CUDA stays a string: it must be raised when the test is set up.
     pytest = _pytest()
+    reason = _device_backend_missing_reason()
     if _plugin_active():
-        # The plugin skips (or errors) by the same rule and activates the CuPy backend.
-        return pytest.mark.requires_device_backend
-    if _device_backend_missing_reason() is not None:
+        # The plugin skips (or errors) by the same rule and activates the CuPy backend; the
+        # condition says whether it will skip.
+        return pytest.mark.requires_device_backend(
+            reason is not None, reason=reason or "requires_device_backend: a device backend is available"
+        )
+    if reason is not None:
         return _marker_mark("requires_device_backend")
-    # Without the plugin nothing activates the device backend: the test must find it active.
+    # Without the plugin nothing activates the device backend: the test must find it active
+    # (checked when the marker is made, at collection).
     return pytest.mark.skipif(
-        "__import__('cunumpy.kernel_testing', fromlist=['_'])._numpy_active()",
+        _numpy_active(),
         reason="requires_device_backend: the NumPy backend is active (set CUNUMPY_BACKEND=cupy, or enable "
         "cunumpy's pytest plugin, which activates the CuPy backend for such tests)",
     )

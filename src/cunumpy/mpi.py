@@ -32,6 +32,7 @@ try:  # the pipe check before an abort; absent on Windows, where nothing is wait
 except ImportError:  # pragma: no cover - Windows
     fcntl = termios = None  # type: ignore[assignment]  # absent on Windows
 
+import atexit
 import contextlib
 
 import numpy as np
@@ -158,6 +159,8 @@ ABORT_VARIABLE = "CUNUMPY_MPI_ABORT_ON_EXCEPTION"
 
 _abort_choice: bool | None = None  # set_abort_on_exception(); None: the environment decides
 _hooks_installed = False
+#: The status the main thread last gave sys.exit() (read by the exit hook); None: none given.
+_exit_status: Any = None
 _hooks_lock = threading.Lock()
 
 
@@ -169,7 +172,11 @@ def set_abort_on_exception(enabled: bool | None) -> None:
     calls the hook it replaces first, so the traceback is printed as usual) the first time it
     is given an mpi4py communicator; on an uncaught exception in a job of more than one rank
     they print a line saying so, wait (up to 2 s) for the launcher to read stdout and stderr
-    when they are pipes, and call ``MPI.COMM_WORLD.Abort``. Interactive sessions never abort.
+    when they are pipes, and call ``MPI.COMM_WORLD.Abort``. A main thread that ends with
+    ``sys.exit(status)`` and a non-zero status (which never reaches ``sys.excepthook``) aborts
+    the job the same way at exit, with that status (1 for a message), as ``python -m mpi4py``
+    does; ``sys.exit(0)`` is a normal end. ``raise SystemExit(status)`` is not seen. Interactive
+    sessions never abort.
 
     Parameters
     ----------
@@ -236,14 +243,40 @@ def _install_abort_hooks() -> None:
                 if args.exc_type is not SystemExit:  # a thread's sys.exit() ends the thread only
                     _abort_job(args.exc_type, getattr(args.thread, "name", None))
 
+        previous_exit = sys.exit
+
+        def exit_hook(status=None, /):
+            # A SystemExit never reaches sys.excepthook: remember the status the main thread
+            # ends with, for the exit hook below (a thread's sys.exit() ends the thread only).
+            global _exit_status
+            if threading.current_thread() is threading.main_thread():
+                _exit_status = status
+            previous_exit(status)
+
         excepthook.__wrapped__ = previous  # type: ignore[attr-defined]  # as functools.wraps sets it
         thread_excepthook.__wrapped__ = previous_thread  # type: ignore[attr-defined]  # as functools.wraps sets it
+        exit_hook.__wrapped__ = previous_exit  # type: ignore[attr-defined]  # as functools.wraps sets it
         sys.excepthook = excepthook
         threading.excepthook = thread_excepthook
+        sys.exit = exit_hook
+        atexit.register(_abort_after_exit)
         _hooks_installed = True
 
 
-def _abort_job(exc_type, thread_name: str | None = None) -> None:
+def _abort_after_exit() -> None:
+    """At interpreter exit: a main thread that ended with ``sys.exit(status)`` and a non-zero
+    status aborts the job as an uncaught exception does (its peers may wait for its messages
+    forever), with that status (1 for a message), as ``python -m mpi4py`` does; ``sys.exit(0)``
+    and ``sys.exit()`` are a normal end."""
+    global _exit_status
+    status, _exit_status = _exit_status, None
+    if status is None or status == 0 or (isinstance(status, bool) and not status):
+        return
+    code = int(status) if isinstance(status, int) and 0 < status < 256 else 1
+    _abort_job(SystemExit, code=code, what=f"sys.exit({status!r})")
+
+
+def _abort_job(exc_type, thread_name: str | None = None, *, code: int | None = None, what: str | None = None) -> None:
     """``MPI.COMM_WORLD.Abort`` after an uncaught exception, when enabled and MPI runs more
     than one rank; the exit status is 1 (130 for KeyboardInterrupt, as ``python -m mpi4py``).
     A line on stderr says why the job ends, and the output is handed over first
@@ -256,10 +289,12 @@ def _abort_job(exc_type, thread_name: str | None = None) -> None:
             return
     except Exception:  # noqa: BLE001 - an exit hook must not raise; a broken MPI has no job to abort
         return
-    code = 130 if exc_type is KeyboardInterrupt else 1
+    if code is None:
+        code = 130 if exc_type is KeyboardInterrupt else 1
     where = "" if thread_name is None else f" in thread {thread_name!r}"
+    cause = what if what is not None else f"uncaught {_type_name(exc_type)}"
     _hand_over_output(
-        f"cunumpy.mpi: uncaught {_type_name(exc_type)}{where} on {_rank_of(mpi.COMM_WORLD)}; "
+        f"cunumpy.mpi: {cause}{where} on {_rank_of(mpi.COMM_WORLD)}; "
         f"calling MPI_Abort(MPI_COMM_WORLD, {code}) to end the job "
         f"({ABORT_VARIABLE}=0 turns this off)"
     )

@@ -70,8 +70,11 @@ def test_every_environment_variable_is_read_by_the_package(path):
 
 
 def test_the_guide_stays_short():
-    # 700 lines before the rewrite that made it the short form of the site.
-    assert len(GUIDE.read_text(encoding="utf-8").splitlines()) <= 460
+    # 700 lines before the rewrite that made it the short form of the site; 460 until release
+    # 0.8.0 added the performance analysis, CUDA code as written (vector types, globals, name
+    # expressions), the distributed particle-in-cell example and the emulation prebuild, each
+    # in a few lines with the details on the site.
+    assert len(GUIDE.read_text(encoding="utf-8").splitlines()) <= 520
 
 
 def test_the_name_check_finds_a_missing_name():

@@ -318,3 +318,31 @@ def test_no_page_has_an_empty_section_navigation(built_site):
     empty = re.compile(r'Section Navigation</p>\s*<div class="bd-toc-item navbar-nav"></div>')
     found = [str(p.relative_to(built_site)) for p in _pages(built_site) if empty.search(p.read_text(encoding="utf-8"))]
     assert not found, f"pages with an empty 'Section Navigation' heading: {found}"
+
+
+ANALYSIS_SOURCE = r"""
+extern "C" __global__ void transpose_naive(float* out, const float* in) {
+    __shared__ float tile[32][32];
+    tile[threadIdx.y][threadIdx.x] = in[threadIdx.y * 32 + threadIdx.x];
+    __syncthreads();
+    out[threadIdx.y * 32 + threadIdx.x] = tile[threadIdx.x][threadIdx.y];
+}
+"""
+
+
+def test_the_analysis_page_opens_in_headless_chromium(chromium, tmp_path):
+    """KernelAnalysis.to_html: one self-contained page with the source and its figures."""
+    import numpy as np
+
+    from cunumpy import kernel_testing as kt
+    from cunumpy.kernels import CudaKernel
+
+    if kt.emulation_compiler() is None:
+        pytest.skip("needs a C++ compiler for the CPU emulation")
+    x = np.arange(1024, dtype=np.float32)
+    analysis = kt.analyze_kernel(
+        CudaKernel(ANALYSIS_SOURCE, "transpose_naive"), np.zeros_like(x), x, grid=1, block=(32, 32)
+    )
+    page = analysis.to_html(tmp_path / "analysis.html")
+    dom = _dump_dom(chromium, page)
+    assert "tile[threadIdx.x][threadIdx.y]" in dom and "992 conflicts" in dom, dom[:3000]

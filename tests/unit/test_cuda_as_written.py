@@ -180,6 +180,30 @@ class _Device:
         }
 
 
+PARTICLE = r"""
+struct Particle { float4 pos; float2 vel; int id; };
+extern "C" __global__ void weigh(Particle p, float* out) { out[0] = p.pos.x + p.pos.w + p.vel.y + p.id; }
+"""
+
+
+def test_vector_struct_fields_have_cuda_layout():
+    s = CudaStruct.from_source(PARTICLE, "Particle")
+    assert (s.offsets, s.itemsize, s.alignment) == ((0, 16, 24), 32, 16)
+    assert s.dtype.fields["vel"][0].names == ("x", "y")
+    with pytest.raises(ValueError, match="pointer to the vector type float2"):
+        CudaStruct("Bad", [("p", "float2*")])
+
+
+@requires_compiler
+def test_vector_struct_fields_take_tuples():
+    s = CudaStruct.from_source(PARTICLE, "Particle")
+    out = np.zeros(1, np.float32)
+    emulate(CudaKernel(PARTICLE, "weigh", structs=[s]), s(pos=(1, 2, 3, 4), vel=(5, 6), id=7), out, n_threads=1)
+    assert out[0] == 18
+    emulate(CudaKernel(PARTICLE, "weigh"), {"pos": (1, 2, 3, 4), "vel": (5, 6), "id": 8}, out, n_threads=1)
+    assert out[0] == 19
+
+
 # ------------------------------------------------------------------ structs of the source (item 3)
 
 GRAPH = r"""
@@ -231,9 +255,23 @@ def test_struct_pointers_take_structured_arrays():
         match=r"field .start. has dtype int64 instead of int32; field .count. is at offset 8 instead of 4; itemsize 12",
     ):
         emulate(k, wrong, edges, out, 3)
+    out[:] = 0
+    emulate(k, nodes.view(np.uint8).reshape(3, 8), edges, out, 3)  # the bytes, as CuPy holds them
+    np.testing.assert_array_equal(out, [3, 0, 12])
     res = np.zeros(1, np.int32)
     emulate(CudaKernel(GRAPH, "scale_node"), {"start": 6, "count": 7}, res, n_threads=1)
     assert res[0] == 42
+
+
+def test_struct_pointers_take_bytes_on_the_device_path():
+    """CuPy has no structured dtypes: a device array of uint8 with a last axis of the struct's size."""
+    k = CudaKernel(GRAPH, "degree_sum")
+    nodes = np.zeros((3, 8), np.uint8)
+    edges = np.zeros((5, 8), np.uint8)
+    out = np.zeros(3, np.float32)
+    k.prepare_args(_Device(nodes), _Device(edges), _Device(out), 3)
+    with pytest.raises(TypeError, match="or uint8 bytes with a last axis of 8"):
+        k.prepare_args(_Device(np.zeros((3, 4), np.uint8)), _Device(edges), _Device(out), 3)
 
 
 # ------------------------------------------------------------------ __constant__ / __device__ (item 4)
@@ -267,11 +305,51 @@ def test_constant_memory_from_python():
     np.testing.assert_allclose(y, ref)
     emulate(k, x, y, 16)
     assert int(k.get_global("calls")) == 32  # a __device__ variable keeps its value between launches
-    np.testing.assert_array_equal(k.get_global("taps"), [1, 2, 3, 4, 5])
-    np.testing.assert_array_equal(k.get_global("offset"), [2.0, 0.5])
+    # A CuPy array on the fake CuPy (as on a GPU), a NumPy array without CuPy.
+    np.testing.assert_array_equal(_host(k.get_global("taps")), [1, 2, 3, 4, 5])
+    np.testing.assert_array_equal(_host(k.get_global("offset")), [2.0, 0.5])
     k.set_global("calls", 0)
     emulate(k, x, y, 16, sanitize="racecheck")  # another library: the value set follows
     assert int(k.get_global("calls")) == 16
+
+
+@requires_compiler
+def test_initcheck_reports_a_constant_never_set():
+    src = r"""
+__constant__ float taps[4];
+__constant__ float preset[2] = {1.0f, 2.0f};
+extern "C" __global__ void read_taps(float* y) { y[threadIdx.x] = taps[threadIdx.x] + preset[1]; }
+"""
+    k = CudaKernel(src, "read_taps")
+    y = np.zeros(4, np.float32)
+    with pytest.raises(kt.InitcheckError, match="'taps' element 0"):
+        emulate(k, y, grid=1, block=4, sanitize="initcheck")
+    k.set_global("taps", [1, 2, 3, 4])
+    emulate(k, y, grid=1, block=4, sanitize="initcheck")  # set, and preset has an initializer
+    np.testing.assert_array_equal(y, [3, 4, 5, 6])
+
+
+@requires_compiler
+def test_a_variable_the_preprocessor_leaves_out():
+    src = r"""
+#if 0
+__constant__ float unused[4];
+#endif
+__constant__ float used[2];
+extern "C" __global__ void k(float* y) { y[threadIdx.x] = used[threadIdx.x]; }
+"""
+    k = CudaKernel(src, "k")
+    k.set_global("used", [1, 2])
+    y = np.zeros(2, np.float32)
+    emulate(k, y, grid=1, block=2)
+    np.testing.assert_array_equal(y, [1, 2])
+    with pytest.raises(ValueError, match="'unused' is not in the compiled source"):
+        k.set_global("unused", [0, 0, 0, 0])
+        emulate(k, y, grid=1, block=2)
+
+
+def _host(a):
+    return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
 def test_global_values_are_checked():
@@ -345,3 +423,124 @@ def test_name_expression_launches():
     a = np.ones(64, np.float64)
     emulate(CudaKernel(TEMPLATES, "scale<16, double>", block_size=16), a, 0.5, 64)
     np.testing.assert_array_equal(a, np.full(64, 8.0))
+
+
+# ------------------------------------------------------------------ cooperative groups, gaps (item 6)
+
+GROUPS = r"""
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+namespace cg = cooperative_groups;
+template <unsigned int BlockSize>
+__global__ void tile64_sums(const float* in, float* out, int n) {
+    __shared__ cg::block_tile_memory<BlockSize> scratch;
+    cg::thread_block cta = cg::this_thread_block(scratch);
+    cg::thread_block_tile<64> tile = cg::tiled_partition<64>(cta);
+    __shared__ float s[BlockSize];
+    unsigned int t = cta.thread_rank();
+    unsigned int i = blockIdx.x * BlockSize + t;
+    s[t] = i < n ? in[i] : 0.0f;
+    tile.sync();
+    for (unsigned int d = 32; d > 0; d >>= 1) {
+        if (tile.thread_rank() < d) s[t] += s[t + d];
+        tile.sync();
+    }
+    if (tile.thread_rank() == 0) out[blockIdx.x * tile.meta_group_size() + tile.meta_group_rank()] = s[t];
+}
+extern "C" __global__ void warp_sum_max(const int* in, int* out, int n) {
+    cg::thread_block_tile<32> w = cg::tiled_partition<32>(cg::this_thread_block());
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int v = i < n ? in[i] : 0;
+    int total = cg::reduce(w, v, cg::plus<int>());
+    int mx = cg::reduce(w, v, cg::greater<int>());
+    if (w.thread_rank() == 0) { atomicAdd(&out[0], total); atomicMax(&out[1], mx); }
+}
+extern "C" __global__ void count_by_label(const int* key, int* count, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        cg::coalesced_group same = cg::labeled_partition(cg::coalesced_threads(), key[i]);
+        if (same.thread_rank() == 0) atomicAdd(&count[key[i]], (int)same.size());
+    }
+}
+"""
+
+
+@requires_compiler
+def test_cooperative_groups_of_the_samples():
+    x = np.random.default_rng(1).random(1000).astype(np.float32)
+    out = np.zeros(16, np.float32)
+    emulate(CudaKernel(GROUPS, "tile64_sums<128>"), x, out, 1000, grid=8, block=128, sanitize="racecheck")
+    np.testing.assert_allclose(out, np.add.reduceat(np.pad(x, (0, 24)), np.arange(0, 1024, 64)), rtol=1e-5)
+    a = np.arange(1000, dtype=np.int32)
+    o = np.zeros(2, np.int32)
+    emulate(CudaKernel(GROUPS, "warp_sum_max"), a, o, 1000)
+    assert list(o) == [a.sum(), 999]
+    key = (np.arange(1000) % 7).astype(np.int32)
+    c = np.zeros(7, np.int32)
+    emulate(CudaKernel(GROUPS, "count_by_label"), key, c, 1000)
+    np.testing.assert_array_equal(c, np.bincount(key))
+
+
+GAPPY = r"""
+extern "C" __global__ void twice(float* a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) a[i] = 2.0f * i;
+}
+__device__ float helper(float x) { return some_intrinsic_the_emulation_lacks(x); }
+extern "C" __global__ void uses_helper(float* a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) a[i] = helper(a[i]);
+}
+extern "C" __global__ void fetch(unsigned long long tex, float* a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) a[i] = tex1Dfetch<float>(tex, i);
+}
+"""
+
+
+@requires_compiler
+def test_one_kernels_gap_never_sinks_its_neighbours():
+    a = np.zeros(8, np.float32)
+    with pytest.warns(RuntimeWarning) as record:
+        emulate(CudaKernel(GAPPY, "twice"), a, 8)
+    np.testing.assert_array_equal(a, 2 * np.arange(8))
+    text = "\n".join(str(w.message) for w in record)
+    assert "function 'helper'" in text and "line 6" in text and "some_intrinsic_the_emulation_lacks" in text
+    assert "function 'fetch'" in text and "tex1Dfetch" in text
+    with pytest.raises(NotImplementedError, match=r"kernel 'fetch' uses tex1Dfetch \(line 13\): textures and surfaces"):
+        emulate(CudaKernel(GAPPY, "fetch"), 0, a, 8)
+    with pytest.raises(RuntimeError, match="some_intrinsic_the_emulation_lacks"):
+        emulate(CudaKernel(GAPPY, "uses_helper"), a, 8)
+
+
+def test_texture_parameters_are_named():
+    with pytest.raises(ValueError, match=r"textures and surfaces \(cudaTextureObject_t\) are not supported"):
+        CudaKernel('extern "C" __global__ void k(cudaTextureObject_t t, float* a) {}', "k")
+
+
+def test_the_python_twin_packs_as_the_c_core():
+    """The pure-Python packer (used where the extension is not built) agrees with the C one."""
+    from cunumpy import _native
+    from cunumpy._reference import pack as twin
+    from cunumpy.kernels._cuda_parse import _spec
+
+    src = 'struct Node { int a; int b; };\nextern "C" __global__ void k(uint4* v, float2 f, const Node* g, int n) {}'
+    specs = tuple(_spec(i, p) for i, p in enumerate(CudaKernel(src, "k").signature))
+    v, g = np.zeros((4, 4), np.uint32), np.zeros((3, 8), np.uint8)
+    results = []
+    for core in (_native.core, twin):
+        plan = core.launch_plan("k", specs, np.void, np.generic)
+        packed, _, _ = plan.pack(_Device(v), (1.5, 2), _Device(g), 3)
+        off, size = plan.layout[1]
+        errors = []
+        for bad in [
+            (_Device(np.zeros((4, 3), np.uint32)), (1.0, 2.0), _Device(g), 3),
+            (_Device(v), (1.0, "x"), _Device(g), 3),
+            (_Device(v), (1.0, 2.0), _Device(np.zeros((3, 4), np.uint8)), 3),
+            (_Device(v), (1.0, 2.0, 3.0), _Device(g), 3),
+        ]:
+            with pytest.raises(TypeError) as info:
+                plan.pack(*bad)
+            errors.append(str(info.value).split(":")[1])
+        results.append((bytes(packed)[off : off + size], errors))
+    assert results[0] == results[1]

@@ -694,3 +694,104 @@ def test_struct_arguments_is_a_cuda_arguments():
     C, _twin = _identity_classes()
     assert issubclass(CudaStructArguments, xp.arguments.CudaArguments)
     assert isinstance(C(), xp.arguments.CudaArguments)
+
+
+# ------------------------------------------------------------------ issue 33 item 7: marker conditions
+
+
+@pytest.mark.parametrize("plugin", [True, False])
+def test_requires_device_backend_condition_is_a_bool(monkeypatch, plugin):
+    import cunumpy.kernel_testing as kt
+
+    monkeypatch.delenv("CUNUMPY_REQUIRE_CUDA", raising=False)
+    monkeypatch.setattr(kt, "_plugin_active", lambda: plugin)
+    mark = kt._make_requires_device_backend()
+    assert len(mark.args) == 1 and isinstance(mark.args[0], bool), mark
+    assert mark.name == ("requires_device_backend" if plugin else "skipif")
+    assert isinstance(mark.kwargs["reason"], str)
+    if not kt.device_backend_available():
+        assert mark.args[0] is True
+    elif plugin:
+        assert mark.args[0] is False
+    else:
+        assert mark.args[0] is (xp.get_backend() != "cupy")
+
+
+# ------------------------------------------------------------------ issue 33 item 7: verify_layout include_dirs
+
+
+def test_verify_layout_finds_the_header_in_include_dirs(monkeypatch, tmp_path):
+    from cunumpy import _struct_layout
+
+    L = CudaStruct("L", [("data", "double*"), ("n", "int")])
+    d = tmp_path / "headers"
+    (d / "sub").mkdir(parents=True)
+    (d / "sub" / "l.cuh").write_text(L.to_header())
+    (tmp_path / "other").mkdir()
+    seen = []
+
+    def fake(struct, include, include_dirs, options):
+        seen.append((include, include_dirs))
+        return _struct_layout._result(struct, [16, 8, 0, 8])
+
+    monkeypatch.setattr(_struct_layout, "_gpu_usable", lambda: False)
+    monkeypatch.setattr(_struct_layout, "_compile_time_layout", fake)
+    monkeypatch.chdir(tmp_path / "other")  # the header is not relative to the working directory
+    found = str((d / "sub" / "l.cuh").resolve())
+    for include in ("sub/l.cuh", '#include "sub/l.cuh"', "#include <sub/l.cuh>"):
+        assert L.verify_layout(include=include, include_dirs=[tmp_path / "nowhere", d])["n"] == 8
+        assert seen[-1] == (found, (str(tmp_path / "nowhere"), str(d)))
+    assert L.verify_layout(include="l.cuh", include_dirs=str(d / "sub"))["sizeof"] == 16
+    monkeypatch.chdir(d)  # relative to the working directory first, as before
+    L.verify_layout(include="sub/l.cuh")
+    assert seen[-1][0] == found
+    with pytest.raises(
+        ValueError, match=r"header 'absent.cuh' does not exist \(looked for 'absent.cuh', '.*headers/absent.cuh'\)"
+    ):
+        L.verify_layout(include="absent.cuh", include_dirs=[d])
+
+
+@pytest.mark.nosan  # spawns nvcc, which does not run under the sanitizers' LD_PRELOAD
+def test_verify_layout_with_include_dirs_compiles_the_found_header(monkeypatch, tmp_path):
+    from cunumpy import _struct_layout
+
+    if _struct_layout._gpu_usable() or _struct_layout.toolkit_compiler()[0] is None:
+        pytest.skip("checks the compile-time path, which needs nvcc")
+    L = CudaStruct("LD", [("data", "double*"), ("v", "Array2D<float>"), ("n", "int")])
+    d = tmp_path / "include"
+    d.mkdir()
+    L.to_header(d / "ld.cuh")
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    assert L.verify_layout(include="ld.cuh", include_dirs=[d]) == {
+        "sizeof": 56,
+        "alignof": 8,
+        "data": 0,
+        "v": 8,
+        "n": 48,
+    }
+
+
+# ------------------------------------------------------------------ issue 33 item 7: aligned records, values
+
+
+def test_struct_and_view_records_are_aligned_structs():
+    S = CudaStruct("AL", [("y", "Array2D<double>"), ("z", "CArray1D<float>"), ("b", "bool"), ("c", "complex<double>")])
+    assert S.dtype.isalignedstruct and S.dtype.itemsize == S.itemsize
+    assert S.dtype.fields["y"][0].isalignedstruct and S.dtype.fields["z"][0].isalignedstruct
+    assert [S.dtype.fields[n][1] for n in S.field_names] == list(S.offsets) == [0, 40, 56, 64]
+    value = S(y=Duck(np.zeros((5, 6))), z=Duck(np.zeros(3, np.float32)), b=True, c=1j)
+    assert value.packed.dtype.isalignedstruct
+    k = CudaKernel('extern "C" __global__ void k(Array2D<double> y, CArray1D<float> z, int n) {}', "k")
+    values = k.prepare_args(Duck(np.zeros((5, 6))), Duck(np.zeros(3, np.float32)), 3)
+    assert values[0].dtype.isalignedstruct and values[1].dtype.isalignedstruct
+    assert values[0].dtype.itemsize == 40 and values[1].dtype.itemsize == 16
+
+
+def test_struct_value_from_a_mapping_without_packed_infers_the_launch_shape():
+    S = CudaStruct("SV", [("x", "double*"), ("n", "int")])
+    k = CudaKernel(S.declaration + 'extern "C" __global__ void k(SV s, double a) {}', "k", structs=[S])
+    x = Duck(np.zeros(1000))
+    value = CudaStructValue(S, None, {"n": 5, "x": x})  # field order from the struct
+    assert value.packed is None and value._values == (x, 5) and list(value) == ["x", "n"]
+    assert k.launch_shape(args=(value, 2.0)) == k.launch_shape(args=(S(x=x, n=5), 2.0)) == ((8,), (128,))

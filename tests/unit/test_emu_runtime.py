@@ -128,6 +128,28 @@ def test_block_sum_with_shared_memory_barriers_and_shuffles(lib):
 def test_shuffles_agree_with_reference(lib, kind, mask, width):
     out = np.zeros(64, dtype=np.int64)
     arg = {0: 7, 1: 3, 2: 3, 3: 5}[kind]
+    values = [1000 + lane for lane in range(32)]
+    try:
+        emu_warp.shfl(kind, mask, values, [arg] * 32, width)
+    except RuntimeError as error:  # a lane reads one the mask does not name: undefined on a GPU
+        reader, source = [int(word) for word in str(error).split(",")[0].split() if word.isdigit()]
+        with pytest.raises(RuntimeError, match=rf"lane {reader} \(thread .*\) reads lane {source}, which the mask"):
+            launch(
+                lib,
+                "shfl",
+                (1,),
+                (64,),
+                Args(
+                    ctypes.c_int(kind),
+                    ctypes.c_uint(mask),
+                    ctypes.c_int(arg),
+                    ctypes.c_int(width),
+                    ctypes.c_int(2),
+                    out,
+                ),
+                fibers=True,
+            )
+        return
     launch(
         lib,
         "shfl",
@@ -157,10 +179,10 @@ def test_ballot_and_partial_last_warp(lib):
         "shfl",
         (1,),
         (40,),
-        Args(ctypes.c_int(2), ctypes.c_uint(0xFF), ctypes.c_int(1), ctypes.c_int(32), ctypes.c_int(0), res),
+        Args(ctypes.c_int(2), ctypes.c_uint(0xFF), ctypes.c_int(1), ctypes.c_int(8), ctypes.c_int(0), res),
         fibers=True,
     )
-    want2 = emu_warp.shfl(2, 0xFF, [1032 + lane for lane in range(8)], [1] * 8)
+    want2 = emu_warp.shfl(2, 0xFF, [1032 + lane for lane in range(8)], [1] * 8, 8)
     assert [res[32 + lane] for lane in range(8)] == [want2[lane] for lane in range(8)]
 
 

@@ -181,3 +181,278 @@ def test_the_same_array_twice_stays_shared():
     x = np.arange(50.0)
     run(src, "inplace", x, x, 50)
     np.testing.assert_array_equal(x, 2.0 * np.arange(50.0))
+
+
+# ------------------------------------------------------------------ the shared-histogram race
+
+HISTOGRAM = r"""
+extern "C" __global__ void histogram(const int* keys, unsigned int* counts, int n) {
+    __shared__ unsigned int bins[16];
+    const int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    if (t < 16) bins[t] = 0;
+    __syncthreads();
+    if (i < n) atomicAdd(&bins[keys[i] & 15], 1u);
+    BARRIER
+    if (t < 16) atomicAdd(&counts[t], bins[t]);
+}
+"""
+
+
+def test_racecheck_reports_a_plain_read_of_a_shared_histogram_that_others_still_update():
+    keys = np.arange(1024, dtype=np.int32) * 7
+    counts = np.zeros(16, np.uint32)
+    src = HISTOGRAM.replace("BARRIER", "// the __syncthreads() before the merge is missing")
+    with pytest.raises(kt.RacecheckError, match=r"hazard on __shared__ 'bins' element \d+") as info:
+        run(src, "histogram", keys, counts, 1024, grid=4, block=256, sanitize="racecheck")
+    msg = str(info.value)
+    assert "histogram.cu:7" in msg and "histogram.cu:9" in msg  # the atomic and the plain read
+    assert "__syncthreads()" in msg
+
+
+def test_racecheck_accepts_the_histogram_with_its_barrier_and_a_cas_loop():
+    keys = np.arange(1024, dtype=np.int32) * 7
+    counts = np.zeros(16, np.uint32)
+    src = HISTOGRAM.replace("BARRIER", "__syncthreads();")
+    run(src, "histogram", keys, counts, 1024, grid=4, block=256, sanitize="racecheck")
+    np.testing.assert_array_equal(counts, np.bincount(keys & 15, minlength=16))
+    cas = r"""
+    extern "C" __global__ void fmax_all(const float* x, float* out, int n) {
+        __shared__ float best;
+        if (threadIdx.x == 0) best = -1e30f;
+        __syncthreads();
+        const int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) {
+            int* p = (int*)&best;
+            int old = *p;                      // the plain read every CAS loop starts with
+            while (__int_as_float(old) < x[i]) {
+                const int seen = atomicCAS(p, old, __float_as_int(x[i]));
+                if (seen == old) break;
+                old = seen;
+            }
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) out[blockIdx.x] = best;
+    }
+    """
+    x = np.arange(512, dtype=np.float32)
+    out = np.zeros(2, np.float32)
+    run(cas, "fmax_all", x, out, 512, grid=2, block=256, sanitize="racecheck")
+    np.testing.assert_array_equal(out, [255, 511])
+
+
+# ------------------------------------------------------------------ grouped racecheck reports
+
+
+def test_racecheck_groups_hazards_by_variable_kind_and_lines_largest_first():
+    src = r"""
+    extern "C" __global__ void reverse(const float* x, float* y) {
+        __shared__ float s[256];
+        const int t = threadIdx.x;
+        s[t] = x[blockIdx.x * 256 + t];
+        // the __syncthreads() is missing
+        y[blockIdx.x * 256 + t] = s[255 - t];
+    }
+    """
+    x, y = np.ones(2048, np.float32), np.zeros(2048, np.float32)
+    with pytest.raises(kt.RacecheckError) as info:
+        run(src, "reverse", x, y, grid=8, block=256, sanitize="racecheck")
+    msg = str(info.value)
+    head, *groups = msg.split("\n  - ")
+    assert "in 2 group(s)" in head and len(groups) == 2, msg
+    counts = [int(g.split(" times)")[0].rsplit("(", 1)[1]) for g in groups]
+    assert counts == sorted(counts, reverse=True) and sum(counts) == int(head.split("found ")[1].split(" ")[0])
+    assert all("hazard on __shared__ 's' element" in g and "reverse.cu:5" in g and "reverse.cu:7" in g for g in groups)
+    # the pairs span several warps: the fix is a barrier, not __syncwarp()
+    assert "__syncwarp" not in msg and msg.count("with no __syncthreads() between them") == 2
+
+
+def test_racecheck_hints_syncwarp_only_when_every_pair_is_in_one_warp():
+    src = r"""
+    extern "C" __global__ void shift(const float* x, float* y) {
+        __shared__ float s[64];
+        const int t = threadIdx.x;
+        s[t] = x[t];
+        y[t] = s[t ^ 1];        // a neighbour in the same warp, no __syncwarp()
+    }
+    """
+    with pytest.raises(kt.RacecheckError, match=r"each pair in one warp with no __syncwarp\(\)"):
+        run(src, "shift", np.ones(64, np.float32), np.zeros(64, np.float32), grid=1, block=64, sanitize="racecheck")
+
+
+# ------------------------------------------------------------------ smaller holes
+
+
+@pytest.mark.parametrize("shadow", ["1", "0"])
+def test_a_read_from_an_empty_array_names_the_element_size(shadow, monkeypatch):
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import numpy as np
+        import cunumpy.kernel_testing as kt
+        from cunumpy.kernels import CudaKernel
+        src = 'extern "C" __global__ void rd(const double* x, double* y) { y[0] = x[3]; }'
+        try:
+            kt.emulate_cuda_kernel(CudaKernel(src, "rd"), np.zeros(0), np.zeros(1), grid=1, block=1)
+        except kt.MemcheckError as e:
+            print(e)
+        """
+    )
+    env = dict(os.environ, CUNUMPY_EMULATION_SHADOW=shadow)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert "read of 8 bytes from 'x' (float64, shape 0, 0 elements) at element 3" in done.stdout, (
+        done.stdout + done.stderr
+    )
+
+
+SPIN_FREE = r"""
+extern "C" __global__ void fill(double* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = 1.0;
+}
+"""
+
+
+def test_a_launch_that_finished_never_times_out():
+    # The watcher may fire before the launch ends: a launch stopped in time says how many of
+    # its blocks finished (fewer than all); one whose blocks all finished is a success (it
+    # raised, saying "1 of 1 blocks finished").
+    import re
+
+    for _ in range(30):
+        out = np.zeros(64)
+        try:
+            run(SPIN_FREE, "fill", out, 64, grid=1, block=64, timeout=1e-9)
+        except kt.EmulationTimeoutError as error:
+            done, total = map(int, re.search(r"with (\d+) of (\d+) blocks finished", str(error)).groups())
+            assert done < total, str(error)
+        else:
+            assert (out == 1.0).all()
+
+
+def test_an_infinite_timeout_is_no_limit(monkeypatch):
+    import math
+
+    out = np.zeros(8)
+    run(SPIN_FREE, "fill", out, 8, timeout=math.inf)
+    monkeypatch.setenv("CUNUMPY_EMULATION_TIMEOUT", "inf")
+    run(SPIN_FREE, "fill", out, 8)
+    assert (out == 1.0).all()
+    with pytest.raises(ValueError, match="'timeout' must be a positive number of seconds"):
+        run(SPIN_FREE, "fill", out, 8, timeout=-math.inf)
+
+
+def test_an_explicit_empty_grid_is_an_error_and_an_inferred_one_launches_nothing():
+    out = np.zeros(8)
+    with pytest.raises(ValueError, match=r"grid \(0,\): every dimension must be at least 1"):
+        run(SPIN_FREE, "fill", out, 8, grid=0, block=32)
+    with pytest.raises(ValueError, match=r"grid \(2, 0\)"):
+        run(SPIN_FREE, "fill", out, 8, grid=(2, 0), block=32)
+    with pytest.raises(ValueError, match="block"):
+        run(SPIN_FREE, "fill", out, 8, grid=1, block=(32, 0))
+    run(SPIN_FREE, "fill", out, 0, n_threads=0)  # nothing to do: a no-op, as documented
+    run(SPIN_FREE, "fill", np.zeros(0), 0)
+    assert (out == 0).all()
+
+
+@pytest.mark.parametrize(
+    "call, reader, source",
+    [
+        ("__shfl_sync(0x0000ffffu, v, 20)", 0, 20),
+        ("__shfl_down_sync(0x0000ffffu, v, 8)", 8, 16),
+        ("__shfl_xor_sync(0x0000ffffu, v, 16)", 0, 16),
+    ],
+)
+def test_a_shuffle_reading_a_lane_outside_its_mask_is_an_error(call, reader, source):
+    src = rf"""
+    extern "C" __global__ void k(int* y) {{
+        const int v = threadIdx.x + 100;
+        if (threadIdx.x < 16) y[threadIdx.x] = {call};
+    }}
+    """
+    with pytest.raises(
+        RuntimeError, match=rf"lane {reader} \(thread .*\) reads lane {source}, which the mask does not"
+    ):
+        run(src, "k", np.zeros(32, np.int32), grid=1, block=32)
+    # a source outside the lane's segment gives the lane its own value, as on a GPU
+    ok = src.replace(call, "__shfl_down_sync(0x0000ffffu, v, 8, 8)")
+    y = np.zeros(32, np.int32)
+    run(ok, "k", y, grid=1, block=32)
+    np.testing.assert_array_equal(y[:16], np.arange(100, 116))
+
+
+# ------------------------------------------------------------------ the checker's own memory
+
+SHADOW_WRITE = r"""
+extern "C" __global__ void poison(double* out) {
+    // the shadow byte of out[0], written through a pointer made from an integer
+    volatile unsigned char* s = (volatile unsigned char*)(0x200000000000ull + ((unsigned long long)out >> 3));
+    if (threadIdx.x == 0) *s = 0xfa;
+}
+"""
+
+
+@pytest.mark.parametrize("sanitize", [None, "racecheck"])
+def test_a_write_into_the_checks_shadow_is_a_fault_and_leaves_nothing_behind(sanitize):
+    out = np.zeros(64)
+    kw = {"sanitize": sanitize} if sanitize else {}
+    with pytest.raises(kt.KernelFaultError, match="inside the memory checks' shadow"):
+        run(SHADOW_WRITE, "poison", out, grid=1, block=32, **kw)
+    # a later, correct launch on the same memory sees no poison
+    run(SPIN_FREE, "fill", out, 64, grid=1, block=64)
+    run(SPIN_FREE, "fill", out, 64, grid=1, block=64, sanitize="racecheck")
+    assert (out == 1.0).all()
+
+
+SPIN = r"""
+extern "C" __global__ void spin(int* flag, int fibers) {
+    if (fibers) __syncthreads();
+    while (*(volatile int*)flag == 0) { }   // nobody ever sets it
+}
+"""
+
+
+@pytest.mark.parametrize("fibers", [0, 1])
+def test_a_signal_handler_that_raises_stops_a_launch_as_ctrl_c_does(fibers):
+    import re
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        f"""
+        import signal, time
+        import numpy as np
+        import cunumpy.kernel_testing as kt
+        from cunumpy.kernels import CudaKernel
+
+        class Alarm(Exception):
+            pass
+
+        def on_alarm(signum, frame):
+            raise Alarm()
+
+        k = CudaKernel({SPIN!r}, "spin")
+        flag = np.zeros(1, np.int32)
+        kt.compile_for_emulation(k)
+        signal.signal(signal.SIGALRM, on_alarm)
+        signal.alarm(1)
+        start = time.monotonic()
+        try:
+            kt.emulate_cuda_kernel(k, flag, {fibers}, grid=8, block=32, timeout=200)
+        except Alarm:
+            print("ALARM after %.3f s" % (time.monotonic() - start))
+        flag[0] = 1
+        kt.emulate_cuda_kernel(k, flag, {fibers}, grid=8, block=32)
+        print("RUNS ON")
+        """
+    )
+    env = dict(os.environ, CUNUMPY_EMULATION_THREADS="2")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    # was: the handler ran when timeout= (200 s) stopped the launch; the bound is 60x the alarm
+    found = re.search(r"ALARM after ([0-9.]+) s", done.stdout)
+    assert found and float(found.group(1)) < 60, done.stdout + done.stderr
+    assert "RUNS ON" in done.stdout

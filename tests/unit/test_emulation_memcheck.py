@@ -369,7 +369,7 @@ RACES = {
             if (t == 0) y[0] = s[0];
         }
         """,
-        r"both in warp 0 with no __syncwarp\(\) between them",
+        r"each pair in one warp with no __syncwarp\(\) between them",
     ),
     "two blocks writing one global element": (
         r"""

@@ -20,6 +20,10 @@ PROGRAMS = {
     "structs.py": ([], "1948 particles left, 1948 deposited in 16 cells"),
     "mpi_halo.py": (["--steps=50"], "largest error"),
     "kernel_folder/run_plasma.py": ([], "charge: 4000 of 4000 particles"),
+    "fast_before_gpu.py": (
+        [],
+        "transpose_padded: global 16384 sectors for 16384 ideal (1.00x), shared wavefronts 4096",
+    ),
 }
 # Tested elsewhere: demo.py by test_demo.py, heat_cuda.py by test_heat_example.py, pic_mpi.py
 # by test_pic_mpi.py.

@@ -733,6 +733,8 @@ def fake_mpi4py(monkeypatch):
     monkeypatch.setattr(threading, "excepthook", lambda args: printed.append(("thread", args.exc_type)))
     monkeypatch.setattr(mpi, "_hooks_installed", False)
     monkeypatch.setattr(mpi, "_abort_choice", None)
+    monkeypatch.setattr(sys, "exit", sys.exit)  # the hooks wrap it: put back after the test
+    monkeypatch.setattr(mpi, "_exit_status", None)
     monkeypatch.delenv(mpi.ABORT_VARIABLE, raising=False)
     module.printed = printed
     # the wait for the launcher to read stdout and stderr is recorded, not done
@@ -777,6 +779,24 @@ def test_the_hooks_say_why_the_job_ends_and_hand_the_output_over_before_aborting
     failing.join()
     assert "cunumpy.mpi: uncaught ZeroDivisionError in thread 'worker' on rank 1 of 2;" in capsys.readouterr().err
     assert fake_mpi4py.COMM_WORLD.events == ["waited", "Abort"] * 2
+
+
+def test_a_non_zero_sys_exit_of_the_main_thread_aborts_at_exit(fake_mpi4py, capsys):
+    mpi.set_abort_on_exception(True)
+    world = fake_mpi4py.COMM_WORLD
+    for status, code in ((0, None), (None, None), (False, None), (3, 3), ("bye", 1), (True, 1), (300, 1)):
+        with pytest.raises(SystemExit):
+            sys.exit(status)
+        mpi._abort_after_exit()  # what the interpreter's exit runs
+        assert world.aborted == ([] if code is None else [code]), status
+        world.aborted.clear()
+    assert "cunumpy.mpi: sys.exit(3) on rank 1 of 2; calling MPI_Abort(MPI_COMM_WORLD, 3)" in capsys.readouterr().err
+    # a thread's sys.exit() ends that thread only
+    worker = threading.Thread(target=sys.exit, args=(4,))
+    worker.start()
+    worker.join()
+    mpi._abort_after_exit()
+    assert world.aborted == []
 
 
 def test_the_thread_hook_aborts_except_for_sys_exit(fake_mpi4py):

@@ -59,6 +59,13 @@ JOB = textwrap.dedent(
             worker.join()
         else:
             xp.mpi.exchange(comm, receives=[(got, 1, 2)], cuda_aware=False)
+    elif mode == "exit":
+        # rank 1 ends with sys.exit(3) while rank 0 waits for its message
+        got = xp.zeros(2)
+        xp.mpi.exchange(comm, sends=[(xp.ones(2), peer, 1)], receives=[(got, peer, 1)], cuda_aware=False)
+        if rank == 1:
+            sys.exit(3)
+        xp.mpi.exchange(comm, receives=[(got, 1, 2)], cuda_aware=False)
     elif mode == "ok":
         got = xp.zeros(8)
         xp.mpi.exchange(comm, sends=[(xp.full(8, float(rank)), peer, 3)], receives=[(got, peer, 3)],
@@ -137,3 +144,16 @@ def test_an_uncaught_exception_on_one_rank_ends_the_job(tmp_path, mode, error):
     assert f"{line} on rank 1 of 2; calling MPI_Abort(MPI_COMM_WORLD, 1)" in result.stderr, result.stderr
     assert result.stderr.index(error) < result.stderr.index(line)
     assert elapsed < 110, f"the job took {elapsed:.1f} s to end"
+
+
+@needs_mpi
+def test_a_rank_ending_with_a_non_zero_sys_exit_ends_the_job(tmp_path):
+    start = time.monotonic()
+    # was: the job never ended (a SystemExit does not reach sys.excepthook)
+    result = run_job(tmp_path, "exit", timeout=300)
+    assert result.returncode != 0
+    assert "still running" not in result.stdout
+    assert "cunumpy.mpi: sys.exit(3) on rank 1 of 2; calling MPI_Abort(MPI_COMM_WORLD, 3)" in result.stderr, (
+        result.stderr
+    )
+    assert time.monotonic() - start < 110

@@ -578,6 +578,20 @@ static PyObject *other_device(const plan_t *p, Py_ssize_t i, long long dev, long
                      dev, cur, dev, dev, cur);
 }
 
+/* A pointer to a struct (slot ndim = -sizeof) also takes raw bytes: a uint8 array whose last
+ * axis is the struct's size (CuPy has no structured dtypes). 1, 0, or -1 with an exception. */
+static int struct_bytes(const slot_t *s, const array_info_t *a, int is_device)
+{
+    if (s->kind != CN_K_POINTER || s->ndim >= 0 || a->ndim < 1 || a->shape_v[a->ndim - 1] != -(long long)s->ndim)
+        return 0;
+    if (!is_device)
+        return PyUnicode_Check(a->dtype_or_typestr) && PyUnicode_CompareWithASCIIString(a->dtype_or_typestr, "|u1") == 0;
+    static PyObject *u1 = NULL;
+    if (u1 == NULL && (u1 = PyUnicode_InternFromString("|u1")) == NULL)
+        return -1;
+    return cn_dtype_equal(a->dtype_or_typestr, u1);
+}
+
 static int dtype_matches(const slot_t *s, const array_info_t *a, int is_device)
 {
     if (is_device)
@@ -693,10 +707,23 @@ CN_INTERNAL int cn_pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned c
         other_device(p, i, a.dev, f->cur_dev);
         goto done;
     }
+    int raw_bytes = 0;
     if (s->flags & CN_KIND_TYPED) {
         int eq = dtype_matches(s, &a, is_device);
         if (eq < 0)
             goto done;
+        if (!eq) {
+            eq = raw_bytes = struct_bytes(s, &a, is_device);
+            if (eq < 0)
+                goto done;
+        }
+        if (!eq && s->kind == CN_K_POINTER && s->ndim < 0) {
+            cn_arg_error(PyExc_TypeError, p, i,
+                         "expected a structured array of dtype %S, or uint8 bytes with a last axis of %d, got %S "
+                         "(arrays are never cast or copied)",
+                         s->dtype, -s->ndim, a.dtype_or_typestr);
+            goto done;
+        }
         if (!eq) {
             cn_arg_error(PyExc_TypeError, p, i, "expected dtype %S, got %S (arrays are never cast or copied)",
                       s->dtype, a.dtype_or_typestr);
@@ -730,7 +757,7 @@ CN_INTERNAL int cn_pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned c
                   "cannot tell whether the kernel writes it; pass a writable array");
         goto done;
     }
-    Py_ssize_t itemsize = s->itemsize;
+    Py_ssize_t itemsize = raw_bytes ? 1 : s->itemsize;
     if (!(s->flags & CN_KIND_TYPED)) {
         /* Contiguity of a void* argument is judged with the array's own item size. */
         itemsize = 1;
@@ -797,7 +824,7 @@ CN_INTERNAL int cn_pack_array(plan_t *p, Py_ssize_t i, PyObject *obj, unsigned c
             }
         }
     }
-    if (cupy && got == 2 && !(s->kind == CN_K_POINTER && s->ndim > 0)) /* a CuPy array, not read from the C struct;
+    if (cupy && got == 2 && !(s->kind == CN_K_POINTER && s->ndim != 0)) /* a CuPy array, not read from the C struct;
                                                                           vectors: the shape is checked each time */
         slot_remember(s, obj, a.shape, a.dev, out, s->size);
     rc = 0;

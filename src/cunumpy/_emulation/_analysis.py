@@ -253,8 +253,27 @@ def _parse_usage(out: str, name: str, empty: dict) -> tuple[dict[str, Any], str]
 # Source lines
 
 
+_frames_cache: dict[tuple[str, int], list[tuple[str, int]]] = {}
+_frames_lock = threading.Lock()
+
+
 def _frames(lib: str, offsets: list[int]) -> dict[int, list[tuple[str, int]]]:
-    """{offset: [(path, line), ...] innermost frame first} from addr2line."""
+    """{offset: [(path, line), ...] innermost frame first} from addr2line (cached per library
+    and offset: a library's file never changes under its name, the cache key is its hash)."""
+    with _frames_lock:
+        known = {o: _frames_cache[(lib, o)] for o in offsets if (lib, o) in _frames_cache}
+    missing = [o for o in offsets if o not in known]
+    if missing:
+        found = _run_addr2line(lib, missing)
+        with _frames_lock:
+            for o in missing:
+                if o in found:
+                    _frames_cache[(lib, o)] = found[o]
+        known.update(found)
+    return known
+
+
+def _run_addr2line(lib: str, offsets: list[int]) -> dict[int, list[tuple[str, int]]]:
     tool = shutil.which("addr2line")
     if tool is None or not offsets:
         return {}
@@ -355,7 +374,12 @@ def _finish(m: dict[str, Any]) -> dict[str, Any]:
     return m
 
 
-def _add_row(m: dict[str, Any], cls: int, requests: int, a: int, ideal: int, divergent: int, same_max: int) -> None:
+def _add_row(
+    m: dict[str, Any], cls: int, requests: int, a: int, ideal: int, divergent: int, same_max: int, lanes: int
+) -> None:
+    if cls != _BRANCH:
+        m["_block_execs"] += requests
+        m["_lanes"] += lanes
     if cls == _GLOBAL_LOAD:
         m["global_load_requests"] += requests
         m["global_load_sectors"] += a
@@ -375,9 +399,6 @@ def _add_row(m: dict[str, Any], cls: int, requests: int, a: int, ideal: int, div
     elif cls in (_GLOBAL_ATOMIC, _SHARED_ATOMIC):
         m["atomic_requests"] += requests
         m["atomic_same_address_max"] = max(m["atomic_same_address_max"], same_max)
-    elif cls == _BLOCK:
-        m["_block_execs"] += requests
-        m["_lanes"] += a
     elif cls == _BRANCH:
         m["divergent_branches"] += divergent
     elif cls == _BARRIER:
@@ -417,7 +438,18 @@ class KernelAnalysis:
         What could not be computed and why (occupancy without ``nvcc``).
     """
 
-    def __init__(self, kernel, grid, block, shared_mem, arch, totals, lines, notes, source):
+    def __init__(
+        self,
+        kernel: str,
+        grid: tuple[int, ...],
+        block: tuple[int, ...],
+        shared_mem: int,
+        arch: str,
+        totals: dict[str, Any],
+        lines: list[LineAnalysis],
+        notes: list[str],
+        source: dict[str, list[str]],
+    ) -> None:
         self.kernel: str = kernel
         self.grid: tuple[int, ...] = tuple(grid)
         self.block: tuple[int, ...] = tuple(block)
@@ -618,20 +650,22 @@ def build(kernel, lib, rows, grid, block, shared_mem: int, arch: str, pseudo: st
     source = _Source(kernel, pseudo)
     per_line: dict[tuple[str, int], dict[str, Any]] = {}
     totals = _empty_metrics()
-    for pc, cls, requests, a, ideal, divergent, same_max in rows:
+    for pc, cls, requests, a, ideal, divergent, same_max, lanes in rows:
         chain = frames.get(pc, [])
         user = next(((p, n) for p, n in chain if not p.startswith(skip_dirs)), None)
         if user is None or os.path.basename(user[0]).startswith("cunumpy-emulation-stubs"):
             continue  # the runtime's glue (the block loop, the entry stubs)
-        if cls == _BRANCH and chain and chain[0][0].startswith(skip_dirs):
-            continue  # the branches of built-ins are not the kernel's
+        if cls in (_BLOCK, _BRANCH) and chain and chain[0][0].startswith(skip_dirs):
+            continue  # the basic blocks and branches of built-ins (a barrier's own paths) are not the kernel's
+        if cls in (_BLOCK, _BRANCH) and "__shared__" in source.text(user[0], user[1]):
+            continue  # the emulation's first-use guard of a __shared__ variable (a thread_local)
         key = (source.display(user[0]), user[1])
         m = per_line.get(key)
         if m is None:
             m = per_line[key] = _empty_metrics()
             m["_path"] = user[0]
-        _add_row(m, cls, requests, a, ideal, divergent, same_max)
-        _add_row(totals, cls, requests, a, ideal, divergent, same_max)
+        _add_row(m, cls, requests, a, ideal, divergent, same_max, lanes)
+        _add_row(totals, cls, requests, a, ideal, divergent, same_max, lanes)
     lines = []
     files: dict[str, list[str]] = {}
     for (file, number), m in sorted(per_line.items()):
@@ -652,7 +686,7 @@ def build(kernel, lib, rows, grid, block, shared_mem: int, arch: str, pseudo: st
         ratio, limiter, _ = occupancy(
             arch, threads, usage["registers_per_thread"], usage["static_shared_bytes"] + shared_mem
         )
-        totals["occupancy"] = round(ratio, 4)
+        totals["occupancy"] = ratio
         totals["occupancy_limiter"] = limiter
     return KernelAnalysis(kernel.name, grid, block, shared_mem, arch, totals, lines, notes, files)
 

@@ -27,6 +27,7 @@ import sys
 import weakref
 from collections.abc import Mapping
 from struct import pack_into
+from typing import Any
 
 import numpy as np
 
@@ -189,7 +190,7 @@ class _Marshaller:
         self.outputs = outputs
         self.out = MarshalledArguments()
         #: (region index, passed array, read only, strides) of the last array
-        self.last = None
+        self.last: tuple = ()
         #: (value index, region index, passed array, read only, strides) of each array parameter
         self.movable: list = []
 
@@ -424,6 +425,9 @@ def _separate_neighbours(m: _Marshaller, values: list) -> None:
             out.copies.insert(0, (passed, copy, None))
         clo, chi, cbase = _extent(copy)
         regions[i] = (clo, chi, cbase, *regions[i][3:])
+        # the performance analysis: the copy keeps the argument's offset in its allocation
+        old_lo, _, alloc_start = out.allocations[i]
+        out.allocations[i] = (clo, chi, clo - (old_lo - alloc_start))
         values[vi] = _HostArray(copy, copy.strides if strides is not None else None)
 
 
@@ -478,11 +482,14 @@ def _vector_array(kernel, i, p: CudaParameter, vector: CudaVectorType, obj):
     layout (fields x, y, z, w) is viewed so, without a copy."""
     a = host_array(obj)
     if a is not None and a.dtype.names is not None:
-        dt = a.dtype
+        dt: Any = a.dtype
         if dt == vector.dtype or (
             dt.names == vector.field_names
             and dt.itemsize == vector.dtype.itemsize
-            and all(dt.fields[f][0] == vector.scalar and dt.fields[f][1] == vector.dtype.fields[f][1] for f in dt.names)
+            and all(
+                dt.fields[f][0] == vector.scalar and dt.fields[f][1] == vector.scalar.itemsize * k
+                for k, f in enumerate(dt.names)
+            )
         ):
             if vector.dtype.itemsize != vector.scalar.itemsize * vector.length:
                 raise TypeError(
@@ -507,13 +514,18 @@ def _vector_array(kernel, i, p: CudaParameter, vector: CudaVectorType, obj):
     return obj, p._replace(dtype=vector.scalar)
 
 
-def _check_record_dtype(kernel, i, p: CudaParameter, obj) -> None:
-    """A pointer to a struct takes a structured array of exactly the struct's layout: a
+def _check_record_dtype(kernel, i, p: CudaParameter, obj):
+    """A pointer to a struct takes a structured array of exactly the struct's layout (or its
+    bytes: uint8 with a last axis of the struct's size, viewed as the structured array): a
     TypeError listing every difference (names, offsets, formats, itemsize) otherwise."""
     a = host_array(obj)
     if a is None or a.dtype == p.dtype:
-        return
-    want, got = p.dtype, a.dtype
+        return obj
+    size = p.dtype.itemsize if p.dtype is not None else 0
+    if a.dtype == np.uint8 and a.ndim >= 1 and a.shape[-1] == size and a.flags.c_contiguous:
+        return a.view(p.dtype).reshape(a.shape[:-1])
+    want: Any = p.dtype
+    got: Any = a.dtype
     diffs = []
     if got.names is None:
         diffs.append(f"the array has dtype {got}, not a structured dtype")
@@ -568,7 +580,7 @@ def marshal_arguments(kernel, args, outputs=()) -> MarshalledArguments:
         if p.pointer and vector is not None:
             obj, p = _vector_array(kernel, i, p, vector, obj)
         elif p.pointer and p.struct is not None:
-            _check_record_dtype(kernel, i, p, obj)
+            obj = _check_record_dtype(kernel, i, p, obj)
         if p.pointer or p.view_ndim:
             is_output = i in output_set or (i - n) in output_set or (p.name and p.name in output_set)
             values.append(m.array(f"argument {i}", p, obj, label=label, const=const[i], output=bool(is_output)))

@@ -502,11 +502,18 @@ _memory: dict[str, EmulationLibrary] = {}
 _memory_lock = threading.Lock()
 _key_locks: dict[str, threading.Lock] = {}
 _builds = [0]
+_thread_builds = threading.local()
 
 
 def build_count() -> int:
     """Libraries compiled by this process (cache hits excluded); for tests."""
     return _builds[0]
+
+
+def thread_build_count() -> int:
+    """Libraries compiled by the calling thread (cache hits excluded): tells a build from a
+    cache hit when several threads build at once."""
+    return getattr(_thread_builds, "count", 0)
 
 
 def _key_lock(key: str) -> threading.Lock:
@@ -876,6 +883,7 @@ def _build(directory, key, unit, name, entries, command, flags, checks=CHECKS_NO
             _run([*command, *_BASE_FLAGS, *flags, str(expanded), "-o", tmp], "compilation", name)
         with _memory_lock:
             _builds[0] += 1
+        _thread_builds.count = thread_build_count() + 1
         fingerprint = _fingerprint(Path(tmp).read_bytes())
         _share(tmp, 0o777)
         so = directory / _library_name(key, depends)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import threading
 import weakref
+from typing import Any
 
 import numpy as np
 
@@ -75,7 +76,13 @@ def apply(kernel, lib) -> None:
         applied = _applied.setdefault(str(lib.path), {})
         todo = [(name, gen, data) for name, (gen, data) in pending.items() if applied.get(name, 0) < gen]
         for name, gen, data in todo:
-            ptr, size = address(lib, name)
+            try:
+                ptr, size = address(lib, name)
+            except KeyError:
+                raise ValueError(
+                    f"kernel '{kernel.name}': variable '{name}' is not in the compiled source (the "
+                    "preprocessor left it out), so it cannot be set"
+                ) from None
             if size != len(data):
                 raise ValueError(
                     f"kernel '{kernel.name}': __constant__/__device__ variable '{name}' has {size} bytes in the "
@@ -94,10 +101,15 @@ def last_library(kernel):
 def view(kernel, lib, decl: CudaGlobal) -> np.ndarray:
     """A NumPy array over variable ``decl`` in ``lib`` (it shares the library's memory); a
     vector type's components are a last axis of the scalar dtype."""
-    ptr, size = address(lib, decl.name)
+    try:
+        ptr, size = address(lib, decl.name)
+    except KeyError:
+        raise ValueError(
+            f"kernel '{kernel.name}': variable '{decl.name}' is not in the compiled source (the preprocessor left it out)"
+        ) from None
     raw = (ctypes.c_char * size).from_address(ptr)
-    flat = np.frombuffer(raw, dtype=np.uint8)
-    dtype = decl.dtype
+    flat = np.frombuffer(raw, dtype=np.uint8)  # type: ignore[call-overload]  # a ctypes buffer
+    dtype: Any = decl.dtype
     shape = decl.shape if decl.shape is not None else (size // dtype.itemsize,)
     if dtype.names is not None:
         scalar = dtype.fields[dtype.names[0]][0]
@@ -108,3 +120,32 @@ def view(kernel, lib, decl: CudaGlobal) -> np.ndarray:
 def _last_view(kernel, decl: CudaGlobal) -> np.ndarray:
     lib = last_library(kernel)
     return view(kernel, lib, decl)
+
+
+def add_regions(kernel, lib, marshalled) -> None:
+    """The variables as memory regions of a launch: memcheck bounds them (an access past
+    one is reported), a ``__constant__`` one is read-only, and one never set from Python nor
+    initialised in the source is unwritten for initcheck (a read of it is reported)."""
+    from ._arguments import REGION_CONST, REGION_OUTPUT_ONLY
+
+    decls = declarations_of(kernel)
+    if not decls:
+        return
+    pending = getattr(kernel, "_pending_globals", None) or {}
+    with _lock:
+        applied = dict(_applied.get(str(lib.path), {}))
+    for name, decl in decls.items():
+        try:
+            ptr, size = address(lib, name)
+        except KeyError:
+            continue
+        if not ptr or not size:
+            continue
+        flags = 0
+        if decl.space == "__constant__":
+            flags |= REGION_CONST
+            if not decl.initialized and name not in pending and name not in applied:
+                flags |= REGION_OUTPUT_ONLY
+        shape = decl.shape if decl.shape is not None else (size // decl.dtype.itemsize,)
+        what = f"{decl.space} {decl.ctype}" + "".join(f"[{n}]" for n in shape)
+        marshalled.regions.append((ptr, ptr + size, ptr, decl.dtype.itemsize, flags, name, what))

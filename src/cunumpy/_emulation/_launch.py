@@ -153,8 +153,10 @@ def check_timeout(timeout, what) -> float:
     if isinstance(timeout, (bool, np.bool_)) or not isinstance(timeout, (int, float, np.integer, np.floating)):
         raise TypeError(f"{what}: 'timeout' must be a number of seconds or None, not {type(timeout).__name__}")
     timeout = float(timeout)
+    if timeout == math.inf:
+        return 0.0  # no limit
     if not math.isfinite(timeout) or timeout <= 0 or timeout > 1e9:
-        raise ValueError(f"{what}: 'timeout' must be a positive number of seconds, got {timeout}")
+        raise ValueError(f"{what}: 'timeout' must be a positive number of seconds (math.inf: no limit), got {timeout}")
     return timeout
 
 
@@ -241,13 +243,93 @@ def library_for(kernel: CudaKernel, compiler, options: tuple, *, fresh: bool = F
             checks=checks,
         )
     except RuntimeError as exc:
-        hint = _complex_hint(kernel, headers)
-        if hint:
-            raise RuntimeError(f"{exc}\n{hint}") from None
-        raise
+        lib = None
+        if _globals.ACCESSOR_PREFIX in str(exc):
+            # A variable the text declares but the preprocessor leaves out (#if): no accessor.
+            names = tuple(_globals.declarations_of(kernel))
+            kept = tuple(n for n in names if f"{_globals.ACCESSOR_PREFIX}{n}(" not in str(exc))
+            try:
+                lib = build_library(
+                    translation_unit(kernel.source, entries, entries[0], kept),
+                    name=kernel.name,
+                    entries=entries,
+                    compiler=resolved,
+                    flags=tuple(flags),
+                    headers=headers,
+                    checks=checks,
+                )
+            except RuntimeError:
+                lib = None
+        if lib is None:
+            lib = _build_without_gaps(kernel, exc, entries, resolved, tuple(flags), headers, checks)
+        if lib is None:
+            hint = _complex_hint(kernel, headers)
+            if hint:
+                raise RuntimeError(f"{exc}\n{hint}") from None
+            raise
     with _per_kernel_lock:
         memo[memo_key] = lib
     return lib
+
+
+def _build_without_gaps(kernel, exc, entries, compiler, flags, headers, checks):
+    """After a failed build: the library built without the other functions of the source that
+    the emulation cannot build (warning once for each), or None when the gap is the launched
+    kernel's own (the original error stands). A texture or surface in the launched kernel is a
+    NotImplementedError naming it."""
+    from . import _gaps
+
+    file_name = _source_file_name(entries[0])
+    source = kernel.source
+    base = kernel.name
+    dropped_all: list = []
+    message = str(exc)
+    for _ in range(8):
+        errors = _gaps.errors_in(message, file_name)
+        if not errors:
+            break
+        result = _gaps.leave_out(source, errors, base)
+        if result is None:
+            own = next(
+                (
+                    (name, s, e)
+                    for name, s, e in _gaps.top_level_functions(source)
+                    if name == base
+                    and any(source.count("\n", 0, s) < line <= source.count("\n", 0, e) + 1 for line, _ in errors)
+                ),
+                None,
+            )
+            texture = _gaps.texture_in(source[own[1] : own[2]]) if own is not None else None
+            if texture is not None and own is not None:
+                line = source.count("\n", 0, own[1]) + texture[1]
+                raise NotImplementedError(
+                    f"kernel '{base}' uses {texture[0]} (line {line}): textures and surfaces are not supported by "
+                    "the CPU emulation; pass the data as an array (a pointer or an ArrayND<T> view)"
+                ) from None
+            break
+        source, dropped = result
+        dropped_all += dropped
+        names = {name for name, _, _ in dropped}
+        kept = [e for e in entries if e.split("<", 1)[0].strip() not in names]
+        if not kept or kernel.expression not in kept:
+            break
+        unit = translation_unit(source, kept, entries[0], tuple(_globals.declarations_of(kernel)))
+        try:
+            lib = build_library(
+                unit, name=kernel.name, entries=kept, compiler=compiler, flags=flags, headers=headers, checks=checks
+            )
+        except RuntimeError as again:
+            message = str(again)
+            entries = kept
+            continue
+        _gaps.warn_left_out(kernel.name, kernel.source, dropped_all)
+        return lib
+    return None
+
+
+def _source_file_name(first_entry: str) -> str:
+    """The name the translation unit's line directive gives the source (see _source)."""
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in first_entry) + ".cu"
 
 
 _COMPLEX_USE = re.compile(r"\bcomplex\s*<")
@@ -357,6 +439,7 @@ def _run(
         )
     thread_fn, block_fn = lib.entry(kernel.expression)
     _globals.apply(kernel, lib)  # __constant__/__device__ values set from Python
+    _globals.add_regions(kernel, lib, marshalled)  # memcheck bounds them, initcheck sees unset constants
     grid3 = tuple(grid) + (1,) * (3 - len(grid))
     block3 = tuple(block) + (1,) * (3 - len(block))
     names = ", ".join(f"'{n}'" for n in lib.extern_shared)
@@ -482,7 +565,7 @@ def emulate_cuda_kernel(
         ``CUNUMPY_EMULATION_SANITIZE`` adds to it.
     timeout : float, optional
         Stop the launch after this many seconds (default: ``CUNUMPY_EMULATION_TIMEOUT``, or
-        none).
+        none; ``math.inf``: none). A launch whose blocks all finished is never stopped.
     memcheck : bool, optional
         ``False`` is the performance option that turns memcheck off (default:
         ``CUNUMPY_EMULATION_MEMCHECK``, on).
@@ -501,7 +584,9 @@ def emulate_cuda_kernel(
         A kernel without signature checking, a wrong argument count or type, a missing struct
         field, a read-only array for a parameter the kernel may write, a masked array.
     ValueError
-        An unknown sanitizer, a bad timeout, a kernel name no CUDA compiler accepts.
+        An unknown sanitizer, a bad timeout, a kernel name no CUDA compiler accepts, an
+        explicit ``grid=`` with a zero dimension (a launch inferred over zero elements
+        launches nothing).
     MemcheckError
         An access outside an argument, a struct's pointer field or shared memory.
     KernelFaultError
@@ -527,6 +612,9 @@ def emulate_cuda_kernel(
     memcheck = check_memcheck(memcheck, what)
     marshalled = marshal_arguments(kernel, args, () if outputs is None else _check_outputs(outputs, what))
     g, blk = kernel._shape(n_threads, grid, block, args, marshalled.first_shape)
+    if grid is not None and 0 in g:
+        # a GPU refuses an empty grid (an inferred launch over zero elements launches nothing)
+        raise ValueError(f"{what}: grid {g}: every dimension must be at least 1, as on a GPU")
     shared_mem = _check_shared_mem(kernel, shared_mem)
     _run(
         kernel,
@@ -612,8 +700,8 @@ def analyze_kernel(
 
 
 def _dim3(shape) -> tuple[int, int, int]:
-    shape = tuple(shape)
-    return tuple(shape) + (1,) * (3 - len(shape))  # type: ignore[return-value]
+    x, y, z = (*tuple(shape), 1, 1, 1)[:3]
+    return (x, y, z)
 
 
 def compile_for_emulation(kernel: CudaKernel, *, compiler: str | None = None, options: Iterable[str] = ()) -> Path:
@@ -769,6 +857,8 @@ class EmulationHook:
                 grid, block, kernel_args = args
                 g = _cuda_kernel._check_dims(grid, "grid")
                 blk = _cuda_kernel._check_block(block, "block")
+                if 0 in g:  # CuPy's launch fails on a GPU (CUDA_ERROR_INVALID_VALUE)
+                    raise ValueError(f"RawKernel {obj.name!r}: grid {g}: every dimension must be at least 1")
                 if not isinstance(kernel_args, tuple):
                     raise TypeError(f"RawKernel {obj.name!r}: args must be a tuple, not {type(kernel_args).__name__}")
                 return self.launch(kernel, kernel_args, g, blk, kwargs.get("shared_mem", 0))
@@ -862,7 +952,7 @@ def _module_global_of(hook, module, name):
     from .._fake_cupy._cuda import Memory, MemoryPointer
 
     raw = (ctypes.c_char * size).from_address(ptr)
-    host = np.frombuffer(raw, dtype=np.uint8)
+    host = np.frombuffer(raw, dtype=np.uint8)  # type: ignore[call-overload]  # a ctypes buffer
     return MemoryPointer(Memory(host), 0)
 
 

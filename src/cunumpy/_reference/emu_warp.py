@@ -19,7 +19,8 @@ def shfl(kind, mask, values, args, width=32):
 
     ``values[lane]`` and ``args[lane]`` are what lane passed (source lane, delta or lane
     mask); lanes outside ``mask`` do not take part. A source outside the lane's segment of
-    ``width`` lanes, or not named in ``mask``, gives the lane its own value.
+    ``width`` lanes gives the lane its own value; a source inside it that ``mask`` does not name
+    is undefined on a GPU and a ``RuntimeError`` (the first such lane).
     """
     if kind not in (SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_XOR):
         raise ValueError(f"'kind' must be 0..3, got {kind!r}")
@@ -45,7 +46,9 @@ def shfl(kind, mask, values, args, width=32):
         else:
             src = lane ^ (arg & 31)
             valid = src <= end
-        out[lane] = values[src] if valid and mask >> src & 1 else values[lane]
+        if valid and not mask >> src & 1:
+            raise RuntimeError(f"lane {lane} reads lane {src}, which the mask does not name")
+        out[lane] = values[src] if valid else values[lane]
     return out
 
 

@@ -342,11 +342,40 @@ class LaunchPlan:
                 f"the array is on device {dev} but the launch runs on the current device {cur}; make device "
                 f"{dev} current (with cupy.cuda.Device({dev}):) or pass arrays of device {cur}",
             )
+        raw_bytes = False
         if kind.typed:
             ok = (dtype == slot.dtype) if is_device else (dtype == slot.typestr)
+            if not ok and slot.kind == K_POINTER and slot.ndim < 0 and shape and shape[-1] == -slot.ndim:
+                # A pointer to a struct also takes its bytes: uint8 with a last axis of sizeof.
+                ok = raw_bytes = dtype == "|u1"
+            if not ok and slot.kind == K_POINTER and slot.ndim < 0:
+                raise self._error(
+                    TypeError,
+                    i,
+                    f"expected a structured array of dtype {slot.dtype}, or uint8 bytes with a last axis of "
+                    f"{-slot.ndim}, got {dtype} (arrays are never cast or copied)",
+                )
             if not ok:
                 raise self._error(
                     TypeError, i, f"expected dtype {slot.dtype}, got {dtype} (arrays are never cast or copied)"
+                )
+        if slot.kind == K_POINTER and slot.ndim > 0:
+            # A pointer to a CUDA vector type: a last axis of the vector length, aligned as the vector.
+            if not shape or shape[-1] != slot.ndim:
+                last = f"last axis {shape[-1]}" if shape else "no axes: 0"
+                raise self._error(
+                    TypeError,
+                    i,
+                    f"a vector of {slot.ndim} components takes an array whose last axis has length {slot.ndim}, "
+                    f"got shape with {last}",
+                )
+            nbytes = slot.itemsize * slot.ndim
+            align = slot.itemsize if slot.ndim == 3 else min(nbytes, 16)
+            if ptr % align:
+                raise self._error(
+                    TypeError,
+                    i,
+                    f"the array's address {ptr:#x} is not aligned to {align} bytes, as the vector type must be",
                 )
         if read_only:
             raise self._error(
@@ -355,7 +384,7 @@ class LaunchPlan:
                 "the array is read-only (__cuda_array_interface__ data[1] is True) and CudaKernel cannot tell "
                 "whether the kernel writes it; pass a writable array",
             )
-        itemsize = slot.itemsize if kind.typed else itemsize_of_array
+        itemsize = (1 if raw_bytes else slot.itemsize) if kind.typed else itemsize_of_array
         if kind.contiguous and (
             not _c_contiguous(shape, strides, itemsize) or (from_attrs and _flags_say_not_contiguous(obj))
         ):
@@ -551,7 +580,16 @@ class LaunchPlan:
 
     def _struct(self, i, obj, cur=-1):
         slot = self._slots[i]
+        if slot.ndim > 0 and isinstance(obj, tuple):
+            obj = self._vector_tuple(i, obj)
         if type(obj) is not self._void_type:
+            if slot.ndim > 0:
+                raise self._error(
+                    TypeError,
+                    i,
+                    f"expected a tuple of {slot.ndim} numbers or a structured scalar of dtype {slot.dtype}, got "
+                    f"{type(obj).__module__}.{type(obj).__qualname__}",
+                )
             raise self._error(
                 TypeError,
                 i,
@@ -566,6 +604,27 @@ class LaunchPlan:
         if len(data) != slot.size:
             raise self._error(TypeError, i, f"the packed value has {len(data)} bytes, expected {slot.size}")
         return data
+
+    def _vector_tuple(self, i, obj):
+        """A CUDA vector type by value from a tuple (as pack_scalars.c's pack_vector_tuple)."""
+        slot = self._slots[i]
+        if len(obj) != slot.ndim:
+            raise self._error(TypeError, i, f"expected a tuple of {slot.ndim} numbers, got {len(obj)}")
+        for k, item in enumerate(obj):
+            ok = hasattr(item, "__index__")
+            if not ok and slot.scalar == S_FLOAT:
+                ok = isinstance(item, float) or getattr(getattr(item, "dtype", None), "kind", None) == "f"
+            if not ok:
+                what = "a real number" if slot.scalar == S_FLOAT else "an integer"
+                raise self._error(
+                    TypeError,
+                    i,
+                    f"component {k}: expected {what}, got {type(item).__module__}.{type(item).__qualname__}",
+                )
+        try:
+            return self._void_type(obj, dtype=slot.dtype)
+        except OverflowError as exc:
+            raise self._error(OverflowError, i, f"a component is out of range for dtype {slot.dtype}: {exc}") from None
 
 
 def _ints(seq, what):

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._native import core
-from ._types import VECTOR_TYPES, _clean, _substitute, collect_aliases
+from ._types import VECTOR_TYPES, _clean, _substitute, collect_aliases, collect_macros
 
 _generation_lock = threading.Lock()
 _generation = itertools.count(1)
@@ -35,12 +35,14 @@ class CudaGlobal(NamedTuple):
     shape: tuple[int, ...] | None
     #: the C type as written (after aliases and macros)
     ctype: str
+    #: the declaration has an initializer (``= ...``)
+    initialized: bool = False
 
 
 _DECL = re.compile(
     r"(?:^|(?<=[;}{]))\s*(?:(?:static|extern|const|volatile)\s+)*"
     r"(__constant__|__device__)\s+((?:(?:__constant__|__device__|static|const|volatile|__managed__)\s+)*)"
-    r"([^;{}()=\[\]]+?)\s*\b([A-Za-z_]\w*)\s*((?:\[[^\]]*\]\s*)*)(?:=[^;]*)?;",
+    r"([^;{}()=\[\]]+?)\s*\b([A-Za-z_]\w*)\s*((?:\[[^\]]*\]\s*)*)(=[^;]*)?;",
     re.M,
 )
 
@@ -66,6 +68,7 @@ def declared_globals(source: str, headers=(), options=()) -> dict[str, CudaGloba
     if "__constant__" not in joined and "__device__" not in joined:
         return {}
     aliases = collect_aliases(texts, options)
+    macros = {**aliases, **collect_macros(texts, options)}
     out: dict[str, CudaGlobal] = {}
     for text in texts:
         clean = _clean(text)
@@ -79,24 +82,41 @@ def declared_globals(source: str, headers=(), options=()) -> dict[str, CudaGloba
                 continue
             shape: tuple[int, ...] | None = ()
             for extent in re.findall(r"\[([^\]]*)\]", dims or ""):
-                value = _substitute(extent.strip(), aliases)
+                value = extent.strip()
+                for _ in range(8):
+                    expanded = _substitute(value, macros)
+                    if expanded == value:
+                        break
+                    value = expanded
+                value = re.sub(r"(?<=\d)[uUlL]+\b", "", value)
                 try:
-                    n = int(eval(value, {"__builtins__": {}}, {})) if re.fullmatch(r"[\d\s+*()\-/]+", value) else None
+                    n = _constant(value)
                 except (SyntaxError, ValueError, ZeroDivisionError, TypeError):
                     n = None
                 if n is None or n < 0 or shape is None:
                     shape = None
                 else:
                     shape = (*shape, n)
-            out[name] = CudaGlobal(name, space, dtype, shape, resolved)
+            out[name] = CudaGlobal(name, space, dtype, shape, resolved, m.group(6) is not None)
     return out
+
+
+def _constant(text: str) -> int | None:
+    """The value of an integer constant expression of numbers, + - * / % ( ) and shifts."""
+    if not re.fullmatch(r"[\d\s+*()\-/%<>]+", text) or "<<<" in text:
+        return None
+    try:
+        value = eval(text.replace("/", "//"), {"__builtins__": {}}, {})  # digits and operators only
+    except (SyntaxError, ValueError, ZeroDivisionError, TypeError):
+        return None
+    return int(value) if isinstance(value, int) else None
 
 
 def global_value(where: str, decl: CudaGlobal, value: Any, size: int | None = None) -> np.ndarray:
     """``value`` as a C-contiguous array of the declaration's dtype and shape (``size``: the
     variable's bytes when the shape is not known from the text): TypeError for a dtype that
     does not cast safely or a value that changes on conversion, ValueError for a wrong shape."""
-    dtype = decl.dtype
+    dtype: Any = decl.dtype
     shape = decl.shape
     if shape is None:
         if size is None or size % dtype.itemsize:

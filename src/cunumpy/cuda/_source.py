@@ -190,7 +190,7 @@ def _dtype(name):
 _RETRY = ("unknown type", "looks like a macro")
 
 
-def _with_type_names(source, name, by_name, targs, headers, options):
+def _with_type_names(source, name, by_name, targs, headers, options, make_struct):
     """Parse again with the type names resolved as the compiler sees them: (raw parameters,
     is_template, extern_c, {struct name: CudaStruct or CudaVectorType})."""
     from ._types import VECTOR_TYPES, resolve_type_names
@@ -200,26 +200,30 @@ def _with_type_names(source, name, by_name, targs, headers, options):
     for n in names:
         known.setdefault(n, None)
     raw, is_template, extern_c = core.cuda_parse_signature(rewritten, name, tuple(known), targs)
-    found = {}
+    found: dict[str, Any] = {}
     for item in raw:
         sname = item[4]
         if sname is None or sname in by_name or sname in found:
             continue
         if sname in VECTOR_TYPES:
             found[sname] = VECTOR_TYPES[sname]
+        elif make_struct is not None:
+            found[sname] = make_struct("\n".join([*headers, source]), sname, tuple(options))
         else:
-            from ..arguments import CudaStruct
-
-            found[sname] = CudaStruct.from_source("\n".join([*headers, source]), sname, options=options)
+            raise ValueError(
+                f"kernel '{name}': struct '{sname}' is defined in the source; pass "
+                f"structs=[CudaStruct.from_source(source, {sname!r})] (CudaKernel reads it by itself)"
+            )
     return raw, is_template, extern_c, found
 
 
-def parse_signature_full(source, name, *, structs=(), template_args=None, headers=(), options=()):
+def parse_signature_full(source, name, *, structs=(), template_args=None, headers=(), options=(), make_struct=None):
     """(parameters, is_template, extern_c) with the template arguments substituted.
 
     ``headers`` (texts) and ``options`` (``-D`` macros) are read with the source when the
     signature uses type names the parser does not know by itself: typedefs, ``using``
-    aliases, macros, CUDA's vector types and structs defined in the source."""
+    aliases, macros, CUDA's vector types and structs defined in the source (``make_struct(text,
+    name, options)`` builds the CudaStruct of one: the struct layer sits above this module)."""
     if not isinstance(source, str):
         raise TypeError(f"parse_cuda_signature(): 'source' must be a str, not {type(source).__name__}")
     if not isinstance(name, str):
@@ -239,10 +243,19 @@ def parse_signature_full(source, name, *, structs=(), template_args=None, header
         if not any(r in str(exc) for r in _RETRY):
             raise
         try:
-            raw, is_template, extern_c, found = _with_type_names(source, name, by_name, targs, headers, options)
+            raw, is_template, extern_c, found = _with_type_names(
+                source, name, by_name, targs, headers, options, make_struct
+            )
         except ValueError as again:
             if str(again).startswith("no __global__"):
                 raise exc from None
+            from ._types import texture_use
+
+            texture = texture_use(str(again))
+            if texture is not None:
+                raise ValueError(
+                    f"{again}: textures and surfaces ({texture}) are not supported; pass the data as an array"
+                ) from None
             raise again from None
     params = []
     for pname, ctype, dtype, pointer, struct_name, view_ndim, contiguous in raw:
@@ -282,9 +295,12 @@ def parse_cuda_signature(
     TypeError
         ``source`` or ``name`` is not a str.
     ValueError
-        A signature that cannot be checked (macros, pointer to pointer, struct by pointer,
-        unknown types; the message names the parameter), an unknown kernel, or template
-        arguments that do not fit.
+        A signature that cannot be checked (function-like macros, pointer to pointer,
+        unknown types, textures; the message names the parameter), an unknown kernel,
+        template arguments that do not fit, or a struct the source defines (pass it in
+        ``structs``; CudaKernel reads it by itself). Typedefs, ``using`` aliases,
+        object-like macros, ``uint``/``ushort``/``ulong`` and CUDA vector types are read as
+        nvcc reads them.
     """
     return parse_signature_full(source, name, structs=structs, template_args=template_args)[0]
 

@@ -185,6 +185,18 @@ def collect_aliases(texts: Iterable[str], options: Iterable[str] = ()) -> dict[s
     return aliases
 
 
+def collect_macros(texts: Iterable[str], options: Iterable[str] = ()) -> dict[str, str]:
+    """Every object-like macro of ``texts`` and ``options`` (name -> replacement text), for
+    constant expressions such as array extents."""
+    macros = option_macros(options)
+    for raw in texts:
+        text = _clean(raw)
+        if "define" in text:
+            for m in _DEFINE.finditer(text):
+                macros[m.group(1)] = " ".join(m.group(2).split())
+    return macros
+
+
 def _substitute(text: str, aliases: dict[str, str], skip: str | None = None) -> str:
     def repl(m):
         word = m.group(0)

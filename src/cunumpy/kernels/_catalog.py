@@ -431,3 +431,47 @@ class KernelCatalog(Mapping):
             if n in errors:
                 raise errors[n]
         return names
+
+    def build_emulation(self, jobs: int | None = None, sanitize: str | Iterable[str] = ()) -> list:
+        """Build the CPU-emulation library of every CUDA kernel, in parallel, before a launch needs it.
+
+        The libraries go to the emulation cache (``CUNUMPY_EMULATION_CACHE``) under the keys a
+        launch with the same settings looks up, so the first launch of each kernel, in this
+        process or a later one, loads its library instead of compiling it. The C++ compiler
+        runs as a subprocess per kernel: ``jobs`` threads keep that many compilers busy.
+        ``python -m cunumpy emulation build PATH`` does the same from the command line.
+
+        Parameters
+        ----------
+        jobs : int, optional
+            Parallel builds (default: the CPU count).
+        sanitize : str or sequence of str, optional
+            Build for launches with these checks (``"racecheck"``, ``"initcheck"``): their
+            instrumented library differs from the default one. ``CUNUMPY_EMULATION_SANITIZE``
+            and ``CUNUMPY_EMULATION_MEMCHECK`` apply as they do to a launch.
+
+        Returns
+        -------
+        list
+            One record per kernel with CUDA, in catalog order, with the fields ``name``,
+            ``source``, ``status`` (``"built"``, ``"cached"`` or ``"skipped"`` for a template
+            kernel without ``template_args``), ``seconds``, ``error`` and ``library`` (the
+            path of the shared library).
+
+        Raises
+        ------
+        RuntimeError
+            When a kernel failed to build (no C++ compiler, a compiler error): the message
+            names every kernel that failed, with its compiler output. The others are built.
+        """
+        where = "KernelCatalog.build_emulation()"
+        items = []
+        for name, kernel in self._kernels.items():
+            cuda = kernel.cuda_kernel
+            if cuda is not None:
+                path = kernel.cuda_path
+                items.append((name, str(path) if path is not None else name, cuda))
+        # The emulation sits above the kernels, which never import it: this call asks for it,
+        # so it is loaded by name here (as the fake CuPy's launch hook loads it).
+        prebuild = importlib.import_module("cunumpy._emulation._prebuild")
+        return prebuild.build_or_raise(items, jobs=jobs, sanitize=sanitize, what=where)

@@ -137,7 +137,9 @@ def _split_expression(expression: str) -> tuple[str, tuple[str, ...]]:
             f"CudaKernel: {expression!r} is neither a kernel name nor a name expression like 'matrixMul<32>'"
         )
     inner = rest[:-1]
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for c in inner:
         if c in "<([":
             depth += 1
@@ -152,6 +154,13 @@ def _split_expression(expression: str) -> tuple[str, tuple[str, ...]]:
     if depth != 0 or any(not p for p in parts):
         raise ValueError(f"CudaKernel: malformed name expression {expression!r}")
     return base, tuple(parts)
+
+
+def _struct_from_source(text: str, name: str, options: tuple):
+    """The CudaStruct of a struct the kernel's source (or a header) defines."""
+    from ..arguments import CudaStruct
+
+    return CudaStruct.from_source(text, name, options=options)
 
 
 class _LazyHeaders:
@@ -322,6 +331,7 @@ class CudaKernel:
                 template_args=template_args,
                 headers=_LazyHeaders(self),
                 options=options,
+                make_struct=_struct_from_source,
             )
             # A plain __global__ (C++ linkage) is compiled through its name expression, as
             # CuPy's RawModule(name_expressions=...) does for templates.
@@ -677,9 +687,10 @@ class CudaKernel:
 
         decl = self._global_declaration(name, "set_global")
         arr = global_value(f"CudaKernel.set_global() of kernel '{self._name}'", decl, value)
-        pending = getattr(self, "_pending_globals", None)
+        pending: dict[str, tuple[int, bytes]] | None = getattr(self, "_pending_globals", None)
         if pending is None:
-            pending = self._pending_globals = {}
+            pending = {}
+            self._pending_globals = pending
         pending[name] = (next_generation(), arr.tobytes())
         hook = _emulation_hook()
         if hook is not None:

@@ -74,6 +74,10 @@ def _spec(index: int, p: CudaParameter):
             # checks the axis and the alignment); structured arrays are viewed so by callers.
             sc = vector.scalar
             return (_K_POINTER, label, sc, sc.str, sc.itemsize, vector.length, 0, 8, 8, {})
+        if p.struct is not None:
+            # A struct: a structured array of its layout, or uint8 bytes with a last axis of its
+            # size (the C packer's negative ndim), as CuPy has no structured dtypes.
+            return (_K_POINTER, label, dtype, dtype.str, dtype.itemsize, -dtype.itemsize, 0, 8, 8, {})
         return (_K_POINTER, label, dtype, dtype.str, dtype.itemsize, 0, 0, 8, 8, {})
     if p.view_ndim:
         n = p.view_ndim
@@ -101,11 +105,12 @@ def _build_plan(name, signature):
 
 
 def _view_record(n: int, contiguous: bool) -> np.dtype:
-    """The packed form of an ArrayND<T> (data, shape, strides in elements) or CArrayND<T> view."""
+    """The packed form of an ArrayND<T> (data, shape, strides in elements) or CArrayND<T> view:
+    an aligned record (``isalignedstruct``), as the C struct is."""
     fields = [("data", "<u8"), ("shape", "<i8", (n,))]
     if not contiguous:
         fields.append(("strides", "<i8", (n,)))
-    return np.dtype(fields)
+    return np.dtype(fields, align=True)
 
 
 # ------------------------------------------------------------------ the source text

@@ -16,7 +16,7 @@ import sys
 import threading
 import warnings
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -498,6 +498,40 @@ class Kernel(core.HostKernel):
         if self._test_args is None:
             self._test_args = importlib.import_module(self._test_args_module)
         return self._test_args
+
+    def build_emulation(self, sanitize: str | Iterable[str] = ()) -> list:
+        """Build the CPU-emulation library of the CUDA port before a launch needs it.
+
+        The library goes to the emulation cache under the key a launch with the same settings
+        looks up; ``KernelCatalog.build_emulation`` does this for a whole catalog, in
+        parallel.
+
+        Parameters
+        ----------
+        sanitize : str or sequence of str, optional
+            Build for launches with these checks (``"racecheck"``, ``"initcheck"``).
+
+        Returns
+        -------
+        list
+            One record (fields ``name``, ``source``, ``status`` (``"built"``, ``"cached"``
+            or ``"skipped"``), ``seconds``, ``error``, ``library``), or none when the kernel
+            has no CUDA port.
+
+        Raises
+        ------
+        RuntimeError
+            When the build failed (no C++ compiler, a compiler error), with the compiler output.
+        """
+        if self._cuda is None:
+            return []
+        source = str(self._cuda_path) if self._cuda_path is not None else self._name
+        # The emulation sits above the kernels, which never import it: this call asks for it,
+        # so it is loaded by name here (as the fake CuPy's launch hook loads it).
+        prebuild = importlib.import_module("cunumpy._emulation._prebuild")
+        return prebuild.build_or_raise(
+            [(self._name, source, self._cuda)], jobs=1, sanitize=sanitize, what="Kernel.build_emulation()"
+        )
 
     def __repr__(self):
         cuda = "with CUDA" if self._cuda is not None else f"without CUDA (missing_cuda={self._missing_cuda!r})"

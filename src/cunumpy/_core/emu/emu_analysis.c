@@ -24,6 +24,14 @@ typedef struct emu_an_event {
 #define EMU_AN_EXIT ((uint64_t)0xffffffffu)
 #define EMU_AN_SHARED_SPACE ((uint64_t)1 << 20) /* shared variables: this + index; dynamic: + 0xfffff */
 
+/* A hash map of 64-bit keys to indexes, cleared by the slots it used. */
+typedef struct emu_an_map {
+    uint64_t *keys; /* key + 1; 0: empty */
+    uint32_t *vals;
+    uint32_t *used;
+    size_t cap, n;
+} emu_an_map;
+
 typedef struct emu_an_slot {
     uint64_t key; /* (pc << 8 | cls) + 1; 0: empty */
     emu_analysis_row row;
@@ -39,6 +47,13 @@ struct emu_analysis {
     /* scratch for grouping */
     emu_an_event *sorted;
     size_t cap_sorted;
+    uint32_t *lane_pos;
+    size_t cap_lane_pos;
+    emu_an_event *warp_tmp;
+    size_t cap_warp_tmp;
+    uint32_t *scratch;
+    size_t cap_scratch;
+    emu_an_map ids, reqs;
     uint32_t *last_block; /* per thread of the block: index of its last basic-block event + 1 */
     uint32_t *last_cmp;   /* per thread: the address of its last comparison in that block + 1 */
     size_t cap_threads;
@@ -74,6 +89,13 @@ emu_analysis *emu_analysis_new(const uintptr_t *allocs, size_t n)
     return a;
 }
 
+static void emu_an_map_free(emu_an_map *m)
+{
+    free(m->keys);
+    free(m->vals);
+    free(m->used);
+}
+
 void emu_analysis_free(emu_analysis *a)
 {
     if (a == NULL)
@@ -81,6 +103,11 @@ void emu_analysis_free(emu_analysis *a)
     free(a->allocs);
     free(a->events);
     free(a->sorted);
+    free(a->lane_pos);
+    free(a->warp_tmp);
+    free(a->scratch);
+    emu_an_map_free(&a->ids);
+    emu_an_map_free(&a->reqs);
     free(a->last_block);
     free(a->last_cmp);
     free(a->slots);
@@ -215,6 +242,7 @@ static void emu_an_request(emu_analysis *a, const emu_an_event *e, size_t n)
     if (row == NULL)
         return;
     row->requests++;
+    row->lanes += n;
     emu_an_span spans[32];
     switch (e[0].cls) {
     case EMU_AN_GLOBAL_LOAD:
@@ -288,62 +316,179 @@ static void emu_an_request(emu_analysis *a, const emu_an_event *e, size_t n)
 
 /* ---- grouping a buffer of events --------------------------------------------------------- */
 
-/* Order for grouping: warp, class, code address, then lane and arrival (a lane's executions of
- * one instruction in order). */
-static int emu_an_cmp_lane(const void *x, const void *y)
+static int emu_an_map_reserve(emu_an_map *m, size_t entries)
 {
-    const emu_an_event *a = x, *b = y;
-    const uint32_t wa = a->linear / 32u, wb = b->linear / 32u;
-    if (wa != wb)
-        return wa < wb ? -1 : 1;
-    if (a->cls != b->cls)
-        return a->cls < b->cls ? -1 : 1;
-    if (a->pc != b->pc)
-        return a->pc < b->pc ? -1 : 1;
-    if (a->linear != b->linear)
-        return a->linear < b->linear ? -1 : 1;
-    return (a->seq > b->seq) - (a->seq < b->seq);
+    for (size_t i = 0; i < m->n; ++i)
+        m->keys[m->used[i]] = 0;
+    m->n = 0;
+    if (m->cap >= 2 * entries)
+        return 0;
+    size_t cap = 64;
+    while (cap < 2 * entries)
+        cap *= 2;
+    free(m->keys);
+    free(m->vals);
+    free(m->used);
+    m->keys = calloc(cap, sizeof *m->keys);
+    m->vals = malloc(cap * sizeof *m->vals);
+    m->used = malloc(cap * sizeof *m->used);
+    m->cap = cap;
+    if (m->keys == NULL || m->vals == NULL || m->used == NULL) {
+        m->cap = 0;
+        return -1;
+    }
+    return 0;
 }
 
-/* Within one (warp, class, address): execution count k, then lane. */
-static int emu_an_cmp_k(const void *x, const void *y)
+/* The value of `key`, or `fresh` (then *added is 1) when the key is new. */
+static inline uint32_t emu_an_map_get(emu_an_map *m, uint64_t key, uint32_t fresh, int *added)
 {
-    const emu_an_event *a = x, *b = y;
-    if (a->seq != b->seq)
-        return a->seq < b->seq ? -1 : 1;
-    return (a->linear > b->linear) - (a->linear < b->linear);
+    key += 1;
+    size_t j = (size_t)emu_an_hash(key) & (m->cap - 1);
+    while (m->keys[j] != 0) {
+        if (m->keys[j] == key) {
+            *added = 0;
+            return m->vals[j];
+        }
+        j = (j + 1) & (m->cap - 1);
+    }
+    m->keys[j] = key;
+    m->vals[j] = fresh;
+    m->used[m->n++] = (uint32_t)j;
+    *added = 1;
+    return fresh;
 }
 
-static void emu_an_flush(emu_analysis *a)
+/* Grows *p to hold `want` elements of `size` bytes; -1 when out of memory. */
+static int emu_an_grow(void **p, size_t *cap, size_t want, size_t size)
+{
+    if (*cap >= want)
+        return 0;
+    size_t c = *cap ? *cap : 256;
+    while (c < want)
+        c *= 2;
+    void *q = realloc(*p, c * size);
+    if (q == NULL)
+        return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+/* The events of one warp, by lane and each lane's in its order: the k-th execution of an
+ * instruction (class and code address) by each lane makes request (instruction, k). The
+ * requests' events are gathered (stably: by lane) and counted. */
+static void emu_an_warp(emu_analysis *a, emu_an_event *e, size_t m)
+{
+    if (emu_an_map_reserve(&a->ids, m) != 0 || emu_an_map_reserve(&a->reqs, m) != 0 ||
+        emu_an_grow((void **)&a->warp_tmp, &a->cap_warp_tmp, m, sizeof *a->warp_tmp) != 0 ||
+        emu_an_grow((void **)&a->scratch, &a->cap_scratch, 3 * m + 1, sizeof *a->scratch) != 0) {
+        a->failed = 1;
+        return;
+    }
+    uint32_t *stamp = a->scratch, *count = a->scratch + m, *req = a->scratch + 2 * m;
+    uint32_t n_ids = 0, n_req = 0;
+    /* the first lane's events, the reference: a lane whose instructions are the same, in the
+     * same order (a warp that does not diverge), takes their requests without a lookup */
+    size_t ref_to = 1;
+    while (ref_to < m && e[ref_to].linear == e[0].linear)
+        ++ref_to;
+    const size_t ref_n = ref_to;
+    for (size_t i = 0; i < m; ++i) {
+        if (i >= ref_n && e[i].linear != e[i - 1].linear) {
+            /* a new lane: the same instructions as the reference? */
+            size_t j = 0;
+            while (j < ref_n && i + j < m && e[i + j].linear == e[i].linear && e[i + j].pc == e[j].pc &&
+                   e[i + j].cls == e[j].cls)
+                ++j;
+            if (j == ref_n && (i + j == m || e[i + j].linear != e[i].linear)) {
+                for (size_t q = 0; q < ref_n; ++q) {
+                    e[i + q].seq = e[q].seq;
+                    req[e[q].seq]++;
+                }
+                i += ref_n - 1;
+                continue;
+            }
+        }
+        int added;
+        const uint32_t id = emu_an_map_get(&a->ids, ((uint64_t)e[i].pc << 8) | e[i].cls, n_ids, &added);
+        if (added) {
+            stamp[id] = UINT32_MAX;
+            n_ids++;
+        }
+        if (stamp[id] != e[i].linear) {
+            stamp[id] = e[i].linear;
+            count[id] = 0;
+        }
+        const uint32_t k = count[id]++;
+        const uint32_t r = emu_an_map_get(&a->reqs, ((uint64_t)id << 32) | k, n_req, &added);
+        if (added)
+            req[n_req++] = 0;
+        req[r]++;
+        e[i].seq = r;
+    }
+    uint32_t at = 0;
+    for (uint32_t r = 0; r < n_req; ++r) {
+        const uint32_t c = req[r];
+        req[r] = at;
+        at += c;
+    }
+    for (size_t i = 0; i < m; ++i)
+        a->warp_tmp[req[e[i].seq]++] = e[i];
+    size_t from = 0;
+    for (uint32_t r = 0; r < n_req; ++r) {
+        emu_an_request(a, a->warp_tmp + from, req[r] - from);
+        from = req[r];
+    }
+}
+
+/* Counts the buffer's events (of threads below n_threads), warp by warp. */
+static void emu_an_flush(emu_analysis *a, unsigned int n_threads)
 {
     const size_t n = a->n_events;
     a->warp_of_buffer = UINT32_MAX;
-    if (n == 0)
-        return;
-    emu_an_event *s = a->events;
-    qsort(s, n, sizeof *s, emu_an_cmp_lane);
-    size_t i = 0;
-    while (i < n) {
-        /* the run of one (warp, class, pc) */
-        size_t j = i;
-        uint32_t k = 0;
-        while (j < n && s[j].linear / 32u == s[i].linear / 32u && s[j].cls == s[i].cls && s[j].pc == s[i].pc) {
-            k = (j > i && s[j].linear == s[j - 1].linear) ? k + 1 : 0;
-            s[j].seq = k;
-            ++j;
-        }
-        qsort(s + i, j - i, sizeof *s, emu_an_cmp_k);
-        size_t r = i;
-        while (r < j) {
-            size_t q = r + 1;
-            while (q < j && s[q].seq == s[r].seq)
-                ++q;
-            emu_an_request(a, s + r, q - r);
-            r = q;
-        }
-        i = j;
-    }
     a->n_events = 0;
+    if (n == 0 || a->failed)
+        return;
+    if (emu_an_grow((void **)&a->sorted, &a->cap_sorted, n, sizeof *a->sorted) != 0 ||
+        emu_an_grow((void **)&a->lane_pos, &a->cap_lane_pos, (size_t)n_threads + 1, sizeof *a->lane_pos) != 0) {
+        a->failed = 1;
+        return;
+    }
+    /* already by thread (fibers that never wait run one after the other)? */
+    size_t i0 = 1;
+    while (i0 < n && a->events[i0].linear >= a->events[i0 - 1].linear)
+        ++i0;
+    if (i0 == n) {
+        size_t from = 0;
+        while (from < n) {
+            const uint32_t warp = a->events[from].linear / 32u;
+            size_t to = from + 1;
+            while (to < n && a->events[to].linear / 32u == warp)
+                ++to;
+            emu_an_warp(a, a->events + from, to - from);
+            from = to;
+        }
+        return;
+    }
+    /* a stable counting sort by thread */
+    uint32_t *pos = a->lane_pos;
+    memset(pos, 0, ((size_t)n_threads + 1) * sizeof *pos);
+    for (size_t i = 0; i < n; ++i)
+        pos[a->events[i].linear + 1]++;
+    for (unsigned int t = 0; t < n_threads; ++t)
+        pos[t + 1] += pos[t];
+    for (size_t i = 0; i < n; ++i)
+        a->sorted[pos[a->events[i].linear]++] = a->events[i];
+    size_t from = 0;
+    while (from < n) {
+        const uint32_t warp = a->sorted[from].linear / 32u;
+        size_t to = from + 1;
+        while (to < n && a->sorted[to].linear / 32u == warp)
+            ++to;
+        emu_an_warp(a, a->sorted + from, to - from);
+        from = to;
+    }
 }
 
 /* Links every basic-block event to the lane's next one (`where`) and to the comparison that
@@ -373,8 +518,17 @@ static void emu_an_link_blocks(emu_analysis *a, unsigned int n_threads)
         const uint32_t lane = ev.linear;
         if (lane >= n_threads)
             continue;
+        if (a->last_block[lane] == UINT32_MAX)
+            continue; /* the thread returned: the runtime's glue */
         if (ev.cls == EMU_AN_COMPARE) {
             a->last_cmp[lane] = ev.pc + 1u;
+            continue;
+        }
+        if (ev.cls == EMU_AN_EXITED) {
+            const uint32_t prev = a->last_block[lane];
+            if (prev != 0 && a->last_cmp[lane] != 0)
+                a->events[prev - 1].branch = a->last_cmp[lane] - 1u;
+            a->last_block[lane] = UINT32_MAX;
             continue;
         }
         if (ev.cls == EMU_AN_BLOCK) {
@@ -393,7 +547,7 @@ static void emu_an_link_blocks(emu_analysis *a, unsigned int n_threads)
     }
     /* the threads' last blocks: decided by their last comparison, if any */
     for (unsigned int lane = 0; lane < n_threads; ++lane)
-        if (a->last_block[lane] != 0 && a->last_cmp[lane] != 0)
+        if (a->last_block[lane] != 0 && a->last_block[lane] != UINT32_MAX && a->last_cmp[lane] != 0)
             a->events[a->last_block[lane] - 1].branch = a->last_cmp[lane] - 1u;
     a->n_events = kept;
 }
@@ -405,7 +559,7 @@ void emu_analysis_block_end(emu_analysis *a, unsigned int n_threads)
         return;
     }
     emu_an_link_blocks(a, n_threads);
-    emu_an_flush(a);
+    emu_an_flush(a, n_threads);
 }
 
 /* ---- recording --------------------------------------------------------------------------- */
@@ -443,6 +597,9 @@ int emu_analysis_event(emu_analysis *a, const emu_check *c, const emu_check_work
     } else {
         memory = 1;
         const int atomic = (kind & CUNUMPY_EMU_ACCESS_ATOMIC) != 0, write = (kind & CUNUMPY_EMU_ACCESS_WRITE) != 0;
+        if (atomic && !write)
+            return 0; /* an atomic load: the first half of a compare-and-swap loop that implements an
+                       * atomic the GPU has as one instruction (float atomicAdd); the CAS is counted */
         const uintptr_t arena = (uintptr_t)cw->arena;
         if (cw->arena != NULL && addr >= arena && addr < arena + cw->arena_size) {
             const uintptr_t off = addr - arena;
@@ -508,6 +665,26 @@ int emu_analysis_event(emu_analysis *a, const emu_check *c, const emu_check_work
     ev->pad = 0;
     a->n_events++;
     return !memory;
+}
+
+void emu_analysis_exit(emu_analysis *a, unsigned int linear)
+{
+    if (a->failed)
+        return;
+    if (a->n_events == a->cap_events) {
+        const size_t cap = a->cap_events ? 2 * a->cap_events : 4096;
+        emu_an_event *ev = realloc(a->events, cap * sizeof *ev);
+        if (ev == NULL) {
+            a->failed = 1;
+            return;
+        }
+        a->events = ev;
+        a->cap_events = cap;
+    }
+    emu_an_event *ev = &a->events[a->n_events++];
+    memset(ev, 0, sizeof *ev);
+    ev->linear = linear;
+    ev->cls = EMU_AN_EXITED;
 }
 
 long emu_analysis_rows(emu_analysis *a, const emu_analysis_row **rows)

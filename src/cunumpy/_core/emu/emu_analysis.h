@@ -29,7 +29,8 @@ enum {
     EMU_AN_BLOCK = 6,   /* a basic block of the kernel's code */
     EMU_AN_BARRIER = 7, /* __syncthreads() and friends */
     EMU_AN_BRANCH = 8,  /* divergent warp-level executions of a branch (at its comparison's address) */
-    EMU_AN_COMPARE = 9  /* events only: a comparison (the branch that follows is its line's) */
+    EMU_AN_COMPARE = 9, /* events only: a comparison (the branch that follows is its line's) */
+    EMU_AN_EXITED = 10  /* events only: the thread returned from the kernel */
 };
 
 /* The figures of one code address and class, summed over the launch's warp-level executions. */
@@ -41,6 +42,7 @@ typedef struct emu_analysis_row {
     uint64_t ideal;       /* ideal sectors or wavefronts */
     uint64_t divergent;   /* branch: executions whose lanes went on to different code */
     uint64_t same_max;    /* atomic: the most lanes of one request on one address */
+    uint64_t lanes;       /* the lanes of the requests, summed */
 } emu_analysis_row;
 
 typedef struct emu_analysis emu_analysis;
@@ -58,6 +60,9 @@ EMU_CHECK_INTERNAL void emu_analysis_free(emu_analysis *a);
 EMU_CHECK_INTERNAL int emu_analysis_event(emu_analysis *a, const emu_check *c, const emu_check_worker *cw,
                                           unsigned int linear, int fiber_mode, uintptr_t addr, size_t size, int kind,
                                           const void *pc);
+/* Thread `linear` of the current block returned from the kernel: its later events in the block
+ * (the runtime's glue) are not the kernel's. */
+EMU_CHECK_INTERNAL void emu_analysis_exit(emu_analysis *a, unsigned int linear);
 /* The end of a block of `n_threads` threads: its events are counted. */
 EMU_CHECK_INTERNAL void emu_analysis_block_end(emu_analysis *a, unsigned int n_threads);
 /* The rows collected (valid until emu_analysis_free); -1 when the collector failed. */

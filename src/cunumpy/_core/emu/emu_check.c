@@ -57,8 +57,22 @@ static void emu_shadow_map(void)
 #ifdef MADV_NOHUGEPAGE
     madvise(got, EMU_SHADOW_BYTES, MADV_NOHUGEPAGE);
 #endif
+    /* The shadow's own shadow is inaccessible (AddressSanitizer's shadow gap): an instrumented
+     * access to the shadow (a pointer made from an integer) faults in its check instead of
+     * changing what the checks see. */
+    uint8_t *gap = (uint8_t *)(((uintptr_t)got >> 3) + (uintptr_t)CUNUMPY_EMU_SHADOW_OFFSET);
+    if (mprotect(gap, EMU_SHADOW_BYTES >> 3, PROT_NONE) != 0) {
+        munmap(got, EMU_SHADOW_BYTES);
+        return;
+    }
     emu_shadow_state = 1;
 #endif
+}
+
+int emu_shadow_contains(uintptr_t lo, uintptr_t hi)
+{
+    const uintptr_t base = (uintptr_t)CUNUMPY_EMU_SHADOW_OFFSET;
+    return emu_shadow_state == 1 && hi > base && lo < base + EMU_SHADOW_BYTES;
 }
 
 int emu_shadow_available(void)
@@ -626,6 +640,8 @@ void emu_check_end(emu_check *c)
     free(c->internal);
     free(c->poisoned);
     free(c->block_fences);
+    free(c->groups);
+    c->groups = NULL;
     c->spans = NULL;
     c->internal = NULL;
     c->poisoned = NULL;
@@ -752,8 +768,9 @@ static int emu_describe_shared(const emu_check *c, const emu_check_worker *cw, u
 int emu_check_describe(const emu_check *c, const emu_check_worker *cw, uintptr_t addr, size_t size, int kind,
                        char *out, size_t out_size)
 {
+    /* size 0: unknown (a fault): an element of the array the address belongs to */
     if (cw != NULL && cw->arena != NULL && addr - (uintptr_t)cw->arena < cw->arena_size)
-        return emu_describe_shared(c, cw, addr, size, kind, out, out_size);
+        return emu_describe_shared(c, cw, addr, size ? size : 1, kind, out, out_size);
     /* An empty array is passed as a null pointer. */
     if (addr < 65536) {
         for (size_t i = 0; i < c->n_regions; ++i) {
@@ -762,7 +779,8 @@ int emu_check_describe(const emu_check *c, const emu_check_worker *cw, uintptr_t
                 (void)snprintf(out, out_size,
                                "%s of %zu bytes %s '%s' (%s) at element %zu: the array is empty, so the kernel got a "
                                "null pointer",
-                               emu_kind_verb(kind), size, emu_kind_prep(kind), r->name, r->what, (size_t)addr / r->itemsize);
+                               emu_kind_verb(kind), size ? size : r->itemsize, emu_kind_prep(kind), r->name, r->what,
+                               (size_t)addr / r->itemsize);
                 return 1;
             }
         }
@@ -791,6 +809,8 @@ int emu_check_describe(const emu_check *c, const emu_check_worker *cw, uintptr_t
     }
     if (best == NULL || best_gap > emu_redzone_of(best->lo, best->hi) + 4096)
         return 0;
+    if (size == 0)
+        size = best->itemsize ? best->itemsize : 1;
     char element[96], where[80];
     emu_element_text(addr, best->base, best->itemsize, element, sizeof element);
     if (addr < best->lo)
@@ -837,26 +857,6 @@ static void emu_thread_text(const emu_check *c, uint64_t gid, char *out, size_t 
                    (unsigned)((t / c->block.x) % c->block.y), (unsigned)(t / ((uint64_t)c->block.x * c->block.y)),
                    (unsigned)(b % c->grid.x), (unsigned)((b / c->grid.x) % c->grid.y),
                    (unsigned)(b / ((uint64_t)c->grid.x * c->grid.y)));
-}
-
-/* Adds one finding to the launch's report (deduplicated by kind and code addresses). */
-static void emu_report(emu_check *c, int kind, const void *pc1, const void *pc2, const char *text)
-{
-    pthread_mutex_lock(&c->lock);
-    c->reports_total++;
-    const uint64_t key[3] = {(uint64_t)kind, (uint64_t)(uintptr_t)pc1, (uint64_t)(uintptr_t)pc2};
-    int seen = 0;
-    const int n = c->n_reports < 16 ? c->n_reports : 16;
-    for (int i = 0; i < n && !seen; ++i)
-        seen = memcmp(c->report_keys[i], key, sizeof key) == 0;
-    if (!seen && c->n_reports < 16) {
-        memcpy(c->report_keys[c->n_reports], key, sizeof key);
-        c->n_reports++;
-        const size_t used = strlen(c->reports);
-        if (used + 8 < sizeof c->reports)
-            (void)snprintf(c->reports + used, sizeof c->reports - used, "\n  - %s", text);
-    }
-    pthread_mutex_unlock(&c->lock);
 }
 
 enum { EMU_FINDING_RACE = 1, EMU_FINDING_INIT = 2 };
@@ -936,33 +936,88 @@ static int emu_ordered_in_block(const emu_check *c, uint64_t gid, uint16_t epoch
 /* The global thread id of a cell's 1 + id, in the current launch. */
 static uint64_t emu_cell_gid(uint32_t id) { return (uint64_t)(id - 1u); }
 
-static void emu_race_text(emu_check *c, const char *hazard, uint64_t first, uint32_t first_pc, const emu_access *a,
-                          const emu_where *where, int cross_block)
+/* One group of findings: the same kind of hazard (or initcheck finding) on the same variable
+ * between the same two code addresses. */
+typedef struct emu_report_group {
+    int kind; /* EMU_FINDING_* */
+    const char *hazard;
+    const void *variable; /* the span or the __shared__ declaration, NULL for dynamic shared memory */
+    const void *pc1, *pc2;
+    uint64_t count, same_warp, cross_block; /* findings; pairs within one warp; pairs across blocks */
+    uintptr_t lo, hi;                       /* the lowest and highest address */
+    emu_where where;                        /* of the first finding */
+    char example[640];                      /* the first finding's threads and lines */
+} emu_report_group;
+
+/* The group of a finding, counted (under the lock): NULL when the finding joined an existing
+ * group or the table is full; else a new group whose example the caller writes. */
+static emu_report_group *emu_report_join(emu_check *c, int kind, const char *hazard, const emu_where *where,
+                                         const void *pc1, const void *pc2, int same_warp, int cross)
 {
-    char t1[96], t2[96], pc1[300], pc2[300], variable[160], element[96], text[1400];
-    emu_thread_text(c, first, t1, sizeof t1);
-    emu_thread_text(c, a->gid, t2, sizeof t2);
-    emu_format_pc(emu_pc_of(c, first_pc), pc1, sizeof pc1);
-    emu_format_pc(a->pc, pc2, sizeof pc2);
-    emu_where_text(c, where, variable, sizeof variable, element, sizeof element);
+    const void *variable = where->span != NULL ? (const void *)where->span : (const void *)where->decl;
+    c->reports_total++;
+    emu_report_group *g = c->groups;
+    for (int i = 0; i < c->n_reports; ++i, ++g)
+        if (g->kind == kind && g->hazard == hazard && g->variable == variable && g->pc1 == pc1 && g->pc2 == pc2) {
+            g->count++;
+            g->same_warp += (uint64_t)(same_warp != 0);
+            g->cross_block += (uint64_t)(cross != 0);
+            if (where->addr < g->lo)
+                g->lo = where->addr;
+            if (where->addr > g->hi)
+                g->hi = where->addr;
+            return NULL;
+        }
+    if (c->groups == NULL)
+        c->groups = calloc(EMU_REPORT_GROUPS, sizeof *c->groups);
+    if (c->groups == NULL || c->n_reports >= EMU_REPORT_GROUPS) {
+        c->reports_dropped++;
+        return NULL;
+    }
+    g = &c->groups[c->n_reports++];
+    g->kind = kind;
+    g->hazard = hazard;
+    g->variable = variable;
+    g->pc1 = pc1;
+    g->pc2 = pc2;
+    g->count = 1;
+    g->same_warp = (uint64_t)(same_warp != 0);
+    g->cross_block = (uint64_t)(cross != 0);
+    g->lo = g->hi = where->addr;
+    g->where = *where;
+    g->example[0] = '\0';
+    return g;
+}
+
+static const char *emu_access_verb(int atomic, int write)
+{
+    return atomic ? "made an atomic access" : (write ? "wrote" : "read");
+}
+
+static void emu_race_text(emu_check *c, const char *hazard, uint64_t first, uint32_t first_pc, int first_atomic,
+                          const emu_access *a, const emu_where *where, int cross_block)
+{
     const uint64_t tpb = c->threads_per_block;
     const unsigned int w1 = (unsigned int)((first % tpb) / 32), w2 = a->linear / 32;
-    const char *why;
-    char warp_note[200];
-    if (cross_block) {
-        why = "in different blocks, which are not ordered (use atomics, or split the work into two kernels)";
-    } else if (w1 == w2) {
-        (void)snprintf(warp_note, sizeof warp_note,
-                       "both in warp %u with no __syncwarp() between them: warp-synchronous code is a race under "
-                       "independent thread scheduling (Volta and later)",
-                       w2);
-        why = warp_note;
-    } else {
-        why = "with no __syncthreads() between them";
+    const void *pc1 = emu_pc_of(c, first_pc);
+    const int first_read = strcmp(hazard, "write-after-read") == 0;
+    pthread_mutex_lock(&c->lock);
+    /* A pair with an atomic is not told to use __syncwarp(): atomics on one element usually
+     * come from every warp of the block, and which pair the order of the threads shows first
+     * says nothing about the others. */
+    const int one_warp = !cross_block && w1 == w2 && !a->atomic && !first_atomic;
+    emu_report_group *g = emu_report_join(c, EMU_FINDING_RACE, hazard, where, pc1, a->pc, one_warp, cross_block);
+    if (g != NULL) {
+        char t1[96], t2[96], p1[300], p2[300];
+        emu_thread_text(c, first, t1, sizeof t1);
+        emu_thread_text(c, a->gid, t2, sizeof t2);
+        emu_format_pc(pc1, p1, sizeof p1);
+        emu_format_pc(a->pc, p2, sizeof p2);
+        (void)snprintf(g->example, sizeof g->example, "%s %s at %s, then %s %s at %s", t1,
+                       emu_access_verb(first_atomic && !first_read, !first_read), p1, t2,
+                       emu_access_verb(a->atomic, a->write), p2);
     }
-    (void)snprintf(text, sizeof text, "racecheck: %s hazard on %s %s: %s at %s, then %s at %s, %s", hazard, variable, element,
-                   t1, pc1, t2, pc2, why);
-    emu_report(c, EMU_FINDING_RACE, emu_pc_of(c, first_pc), a->pc, text);
+    pthread_mutex_unlock(&c->lock);
 }
 
 /* Racecheck of one cell. `shared`: the cell is shared memory (same block only). */
@@ -988,18 +1043,20 @@ static void emu_race_cell(emu_check *c, emu_check_worker *cw, emu_cell *cell, co
             ordered = c->block_fences != NULL && (uint16_t)c->block_fences[w / tpb] != cell->write_fences &&
                       cw->atomic_done != NULL && cw->atomic_done[a->linear]; /* fence after it, atomic before */
         if (!ordered)
-            emu_race_text(c, a->write ? "write-after-write" : "read-after-write", w, cell->write_pc, a, where, cross);
+            emu_race_text(c, a->write ? "write-after-write" : "read-after-write", w, cell->write_pc, cell->write_atomic, a,
+                          where, cross);
     }
     if (a->write) {
-        /* against the reads since the last write */
-        if (cell->reader != 0 && (cell->reader != a->cell_id || cell->readers_many) && !a->atomic) {
+        /* against the plain reads since the last write; an atomic too (a thread reading its bin
+         * of a shared histogram while others still add to it). Atomic reads are not recorded. */
+        if (cell->reader != 0 && (cell->reader != a->cell_id || cell->readers_many)) {
             const uint64_t r = emu_cell_gid(cell->reader);
             const int cross = !shared && r - a->block_base >= tpb;
             const int ordered = !cross && cell->reader != a->cell_id &&
                                 emu_ordered_in_block(c, r, cell->read_epoch, cell->read_warp_gen, a);
             const int other_ordered = cell->read_epoch != a->epoch; /* the other readers' barrier count */
             if (!ordered && !(cell->reader == a->cell_id && other_ordered))
-                emu_race_text(c, "write-after-read", r, cell->read_pc, a, where, cross);
+                emu_race_text(c, "write-after-read", r, cell->read_pc, 0, a, where, cross);
         }
         cell->writer = a->cell_id;
         cell->write_pc = emu_pc_offset(c, a->pc);
@@ -1027,13 +1084,17 @@ static void emu_race_cell(emu_check *c, emu_check_worker *cw, emu_cell *cell, co
 
 static void emu_init_report(emu_check *c, const emu_access *a, const emu_where *where, const char *what_format)
 {
-    char t[96], pc[300], variable[160], element[96], what[400], text[1000];
-    emu_thread_text(c, a->gid, t, sizeof t);
-    emu_format_pc(a->pc, pc, sizeof pc);
-    emu_where_text(c, where, variable, sizeof variable, element, sizeof element);
-    (void)snprintf(what, sizeof what, what_format, variable, element);
-    (void)snprintf(text, sizeof text, "initcheck: %s by %s at %s", what, t, pc);
-    emu_report(c, EMU_FINDING_INIT, a->pc, NULL, text);
+    pthread_mutex_lock(&c->lock);
+    emu_report_group *g = emu_report_join(c, EMU_FINDING_INIT, NULL, where, a->pc, NULL, 0, 0);
+    if (g != NULL) {
+        char t[96], pc[300], variable[160], element[96], what[400];
+        emu_thread_text(c, a->gid, t, sizeof t);
+        emu_format_pc(a->pc, pc, sizeof pc);
+        emu_where_text(c, where, variable, sizeof variable, element, sizeof element);
+        (void)snprintf(what, sizeof what, what_format, variable, element);
+        (void)snprintf(g->example, sizeof g->example, "initcheck: %s by %s at %s", what, t, pc);
+    }
+    pthread_mutex_unlock(&c->lock);
 }
 
 static int emu_shared_cells_ready(emu_check *c, emu_check_worker *cw, size_t bytes)
@@ -1216,6 +1277,13 @@ int emu_check_access(emu_check *c, emu_check_worker *cw, const cunumpy_emu_threa
             emu_track_global(c, cw, &a, s, addr, end - addr);
         return 0;
     }
+    if (__builtin_expect(emu_shadow_contains(addr, end), 0)) {
+        (void)snprintf(error, error_size,
+                       "%s of %zu bytes %s address 0x%" PRIxPTR ", inside the memory checks' shadow (a wild pointer, "
+                       "made from an integer?)",
+                       emu_kind_verb(kind), size, emu_kind_prep(kind), addr);
+        return -1;
+    }
     if (!emu_near_region(c, addr, end) || emu_own_contains(cw, addr, end) ||
         emu_ranges_contain(c->internal, c->n_internal, addr, end))
         return 0;
@@ -1256,10 +1324,70 @@ void emu_check_fence(emu_check *c, emu_check_worker *cw)
         c->block_fences[cw->block_linear]++;
 }
 
-const char *emu_check_reports(const emu_check *c, const char **kind)
+/* The groups' text, the largest first (16 at most). */
+const char *emu_check_reports(emu_check *c, const char **kind)
 {
     if (c->n_reports == 0)
         return "";
-    *kind = strstr(c->reports, "racecheck:") != NULL ? "racecheck" : "initcheck";
+    int order[EMU_REPORT_GROUPS];
+    for (int i = 0; i < c->n_reports; ++i)
+        order[i] = i;
+    for (int i = 1; i < c->n_reports; ++i) /* few groups: insertion sort, stable */
+        for (int j = i; j > 0 && c->groups[order[j]].count > c->groups[order[j - 1]].count; --j) {
+            const int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    *kind = "initcheck";
+    for (int i = 0; i < c->n_reports; ++i)
+        if (c->groups[i].kind == EMU_FINDING_RACE)
+            *kind = "racecheck";
+    size_t used = 0;
+    const int shown = c->n_reports < 16 ? c->n_reports : 16;
+    used += (size_t)snprintf(c->reports, sizeof c->reports, ", in %d group(s)%s", c->n_reports,
+                             c->reports_dropped ? " and more" : "");
+    if (shown < c->n_reports || c->reports_dropped)
+        used += (size_t)snprintf(c->reports + used, sizeof c->reports - used, " (the %d largest shown)", shown);
+    if (used < sizeof c->reports)
+        used += (size_t)snprintf(c->reports + used, sizeof c->reports - used, ":");
+    for (int k = 0; k < shown && used + 8 < sizeof c->reports; ++k) {
+        const emu_report_group *g = &c->groups[order[k]];
+        char times[64] = "";
+        if (g->count > 1)
+            (void)snprintf(times, sizeof times, " (%llu times)", (unsigned long long)g->count);
+        if (g->kind == EMU_FINDING_INIT) {
+            used += (size_t)snprintf(c->reports + used, sizeof c->reports - used, "\n  - %s%s", g->example, times);
+            continue;
+        }
+        char variable[160], element[96], range[260];
+        emu_where w = g->where;
+        w.addr = g->lo;
+        emu_where_text(c, &w, variable, sizeof variable, element, sizeof element);
+        if (g->hi != g->lo) {
+            char last[96];
+            w.addr = g->hi;
+            emu_where_text(c, &w, variable, sizeof variable, last, sizeof last);
+            (void)snprintf(range, sizeof range, "%s to %s", element, last);
+        } else {
+            (void)snprintf(range, sizeof range, "%s", element);
+        }
+        char why[300];
+        if (g->cross_block == g->count)
+            (void)snprintf(why, sizeof why,
+                           "in different blocks, which are not ordered (use atomics, or split the work into two kernels)");
+        else if (g->same_warp == g->count)
+            (void)snprintf(why, sizeof why,
+                           "each pair in one warp with no __syncwarp() between them: warp-synchronous code is a race "
+                           "under independent thread scheduling (Volta and later)");
+        else if (g->cross_block == 0)
+            (void)snprintf(why, sizeof why, "with no __syncthreads() between them");
+        else
+            (void)snprintf(why, sizeof why,
+                           "with no __syncthreads() between them (%llu of the pairs in different blocks, which are "
+                           "not ordered)",
+                           (unsigned long long)g->cross_block);
+        used += (size_t)snprintf(c->reports + used, sizeof c->reports - used, "\n  - racecheck: %s hazard on %s %s%s: %s, %s",
+                                 g->hazard, variable, range, times, g->example, why);
+    }
     return c->reports;
 }

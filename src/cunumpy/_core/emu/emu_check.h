@@ -83,6 +83,7 @@ typedef struct emu_shared_layout {
 
 struct emu_span;
 struct emu_cell;
+struct emu_report_group;
 
 /* What the checks keep per worker (embedded in the runtime's worker). */
 typedef struct emu_check_worker {
@@ -134,13 +135,20 @@ typedef struct emu_check {
     cunumpy_emu_dim3 grid, block;
     uintptr_t pc_base; /* the kernel library's load address: code addresses are kept from here */
     unsigned int stamp; /* this launch's, in racecheck's cells */
-    /* collected race and init reports (the launch fails with them at its end) */
+    /* collected race and init findings, grouped by kind, variable and the pair of code
+     * addresses (the launch fails with them at its end, the largest groups first) */
     pthread_mutex_t lock;
-    int n_reports;
-    uint64_t reports_total;
-    char reports[4096];
-    uint64_t report_keys[16][3];
+    int n_reports;                /* groups */
+    int reports_dropped;          /* findings of groups beyond EMU_REPORT_GROUPS */
+    uint64_t reports_total;       /* findings */
+    struct emu_report_group *groups; /* EMU_REPORT_GROUPS, allocated at the first finding */
+    char reports[6144];
 } emu_check;
+
+#define EMU_REPORT_GROUPS 64
+
+/* Whether [lo, hi) overlaps the shadow mapping (its shadow gap included). */
+EMU_CHECK_INTERNAL int emu_shadow_contains(uintptr_t lo, uintptr_t hi);
 
 /* Maps the shadow (once per process); 1 when checks mode 1 can be used. */
 EMU_CHECK_INTERNAL int emu_shadow_available(void);
@@ -204,6 +212,6 @@ EMU_CHECK_INTERNAL int emu_check_block_start(emu_check *check, emu_check_worker 
 EMU_CHECK_INTERNAL void emu_check_fence(emu_check *check, emu_check_worker *cw);
 
 /* The report text of a launch's collected race and init findings ("" when none). */
-EMU_CHECK_INTERNAL const char *emu_check_reports(const emu_check *check, const char **kind);
+EMU_CHECK_INTERNAL const char *emu_check_reports(emu_check *check, const char **kind);
 
 #endif /* CUNUMPY__CORE_EMU_EMU_CHECK_H */

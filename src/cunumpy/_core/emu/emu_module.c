@@ -232,7 +232,8 @@ static int emu_read_analysis(PyObject *obj, emu_analysis **out)
     return 0;
 }
 
-/* The rows of a finished analysis as a list of (pc, class, requests, a, ideal, divergent, same_max). */
+/* The rows of a finished analysis as a list of (pc, class, requests, a, ideal, divergent, same_max,
+ * lanes). */
 static PyObject *emu_analysis_result(emu_analysis *an)
 {
     const emu_analysis_row *rows = NULL;
@@ -244,9 +245,10 @@ static PyObject *emu_analysis_result(emu_analysis *an)
         return NULL;
     for (long i = 0; i < n; ++i) {
         const emu_analysis_row *r = &rows[i];
-        PyObject *t = Py_BuildValue("(kiKKKKK)", (unsigned long)r->pc, r->cls, (unsigned long long)r->requests,
+        PyObject *t = Py_BuildValue("(kiKKKKKK)", (unsigned long)r->pc, r->cls, (unsigned long long)r->requests,
                                     (unsigned long long)r->a, (unsigned long long)r->ideal,
-                                    (unsigned long long)r->divergent, (unsigned long long)r->same_max);
+                                    (unsigned long long)r->divergent, (unsigned long long)r->same_max,
+                                    (unsigned long long)r->lanes);
         if (t == NULL) {
             Py_DECREF(list);
             return NULL;
@@ -278,7 +280,7 @@ PyDoc_STRVAR(emu_launch_doc,
              "SIGINT handler raises (KeyboardInterrupt). analysis (checks=3): a sequence of (lo, hi, start)\n"
              "triples (an argument's bytes, its allocation's first byte) turns on the performance analysis\n"
              "(emu_analysis.h); the launch then returns a list of (pc, class, requests, a, ideal, divergent,\n"
-             "same_max) rows instead of None.");
+             "same_max, lanes) rows instead of None.");
 
 static PyObject *emu_launch(PyObject *self, PyObject *args, PyObject *kwargs)
 {

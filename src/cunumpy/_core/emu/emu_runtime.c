@@ -634,7 +634,9 @@ static int emu_api_syncthreads_count(cunumpy_emu_worker *pub, int predicate)
 static void emu_api_syncthreads(cunumpy_emu_worker *pub) { (void)emu_api_syncthreads_count(pub, 0); }
 
 /* Results of a completed shuffle group for every lane of `mask`, from the lanes' operands: a
- * lane whose source lane is outside its segment or not named in `mask` gets its own value.
+ * lane whose source lane is outside its segment gets its own value (as on a GPU). A source
+ * lane inside the segment that `mask` does not name is undefined on a GPU: the lane gets its
+ * own value and the function returns the first such lane (its source in bits 8 and up), or -1.
  * One loop per kind, so that the loop body has no branch on the kind. */
 #define EMU_SHUFFLE_LOOP(SOURCE_AND_VALID)                                                                             \
     for (unsigned int m = mask; m != 0u; m &= m - 1u) {                                                                \
@@ -645,13 +647,17 @@ static void emu_api_syncthreads(cunumpy_emu_worker *pub) { (void)emu_api_syncthr
         unsigned int src;                                                                                              \
         int valid;                                                                                                     \
         SOURCE_AND_VALID;                                                                                              \
-        out[lane].pub.result = valid && (mask >> src & 1u) ? warp->value[src] : warp->value[lane];                   \
+        const unsigned int named = valid ? (mask >> src) & 1u : 1u;                                                    \
+        out[lane].pub.result = valid && named ? warp->value[src] : warp->value[lane];                                  \
         out[lane].state = EMU_RUN;                                                                                     \
+        if (__builtin_expect(!named, 0) && bad < 0)                                                                    \
+            bad = (int)(lane | (src << 8));                                                                            \
     }
 
 /* ... written into the lanes' thread records (`out`: the warp's fibers), which are released. */
-static void emu_shuffle_results(emu_warp *warp, int op, unsigned int mask, emu_fiber *out)
+static int emu_shuffle_results(emu_warp *warp, int op, unsigned int mask, emu_fiber *out)
 {
+    int bad = -1;
     switch (op) {
     case EMU_OP_SHFL_IDX:
         EMU_SHUFFLE_LOOP(src = seg_start | (a & (width - 1u)); valid = 1);
@@ -666,8 +672,25 @@ static void emu_shuffle_results(emu_warp *warp, int op, unsigned int mask, emu_f
         EMU_SHUFFLE_LOOP(src = lane ^ (a & 31u); valid = src <= seg_start + width - 1u);
         break;
     }
+    return bad;
 }
 #undef EMU_SHUFFLE_LOOP
+
+/* A shuffle whose lane reads a lane its mask does not name: undefined on a GPU. */
+static void emu_shuffle_unnamed(emu_worker *w, int op, unsigned int mask, int bad) __attribute__((noinline, cold, noreturn));
+static void emu_shuffle_unnamed(emu_worker *w, int op, unsigned int mask, int bad)
+{
+    const emu_fiber *self = (const emu_fiber *)w->pub.current;
+    const unsigned int lane = (unsigned int)bad & 0xffu, src = (unsigned int)bad >> 8;
+    const unsigned int warp = self->pub.linear / CUNUMPY_EMU_WARP_SIZE;
+    char coords[64];
+    emu_thread_coords(w, warp * CUNUMPY_EMU_WARP_SIZE + lane, coords, sizeof coords);
+    emu_set_error(w, 0,
+                  "%s with mask 0x%08x: lane %u (thread %s) reads lane %u, which the mask does not name; the value "
+                  "is undefined on a GPU (name every lane read in the mask, or keep the source inside it)",
+                  emu_op_names[op], mask, lane, coords, src);
+    emu_abort_thread(w);
+}
 
 /* The checks of a warp operation, in the order their errors are reported; called when the
  * fast test in emu_warp_op failed, so one of them fails the launch. */
@@ -723,8 +746,8 @@ static inline __attribute__((always_inline)) cunumpy_emu_wait emu_warp_op(cunump
             self->pub.result = value ? bit : 0u;
         } else if (op == EMU_OP_SYNCWARP) {
             self->pub.result = 0;
-        } else {
-            emu_shuffle_results(warp, op, mask, self - lane);
+        } else if (__builtin_expect(emu_shuffle_results(warp, op, mask, self - lane) >= 0, 0)) {
+            emu_shuffle_unnamed(w, op, mask, emu_shuffle_results(warp, op, mask, self - lane));
         }
         return emu_go_on;
     }
@@ -771,7 +794,9 @@ static inline __attribute__((always_inline)) cunumpy_emu_wait emu_warp_op(cunump
             base[l].state = EMU_RUN;
         }
     } else {
-        emu_shuffle_results(warp, op, mask, base);
+        const int bad = emu_shuffle_results(warp, op, mask, base);
+        if (__builtin_expect(bad >= 0, 0))
+            emu_shuffle_unnamed(w, op, mask, bad);
     }
     /* The others go to the front of the ready ring, in lane order: the warp's next operation
      * then runs while its 32 fibers' stacks are still in the cache, instead of after every
@@ -826,8 +851,11 @@ static cunumpy_emu_wait emu_api_collective(cunumpy_emu_worker *pub, int op, unsi
     if (op >= EMU_OP_SHFL_IDX && op <= EMU_OP_BALLOT)
         return emu_warp_op(pub, op, mask, op == EMU_OP_BALLOT ? value != 0 : value, arg, width, library_switch);
     emu_worker *w = emu_worker_of(pub);
-    if (op == CUNUMPY_EMU_OP_EXIT && w->fiber_mode)
+    if (op == CUNUMPY_EMU_OP_EXIT && w->fiber_mode) {
+        if (w->launch->params->analysis != NULL)
+            emu_analysis_exit(w->launch->params->analysis, pub->current->linear);
         return emu_thread_exit(w, (emu_fiber *)pub->current, library_switch);
+    }
     emu_set_error(w, 1, "unknown collective operation %d", op);
     emu_abort_thread(w);
 }
@@ -883,8 +911,9 @@ static void emu_memcheck_fail(emu_worker *w, const char *text, const void *pc)
 {
     char where[320];
     emu_format_pc(pc, where, sizeof where);
-    emu_set_error(w, 1, "memcheck: %s at %s", text, where);
-    w->failure = EMU_FAIL_MEMCHECK;
+    const int shadow = strstr(text, "inside the memory checks' shadow") != NULL; /* a wild pointer: a fault */
+    emu_set_error(w, 1, "%s%s at %s", shadow ? "" : "memcheck: ", text, where);
+    w->failure = shadow ? EMU_FAIL_FAULT : EMU_FAIL_MEMCHECK;
     emu_abort_thread(w);
 }
 
@@ -954,7 +983,14 @@ static const cunumpy_emu_api emu_api = {
 #define EMU_SIGNAL_CANCEL (-1)
 
 static _Thread_local emu_worker *emu_tls_worker;
-static struct sigaction emu_previous_segv, emu_previous_bus, emu_previous_fpe, emu_previous_cancel, emu_previous_int;
+static struct sigaction emu_previous_segv, emu_previous_bus, emu_previous_fpe, emu_previous_cancel;
+/* The signals that stop a launch of the main thread when Python handles them (a Python handler
+ * runs only between bytecodes, so it would run when the launch ends): Ctrl-C, and a handler of
+ * SIGALRM (signal.alarm) or SIGTERM that raises. The launch stops, then the handler runs. */
+static const int emu_interrupt_signals[3] = {SIGINT, SIGALRM, SIGTERM};
+static struct sigaction emu_previous_interrupt[3];
+static int emu_interrupt_installed[3];
+static volatile sig_atomic_t emu_interrupt_signal; /* the signal that stopped the last launch */
 static _Atomic(emu_launch *) emu_interrupt_launch; /* the launch SIGINT stops */
 
 static uintptr_t emu_context_pc(void *context)
@@ -1047,7 +1083,10 @@ static void emu_kick_workers(emu_launch *launch);
 
 static void emu_interrupt_handler(int sig, siginfo_t *info, void *context)
 {
-    emu_chain(&emu_previous_int, sig, info, context); /* Python records the signal */
+    for (int i = 0; i < 3; ++i)
+        if (emu_interrupt_signals[i] == sig)
+            emu_chain(&emu_previous_interrupt[i], sig, info, context); /* Python records the signal */
+    emu_interrupt_signal = sig;
     emu_launch *launch = atomic_load(&emu_interrupt_launch);
     if (launch == NULL)
         return;
@@ -1071,17 +1110,25 @@ static void emu_install_handlers(int interruptible)
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
     sigaction(EMU_CANCEL_SIGNAL, &sa, &emu_previous_cancel);
     if (interruptible) {
-        struct sigaction now;
-        sigaction(SIGINT, NULL, &now);
-        /* Only over a handler (Python's): never turn an ignored or default SIGINT into one. */
-        if ((now.sa_flags & SA_SIGINFO) || (now.sa_handler != SIG_DFL && now.sa_handler != SIG_IGN)) {
-            sa.sa_sigaction = emu_interrupt_handler;
-            sigaction(SIGINT, &sa, &emu_previous_int);
-        } else {
-            interruptible = 0;
+        /* Only over a handler (Python's, the same function for every signal it handles): never
+         * turn an ignored or default disposition into one. */
+        struct sigaction python;
+        sigaction(SIGINT, NULL, &python);
+        for (int i = 0; i < 3; ++i) {
+            struct sigaction now;
+            sigaction(emu_interrupt_signals[i], NULL, &now);
+            const int handled = (now.sa_flags & SA_SIGINFO) || (now.sa_handler != SIG_DFL && now.sa_handler != SIG_IGN);
+            const int same = (now.sa_flags & SA_SIGINFO) == (python.sa_flags & SA_SIGINFO) &&
+                             ((now.sa_flags & SA_SIGINFO) ? now.sa_sigaction == python.sa_sigaction
+                                                          : now.sa_handler == python.sa_handler);
+            emu_interrupt_installed[i] = handled && (i == 0 || same);
+            if (emu_interrupt_installed[i]) {
+                sa.sa_sigaction = emu_interrupt_handler;
+                sigaction(emu_interrupt_signals[i], &sa, &emu_previous_interrupt[i]);
+            }
         }
+        emu_interrupt_signal = 0;
     }
-    (void)interruptible;
 }
 
 static void emu_restore_handlers(int interruptible)
@@ -1090,8 +1137,11 @@ static void emu_restore_handlers(int interruptible)
     sigaction(SIGBUS, &emu_previous_bus, NULL);
     sigaction(SIGFPE, &emu_previous_fpe, NULL);
     sigaction(EMU_CANCEL_SIGNAL, &emu_previous_cancel, NULL);
-    if (interruptible && (emu_previous_int.sa_flags & SA_SIGINFO || emu_previous_int.sa_handler != SIG_DFL))
-        sigaction(SIGINT, &emu_previous_int, NULL);
+    for (int i = 0; interruptible && i < 3; ++i)
+        if (emu_interrupt_installed[i]) {
+            sigaction(emu_interrupt_signals[i], &emu_previous_interrupt[i], NULL);
+            emu_interrupt_installed[i] = 0;
+        }
 }
 
 /* ---- describing a fault ---------------------------------------------------------------------- */
@@ -1138,13 +1188,20 @@ static void emu_describe_fault(emu_worker *w, emu_launch *launch)
     }
     char text[700];
     const int kind = w->fault_write == 1 ? CUNUMPY_EMU_ACCESS_WRITE : 0;
-    if (emu_check_describe(&launch->check, &w->cw, addr, 1, kind, text, sizeof text)) {
+    /* size 0: not known from a fault (the description takes the element size of the array) */
+    if (emu_check_describe(&launch->check, &w->cw, addr, 0, kind, text, sizeof text)) {
         emu_set_error(w, 1, "memcheck: %s (a %s at address %p)", text, what, w->fault_address);
         w->failure = EMU_FAIL_MEMCHECK;
         return;
     }
     if (addr < 65536)
         emu_set_error(w, 1, "%s: null pointer %s (address %p)", what, access, w->fault_address);
+    else if (emu_shadow_contains(addr, addr + 1))
+        emu_set_error(w, 1,
+                      "%s: invalid %s at address %p, inside the memory checks' shadow (a wild pointer, made from an "
+                      "integer?)",
+                      what, access,
+                      (void *)((addr - (uintptr_t)CUNUMPY_EMU_SHADOW_OFFSET) << 3)); /* the gap's: the access's */
     else
         emu_set_error(w, 1,
                       "%s: invalid %s at address %p, not near any argument of the launch (a wild or dangling "
@@ -1906,7 +1963,9 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
     int status = 0;
     const int cancel = atomic_load(&launch.cancel);
     const unsigned long long done = (unsigned long long)atomic_load(&launch.blocks_done);
-    if (cancel != EMU_CANCEL_NONE) {
+    /* A launch whose every block finished is a success, even when the stop came in time to
+     * be seen (timeout=1e-9 on a launch that finishes anyway). */
+    if (cancel != EMU_CANCEL_NONE && (done < launch.total_blocks || launch.failed)) {
         if (cancel == EMU_CANCEL_TIMEOUT)
             (void)snprintf(error, error_size,
                            "emulated kernel '%s' timed out: it ran longer than timeout=%g s and was stopped after %.2f s, "
@@ -1915,8 +1974,11 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
                            (unsigned long long)launch.total_blocks);
         else
             (void)snprintf(error, error_size,
-                           "emulated kernel '%s' was interrupted (SIGINT) after %.2f s, with %llu of %llu blocks finished",
-                           params->kernel_name, emu_elapsed(&launch.started), done, (unsigned long long)launch.total_blocks);
+                           "emulated kernel '%s' was interrupted (%s) after %.2f s, with %llu of %llu blocks finished",
+                           params->kernel_name,
+                           emu_interrupt_signal == SIGALRM ? "SIGALRM"
+                                                           : (emu_interrupt_signal == SIGTERM ? "SIGTERM" : "SIGINT"),
+                           emu_elapsed(&launch.started), done, (unsigned long long)launch.total_blocks);
         *failure = cancel == EMU_CANCEL_TIMEOUT ? EMU_FAIL_TIMEOUT : EMU_FAIL_INTERRUPT;
         status = -1;
     } else if (launch.failed) {
@@ -1927,9 +1989,8 @@ int emu_launch_run(const emu_launch_params *params, char *error, size_t error_si
         const char *kind = NULL;
         const char *reports = emu_check_reports(check, &kind);
         if (reports[0] != '\0') {
-            (void)snprintf(error, error_size, "emulated kernel '%s': %s found %llu problem(s)%s:%s", params->kernel_name,
-                           kind, (unsigned long long)check->reports_total,
-                           check->n_reports >= 16 ? " (the first 16 distinct ones)" : "", reports);
+            (void)snprintf(error, error_size, "emulated kernel '%s': %s found %llu problem(s)%s", params->kernel_name,
+                           kind, (unsigned long long)check->reports_total, reports);
             *failure = strcmp(kind, "racecheck") == 0 ? EMU_FAIL_RACECHECK : EMU_FAIL_INITCHECK;
             status = -1;
         }

@@ -14,8 +14,17 @@
 //                            wide barrier needs a cooperative launch, which the emulation
 //                            does not provide
 //   cg::sync(g)              g.sync()
-// Not provided: tiled_partition(parent, n) with a run-time size, labeled_partition,
-// binary_partition, multi-grid groups, cluster groups, memcpy_async, cg::inclusive_scan.
+//   tiled_partition<N>(g)    N in 64, 128, ..., 1024 (tiles larger than a warp): sync (a
+//                            block barrier: every tile of the block must reach it, as the
+//                            CUDA samples' tiles do), thread_rank, size/num_threads,
+//                            meta_group_rank/size
+//   block_tile_memory<...>   the scratch type of large tiles (also cg::experimental::); an
+//                            empty type here: this_thread_block(scratch) is this_thread_block()
+//   labeled_partition(g, l)  of a coalesced group or a tile of up to 32 threads: the lanes with
+//                            the same label (a coalesced group); binary_partition(g, pred)
+// Not provided: tiled_partition(parent, n) with a run-time size, shuffles and cg::reduce on
+// tiles larger than a warp, multi-grid groups, cluster groups, memcpy_async,
+// cg::inclusive_scan.
 #ifndef CUNUMPY_EMU_COOPERATIVE_GROUPS_H
 #define CUNUMPY_EMU_COOPERATIVE_GROUPS_H
 
@@ -69,10 +78,53 @@ class thread_block {
 
 static __inline__ thread_block this_thread_block() { return thread_block(); }
 
-// A tile of N consecutive threads (by linear index) inside one warp.
+// The scratch memory CUDA's large tiles use (cg::block_tile_memory<MaxBlockSize> in CUDA 12,
+// <TileCommunicationSize, MaxBlockSize> in CUDA 11): nothing is needed here.
+template <unsigned int A = 1024, unsigned int B = 0> struct block_tile_memory {
+    unsigned char cunumpy_emu_unused;
+};
+
+template <unsigned int A, unsigned int B> static __inline__ thread_block this_thread_block(block_tile_memory<A, B> &)
+{
+    return thread_block();
+}
+
+namespace details {
+// A tile of N > 32 consecutive threads (by linear index): whole warps; sync() is a block barrier.
+template <unsigned int N> class large_tile {
+    static_assert(N <= 1024 && (N & (N - 1)) == 0, "tiled_partition<N>: N must be a power of two up to 1024");
+
+  protected:
+    unsigned int rank_, meta_rank_, meta_size_;
+
+  public:
+    large_tile(unsigned int parent_rank, unsigned int parent_size)
+        : rank_(parent_rank % N), meta_rank_(parent_rank / N), meta_size_((parent_size + N - 1u) / N)
+    {
+    }
+    static constexpr unsigned int size() { return N; }
+    static constexpr unsigned int num_threads() { return N; }
+    unsigned int thread_rank() const { return rank_; }
+    unsigned int meta_group_rank() const { return meta_rank_; }
+    unsigned int meta_group_size() const { return meta_size_; }
+    void sync() const { __syncthreads(); }
+};
+template <unsigned int N> class warp_tile;
+} // namespace details
+
+// A tile of N consecutive threads (by linear index): inside one warp for N <= 32.
 template <unsigned int N, typename Parent = void> class thread_block_tile;
 
-template <unsigned int N> class thread_block_tile<N, void> {
+template <unsigned int N>
+class thread_block_tile<N, void>
+    : public std::conditional_t<(N > 32u), details::large_tile<N>, details::warp_tile<N>> {
+    using base = std::conditional_t<(N > 32u), details::large_tile<N>, details::warp_tile<N>>;
+
+  public:
+    thread_block_tile(unsigned int parent_rank, unsigned int parent_size) : base(parent_rank, parent_size) {}
+};
+
+template <unsigned int N> class details::warp_tile {
     static_assert(N >= 1 && N <= 32 && (N & (N - 1)) == 0, "tiled_partition<N>: N must be 1, 2, 4, 8, 16 or 32");
 
   protected:
@@ -82,7 +134,7 @@ template <unsigned int N> class thread_block_tile<N, void> {
     unsigned int meta_size_;
 
   public:
-    thread_block_tile(unsigned int parent_rank, unsigned int parent_size)
+    warp_tile(unsigned int parent_rank, unsigned int parent_size)
     {
         const unsigned int lane = details::linear_thread() & 31u;
         first_ = lane & ~(N - 1u);
@@ -162,6 +214,22 @@ class coalesced_group {
     bool cunumpy_emu_full() const { return false; }
 };
 
+// The lanes of group g with the same label: a coalesced group (__match_any_sync).
+template <typename T> static __inline__ coalesced_group labeled_partition(const coalesced_group &g, T label)
+{
+    return coalesced_group(__match_any_sync(g.cunumpy_emu_mask(), label));
+}
+template <typename T, unsigned int N, typename P>
+static __inline__ coalesced_group labeled_partition(const thread_block_tile<N, P> &g, T label)
+{
+    static_assert(N <= 32u, "labeled_partition: tiles of up to 32 threads");
+    return coalesced_group(__match_any_sync(g.cunumpy_emu_mask(), label));
+}
+template <typename Group> static __inline__ coalesced_group binary_partition(const Group &g, bool predicate)
+{
+    return labeled_partition(g, (int)predicate);
+}
+
 // Inlined so that __activemask() sees the caller's call site.
 static __inline__ __attribute__((always_inline)) coalesced_group coalesced_threads()
 {
@@ -191,6 +259,13 @@ class grid_group {
 static __inline__ grid_group this_grid() { return grid_group(); }
 
 template <typename Group> static __inline__ void sync(const Group &g) { g.sync(); }
+
+// CUDA 11 spelled the large-tile API cg::experimental::.
+namespace experimental {
+using ::cooperative_groups::block_tile_memory;
+using ::cooperative_groups::this_thread_block;
+using ::cooperative_groups::tiled_partition;
+} // namespace experimental
 
 } // namespace cooperative_groups
 
