@@ -102,9 +102,11 @@ docs: $(BUILT) $(VENV)/.req-docs
 
 # The built site checked: numpydoc docstrings of every public name, the code blocks of the
 # pages and of LLM_GUIDE.md run, internal links resolve, and headless Chromium opens pages
-# (tests/docs/test_site.py installs Debian's chromium when it is missing and it runs as root).
+# and measures that no code block or table is wider than its column (tests/docs/test_site.py
+# installs Debian's chromium when it is missing and it runs as root; without root its tests
+# skip with the package named, which -rs prints; under CI=true they fail).
 test-docs: docs install
-	$(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) tests/docs
+	$(PY) -m pytest -q -rs -p no:cacheprovider -n $(PYTEST_WORKERS) tests/docs
 
 # test-fake runs the whole suite under the fake CuPy, so the NumPy run skips the tests that
 # re-run a file under the fake in a child process (tests/unit/_fake_support.py).

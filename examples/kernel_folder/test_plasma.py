@@ -1,8 +1,8 @@
 """Tests of the plasma kernel package, with cunumpy's pytest plugin (installed with cunumpy:
 the `backend` fixture and the markers need no conftest).
 
-    pytest examples/kernel_folder                       # NumPy; the cupy cases and parity skip
-    CUNUMPY_FAKE_CUPY=1 pytest examples/kernel_folder   # CUDA ports emulated on the CPU
+    pytest examples/kernel_folder                                            # NumPy; cupy cases skip
+    CUNUMPY_FAKE_CUPY=1 CUNUMPY_BACKEND=cupy pytest examples/kernel_folder   # CUDA ports emulated
 """
 
 import sys

@@ -15,7 +15,8 @@ TEXTS = [GUIDE, ROOT / "README.md"]
 NAME = re.compile(r"\b(xp|cunumpy|kernel_testing|kt)((?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
 ENV = re.compile(r"\bCUNUMPY_[A-Z_]+\b")
 # Placeholders and names of the backends' own namespaces that prose uses generically.
-PLACEHOLDERS = {"xp.f", "xp.name", "xp.numpy_backend", "xp.cupy_backend"}
+# "cunumpy.emulation" is a logger name (logging.getLogger), not a module
+PLACEHOLDERS = {"xp.f", "xp.name", "xp.numpy_backend", "xp.cupy_backend", "cunumpy.emulation"}
 ROOTS = {
     "xp": "cunumpy",
     "cunumpy": "cunumpy",
