@@ -946,7 +946,7 @@ typedef struct emu_report_group {
     uint64_t count, same_warp, cross_block; /* findings; pairs within one warp; pairs across blocks */
     uintptr_t lo, hi;                       /* the lowest and highest address */
     emu_where where;                        /* of the first finding */
-    char example[640];                      /* the first finding's threads and lines */
+    char example[1024];                     /* the first finding's threads and lines */
 } emu_report_group;
 
 /* The group of a finding, counted (under the lock): NULL when the finding joined an existing
