@@ -420,6 +420,15 @@ def _cost(m: dict[str, Any]) -> float:
 class KernelAnalysis:
     """What the GPU's memory system and warp schedulers would see of one emulated launch.
 
+    Made by :func:`analyze_kernel` and :func:`analyzed_launches`, not by user code.
+
+    Parameters
+    ----------
+    kernel, grid, block, shared_mem, arch, totals, lines, notes
+        The attributes of the same names (below).
+    source : dict of str to list of str
+        The lines of each source file the analysis names, for the text and HTML views.
+
     Attributes
     ----------
     kernel : str
