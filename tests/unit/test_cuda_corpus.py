@@ -55,6 +55,7 @@ def test_corpus_case_in_emulation(name):
 _NVCC = shutil.which("nvcc") or (os.path.exists("/usr/local/cuda/bin/nvcc") and "/usr/local/cuda/bin/nvcc") or None
 
 
+@pytest.mark.nosan  # nvcc's own tools crash with AddressSanitizer's runtime preloaded (make test-asan)
 @pytest.mark.skipif(not _NVCC, reason="needs nvcc")
 @pytest.mark.parametrize("file", FILES)
 def test_corpus_file_compiles_with_nvcc(file, tmp_path):

@@ -464,6 +464,7 @@ def test_occupancy_limits(arch, threads, registers, shared, expected, limiter):
     assert found == limiter
 
 
+@pytest.mark.nosan  # nvcc's own tools crash with AddressSanitizer's runtime preloaded (make test-asan)
 def test_occupancy_from_nvcc():
     if shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"):
         x = np.arange(64, dtype=np.float32)
