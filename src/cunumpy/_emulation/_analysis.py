@@ -374,28 +374,29 @@ def _finish(m: dict[str, Any]) -> dict[str, Any]:
     return m
 
 
+#: The keys of the memory classes' rows: (requests, counted, ideal).
+_MEMORY_KEYS = {
+    cls: (f"{name}_requests", f"{name}_{unit}", f"{name}_ideal_{unit}")
+    for cls, name, unit in (
+        (_GLOBAL_LOAD, "global_load", "sectors"),
+        (_GLOBAL_STORE, "global_store", "sectors"),
+        (_SHARED_LOAD, "shared_load", "wavefronts"),
+        (_SHARED_STORE, "shared_store", "wavefronts"),
+    )
+}
+
+
 def _add_row(
     m: dict[str, Any], cls: int, requests: int, a: int, ideal: int, divergent: int, same_max: int, lanes: int
 ) -> None:
     if cls != _BRANCH:
         m["_block_execs"] += requests
         m["_lanes"] += lanes
-    if cls == _GLOBAL_LOAD:
-        m["global_load_requests"] += requests
-        m["global_load_sectors"] += a
-        m["global_load_ideal_sectors"] += ideal
-    elif cls == _GLOBAL_STORE:
-        m["global_store_requests"] += requests
-        m["global_store_sectors"] += a
-        m["global_store_ideal_sectors"] += ideal
-    elif cls == _SHARED_LOAD:
-        m["shared_load_requests"] += requests
-        m["shared_load_wavefronts"] += a
-        m["shared_load_ideal_wavefronts"] += ideal
-    elif cls == _SHARED_STORE:
-        m["shared_store_requests"] += requests
-        m["shared_store_wavefronts"] += a
-        m["shared_store_ideal_wavefronts"] += ideal
+    keys = _MEMORY_KEYS.get(cls)
+    if keys is not None:
+        m[keys[0]] += requests
+        m[keys[1]] += a
+        m[keys[2]] += ideal
     elif cls in (_GLOBAL_ATOMIC, _SHARED_ATOMIC):
         m["atomic_requests"] += requests
         m["atomic_same_address_max"] = max(m["atomic_same_address_max"], same_max)
